@@ -1,0 +1,275 @@
+package aggregate
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Member is one service that contributes endpoints to a global service.
+type Member struct {
+	// Cluster is the remote cluster of a headless mirror; empty for the local service.
+	Cluster string
+	Service *corev1.Service
+	Slices  []*discoveryv1.EndpointSlice
+}
+
+// Local reports whether m is the local service.
+func (m Member) Local() bool { return m.Cluster == "" }
+
+// Input is everything known about one base in one namespace.
+type Input struct {
+	Namespace string
+	Base      string
+	Suffix    string
+	Members   []Member
+	// EndpointMirrors maps the name of each Linkerd endpoint mirror ("db-0-east")
+	// that has EndpointSlices to whether any of their endpoints is ready. A mirror
+	// endpoint whose endpoint mirror is present here with false is behind a dead
+	// gateway. Names absent from the map say nothing about readiness.
+	EndpointMirrors map[string]bool
+}
+
+// Endpoint is one endpoint of the global service.
+type Endpoint struct {
+	// Addresses are of one family, as in the member's slice.
+	Addresses   []string
+	AddressType discoveryv1.AddressType
+	// Hostname is the global per-pod name; empty when the member endpoint had
+	// none or lost it (collision, invalid name).
+	Hostname string
+	Ready    bool
+	// Cluster is the remote cluster the endpoint came from; empty for local ones.
+	Cluster string
+	// Ports are the member slice's ports, shared, never modified.
+	Ports []discoveryv1.EndpointPort
+	// Source is the member endpoint, for fields the view does not interpret
+	// (zone, node name, target reference).
+	Source *discoveryv1.Endpoint
+}
+
+// Problem is something in the input that was skipped or changed.
+type Problem struct {
+	Reason string // CamelCase, low cardinality: for events and metric labels
+	Detail string // human readable, names the object
+}
+
+// Problem reasons.
+const (
+	ReasonHostnameCollision = "HostnameCollision"
+	ReasonInvalidHostname   = "InvalidHostname"
+	ReasonInvalidAddress    = "InvalidAddress"
+	ReasonInvalidName       = "InvalidGlobalName"
+)
+
+// View is the global service of one base.
+type View struct {
+	Namespace string
+	Base      string
+	Name      string
+	// Ports is the union of the members' Service ports.
+	Ports     []corev1.ServicePort
+	Endpoints []Endpoint
+	Problems  []Problem
+	// TriggerTime is the newest endpoints.kubernetes.io/last-change-trigger-time of
+	// the member slices; zero when none carries one.
+	TriggerTime time.Time
+}
+
+// Exists reports whether the view describes a global service that should exist:
+// at least one headless mirror and a valid name. A local service alone makes none.
+func Exists(in Input) bool {
+	if errs := validation.IsDNS1035Label(GlobalName(in.Base, in.Suffix)); len(errs) > 0 {
+		return false
+	}
+	return slices.ContainsFunc(in.Members, func(m Member) bool { return !m.Local() })
+}
+
+// Aggregate computes the global view of in. Members may come in any order; the
+// result is deterministic. Call Exists first: Aggregate does not decide whether
+// the global should exist.
+func Aggregate(in Input) View {
+	v := View{Namespace: in.Namespace, Base: in.Base, Name: GlobalName(in.Base, in.Suffix)}
+	if errs := validation.IsDNS1035Label(v.Name); len(errs) > 0 {
+		v.Problems = append(v.Problems, Problem{ReasonInvalidName, in.Namespace + "/" + v.Name + ": " + errs[0]})
+		return v
+	}
+	members := slices.Clone(in.Members)
+	// Priority: the local service first, then clusters by name. It decides
+	// collisions and port conflicts.
+	slices.SortFunc(members, func(a, b Member) int { return strings.Compare(a.Cluster, b.Cluster) })
+
+	v.Ports = unionPorts(members)
+	for _, m := range members {
+		v.addMember(m, in.EndpointMirrors)
+	}
+	v.resolveCollisions()
+	slices.SortStableFunc(v.Endpoints, compareEndpoints)
+	return v
+}
+
+func (v *View) addMember(m Member, endpointMirrors map[string]bool) {
+	slices := slices.Clone(m.Slices)
+	// Deterministic order whatever the informer gave us.
+	sortSlices(slices)
+	for _, s := range slices {
+		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
+			continue // FQDN slices carry no addresses DNS could answer
+		}
+		if t, err := time.Parse(time.RFC3339Nano, s.Annotations[corev1.EndpointsLastChangeTriggerTime]); err == nil && t.After(v.TriggerTime) {
+			v.TriggerTime = t
+		}
+		for i := range s.Endpoints {
+			src := &s.Endpoints[i]
+			addrs, bad := validAddresses(src.Addresses, s.AddressType)
+			if bad != "" {
+				v.Problems = append(v.Problems, Problem{ReasonInvalidAddress,
+					"endpoint slice " + s.Namespace + "/" + s.Name + ": " + bad})
+			}
+			if len(addrs) == 0 {
+				continue
+			}
+			ep := Endpoint{
+				Addresses:   addrs,
+				AddressType: s.AddressType,
+				Ready:       src.Conditions.Ready == nil || *src.Conditions.Ready,
+				Cluster:     m.Cluster,
+				Ports:       s.Ports,
+				Source:      src,
+			}
+			if src.Hostname != nil && *src.Hostname != "" {
+				ep.Hostname = *src.Hostname
+				if !m.Local() {
+					ep.Hostname += "-" + m.Cluster
+					// Linkerd reports an unreachable gateway only on the endpoint
+					// mirror; the headless mirror stays ready.
+					if anyReady, known := endpointMirrors[ep.Hostname]; known && !anyReady {
+						ep.Ready = false
+					}
+				}
+				if errs := validation.IsDNS1123Label(ep.Hostname); len(errs) > 0 {
+					v.Problems = append(v.Problems, Problem{ReasonInvalidHostname,
+						v.Namespace + "/" + v.Name + ": hostname " + quote(ep.Hostname) + " from " + memberName(m) + ": " + errs[0]})
+					ep.Hostname = ""
+				}
+			}
+			v.Endpoints = append(v.Endpoints, ep)
+		}
+	}
+}
+
+// resolveCollisions removes the hostname from every endpoint whose name an
+// endpoint of a higher-priority member already holds, per address family. The
+// endpoints of one member may share a name (the member itself answers so).
+func (v *View) resolveCollisions() {
+	type key struct {
+		host   string
+		family discoveryv1.AddressType
+	}
+	owner := map[key]string{} // global hostname -> cluster that holds it
+	for i := range v.Endpoints {
+		ep := &v.Endpoints[i]
+		if ep.Hostname == "" {
+			continue
+		}
+		k := key{ep.Hostname, ep.AddressType}
+		holder, taken := owner[k]
+		if !taken {
+			owner[k] = ep.Cluster
+			continue
+		}
+		if holder != ep.Cluster {
+			v.Problems = append(v.Problems, Problem{ReasonHostnameCollision,
+				v.Namespace + "/" + v.Name + ": hostname " + quote(ep.Hostname) + " from " + clusterName(ep.Cluster) +
+					" collides with " + clusterName(holder) + "; keeping its address without the name"})
+			ep.Hostname = ""
+		}
+	}
+}
+
+func validAddresses(addrs []string, family discoveryv1.AddressType) ([]string, string) {
+	for i, a := range addrs {
+		ip, err := netip.ParseAddr(a)
+		if err == nil && ip.Is4() == (family == discoveryv1.AddressTypeIPv4) && ip.String() == a {
+			continue
+		}
+		// Rare: copy and keep only the valid ones.
+		good := slices.Clone(addrs[:i])
+		for _, b := range addrs[i+1:] {
+			if ip, err := netip.ParseAddr(b); err == nil && ip.Is4() == (family == discoveryv1.AddressTypeIPv4) && ip.String() == b {
+				good = append(good, b)
+			}
+		}
+		return good, "address " + quote(a) + " is not a canonical " + string(family) + " address"
+	}
+	return addrs, ""
+}
+
+// unionPorts merges the members' Service ports by name, in priority order. A port
+// whose name or port/protocol is already taken by a higher-priority member is
+// dropped, since a Service may not hold both.
+func unionPorts(members []Member) []corev1.ServicePort {
+	var out []corev1.ServicePort
+	type pp struct {
+		port  int32
+		proto corev1.Protocol
+	}
+	names := map[string]bool{}
+	numbers := map[pp]bool{}
+	for _, m := range members {
+		if m.Service == nil {
+			continue
+		}
+		for _, p := range m.Service.Spec.Ports {
+			proto := cmp.Or(p.Protocol, corev1.ProtocolTCP)
+			if names[p.Name] || numbers[pp{p.Port, proto}] {
+				continue
+			}
+			names[p.Name], numbers[pp{p.Port, proto}] = true, true
+			out = append(out, corev1.ServicePort{
+				Name:        p.Name,
+				Protocol:    proto,
+				AppProtocol: p.AppProtocol,
+				Port:        p.Port,
+				TargetPort:  p.TargetPort,
+			})
+		}
+	}
+	slices.SortFunc(out, func(a, b corev1.ServicePort) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), cmp.Compare(a.Port, b.Port), strings.Compare(string(a.Protocol), string(b.Protocol)))
+	})
+	return out
+}
+
+func sortSlices(s []*discoveryv1.EndpointSlice) {
+	slices.SortFunc(s, func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
+}
+
+func compareEndpoints(a, b Endpoint) int {
+	return cmp.Or(
+		strings.Compare(string(a.AddressType), string(b.AddressType)),
+		strings.Compare(a.Cluster, b.Cluster),
+		strings.Compare(a.Hostname, b.Hostname),
+		strings.Compare(a.Addresses[0], b.Addresses[0]),
+	)
+}
+
+func memberName(m Member) string {
+	if m.Service != nil {
+		return m.Service.Name
+	}
+	return clusterName(m.Cluster)
+}
+
+func clusterName(c string) string {
+	if c == "" {
+		return "the local cluster"
+	}
+	return "cluster " + c
+}

@@ -1,0 +1,140 @@
+// Package aggregate turns the members of one base service (the local headless
+// service and Linkerd's headless mirrors of it) into the global view: addresses,
+// per-pod hostnames, readiness, ports and collisions. It is pure: no client, no
+// clock, no I/O. The controller writes its output as objects; the CoreDNS plugin
+// answers from it. Neither re-implements it, which is what keeps them equal.
+package aggregate
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Linkerd multicluster labels and annotations (headless mode).
+const (
+	LabelMirroredService    = "mirror.linkerd.io/mirrored-service"
+	LabelClusterName        = "mirror.linkerd.io/cluster-name"
+	LabelHeadlessMirrorName = "mirror.linkerd.io/headless-mirror-svc-name"
+	LabelExported           = "mirror.linkerd.io/exported"
+	AnnotationRemoteFQName  = "mirror.linkerd.io/remote-svc-fq-name"
+)
+
+// Labels on everything globalmirror writes.
+const (
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedBy      = "globalmirror"
+	// LabelBase names the base service a global was built for.
+	LabelBase = "globalmirror.io/base"
+	// EndpointSliceManagedBy is the endpointslice.kubernetes.io/managed-by value of
+	// the global slices, so Kubernetes' own controllers leave them alone.
+	EndpointSliceManagedBy = "globalmirror.io/controller"
+)
+
+// DefaultSuffix is appended to a base name to form its global service name.
+const DefaultSuffix = "-global"
+
+// DefaultLocalSelector selects the local service of a base: the exported one.
+const DefaultLocalSelector = LabelExported
+
+// Role says what a Service is to globalmirror.
+type Role int
+
+const (
+	// RoleNone: not a member (ClusterIP mirrors, gateway mirrors, anything else).
+	RoleNone Role = iota
+	// RoleHeadlessMirror: Linkerd's headless mirror `<base>-<cluster>` of a remote service.
+	RoleHeadlessMirror
+	// RoleEndpointMirror: Linkerd's per-pod ClusterIP mirror `<host>-<cluster>`; its
+	// readiness says whether the cluster's gateway is reachable.
+	RoleEndpointMirror
+	// RoleLocal: the local headless service named like the base.
+	RoleLocal
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleHeadlessMirror:
+		return "headless-mirror"
+	case RoleEndpointMirror:
+		return "endpoint-mirror"
+	case RoleLocal:
+		return "local"
+	default:
+		return "none"
+	}
+}
+
+// Classification is what Classify found out about a Service.
+type Classification struct {
+	Role Role
+	// Base is the base service name (for mirrors and local services).
+	Base string
+	// Cluster is the remote cluster of a mirror; empty for local services.
+	Cluster string
+	// HeadlessMirror is, for an endpoint mirror, the headless mirror it belongs to.
+	HeadlessMirror string
+}
+
+// Classify decides whether svc is a member of a global service and of which.
+// local selects local services; nil means none are members (include-local off).
+// A Service that looks like a mirror but is malformed is returned as RoleNone
+// with a reason, so callers can report it instead of guessing.
+func Classify(svc *corev1.Service, local labels.Selector) (Classification, string) {
+	lbl := svc.Labels
+	if lbl[LabelMirroredService] == "true" {
+		cluster := lbl[LabelClusterName]
+		if cluster == "" {
+			return Classification{}, "mirror without " + LabelClusterName + " label"
+		}
+		if errs := validation.IsDNS1123Label(cluster); len(errs) > 0 {
+			return Classification{}, "invalid cluster name " + quote(cluster) + ": " + errs[0]
+		}
+		if hm, ok := lbl[LabelHeadlessMirrorName]; ok {
+			return Classification{Role: RoleEndpointMirror, Cluster: cluster, HeadlessMirror: hm}, ""
+		}
+		if svc.Spec.ClusterIP != corev1.ClusterIPNone {
+			return Classification{}, "" // a ClusterIP or gateway mirror: not ours, not an error
+		}
+		base, why := mirrorBase(svc, cluster)
+		if why != "" {
+			return Classification{}, why
+		}
+		return Classification{Role: RoleHeadlessMirror, Base: base, Cluster: cluster}, ""
+	}
+	if local != nil && svc.Spec.ClusterIP == corev1.ClusterIPNone && local.Matches(labels.Set(lbl)) {
+		return Classification{Role: RoleLocal, Base: svc.Name}, ""
+	}
+	return Classification{}, ""
+}
+
+// mirrorBase is the first label of the remote FQDN, or the name minus "-cluster".
+func mirrorBase(svc *corev1.Service, cluster string) (string, string) {
+	if fq := svc.Annotations[AnnotationRemoteFQName]; fq != "" {
+		base, _, _ := strings.Cut(fq, ".")
+		if errs := validation.IsDNS1035Label(base); len(errs) > 0 {
+			return "", "invalid " + AnnotationRemoteFQName + " " + quote(fq) + ": " + errs[0]
+		}
+		return base, ""
+	}
+	base, ok := strings.CutSuffix(svc.Name, "-"+cluster)
+	if !ok || base == "" {
+		return "", "name " + quote(svc.Name) + " does not end in -" + cluster + " and has no " + AnnotationRemoteFQName
+	}
+	return base, ""
+}
+
+// GlobalName is the name of the global service of base.
+func GlobalName(base, suffix string) string { return base + suffix }
+
+// IsManaged reports whether globalmirror wrote an object with these labels.
+func IsManaged(lbl map[string]string) bool { return lbl[LabelManagedBy] == ManagedBy }
+
+func quote(s string) string {
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return "\"" + s + "\""
+}
