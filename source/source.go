@@ -1,0 +1,296 @@
+// Package source watches the Services and EndpointSlices that make up global
+// services and assembles aggregate.Input for each base. Both the controller and
+// the CoreDNS plugin build on it, so they see the same members the same way.
+//
+// Services are watched whole (stripped to the fields used): a Service named
+// like a global that globalmirror did not write has no label to select it by,
+// and both halves must see it to leave it alone. EndpointSlices, the bulk of
+// the data, are label-selected: Linkerd's mirror labels (copied onto mirrored
+// slices by Kubernetes' mirroring controller) and the local selector (copied
+// from the Service by the EndpointSlice controller).
+package source
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/globalmirror/globalmirror/aggregate"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Key names one base service in one namespace.
+type Key struct {
+	Namespace string
+	Base      string
+}
+
+func (k Key) String() string { return k.Namespace + "/" + k.Base }
+
+// Config says what to watch.
+type Config struct {
+	Client kubernetes.Interface
+	// Namespaces to watch; empty means all.
+	Namespaces []string
+	// Suffix of global service names (aggregate.DefaultSuffix).
+	Suffix string
+	// LocalSelector selects local member services; nil leaves local services out.
+	LocalSelector labels.Selector
+	// Resync re-delivers every object this often; 0 disables it.
+	Resync time.Duration
+}
+
+// Handler is told about every base whose inputs may have changed.
+type Handler interface {
+	// Changed is called with the base whose inputs may have changed.
+	Changed(Key)
+	// Skipped is called once per object version that is malformed and ignored.
+	Skipped(obj metav1.Object, kind, reason string)
+}
+
+// Source is a set of informers and the indexes that map objects to bases.
+type Source struct {
+	cfg       Config
+	factories []informers.SharedInformerFactory
+	services  []cache.SharedIndexInformer
+	slices    []cache.SharedIndexInformer
+	handler   Handler
+}
+
+const (
+	indexBase           = "globalmirror/base"            // services by namespace/base (members and globals)
+	indexService        = "globalmirror/service"         // slices by namespace/service-name
+	indexHeadlessMirror = "globalmirror/headless-mirror" // endpoint-mirror slices by namespace/headless mirror
+)
+
+// New builds the informers; call Start to run them. h may be nil.
+func New(cfg Config, h Handler) (*Source, error) {
+	if cfg.Client == nil {
+		return nil, fmt.Errorf("source: no Kubernetes client")
+	}
+	if cfg.Suffix == "" {
+		cfg.Suffix = aggregate.DefaultSuffix
+	}
+	s := &Source{cfg: cfg, handler: h}
+	namespaces := cfg.Namespaces
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	mirrorSel := labels.SelectorFromSet(labels.Set{aggregate.LabelMirroredService: "true"}).String()
+	for _, ns := range namespaces {
+		svcFactory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.Resync,
+			informers.WithNamespace(ns), informers.WithTransform(StripService))
+		svc := svcFactory.Core().V1().Services().Informer()
+		if err := svc.AddIndexers(cache.Indexers{indexBase: s.baseIndex}); err != nil {
+			return nil, err
+		}
+		s.factories = append(s.factories, svcFactory)
+		s.services = append(s.services, svc)
+
+		selectors := []string{mirrorSel}
+		if cfg.LocalSelector != nil && !cfg.LocalSelector.Empty() {
+			selectors = append(selectors, cfg.LocalSelector.String())
+		}
+		for _, sel := range selectors {
+			f := informers.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.Resync,
+				informers.WithNamespace(ns), informers.WithTransform(StripEndpointSlice),
+				informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
+			inf := f.Discovery().V1().EndpointSlices().Informer()
+			if err := inf.AddIndexers(cache.Indexers{indexService: serviceIndex, indexHeadlessMirror: headlessMirrorIndex}); err != nil {
+				return nil, err
+			}
+			s.factories = append(s.factories, f)
+			s.slices = append(s.slices, inf)
+		}
+	}
+	if h != nil {
+		for _, inf := range s.services {
+			if _, err := inf.AddEventHandler(s.serviceHandler()); err != nil {
+				return nil, err
+			}
+		}
+		for _, inf := range s.slices {
+			if _, err := inf.AddEventHandler(s.sliceHandler()); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return s, nil
+}
+
+// Start runs the informers until ctx is done.
+func (s *Source) Start(ctx context.Context) {
+	for _, f := range s.factories {
+		f.Start(ctx.Done())
+	}
+}
+
+// HasSynced reports whether every informer has listed once.
+func (s *Source) HasSynced() bool {
+	for _, inf := range slices.Concat(s.services, s.slices) {
+		if !inf.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitForSync blocks until HasSynced or ctx is done.
+func (s *Source) WaitForSync(ctx context.Context) bool {
+	return cache.WaitForCacheSync(ctx.Done(), s.HasSynced)
+}
+
+// Suffix is the global name suffix in use.
+func (s *Source) Suffix() string { return s.cfg.Suffix }
+
+// Service returns the cached (stripped) Service, or nil.
+func (s *Source) Service(namespace, name string) *corev1.Service {
+	for _, inf := range s.services {
+		obj, ok, err := inf.GetIndexer().GetByKey(namespace + "/" + name)
+		if err == nil && ok {
+			return obj.(*corev1.Service)
+		}
+	}
+	return nil
+}
+
+// Keys lists every base that has a member or a managed global service.
+func (s *Source) Keys() []Key {
+	seen := map[Key]bool{}
+	var keys []Key
+	for _, inf := range s.services {
+		for _, v := range inf.GetIndexer().ListIndexFuncValues(indexBase) {
+			k := parseKey(v)
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	return keys
+}
+
+// Input assembles the aggregation input of a base from the caches.
+func (s *Source) Input(k Key) aggregate.Input {
+	in := aggregate.Input{Namespace: k.Namespace, Base: k.Base, Suffix: s.cfg.Suffix}
+	for _, svc := range s.byIndex(s.services, indexBase, k.String()) {
+		svc := svc.(*corev1.Service)
+		c, _ := aggregate.Classify(svc, s.cfg.LocalSelector)
+		if c.Base != k.Base || (c.Role != aggregate.RoleHeadlessMirror && c.Role != aggregate.RoleLocal) {
+			continue // the managed global itself, indexed under the same base
+		}
+		m := aggregate.Member{Cluster: c.Cluster, Service: svc}
+		for _, obj := range s.byIndex(s.slices, indexService, k.Namespace+"/"+svc.Name) {
+			m.Slices = append(m.Slices, obj.(*discoveryv1.EndpointSlice))
+		}
+		in.Members = append(in.Members, m)
+		if c.Role != aggregate.RoleHeadlessMirror {
+			continue
+		}
+		for _, obj := range s.byIndex(s.slices, indexHeadlessMirror, k.Namespace+"/"+svc.Name) {
+			sl := obj.(*discoveryv1.EndpointSlice)
+			name := sl.Labels[discoveryv1.LabelServiceName]
+			if in.EndpointMirrors == nil {
+				in.EndpointMirrors = map[string]bool{}
+			}
+			in.EndpointMirrors[name] = in.EndpointMirrors[name] || anyReady(sl)
+		}
+	}
+	return in
+}
+
+// byIndex looks a value up in the same index of several informers, once per object.
+func (s *Source) byIndex(infs []cache.SharedIndexInformer, index, value string) []any {
+	var out []any
+	seen := map[string]bool{}
+	for _, inf := range infs {
+		objs, err := inf.GetIndexer().ByIndex(index, value)
+		if err != nil {
+			continue
+		}
+		for _, o := range objs {
+			uid := string(o.(metav1.Object).GetUID())
+			if len(infs) > 1 && seen[uid] {
+				continue
+			}
+			seen[uid] = true
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func anyReady(s *discoveryv1.EndpointSlice) bool {
+	return slices.ContainsFunc(s.Endpoints, func(e discoveryv1.Endpoint) bool {
+		return e.Conditions.Ready == nil || *e.Conditions.Ready
+	})
+}
+
+// baseIndex files members under their base and globals under theirs.
+func (s *Source) baseIndex(obj any) ([]string, error) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return nil, nil
+	}
+	if k, ok := s.memberKey(svc); ok {
+		return []string{k.String()}, nil
+	}
+	if base, ok := s.globalBase(svc); ok {
+		return []string{Key{svc.Namespace, base}.String()}, nil
+	}
+	return nil, nil
+}
+
+func (s *Source) memberKey(svc *corev1.Service) (Key, bool) {
+	c, _ := aggregate.Classify(svc, s.cfg.LocalSelector)
+	if c.Role == aggregate.RoleHeadlessMirror || c.Role == aggregate.RoleLocal {
+		return Key{svc.Namespace, c.Base}, true
+	}
+	return Key{}, false
+}
+
+// globalBase is the base of a Service globalmirror wrote.
+func (s *Source) globalBase(svc *corev1.Service) (string, bool) {
+	if !aggregate.IsManaged(svc.Labels) {
+		return "", false
+	}
+	if b := svc.Labels[aggregate.LabelBase]; b != "" {
+		return b, true
+	}
+	return "", false
+}
+
+func serviceIndex(obj any) ([]string, error) {
+	sl, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok || sl.Labels[discoveryv1.LabelServiceName] == "" {
+		return nil, nil
+	}
+	return []string{sl.Namespace + "/" + sl.Labels[discoveryv1.LabelServiceName]}, nil
+}
+
+func headlessMirrorIndex(obj any) ([]string, error) {
+	sl, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	if hm := sl.Labels[aggregate.LabelHeadlessMirrorName]; hm != "" {
+		return []string{sl.Namespace + "/" + hm}, nil
+	}
+	return nil, nil
+}
+
+func parseKey(s string) Key {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			return Key{s[:i], s[i+1:]}
+		}
+	}
+	return Key{Base: s}
+}
