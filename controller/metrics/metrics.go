@@ -1,0 +1,93 @@
+// Package metrics holds the controller's Prometheus registry: its own
+// globalmirror_* metrics and small adapters that feed client-go's workqueue,
+// leader-election and REST client metrics into the same registry, without
+// pulling in component-base. Every label has a small, fixed set of values.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+const namespace = "globalmirror"
+
+// Sync results, the values of the result label of Syncs.
+const (
+	ResultSuccess  = "success"
+	ResultError    = "error"
+	ResultStale    = "stale"    // the slice cache was behind our own writes; retried
+	ResultConflict = "conflict" // a user-owned Service holds the global name
+)
+
+// Metrics is the controller's instrumentation. The zero value is not usable;
+// call New.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	Syncs          *prometheus.CounterVec   // {result}
+	SyncDuration   prometheus.Histogram     //
+	Globals        prometheus.Gauge         // global Services managed now
+	Endpoints      prometheus.Gauge         // endpoints written into global slices now
+	APIWrites      *prometheus.CounterVec   // {resource,verb}
+	Conflicts      prometheus.Gauge         // bases blocked by a user-owned Service now
+	ConflictsTotal prometheus.Counter       // conflicts seen appearing
+	Problems       *prometheus.CounterVec   // {reason}
+	Skipped        *prometheus.CounterVec   // {kind,reason}
+	histogramOpts  prometheus.HistogramOpts // template for the adapters' latency histograms
+}
+
+// New creates the metrics and registers them, with the Go and process
+// collectors, in a fresh registry.
+func New() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		Syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "syncs_total",
+			Help: "Syncs of one base service, by result (success, error, stale, conflict).",
+		}, []string{"result"}),
+		SyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "sync_duration_seconds",
+			Help:    "Time to sync one base service, API writes included.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		Globals: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "globals",
+			Help: "Global Services this controller manages.",
+		}),
+		Endpoints: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "endpoints",
+			Help: "Endpoints written into the EndpointSlices of the managed global Services.",
+		}),
+		APIWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "api_writes_total",
+			Help: "Write requests sent for global objects, by resource (services, endpointslices) and verb (create, update, delete).",
+		}, []string{"resource", "verb"}),
+		Conflicts: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "name_conflicts",
+			Help: "Bases whose global name is held by a Service globalmirror did not create.",
+		}),
+		ConflictsTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "name_conflicts_total",
+			Help: "Name conflicts seen appearing.",
+		}),
+		Problems: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "problems_total",
+			Help: "Problems found in the members of a base (collisions, invalid hostnames, invalid addresses), counted when first seen.",
+		}, []string{"reason"}),
+		Skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "skipped_objects_total",
+			Help: "Malformed objects ignored, by kind and reason.",
+		}, []string{"kind", "reason"}),
+		histogramOpts: prometheus.HistogramOpts{Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)},
+	}
+	m.Registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.Syncs, m.SyncDuration, m.Globals, m.Endpoints, m.APIWrites,
+		m.Conflicts, m.ConflictsTotal, m.Problems, m.Skipped,
+	)
+	return m
+}
+
+// Write counts one write request.
+func (m *Metrics) Write(resource, verb string) { m.APIWrites.WithLabelValues(resource, verb).Inc() }

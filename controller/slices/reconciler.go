@@ -1,0 +1,147 @@
+// Package slices writes the EndpointSlices of a global Service from its
+// aggregated view with minimal churn: an unchanged view writes nothing, one
+// changed endpoint rewrites one slice. It guards against its own stale cache
+// with the EndpointSlice tracker Kubernetes' controllers use.
+package slices
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/controller/metrics"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	endpointsliceutil "k8s.io/endpointslice/util"
+)
+
+// ErrStale says the slice cache does not show the controller's own latest
+// writes yet; retry once the informer caught up.
+var ErrStale = errors.New("endpoint slice cache is older than this controller's own writes")
+
+// Reconciler writes global EndpointSlices.
+type Reconciler struct {
+	client  kubernetes.Interface
+	tracker *endpointsliceutil.EndpointSliceTracker
+	metrics *metrics.Metrics
+	limit   int
+}
+
+// NewReconciler returns a Reconciler that puts at most maxPerSlice endpoints in
+// a slice. The tracker must be shared with the slice informer's handlers.
+func NewReconciler(client kubernetes.Interface, tracker *endpointsliceutil.EndpointSliceTracker, m *metrics.Metrics, maxPerSlice int) *Reconciler {
+	return &Reconciler{client: client, tracker: tracker, metrics: m, limit: maxPerSlice}
+}
+
+// Result tells what a Reconcile did.
+type Result struct {
+	Endpoints                 int // endpoints in the slices now
+	Created, Updated, Deleted int
+}
+
+// Writes is the number of API writes made.
+func (r Result) Writes() int { return r.Created + r.Updated + r.Deleted }
+
+// Reconcile makes the slices of the global Service svc hold exactly the view's
+// endpoints. existing are the cached slices labelled with svc's name; slices
+// not managed by globalmirror among them are left alone.
+func (r *Reconciler) Reconcile(ctx context.Context, svc *corev1.Service, view aggregate.View, existing []*discoveryv1.EndpointSlice) (Result, error) {
+	existing = Managed(existing)
+	if r.tracker.StaleSlices(svc, existing) {
+		return Result{}, ErrStale
+	}
+	desired := desiredGroups(view.Endpoints)
+	p := planner{meta: newSliceMeta(svc, view.Base, view.TriggerTime), limit: r.limit}.plan(desired, existing)
+	res := Result{}
+	for _, g := range desired {
+		res.Endpoints += len(g.order)
+	}
+	if p.empty() {
+		// Track what we did not write, so later stale caches are noticed.
+		for _, s := range existing {
+			if !r.tracker.Has(s) {
+				r.tracker.Update(s)
+			}
+		}
+		return res, nil
+	}
+	api := r.client.DiscoveryV1().EndpointSlices(svc.Namespace)
+	// Creates and updates before deletes, so no endpoint is missing in between.
+	if svc.DeletionTimestamp == nil {
+		for _, s := range p.create {
+			r.metrics.Write("endpointslices", "create")
+			got, err := api.Create(ctx, s, metav1.CreateOptions{})
+			if err != nil {
+				if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+					return res, nil // nothing to do in a namespace going away
+				}
+				return res, fmt.Errorf("create EndpointSlice for %s/%s: %w", svc.Namespace, svc.Name, err)
+			}
+			r.tracker.Update(got)
+			res.Created++
+		}
+	}
+	for _, s := range p.update {
+		r.metrics.Write("endpointslices", "update")
+		got, err := api.Update(ctx, s, metav1.UpdateOptions{})
+		if err != nil {
+			return res, fmt.Errorf("update EndpointSlice %s/%s: %w", s.Namespace, s.Name, err)
+		}
+		r.tracker.Update(got)
+		res.Updated++
+	}
+	for _, s := range p.delete {
+		if err := r.delete(ctx, s); err != nil {
+			return res, err
+		}
+		res.Deleted++
+	}
+	return res, nil
+}
+
+// DeleteAll deletes the managed slices among existing, for a global Service
+// that goes away.
+func (r *Reconciler) DeleteAll(ctx context.Context, namespace, service string, existing []*discoveryv1.EndpointSlice) (int, error) {
+	n := 0
+	for _, s := range Managed(existing) {
+		if err := r.delete(ctx, s); err != nil {
+			return n, err
+		}
+		n++
+	}
+	r.tracker.DeleteService(namespace, service)
+	return n, nil
+}
+
+func (r *Reconciler) delete(ctx context.Context, s *discoveryv1.EndpointSlice) error {
+	r.metrics.Write("endpointslices", "delete")
+	// The UID precondition makes sure we delete the slice we looked at, not a
+	// namesake created since.
+	err := r.client.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, s.Name,
+		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete EndpointSlice %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	r.tracker.ExpectDeletion(s)
+	return nil
+}
+
+// Managed keeps the slices globalmirror wrote: both managed-by labels say so.
+func Managed(in []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
+	var out []*discoveryv1.EndpointSlice
+	for _, s := range in {
+		if IsManaged(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// IsManaged reports whether globalmirror wrote s.
+func IsManaged(s *discoveryv1.EndpointSlice) bool {
+	return s.Labels[discoveryv1.LabelManagedBy] == aggregate.EndpointSliceManagedBy && aggregate.IsManaged(s.Labels)
+}
