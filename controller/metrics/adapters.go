@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	clientmetrics "k8s.io/client-go/tools/metrics"
 	"k8s.io/client-go/tools/leaderelection"
+	clientmetrics "k8s.io/client-go/tools/metrics"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -85,9 +85,9 @@ type leaderProvider struct {
 }
 
 func (p *leaderProvider) NewLeaderMetric() leaderelection.LeaderMetric { return p }
-func (p *leaderProvider) On(name string)                             { p.status.WithLabelValues(name).Set(1) }
-func (p *leaderProvider) Off(name string)                            { p.status.WithLabelValues(name).Set(0) }
-func (p *leaderProvider) SlowpathExercised(name string)              { p.slowpath.WithLabelValues(name).Inc() }
+func (p *leaderProvider) On(name string)                               { p.status.WithLabelValues(name).Set(1) }
+func (p *leaderProvider) Off(name string)                              { p.status.WithLabelValues(name).Set(0) }
+func (p *leaderProvider) SlowpathExercised(name string)                { p.slowpath.WithLabelValues(name).Inc() }
 
 // RegisterClientGo makes client-go's REST clients report request counts and
 // latencies into m's registry. client-go accepts this once per process; call it

@@ -24,7 +24,7 @@ func (p plan) empty() bool { return len(p.create)+len(p.update)+len(p.delete) ==
 // they all fit in, then into new slices; emptied slices are deleted, or reused
 // for a new slice of the same family instead of a delete plus a create.
 type planner struct {
-	meta sliceMeta
+	meta  sliceMeta
 	limit int
 }
 
