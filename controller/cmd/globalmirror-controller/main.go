@@ -1,0 +1,146 @@
+// Command globalmirror-controller writes one global headless Service per base
+// service, holding the local pods and every Linkerd headless mirror's pods.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/globalmirror/globalmirror/controller"
+	"github.com/globalmirror/globalmirror/controller/leader"
+	"github.com/globalmirror/globalmirror/controller/metrics"
+	"github.com/globalmirror/globalmirror/controller/options"
+	"github.com/globalmirror/globalmirror/controller/server"
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+)
+
+const component = "globalmirror-controller"
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	opts, _, err := options.Parse(filepath.Base(os.Args[0]), os.Args[1:])
+	if errors.Is(err, pflag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: invalid flags:\n%v\n\nRun with --help for usage.\n", component, err)
+		return 2
+	}
+	log := opts.Logger(os.Stderr)
+	slog.SetDefault(log)
+	klog.SetSlogLogger(log) // client-go (leader election, informers) logs the same way
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, opts, log); err != nil {
+		log.Error("exiting", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, opts options.Options, log *slog.Logger) error {
+	m := metrics.New()
+	m.RegisterClientGo() // before the first client exists
+	m.RegisterLeaderElection()
+
+	cfg, err := restConfig(opts.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = opts.KubeAPIQPS, opts.KubeAPIBurst
+	cfg.UserAgent = component
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	defer broadcaster.Shutdown()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
+
+	ctrl, err := controller.New(controller.Config{
+		Client:               client,
+		Namespaces:           opts.Namespaces,
+		Suffix:               opts.Suffix,
+		LocalSelector:        opts.Selector(),
+		MaxEndpointsPerSlice: opts.MaxEndpointsPerSlice,
+		Recorder:             recorder,
+		Metrics:              m,
+		Logger:               log,
+	})
+	if err != nil {
+		return err
+	}
+	_, serveErr, err := server.Serve(ctx, opts.MetricsAddr, server.Handler(m.Registry, ctrl.HasSynced), log)
+	if err != nil {
+		return fmt.Errorf("--metrics-addr: %w", err)
+	}
+	// Every replica runs the informers, so /readyz means "caches synced" for
+	// the leader and standbys alike, and a standby takes over with warm caches.
+	ctrl.Start(ctx)
+
+	lead := func(ctx context.Context) {
+		if err := ctrl.Run(ctx, opts.Workers); err != nil && ctx.Err() == nil {
+			log.Error("controller stopped", "err", err)
+		}
+	}
+	errc := make(chan error, 1)
+	go func() {
+		if !opts.LeaderElect {
+			lead(ctx)
+			errc <- nil
+			return
+		}
+		errc <- leader.Run(ctx, leader.Config{
+			Client:        client,
+			Namespace:     opts.LeaseNamespace(),
+			Name:          opts.LeaderElectID,
+			LeaseDuration: opts.LeaseDuration,
+			RenewDeadline: opts.RenewDeadline,
+			RetryPeriod:   opts.RetryPeriod,
+			Logger:        log,
+		}, lead)
+	}()
+	select {
+	case err := <-errc:
+		return err
+	case err := <-serveErr:
+		return fmt.Errorf("metrics server: %w", err)
+	}
+}
+
+// restConfig uses --kubeconfig, else $KUBECONFIG, else the in-cluster account.
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		kubeconfig = os.Getenv(clientcmd.RecommendedConfigPathEnvVar)
+	}
+	if kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
+	}
+	return cfg, nil
+}

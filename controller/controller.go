@@ -1,0 +1,204 @@
+// Package controller keeps one global Service `<base><suffix>` and its
+// EndpointSlices per base service: source's informers say which bases changed,
+// a rate-limited workqueue deduplicates them, and workers run one sync per base
+// that aggregates the members and writes the difference. It has the shape of
+// kubernetes/sample-controller.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/controller/metrics"
+	"github.com/globalmirror/globalmirror/controller/slices"
+	"github.com/globalmirror/globalmirror/source"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	endpointsliceutil "k8s.io/endpointslice/util"
+)
+
+// Config is what a Controller needs.
+type Config struct {
+	Client kubernetes.Interface
+	// Namespaces to watch; empty means all.
+	Namespaces []string
+	// Suffix of global names; empty means aggregate.DefaultSuffix.
+	Suffix string
+	// LocalSelector selects local member Services; nil leaves them out.
+	LocalSelector labels.Selector
+	// MaxEndpointsPerSlice caps the endpoints of one global slice.
+	MaxEndpointsPerSlice int
+	Recorder             record.EventRecorder
+	Metrics              *metrics.Metrics
+	Logger               *slog.Logger
+}
+
+// Controller reconciles global Services. Informers run from Start on every
+// replica; only Run (the leader) writes.
+type Controller struct {
+	client  kubernetes.Interface
+	suffix  string
+	src     *source.Source
+	owned   *ownedSlices
+	tracker *endpointsliceutil.EndpointSliceTracker
+	slices  *slices.Reconciler
+	queue   workqueue.TypedRateLimitingInterface[source.Key]
+	report  *reporter
+	metrics *metrics.Metrics
+	log     *slog.Logger
+	mu      sync.Mutex
+	managed map[source.Key]int // endpoints per managed global, for the gauges
+	leading bool               // events only from the leader; guarded by mu
+}
+
+// New builds a Controller and its informers; nothing runs until Start.
+func New(cfg Config) (*Controller, error) {
+	if cfg.Client == nil || cfg.Metrics == nil || cfg.Recorder == nil {
+		return nil, errors.New("controller: Client, Metrics and Recorder are required")
+	}
+	if cfg.MaxEndpointsPerSlice < 1 {
+		return nil, fmt.Errorf("controller: MaxEndpointsPerSlice must be positive, not %d", cfg.MaxEndpointsPerSlice)
+	}
+	if cfg.Suffix == "" {
+		cfg.Suffix = aggregate.DefaultSuffix
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	tracker := endpointsliceutil.NewEndpointSliceTracker()
+	c := &Controller{
+		client:  cfg.Client,
+		suffix:  cfg.Suffix,
+		tracker: tracker,
+		slices:  slices.NewReconciler(cfg.Client, tracker, cfg.Metrics, cfg.MaxEndpointsPerSlice),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[source.Key](),
+			workqueue.TypedRateLimitingQueueConfig[source.Key]{
+				Name:            "globalmirror",
+				MetricsProvider: cfg.Metrics.WorkqueueProvider(),
+			}),
+		metrics: cfg.Metrics,
+		log:     cfg.Logger,
+		managed: map[source.Key]int{},
+	}
+	c.report = newReporter(cfg.Recorder, cfg.Metrics, cfg.Logger, c.isLeading)
+	var err error
+	c.src, err = source.New(source.Config{
+		Client:        cfg.Client,
+		Namespaces:    cfg.Namespaces,
+		Suffix:        cfg.Suffix,
+		LocalSelector: cfg.LocalSelector,
+	}, handler{c})
+	if err != nil {
+		return nil, err
+	}
+	c.owned, err = newOwnedSlices(cfg.Client, cfg.Namespaces, c.onOwnedSlice)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Start runs the informers until ctx is done. Every replica runs them, so a
+// standby is warm when it becomes leader.
+func (c *Controller) Start(ctx context.Context) {
+	c.src.Start(ctx)
+	c.owned.start(ctx)
+}
+
+// HasSynced reports whether every informer has listed once: the readiness of
+// leaders and standbys alike.
+func (c *Controller) HasSynced() bool { return c.src.HasSynced() && c.owned.hasSynced() }
+
+// Run processes the queue with workers until ctx is done; call it once, on
+// the leader, after Start. It syncs every known base first, so objects that
+// changed while no leader ran are caught up.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	c.mu.Lock()
+	c.leading = true
+	c.mu.Unlock()
+	defer c.queue.ShutDown()
+	c.log.Info("waiting for informer caches")
+	if !waitFor(ctx, c.HasSynced) {
+		return ctx.Err()
+	}
+	for _, k := range c.src.Keys() {
+		c.queue.Add(k)
+	}
+	for _, k := range c.owned.bases(c.suffix) {
+		c.queue.Add(k) // slices whose global Service is gone
+	}
+	c.log.Info("starting workers", "workers", workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for c.processNext(ctx) {
+			}
+		})
+	}
+	<-ctx.Done()
+	c.queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+func (c *Controller) isLeading() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leading
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+	start := time.Now()
+	result, err := c.sync(ctx, key)
+	c.metrics.SyncDuration.Observe(time.Since(start).Seconds())
+	c.metrics.Syncs.WithLabelValues(result).Inc()
+	if err == nil {
+		c.queue.Forget(key)
+		return true
+	}
+	if ctx.Err() == nil {
+		level := slog.LevelError
+		if errors.Is(err, slices.ErrStale) {
+			level = slog.LevelDebug // routine: our own writes are on their way
+		}
+		c.log.Log(ctx, level, "sync failed, retrying", "key", key.String(), "err", err, "retries", c.queue.NumRequeues(key))
+	}
+	c.queue.AddRateLimited(key)
+	return true
+}
+
+// handler receives source's notifications.
+type handler struct{ c *Controller }
+
+func (h handler) Changed(k source.Key) { h.c.queue.Add(k) }
+
+func (h handler) Skipped(obj metav1.Object, kind, reason string) {
+	h.c.report.skipped(obj, kind, reason)
+}
+
+func waitFor(ctx context.Context, cond func() bool) bool {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
+}

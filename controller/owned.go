@@ -1,0 +1,133 @@
+package controller
+
+import (
+	"context"
+	"strings"
+
+	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/source"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+const indexService = "globalmirror/global-service"
+
+// ownedSlices caches the EndpointSlices this controller writes, selected by
+// their endpointslice managed-by label, so the reconciler can diff against
+// them and so edits or deletions by anyone else get repaired.
+type ownedSlices struct {
+	factories []informers.SharedInformerFactory
+	informers []cache.SharedIndexInformer
+}
+
+// sliceEvent is told about a slice that was added or updated (deleted=false)
+// or deleted.
+type sliceEvent func(s *discoveryv1.EndpointSlice, deleted bool)
+
+func newOwnedSlices(client kubernetes.Interface, namespaces []string, onEvent sliceEvent) (*ownedSlices, error) {
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelManagedBy: aggregate.EndpointSliceManagedBy}).String()
+	o := &ownedSlices{}
+	for _, ns := range namespaces {
+		f := informers.NewSharedInformerFactoryWithOptions(client, 0,
+			informers.WithNamespace(ns), informers.WithTransform(source.StripEndpointSlice),
+			informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = sel }))
+		inf := f.Discovery().V1().EndpointSlices().Informer()
+		if err := inf.AddIndexers(cache.Indexers{indexService: byServiceName}); err != nil {
+			return nil, err
+		}
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) {
+				if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
+					onEvent(s, false)
+				}
+			},
+			UpdateFunc: func(oldObj, newObj any) {
+				old, ok1 := oldObj.(*discoveryv1.EndpointSlice)
+				cur, ok2 := newObj.(*discoveryv1.EndpointSlice)
+				if ok1 && ok2 && old.ResourceVersion != cur.ResourceVersion {
+					onEvent(cur, false)
+				}
+			},
+			DeleteFunc: func(obj any) {
+				if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = t.Obj
+				}
+				if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
+					onEvent(s, true)
+				}
+			},
+		}); err != nil {
+			return nil, err
+		}
+		o.factories = append(o.factories, f)
+		o.informers = append(o.informers, inf)
+	}
+	return o, nil
+}
+
+func (o *ownedSlices) start(ctx context.Context) {
+	for _, f := range o.factories {
+		f.Start(ctx.Done())
+	}
+}
+
+func (o *ownedSlices) hasSynced() bool {
+	for _, inf := range o.informers {
+		if !inf.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// forService lists the cached slices labelled with the given service name.
+func (o *ownedSlices) forService(namespace, name string) []*discoveryv1.EndpointSlice {
+	var out []*discoveryv1.EndpointSlice
+	for _, inf := range o.informers {
+		objs, _ := inf.GetIndexer().ByIndex(indexService, namespace+"/"+name)
+		for _, obj := range objs {
+			out = append(out, obj.(*discoveryv1.EndpointSlice))
+		}
+	}
+	return out
+}
+
+// bases lists the base of every cached slice.
+func (o *ownedSlices) bases(suffix string) []source.Key {
+	var out []source.Key
+	for _, inf := range o.informers {
+		for _, obj := range inf.GetStore().List() {
+			if k, ok := baseOf(obj.(*discoveryv1.EndpointSlice), suffix); ok {
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}
+
+// baseOf is the base a global slice belongs to: its base label, or its
+// service name minus the suffix when someone removed the label.
+func baseOf(s *discoveryv1.EndpointSlice, suffix string) (source.Key, bool) {
+	if b := s.Labels[aggregate.LabelBase]; b != "" {
+		return source.Key{Namespace: s.Namespace, Base: b}, true
+	}
+	if b, ok := strings.CutSuffix(s.Labels[discoveryv1.LabelServiceName], suffix); ok && b != "" {
+		return source.Key{Namespace: s.Namespace, Base: b}, true
+	}
+	return source.Key{}, false
+}
+
+func byServiceName(obj any) ([]string, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok || s.Labels[discoveryv1.LabelServiceName] == "" {
+		return nil, nil
+	}
+	return []string{s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]}, nil
+}

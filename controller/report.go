@@ -1,0 +1,141 @@
+package controller
+
+import (
+	"log/slog"
+	"maps"
+	"strings"
+	"sync"
+
+	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/controller/metrics"
+	"github.com/globalmirror/globalmirror/source"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+)
+
+// Event reasons besides aggregate's Problem reasons.
+const (
+	ReasonGlobalNameConflict = "GlobalNameConflict"
+)
+
+// reporter tells people about problems: events, log lines and counters. It
+// reports a base's problems and name conflicts when they appear, not on every
+// sync, so a steady state stays quiet.
+type reporter struct {
+	recorder record.EventRecorder
+	metrics  *metrics.Metrics
+	log      *slog.Logger
+	// leading gates events on objects seen by informers, which run on standbys
+	// too: one replica should speak.
+	leading func() bool
+
+	mu        sync.Mutex
+	reported  map[source.Key]map[aggregate.Problem]bool // problems last reported
+	conflicts map[source.Key]types.UID                  // the conflicting Service reported
+}
+
+func newReporter(rec record.EventRecorder, m *metrics.Metrics, log *slog.Logger, leading func() bool) *reporter {
+	return &reporter{recorder: rec, metrics: m, log: log, leading: leading,
+		reported: map[source.Key]map[aggregate.Problem]bool{}, conflicts: map[source.Key]types.UID{}}
+}
+
+// problems reports the problems of key that were not reported last time.
+func (r *reporter) problems(key source.Key, global *corev1.Service, current []aggregate.Problem) {
+	now := map[aggregate.Problem]bool{}
+	for _, p := range current {
+		now[p] = true
+	}
+	r.mu.Lock()
+	before := r.reported[key]
+	if maps.Equal(before, now) {
+		r.mu.Unlock()
+		return
+	}
+	if len(now) == 0 {
+		delete(r.reported, key)
+	} else {
+		r.reported[key] = now
+	}
+	r.mu.Unlock()
+	for _, p := range current {
+		if before[p] {
+			continue
+		}
+		before = withKey(before, p) // a problem listed twice is reported once
+		r.metrics.Problems.WithLabelValues(p.Reason).Inc()
+		r.log.Warn("problem in members of a global service", "key", key.String(), "reason", p.Reason, "detail", p.Detail)
+		r.recorder.Event(global, corev1.EventTypeWarning, p.Reason, p.Detail)
+	}
+}
+
+func withKey(m map[aggregate.Problem]bool, p aggregate.Problem) map[aggregate.Problem]bool {
+	if m == nil {
+		m = map[aggregate.Problem]bool{}
+	}
+	m[p] = true
+	return m
+}
+
+// forget drops what was reported for key, whose global is gone.
+func (r *reporter) forget(key source.Key) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.reported, key)
+}
+
+// conflict reports a user-owned Service holding the global name of key, once
+// per such Service.
+func (r *reporter) conflict(key source.Key, svc *corev1.Service) {
+	r.mu.Lock()
+	_, had := r.conflicts[key]
+	seen := had && r.conflicts[key] == svc.UID
+	r.conflicts[key] = svc.UID
+	r.metrics.Conflicts.Set(float64(len(r.conflicts)))
+	r.mu.Unlock()
+	if seen {
+		return
+	}
+	r.metrics.ConflictsTotal.Inc()
+	msg := "a Service named " + svc.Name + " exists that globalmirror did not create; the global service of " +
+		key.Base + " is not written while it exists"
+	r.log.Warn("global name taken", "service", key.Namespace+"/"+svc.Name, "base", key.Base)
+	r.recorder.Event(svc, corev1.EventTypeWarning, ReasonGlobalNameConflict, msg)
+}
+
+func (r *reporter) noConflict(key source.Key) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.conflicts[key]; ok {
+		delete(r.conflicts, key)
+		r.metrics.Conflicts.Set(float64(len(r.conflicts)))
+	}
+}
+
+// skipped reports an object source ignored as malformed.
+func (r *reporter) skipped(obj metav1.Object, kind, reason string) {
+	short := skipReason(reason)
+	r.metrics.Skipped.WithLabelValues(kind, short).Inc()
+	r.log.Warn("ignoring malformed object", "kind", kind, "object", obj.GetNamespace()+"/"+obj.GetName(), "reason", reason)
+	if ro, ok := obj.(runtime.Object); ok && r.leading() {
+		r.recorder.Event(ro, corev1.EventTypeWarning, short, "globalmirror ignores this "+kind+": "+reason)
+	}
+}
+
+// skipReason condenses aggregate.Classify's explanation (which names the
+// object) into a CamelCase reason fit for an event reason and a metric label.
+func skipReason(reason string) string {
+	for _, r := range []struct{ prefix, short string }{
+		{"mirror without ", "MissingClusterName"},
+		{"invalid cluster name", "InvalidClusterName"},
+		{"invalid " + aggregate.AnnotationRemoteFQName, "InvalidRemoteName"},
+		{"name ", "UnknownBase"},
+	} {
+		if strings.HasPrefix(reason, r.prefix) {
+			return r.short
+		}
+	}
+	return "Malformed"
+}

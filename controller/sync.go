@@ -1,0 +1,113 @@
+package controller
+
+import (
+	"context"
+	"errors"
+
+	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/controller/metrics"
+	"github.com/globalmirror/globalmirror/controller/slices"
+	"github.com/globalmirror/globalmirror/source"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// sync makes the global objects of one base match its members. It returns the
+// result label for the syncs metric.
+func (c *Controller) sync(ctx context.Context, key source.Key) (string, error) {
+	name := aggregate.GlobalName(key.Base, c.suffix)
+	in := c.src.Input(key)
+	cached := c.src.Service(key.Namespace, name)
+
+	if cached != nil && !aggregate.IsManaged(cached.Labels) {
+		// Someone else's Service holds the name: leave the base alone entirely.
+		// The slices of an earlier global of ours are owned by a Service that is
+		// gone; the garbage collector removes them.
+		if aggregate.Exists(in) {
+			c.report.conflict(key, cached)
+			return metrics.ResultConflict, nil
+		}
+		c.report.noConflict(key)
+		return metrics.ResultSuccess, nil
+	}
+	c.report.noConflict(key)
+
+	if !aggregate.Exists(in) {
+		return c.result(c.deleteGlobal(ctx, key, name, cached))
+	}
+	view := aggregate.Aggregate(in)
+	svc, err := c.ensureService(ctx, view, cached)
+	if errors.Is(err, errNameTaken) {
+		return metrics.ResultConflict, nil // the informer will tell us who took it
+	}
+	if err != nil {
+		return c.result(err)
+	}
+	c.report.problems(key, svc, view.Problems)
+	res, err := c.slices.Reconcile(ctx, svc, view, c.owned.forService(key.Namespace, name))
+	if err == nil {
+		c.setManaged(key, res.Endpoints, true)
+	}
+	return c.result(err)
+}
+
+// deleteGlobal removes the global of a base that has no headless mirror left.
+func (c *Controller) deleteGlobal(ctx context.Context, key source.Key, name string, cached serviceRef) error {
+	if _, err := c.slices.DeleteAll(ctx, key.Namespace, name, c.owned.forService(key.Namespace, name)); err != nil {
+		return err
+	}
+	if err := c.deleteService(ctx, cached); err != nil {
+		return err
+	}
+	c.report.forget(key)
+	c.setManaged(key, 0, false)
+	return nil
+}
+
+func (c *Controller) result(err error) (string, error) {
+	switch {
+	case err == nil:
+		return metrics.ResultSuccess, nil
+	case errors.Is(err, slices.ErrStale):
+		return metrics.ResultStale, err
+	default:
+		return metrics.ResultError, err
+	}
+}
+
+// setManaged records how many endpoints the global of key has (exists=false:
+// none, it is gone) and refreshes the gauges.
+func (c *Controller) setManaged(key source.Key, endpoints int, exists bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if exists {
+		c.managed[key] = endpoints
+	} else {
+		delete(c.managed, key)
+	}
+	total := 0
+	for _, n := range c.managed {
+		total += n
+	}
+	c.metrics.Globals.Set(float64(len(c.managed)))
+	c.metrics.Endpoints.Set(float64(total))
+}
+
+// onOwnedSlice queues the base of a global slice that changed in a way this
+// controller did not cause (a user's edit or deletion, or a write it lost
+// track of); echoes of its own writes are filtered by the tracker.
+func (c *Controller) onOwnedSlice(s *discoveryv1.EndpointSlice, deleted bool) {
+	key, ok := baseOf(s, c.suffix)
+	if !ok {
+		return
+	}
+	if deleted {
+		expected := c.tracker.Has(s) && c.tracker.HandleDeletion(s)
+		if !expected {
+			c.queue.Add(key)
+		}
+		return
+	}
+	if c.tracker.ShouldSync(s) {
+		c.queue.Add(key)
+	}
+}
