@@ -1,0 +1,219 @@
+package source
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/globalmirror/globalmirror/aggregate"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+)
+
+type recorder struct {
+	mu      sync.Mutex
+	changed map[Key]int
+	skipped []string
+}
+
+func (r *recorder) Changed(k Key) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.changed[k]++
+}
+
+func (r *recorder) Skipped(obj metav1.Object, kind, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.skipped = append(r.skipped, kind+" "+obj.GetName()+": "+reason)
+}
+
+func (r *recorder) reset() map[Key]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.changed
+	r.changed = map[Key]int{}
+	return c
+}
+
+func mirrorLabels(cluster string, extra ...string) map[string]string {
+	l := map[string]string{aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: cluster}
+	for i := 0; i+1 < len(extra); i += 2 {
+		l[extra[i]] = extra[i+1]
+	}
+	return l
+}
+
+func service(name string, lbl map[string]string, clusterIP string) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("svc-" + name), Labels: lbl,
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}},
+			Annotations:   map[string]string{"big": "dropped by the transform"}},
+		Spec: corev1.ServiceSpec{ClusterIP: clusterIP},
+	}
+}
+
+func epSlice(name, svcName string, lbl map[string]string, ready bool, hostAddr ...string) *discoveryv1.EndpointSlice {
+	l := map[string]string{discoveryv1.LabelServiceName: svcName}
+	for k, v := range lbl {
+		l[k] = v
+	}
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("slice-" + name), Labels: l},
+		AddressType: discoveryv1.AddressTypeIPv4,
+	}
+	for i := 0; i+1 < len(hostAddr); i += 2 {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
+			Addresses: []string{hostAddr[i+1]}, Hostname: ptr.To(hostAddr[i]),
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready)},
+		})
+	}
+	return s
+}
+
+func start(t *testing.T, objs ...any) (*Source, *fake.Clientset, *recorder) {
+	t.Helper()
+	client := fake.NewClientset()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	for _, o := range objs {
+		create(t, client, o)
+	}
+	sel, _ := labels.Parse(aggregate.DefaultLocalSelector)
+	rec := &recorder{changed: map[Key]int{}}
+	src, err := New(Config{Client: client, LocalSelector: sel}, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Start(ctx)
+	if !src.WaitForSync(ctx) {
+		t.Fatal("caches did not sync")
+	}
+	return src, client, rec
+}
+
+func create(t *testing.T, client *fake.Clientset, o any) {
+	t.Helper()
+	var err error
+	switch o := o.(type) {
+	case *corev1.Service:
+		_, err = client.CoreV1().Services(o.Namespace).Create(context.Background(), o, metav1.CreateOptions{})
+	case *discoveryv1.EndpointSlice:
+		_, err = client.DiscoveryV1().EndpointSlices(o.Namespace).Create(context.Background(), o, metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// eventually polls cond for a few seconds; informers deliver asynchronously.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestInputGathersMembersAndEndpointMirrors(t *testing.T) {
+	exported := map[string]string{aggregate.LabelExported: "true"}
+	src, _, _ := start(t,
+		service("db", exported, "None"),
+		service("db-east", mirrorLabels("east"), "None"),
+		service("db-west", mirrorLabels("west"), "None"),
+		service("db-0-east", mirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), "10.96.0.1"),
+		service("unrelated", nil, "None"),
+		epSlice("db-abc", "db", exported, true, "db-0", "10.0.0.1"),
+		epSlice("db-east-abc", "db-east", mirrorLabels("east"), true, "db-0", "10.96.0.1"),
+		epSlice("db-west-abc", "db-west", mirrorLabels("west"), true, "db-0", "10.96.0.2"),
+		epSlice("db-0-east-abc", "db-0-east", mirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), false, "", "192.0.2.1"),
+		epSlice("unrelated-abc", "unrelated", nil, true, "x", "10.0.0.9"),
+	)
+	keys := src.Keys()
+	if len(keys) != 1 || keys[0] != (Key{"ns", "db"}) {
+		t.Fatalf("Keys() = %v, want [ns/db]", keys)
+	}
+	in := src.Input(Key{"ns", "db"})
+	got := map[string]int{}
+	for _, m := range in.Members {
+		got[m.Cluster+"/"+m.Service.Name] = len(m.Slices)
+	}
+	want := map[string]int{"/db": 1, "east/db-east": 1, "west/db-west": 1}
+	if len(got) != len(want) {
+		t.Fatalf("members = %v, want %v", got, want)
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("member %s has %d slices, want %d", k, got[k], n)
+		}
+	}
+	if ready, ok := in.EndpointMirrors["db-0-east"]; !ok || ready {
+		t.Errorf("EndpointMirrors = %v, want db-0-east known and not ready", in.EndpointMirrors)
+	}
+	if !aggregate.Exists(in) {
+		t.Error("global should exist")
+	}
+	// The transform keeps informer objects small.
+	s := src.Service("ns", "db-east")
+	if s == nil || s.ManagedFields != nil || s.Annotations["big"] != "" {
+		t.Errorf("service not stripped: %+v", s)
+	}
+}
+
+func TestEventsMapToBases(t *testing.T) {
+	src, client, rec := start(t,
+		service("db-east", mirrorLabels("east"), "None"),
+		service("db-0-east", mirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), "10.96.0.1"),
+	)
+	db := Key{"ns", "db"}
+	eventually(t, "initial adds", func() bool { return rec.changed[db] > 0 })
+	rec.reset()
+
+	// A slice of the endpoint mirror affects the base of its headless mirror.
+	create(t, client, epSlice("db-0-east-x", "db-0-east", mirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), true, "", "192.0.2.1"))
+	eventually(t, "endpoint mirror slice → db", func() bool { return rec.reset()[db] > 0 })
+
+	// A user's Service named like the global affects its base, though it is no member.
+	create(t, client, service("db-global", nil, "None"))
+	eventually(t, "user-owned db-global → db", func() bool { return rec.reset()[db] > 0 })
+	if s := src.Service("ns", "db-global"); s == nil || aggregate.IsManaged(s.Labels) {
+		t.Fatalf("user-owned db-global should be visible and unmanaged: %+v", s)
+	}
+
+	// Relabelling a mirror to another cluster notifies both old and new bases.
+	moved := service("db-east", mirrorLabels("east"), "None")
+	moved.Annotations = map[string]string{aggregate.AnnotationRemoteFQName: "other.ns.svc.cluster.local"}
+	moved.ResourceVersion = "2"
+	if _, err := client.CoreV1().Services("ns").Update(context.Background(), moved, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[Key]int{}
+	eventually(t, "old and new base", func() bool {
+		for k, n := range rec.reset() {
+			seen[k] += n
+		}
+		return seen[db] > 0 && seen[Key{"ns", "other"}] > 0
+	})
+}
+
+func TestMalformedMirrorIsSkippedAndReported(t *testing.T) {
+	bad := service("db-east", map[string]string{aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: "NOT_A_LABEL"}, "None")
+	src, _, rec := start(t, bad)
+	eventually(t, "skip report", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return len(rec.skipped) == 1
+	})
+	if keys := src.Keys(); len(keys) != 0 {
+		t.Fatalf("a malformed mirror made bases: %v", keys)
+	}
+}
