@@ -175,8 +175,7 @@ func TestEventsMapToBases(t *testing.T) {
 		service("db-0-east", mirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), "10.96.0.1"),
 	)
 	db := Key{"ns", "db"}
-	eventually(t, "initial adds", func() bool { return rec.changed[db] > 0 })
-	rec.reset()
+	eventually(t, "initial adds", func() bool { return rec.reset()[db] > 0 })
 
 	// A slice of the endpoint mirror affects the base of its headless mirror.
 	create(t, client, epSlice("db-0-east-x", "db-0-east", mirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), true, "", "192.0.2.1"))
