@@ -29,8 +29,9 @@ const (
 	// LabelBase names the base service a global was built for.
 	LabelBase = "globalmirror.io/base"
 	// EndpointSliceManagedBy is the endpointslice.kubernetes.io/managed-by value of
-	// the global slices, so Kubernetes' own controllers leave them alone.
-	EndpointSliceManagedBy = "globalmirror.io/controller"
+	// the global slices, so Kubernetes' own controllers leave them alone. It is a
+	// label value, so it cannot contain "/" (like "endpointslice-controller.k8s.io").
+	EndpointSliceManagedBy = "controller.globalmirror.io"
 )
 
 // DefaultSuffix is appended to a base name to form its global service name.
