@@ -110,8 +110,27 @@ func Aggregate(in Input) View {
 		v.addMember(m, in.EndpointMirrors)
 	}
 	v.resolveCollisions()
+	v.dedupe()
 	slices.SortStableFunc(v.Endpoints, compareEndpoints)
 	return v
+}
+
+// dedupe merges endpoints with the same family, name and addresses, which a
+// member lists twice while Kubernetes moves an endpoint between slices. The
+// copy is ready if either is, as DNS would answer it from either.
+func (v *View) dedupe() {
+	seen := make(map[string]int, len(v.Endpoints))
+	out := v.Endpoints[:0]
+	for _, ep := range v.Endpoints {
+		k := string(ep.AddressType) + "|" + ep.Hostname + "|" + strings.Join(ep.Addresses, ",")
+		if i, dup := seen[k]; dup {
+			out[i].Ready = out[i].Ready || ep.Ready
+			continue
+		}
+		seen[k] = len(out)
+		out = append(out, ep)
+	}
+	v.Endpoints = out
 }
 
 func (v *View) addMember(m Member, endpointMirrors map[string]bool) {

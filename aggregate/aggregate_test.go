@@ -153,6 +153,12 @@ func TestAggregate(t *testing.T) {
 		want:     []string{"IPv4 east c-east 10.0.1.3 ready"},
 		problems: []string{ReasonInvalidAddress, ReasonInvalidAddress, ReasonInvalidAddress},
 	}, {
+		name: "an endpoint listed twice while it moves between slices counts once, ready if either is",
+		in: Input{Members: []Member{member("east",
+			slice("e1", v4, dbPorts, "!db-0=10.0.1.1", "db-1=10.0.1.2"),
+			slice("e2", v4, dbPorts, "db-0=10.0.1.1"))}},
+		want: []string{"IPv4 east db-0-east 10.0.1.1 ready", "IPv4 east db-1-east 10.0.1.2 ready"},
+	}, {
 		name: "FQDN slices are ignored; no hostname, no name",
 		in: Input{Members: []Member{member("east",
 			slice("f", discoveryv1.AddressTypeFQDN, dbPorts, "x.example.com"),
