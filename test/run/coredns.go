@@ -1,0 +1,88 @@
+package run
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// CoreDNS is a running bin/coredns.
+type CoreDNS struct {
+	*Process
+	// Addr is the DNS server's host:port, for UDP and TCP.
+	Addr string
+	// MetricsURL is its Prometheus endpoint.
+	MetricsURL string
+	// Ports are the ports handed to the Corefile, by variable name.
+	Ports map[string]int
+}
+
+// CoreDNSOptions say how to start CoreDNS.
+type CoreDNSOptions struct {
+	// Corefile may use {$DNS_PORT}, {$HEALTH_PORT}, {$READY_PORT},
+	// {$METRICS_PORT} and any variable in Env; the ports are picked free, and
+	// DNS_PORT may be fixed with Ports["DNS_PORT"]. It must include the `ready`
+	// and `prometheus` plugins on 127.0.0.1:{$READY_PORT} / {$METRICS_PORT}.
+	Corefile string
+	// Dir receives the Corefile and coredns.log.
+	Dir string
+	// Env is extra environment, e.g. SOURCE_KUBECONFIG=...
+	Env []string
+	// Ports fixes some of the ports by variable name; the rest are picked free.
+	Ports map[string]int
+	// ExtraPorts are more variables to fill with free ports (a second server block).
+	ExtraPorts []string
+	// WaitReady waits for the ready plugin (every plugin's Ready() true) when set;
+	// otherwise Start waits only until the metrics endpoint answers.
+	WaitReady bool
+}
+
+// StartCoreDNS writes the Corefile and starts bin/coredns with it.
+func StartCoreDNS(ctx context.Context, o CoreDNSOptions) (*CoreDNS, error) {
+	bin, err := Bin("coredns")
+	if err != nil {
+		return nil, err
+	}
+	ports := map[string]int{}
+	for _, name := range append([]string{"DNS_PORT", "HEALTH_PORT", "READY_PORT", "METRICS_PORT"}, o.ExtraPorts...) {
+		if p, ok := o.Ports[name]; ok {
+			ports[name] = p
+			continue
+		}
+		if ports[name], err = FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	path := filepath.Join(o.Dir, "Corefile")
+	if err := os.WriteFile(path, []byte(o.Corefile), 0o644); err != nil {
+		return nil, err
+	}
+	env := append([]string{}, o.Env...)
+	for name, p := range ports {
+		env = append(env, name+"="+strconv.Itoa(p))
+	}
+	p, err := Start(bin, []string{"-conf", path}, env, filepath.Join(o.Dir, "coredns.log"))
+	if err != nil {
+		return nil, err
+	}
+	c := &CoreDNS{
+		Process:    p,
+		Addr:       "127.0.0.1:" + strconv.Itoa(ports["DNS_PORT"]),
+		MetricsURL: "http://127.0.0.1:" + strconv.Itoa(ports["METRICS_PORT"]) + "/metrics",
+		Ports:      ports,
+	}
+	wait := c.MetricsURL
+	if o.WaitReady {
+		wait = "http://127.0.0.1:" + strconv.Itoa(ports["READY_PORT"]) + "/ready"
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := WaitHTTP(wctx, wait, p); err != nil {
+		p.Stop()
+		return nil, fmt.Errorf("coredns: %w", err)
+	}
+	return c, nil
+}

@@ -1,0 +1,158 @@
+// Package run starts the project's own binaries (bin/coredns,
+// bin/globalmirror-controller) as supervised child processes for end-to-end
+// tests, the demo and the benchmarks: free loopback ports, logs to files, and
+// children that die with their parent.
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// BinEnv names the directory holding the binaries `make build` writes.
+const BinEnv = "GLOBALMIRROR_BIN"
+
+// Bin is the path of one of the project's binaries, or an error that says how
+// to build it.
+func Bin(name string) (string, error) {
+	dir := os.Getenv(BinEnv)
+	if dir == "" {
+		return "", fmt.Errorf("$%s is not set: run the tests with `make test` (or `make build` and export %s=$PWD/bin)", BinEnv, BinEnv)
+	}
+	p := filepath.Join(dir, name)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("%s: %w (run `make build`)", p, err)
+	}
+	return p, nil
+}
+
+// Process is a running child process.
+type Process struct {
+	Name    string
+	LogPath string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	err     error
+}
+
+// Start runs bin with args, extra environment and output to logPath. The child
+// is killed if this process dies (Pdeathsig), so nothing outlives a test.
+func Start(bin string, args, env []string, logPath string) (*Process, error) {
+	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		out.Close()
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	p := &Process{Name: filepath.Base(bin), LogPath: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		out.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Exited reports whether the process has ended, and how.
+func (p *Process) Exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// Stop asks the process to end (SIGTERM), then kills it after a grace period.
+func (p *Process) Stop() {
+	if exited, _ := p.Exited(); exited {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.Kill()
+	}
+}
+
+// Kill ends the process at once, as a crash would.
+func (p *Process) Kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// Log returns the last n bytes of the process's log, for failure messages.
+func (p *Process) Log(n int) string {
+	b, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// FreePort returns a loopback port that is free for both TCP and UDP, as a DNS
+// server needs.
+func FreePort() (int, error) {
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(port))
+		l.Close()
+		if err == nil {
+			u.Close()
+			return port, nil
+		}
+	}
+	return 0, errors.New("no free TCP+UDP port on 127.0.0.1")
+}
+
+// WaitHTTP polls url until it answers 200 or ctx ends; p, if given, failing
+// first ends the wait early with its log.
+func WaitHTTP(ctx context.Context, url string, p *Process) error {
+	client := &http.Client{Timeout: time.Second}
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if p != nil {
+			if exited, werr := p.Exited(); exited {
+				return fmt.Errorf("%s exited (%v) before %s was ready:\n%s", p.Name, werr, url, p.Log(4000))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			msg := fmt.Sprintf("%s not ready: %v", url, ctx.Err())
+			if p != nil {
+				msg += "\n" + p.Log(4000)
+			}
+			return errors.New(msg)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
