@@ -1,0 +1,342 @@
+// Package global is a CoreDNS plugin that answers for globalmirror's global
+// services (`<base>-global.<ns>.svc.<zone>`) straight from the members'
+// EndpointSlices: the local headless service and Linkerd's headless mirrors of
+// it. Its answers equal what the kubernetes plugin gives for the same names
+// once the controller has written the global service's EndpointSlices, but
+// they are there at once, and without the controller.
+package global
+
+import (
+	"context"
+	"strings"
+
+	"github.com/coredns/coredns/plugin"
+	"github.com/coredns/coredns/plugin/metrics"
+	"github.com/coredns/coredns/plugin/pkg/dnsutil"
+	"github.com/coredns/coredns/plugin/pkg/fall"
+	"github.com/coredns/coredns/request"
+	"github.com/miekg/dns"
+)
+
+// Global is the plugin handler.
+type Global struct {
+	Next plugin.Handler
+
+	zones      []string // lower case, fully qualified
+	soas       []soaNames
+	suffix     string
+	namespaces map[string]struct{} // nil: all
+	ttl        uint32
+	fall       fall.F
+
+	idx *index
+}
+
+// soaNames are the precomputed names of a zone's SOA record.
+type soaNames struct{ ns, mbox string }
+
+func newGlobal(cfg *config, idx *index) *Global {
+	g := &Global{
+		zones:  cfg.zones,
+		suffix: cfg.suffix,
+		ttl:    cfg.ttl,
+		fall:   cfg.fall,
+		idx:    idx,
+	}
+	for _, z := range g.zones {
+		g.soas = append(g.soas, soaNames{ns: dnsutil.Join("ns.dns", z), mbox: dnsutil.Join("hostmaster", z)})
+	}
+	if len(cfg.namespaces) > 0 {
+		g.namespaces = map[string]struct{}{}
+		for _, ns := range cfg.namespaces {
+			g.namespaces[ns] = struct{}{}
+		}
+	}
+	return g
+}
+
+// Name implements plugin.Handler.
+func (g *Global) Name() string { return pluginName }
+
+// query is what a name below svc.<zone> says, parsed like the kubernetes
+// plugin's parseRequest (without its pod, multicluster and zonal forms).
+type query struct {
+	key   string // "service.namespace", the index key
+	extra int    // labels left of the service; 3 means three or more
+	// endpoint (extra 1) or port (extra 2), underscore not stripped
+	first string
+	// protocol (extra 2), underscore not stripped
+	second string
+}
+
+// ServeDNS implements plugin.Handler.
+func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+	if len(r.Question) == 0 {
+		return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
+	}
+	state := request.Request{W: w, Req: r}
+	qname := state.QName()
+	zi := g.matchZone(qname)
+	if zi < 0 {
+		return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
+	}
+	// The kubernetes plugin keeps the query's spelling of the zone.
+	zone := qname[len(qname)-len(g.zones[zi]):]
+	name := state.Name()
+	q, ok := g.parseName(name, g.zones[zi])
+	if !ok {
+		return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
+	}
+	qtype := state.QType()
+
+	var set *answerSet
+	if g.idx.ready() {
+		if set = g.idx.get(q.key); set == nil {
+			// Not a global service we know (or one a user owns): not ours.
+			return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
+		}
+	}
+
+	// Which entries does the name select? (nil: the name does not exist.)
+	var rs *rrset
+	if set != nil {
+		switch q.extra {
+		case 0:
+			rs = set.all
+		case 1:
+			rs = set.hosts[q.first]
+		case 2:
+			port, proto := stripUnderscore(q.first), stripUnderscore(q.second)
+			if port == "" && proto == "" {
+				rs = set.all
+			} else if e := filterPort(set.all.entries, port, proto); len(e) > 0 {
+				rs = buildRRSet(e, set.name, set.namespace, g.ttl, nil)
+			}
+		}
+	}
+
+	switch qtype {
+	case dns.TypeAXFR, dns.TypeIXFR:
+		requestsTotal.WithLabelValues(metrics.WithServer(ctx), typeLabel(qtype), dns.RcodeToString[dns.RcodeRefused]).Inc()
+		return dns.RcodeRefused, nil
+	case dns.TypeSOA:
+		// The kubernetes plugin answers SOA only at the apex: NODATA below it.
+		return g.negative(ctx, state, zi, zone, dns.RcodeSuccess)
+	}
+	if !rs.exists() {
+		return g.nameError(ctx, state, zi, zone)
+	}
+
+	var answer, extra []dns.RR
+	switch qtype {
+	case dns.TypeA:
+		answer = copyA(rs.a, qname)
+	case dns.TypeAAAA:
+		answer = copyAAAA(rs.aaaa, qname)
+	case dns.TypeSRV:
+		var srv srvSet
+		if zi < len(rs.srv) && zone == g.zones[zi] {
+			srv = rs.srv[zi]
+		} else {
+			srv = buildSRV(rs.entries, set.name, set.namespace, g.ttl, zone)
+		}
+		answer, extra = copySRV(srv, qname)
+	}
+	if len(answer) == 0 {
+		return g.negative(ctx, state, zi, zone, dns.RcodeSuccess)
+	}
+
+	m := new(dns.Msg)
+	m.SetReply(r)
+	m.Authoritative = true
+	m.Answer = answer
+	m.Extra = extra
+	w.WriteMsg(m)
+	requestsTotal.WithLabelValues(metrics.WithServer(ctx), typeLabel(qtype), dns.RcodeToString[dns.RcodeSuccess]).Inc()
+	return dns.RcodeSuccess, nil
+}
+
+// nameError answers for a name that does not exist: NXDOMAIN, or the next
+// plugin with fallthrough, or SERVFAIL before the first sync.
+func (g *Global) nameError(ctx context.Context, state request.Request, zi int, zone string) (int, error) {
+	if g.fall.Through(state.Name()) {
+		return plugin.NextOrFailure(g.Name(), g.Next, ctx, state.W, state.Req)
+	}
+	if !g.idx.ready() {
+		return g.negative(ctx, state, zi, zone, dns.RcodeServerFailure)
+	}
+	return g.negative(ctx, state, zi, zone, dns.RcodeNameError)
+}
+
+// negative writes an authoritative answer without records and with the SOA,
+// as plugin.BackendError does.
+func (g *Global) negative(ctx context.Context, state request.Request, zi int, zone string, rcode int) (int, error) {
+	m := new(dns.Msg)
+	m.SetRcode(state.Req, rcode)
+	m.Authoritative = true
+	m.Ns = []dns.RR{g.soa(zi, zone)}
+	state.W.WriteMsg(m)
+	requestsTotal.WithLabelValues(metrics.WithServer(ctx), typeLabel(state.QType()), dns.RcodeToString[rcode]).Inc()
+	return dns.RcodeSuccess, nil
+}
+
+// soa is the kubernetes plugin's SOA record for zone (spelled as queried).
+func (g *Global) soa(zi int, zone string) dns.RR {
+	names := g.soas[zi]
+	if zone != g.zones[zi] {
+		names = soaNames{ns: dnsutil.Join("ns.dns", zone), mbox: dnsutil.Join("hostmaster", zone)}
+	}
+	return &dns.SOA{
+		Hdr:     dns.RR_Header{Name: zone, Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: min(g.ttl, 300)},
+		Ns:      names.ns,
+		Mbox:    names.mbox,
+		Serial:  uint32(g.idx.modified.Load()), // #nosec G115 -- Unix time as SOA serial, like the kubernetes plugin
+		Refresh: 7200,
+		Retry:   1800,
+		Expire:  86400,
+		Minttl:  g.ttl,
+	}
+}
+
+// matchZone returns the index of the longest configured zone qname is in, or -1.
+func (g *Global) matchZone(qname string) int {
+	best := -1
+	for i, z := range g.zones {
+		if dns.IsSubDomain(z, qname) && (best < 0 || len(z) > len(g.zones[best])) {
+			best = i
+		}
+	}
+	return best
+}
+
+// parseName reports whether name (lower case) is one this plugin may own:
+// <labels...>.<service>.<namespace>.svc.<zone> where the service ends in the
+// suffix and the namespace is watched.
+func (g *Global) parseName(name, zone string) (query, bool) {
+	base, err := dnsutil.TrimZone(name, zone)
+	if err != nil || base == "" {
+		return query{}, false
+	}
+	// Up to five labels from the right: svc, namespace, service, then the
+	// endpoint, or the protocol and the port. more: there are others left of them.
+	var labels [5]string
+	n, more := 0, false
+	var key string
+	if strings.IndexByte(base, '\\') < 0 {
+		// Fast path, no allocation: split on dots from the right.
+		var starts [5]int
+		end := len(base)
+		for n < len(labels) {
+			i := strings.LastIndexByte(base[:end], '.')
+			labels[n], starts[n] = base[i+1:end], i+1
+			n++
+			if i < 0 {
+				break
+			}
+			end = i
+		}
+		more = n == len(labels) && starts[n-1] > 0
+		if n >= 3 {
+			key = base[starts[2] : starts[0]-1]
+		}
+	} else {
+		// Escaped characters: split the way the kubernetes plugin does.
+		segs := dns.SplitDomainName(base)
+		for i := len(segs) - 1; i >= 0 && n < len(labels); i-- {
+			labels[n] = segs[i]
+			n++
+		}
+		more = len(segs) > len(labels)
+		if n >= 3 {
+			key = labels[2] + "." + labels[1]
+		}
+	}
+	if n < 3 || labels[0] != "svc" {
+		return query{}, false
+	}
+	service, namespace := labels[2], labels[1]
+	if len(service) <= len(g.suffix) || !strings.HasSuffix(service, g.suffix) {
+		return query{}, false
+	}
+	if g.namespaces != nil {
+		if _, ok := g.namespaces[namespace]; !ok {
+			return query{}, false
+		}
+	}
+	q := query{key: key, extra: n - 3}
+	if more {
+		q.extra = 3
+	}
+	switch q.extra {
+	case 1:
+		q.first = labels[3]
+	case 2:
+		q.first, q.second = labels[4], labels[3]
+	}
+	return q, true
+}
+
+// stripUnderscore removes a leading underscore, as the kubernetes plugin does.
+func stripUnderscore(s string) string {
+	if len(s) > 0 && s[0] == '_' {
+		return s[1:]
+	}
+	return s
+}
+
+func copyA(src []dns.A, owner string) []dns.RR {
+	if len(src) == 0 {
+		return nil
+	}
+	recs := make([]dns.A, len(src))
+	copy(recs, src)
+	out := make([]dns.RR, len(recs))
+	for i := range recs {
+		recs[i].Hdr.Name = owner
+		out[i] = &recs[i]
+	}
+	return out
+}
+
+func copyAAAA(src []dns.AAAA, owner string) []dns.RR {
+	if len(src) == 0 {
+		return nil
+	}
+	recs := make([]dns.AAAA, len(src))
+	copy(recs, src)
+	out := make([]dns.RR, len(recs))
+	for i := range recs {
+		recs[i].Hdr.Name = owner
+		out[i] = &recs[i]
+	}
+	return out
+}
+
+func copySRV(src srvSet, owner string) (answer, extra []dns.RR) {
+	if len(src.srv) == 0 {
+		return nil, nil
+	}
+	recs := make([]dns.SRV, len(src.srv))
+	copy(recs, src.srv)
+	answer = make([]dns.RR, len(recs))
+	for i := range recs {
+		recs[i].Hdr.Name = owner
+		answer[i] = &recs[i]
+	}
+	extra = make([]dns.RR, 0, len(src.extraA)+len(src.extraAAAA))
+	if len(src.extraA) > 0 {
+		a := make([]dns.A, len(src.extraA))
+		copy(a, src.extraA)
+		for i := range a {
+			extra = append(extra, &a[i])
+		}
+	}
+	if len(src.extraAAAA) > 0 {
+		a := make([]dns.AAAA, len(src.extraAAAA))
+		copy(a, src.extraAAAA)
+		for i := range a {
+			extra = append(extra, &a[i])
+		}
+	}
+	return answer, extra
+}

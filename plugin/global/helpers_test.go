@@ -1,0 +1,406 @@
+package global
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coredns/caddy"
+	"github.com/coredns/coredns/plugin"
+	"github.com/coredns/coredns/plugin/kubernetes"
+	"github.com/coredns/coredns/plugin/kubernetes/object"
+	"github.com/coredns/coredns/plugin/pkg/dnstest"
+	"github.com/coredns/coredns/plugin/test"
+	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/source"
+	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// Fixture objects, the way Linkerd's service mirror (headless mode), the
+// EndpointSlice controller and the mirroring controller write them.
+
+type port struct {
+	name  string
+	port  int32
+	proto corev1.Protocol
+}
+
+var (
+	peer   = port{"peer", 7000, corev1.ProtocolTCP}
+	client = port{"client", 8080, corev1.ProtocolTCP}
+	gossip = port{"gossip", 7946, corev1.ProtocolUDP}
+)
+
+func servicePorts(ps ...port) []corev1.ServicePort {
+	var out []corev1.ServicePort
+	for _, p := range ps {
+		out = append(out, corev1.ServicePort{Name: p.name, Port: p.port, Protocol: p.proto})
+	}
+	return out
+}
+
+func slicePorts(ps ...port) []discoveryv1.EndpointPort {
+	var out []discoveryv1.EndpointPort
+	for _, p := range ps {
+		out = append(out, discoveryv1.EndpointPort{Name: new(p.name), Port: new(p.port), Protocol: new(p.proto)})
+	}
+	return out
+}
+
+func mirrorLabels(cluster string) map[string]string {
+	return map[string]string{
+		aggregate.LabelMirroredService: "true",
+		aggregate.LabelClusterName:     cluster,
+	}
+}
+
+var uidSeq int
+
+func uid() types.UID { uidSeq++; return types.UID(fmt.Sprintf("uid-%d", uidSeq)) }
+
+// headlessMirror is Linkerd's `<base>-<cluster>`.
+func headlessMirror(ns, base, cluster string, ps ...port) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: base + "-" + cluster, Namespace: ns, UID: uid(), ResourceVersion: "1",
+			Labels:      mirrorLabels(cluster),
+			Annotations: map[string]string{aggregate.AnnotationRemoteFQName: base + "." + ns + ".svc.cluster.local"},
+		},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: servicePorts(ps...)},
+	}
+}
+
+// localService is the exported local headless service.
+func localService(ns, base string, ps ...port) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: base, Namespace: ns, UID: uid(), ResourceVersion: "1",
+			Labels: map[string]string{aggregate.LabelExported: "true"},
+		},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: servicePorts(ps...)},
+	}
+}
+
+type ep struct {
+	host  string
+	addrs []string
+	ready *bool
+}
+
+func ready(host string, addrs ...string) ep { return ep{host: host, addrs: addrs} }
+func notReady(host string, addrs ...string) ep {
+	return ep{host: host, addrs: addrs, ready: new(false)}
+}
+
+// slice is an EndpointSlice of service svc carrying svc's labels, as both the
+// EndpointSlice controller and the mirroring controller copy them.
+func slice(svc *corev1.Service, name string, family discoveryv1.AddressType, ports []discoveryv1.EndpointPort, eps ...ep) *discoveryv1.EndpointSlice {
+	lbl := map[string]string{discoveryv1.LabelServiceName: svc.Name}
+	for k, v := range svc.Labels {
+		lbl[k] = v
+	}
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: svc.Namespace, UID: uid(), ResourceVersion: "1", Labels: lbl},
+		AddressType: family,
+		Ports:       ports,
+	}
+	for _, e := range eps {
+		de := discoveryv1.Endpoint{Addresses: e.addrs, Conditions: discoveryv1.EndpointConditions{Ready: e.ready}}
+		if e.host != "" {
+			de.Hostname = new(e.host)
+		}
+		s.Endpoints = append(s.Endpoints, de)
+	}
+	return s
+}
+
+// endpointMirror is Linkerd's per-pod ClusterIP mirror `<host>-<cluster>` and
+// its (mirrored) slice; notReady says the gateway is down.
+func endpointMirror(ns, name, cluster, headless string, gatewayUp bool) (*corev1.Service, *discoveryv1.EndpointSlice) {
+	lbl := mirrorLabels(cluster)
+	lbl[aggregate.LabelHeadlessMirrorName] = headless
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: uid(), ResourceVersion: "1", Labels: lbl},
+		Spec:       corev1.ServiceSpec{ClusterIP: "10.96.0.10", Ports: servicePorts(peer)},
+	}
+	e := ready("", "192.0.2.254")
+	if !gatewayUp {
+		e.ready = new(false)
+	}
+	return svc, slice(svc, name+"-gw", discoveryv1.AddressTypeIPv4, slicePorts(port{"peer", 4143, corev1.ProtocolTCP}), e)
+}
+
+// fixture is the standard test world in namespace "ns":
+//
+//   - db: local (db-0 192.0.2.1 + 2001:db8::1, db-1 192.0.2.2 not ready),
+//     east (db-0, db-1), west (db-0 behind a dead gateway, db-2 live)
+//   - nohost: east endpoints without hostnames (dashed IP names)
+//   - portless: east, slice without ports
+//   - empty: east, no ready endpoint
+//   - taken: east, but a user's Service taken-global exists
+//   - managed: east, with the controller's Service managed-global
+//   - lonely: a local service only (no global)
+//   - v6only: east, IPv6 only
+func fixture() []runtime.Object {
+	const ns = "ns"
+	var objs []runtime.Object
+	add := func(o ...runtime.Object) { objs = append(objs, o...) }
+
+	local := localService(ns, "db", peer, client)
+	add(local,
+		slice(local, "db-v4", discoveryv1.AddressTypeIPv4, slicePorts(peer, client),
+			ready("db-0", "192.0.2.1"), notReady("db-1", "192.0.2.2")),
+		slice(local, "db-v6", discoveryv1.AddressTypeIPv6, slicePorts(peer, client),
+			ready("db-0", "2001:db8::1")))
+	east := headlessMirror(ns, "db", "east", peer, client)
+	add(east, slice(east, "db-east-1", discoveryv1.AddressTypeIPv4, slicePorts(peer, client),
+		ready("db-0", "192.0.2.10"), ready("db-1", "192.0.2.11")))
+	west := headlessMirror(ns, "db", "west", peer, client, gossip)
+	add(west, slice(west, "db-west-1", discoveryv1.AddressTypeIPv4, slicePorts(peer, client, gossip),
+		ready("db-0", "192.0.2.20"), ready("db-2", "192.0.2.22")))
+	emSvc, emSlice := endpointMirror(ns, "db-0-west", "west", "db-west", false)
+	add(emSvc, emSlice)
+	emSvc, emSlice = endpointMirror(ns, "db-2-west", "west", "db-west", true)
+	add(emSvc, emSlice)
+
+	nohost := headlessMirror(ns, "nohost", "east", peer)
+	add(nohost, slice(nohost, "nohost-east-1", discoveryv1.AddressTypeIPv4, slicePorts(peer),
+		ready("", "192.0.2.30"), ready("", "192.0.2.31")),
+		slice(nohost, "nohost-east-2", discoveryv1.AddressTypeIPv6, slicePorts(peer),
+			ready("", "2001:db8::30")))
+
+	portless := headlessMirror(ns, "portless", "east")
+	add(portless, slice(portless, "portless-east-1", discoveryv1.AddressTypeIPv4, nil,
+		ready("pl-0", "192.0.2.40")))
+
+	empty := headlessMirror(ns, "empty", "east", peer)
+	add(empty, slice(empty, "empty-east-1", discoveryv1.AddressTypeIPv4, slicePorts(peer),
+		notReady("empty-0", "192.0.2.50")))
+
+	taken := headlessMirror(ns, "taken", "east", peer)
+	add(taken, slice(taken, "taken-east-1", discoveryv1.AddressTypeIPv4, slicePorts(peer),
+		ready("taken-0", "192.0.2.60")))
+	add(&corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "taken-global", Namespace: ns, UID: uid(), ResourceVersion: "1"},
+		Spec:       corev1.ServiceSpec{ClusterIP: "10.96.0.60", Ports: servicePorts(peer)},
+	})
+
+	managed := headlessMirror(ns, "managed", "east", peer)
+	add(managed, slice(managed, "managed-east-1", discoveryv1.AddressTypeIPv4, slicePorts(peer),
+		ready("m-0", "192.0.2.70")))
+	add(&corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "managed-global", Namespace: ns, UID: uid(), ResourceVersion: "1",
+			Labels: map[string]string{aggregate.LabelManagedBy: aggregate.ManagedBy, aggregate.LabelBase: "managed"}},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: servicePorts(peer)},
+	})
+
+	lonely := localService(ns, "lonely", peer)
+	add(lonely, slice(lonely, "lonely-1", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready("l-0", "192.0.2.80")))
+
+	v6 := headlessMirror(ns, "v6only", "east", peer)
+	add(v6, slice(v6, "v6only-east-1", discoveryv1.AddressTypeIPv6, slicePorts(peer),
+		ready("v-0", "2001:db8::90")))
+	return objs
+}
+
+func defaultConfig() *config {
+	c := caddy.NewTestController("dns", "global")
+	cfg, err := parse(c)
+	if err != nil {
+		panic(err)
+	}
+	return cfg
+}
+
+// harness is a started plugin on a fake clientset.
+type harness struct {
+	g      *Global
+	client *fake.Clientset
+	cancel context.CancelFunc
+}
+
+func startHarness(t testing.TB, cfg *config, objs ...runtime.Object) *harness {
+	t.Helper()
+	client := fake.NewClientset(objs...)
+	g, err := newFromClient(cfg, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Next = test.NextHandler(dns.RcodeBadCookie, nil) // a marker rcode: "passed on"
+	ctx, cancel := context.WithCancel(context.Background())
+	stop := func() {
+		cancel()
+		<-g.idx.stopped
+	}
+	t.Cleanup(stop)
+	g.start(ctx)
+	waitFor(t, 10*time.Second, "plugin ready", g.Ready)
+	return &harness{g: g, client: client, cancel: stop}
+}
+
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// passedOn is the rcode test.NextHandler returns in these tests.
+const passedOn = dns.RcodeBadCookie
+
+// serve runs one query through h and returns the response (nil when passed on) and rcode.
+func serve(h plugin.Handler, qname string, qtype uint16, tcp bool) (*dns.Msg, int, error) {
+	m := new(dns.Msg)
+	m.SetQuestion(qname, qtype)
+	rec := dnstest.NewRecorder(&test.ResponseWriter{TCP: tcp})
+	rcode, err := h.ServeDNS(context.Background(), rec, m)
+	return rec.Msg, rcode, err
+}
+
+// ---- the reference: CoreDNS's kubernetes plugin on the converged objects ----
+
+// converge writes what the controller writes for the views: the global
+// Service (headless) and its EndpointSlices, one per member endpoint group.
+// Each endpoint keeps its member slice's ports; not-ready endpoints are
+// written not ready.
+func converge(views []aggregate.View) (svcs []*object.Service, eps []*object.Endpoints) {
+	for _, v := range views {
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: v.Name, Namespace: v.Namespace},
+			Spec:       corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, ClusterIPs: []string{corev1.ClusterIPNone}, Ports: v.Ports},
+		}
+		o, _ := object.ToService(svc)
+		svcs = append(svcs, o.(*object.Service))
+		for i, e := range v.Endpoints {
+			sl := &discoveryv1.EndpointSlice{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", v.Name, i), Namespace: v.Namespace,
+					Labels: map[string]string{discoveryv1.LabelServiceName: v.Name}},
+				AddressType: e.AddressType,
+				Ports:       e.Ports,
+				Endpoints: []discoveryv1.Endpoint{{
+					Addresses:  e.Addresses,
+					Conditions: discoveryv1.EndpointConditions{Ready: new(e.Ready)},
+				}},
+			}
+			if e.Hostname != "" {
+				sl.Endpoints[0].Hostname = new(e.Hostname)
+			}
+			o, _ := object.EndpointSliceToEndpoints(sl)
+			eps = append(eps, o.(*object.Endpoints))
+		}
+	}
+	return svcs, eps
+}
+
+// refConn is the kubernetes plugin's dnsController interface over fixed objects.
+type refConn struct {
+	svcs []*object.Service
+	eps  []*object.Endpoints
+}
+
+func (c *refConn) ServiceList() []*object.Service                   { return c.svcs }
+func (c *refConn) EndpointsList() []*object.Endpoints               { return c.eps }
+func (c *refConn) ServiceImportList() []*object.ServiceImport       { return nil }
+func (c *refConn) SvcIndexReverse(string) []*object.Service         { return nil }
+func (c *refConn) SvcExtIndexReverse(string) []*object.Service      { return nil }
+func (c *refConn) SvcImportIndex(string) []*object.ServiceImport    { return nil }
+func (c *refConn) PodIndex(string) []*object.Pod                    { return nil }
+func (c *refConn) EpIndexReverse(string) []*object.Endpoints        { return nil }
+func (c *refConn) McEpIndex(string) []*object.MultiClusterEndpoints { return nil }
+func (c *refConn) Run()                                             {}
+func (c *refConn) HasSynced() bool                                  { return true }
+func (c *refConn) Stop() error                                      { return nil }
+func (c *refConn) Modified(kubernetes.ModifiedMode) int64           { return 3 }
+func (c *refConn) GetNodeByName(context.Context, string) (*corev1.Node, error) {
+	return nil, fmt.Errorf("no nodes")
+}
+func (c *refConn) GetNamespaceByName(name string) (*object.Namespace, error) {
+	return &object.Namespace{Name: name}, nil
+}
+func (c *refConn) SvcIndex(key string) []*object.Service {
+	var out []*object.Service
+	for _, s := range c.svcs {
+		if s.Index == key {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+func (c *refConn) EpIndex(key string) []*object.Endpoints {
+	var out []*object.Endpoints
+	for _, e := range c.eps {
+		if e.Index == key {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// reference builds a stock kubernetes plugin (zones, ttl) answering from the
+// converged global objects of every global the source knows.
+func reference(t testing.TB, src *source.Source, zones []string, extra ...*object.Service) *kubernetes.Kubernetes {
+	t.Helper()
+	var views []aggregate.View
+	for _, k := range src.Keys() {
+		in := src.Input(k)
+		if !aggregate.Exists(in) {
+			continue
+		}
+		name := aggregate.GlobalName(k.Base, src.Suffix())
+		if svc := src.Service(k.Namespace, name); svc != nil && !aggregate.IsManaged(svc.Labels) {
+			continue // the user's service, not a global
+		}
+		views = append(views, aggregate.Aggregate(in))
+	}
+	svcs, eps := converge(views)
+	k := kubernetes.New(zones)
+	k.APIConn = &refConn{svcs: append(svcs, extra...), eps: eps}
+	k.Next = test.NextHandler(passedOn, nil)
+	return k
+}
+
+// normalize makes a response comparable: records sorted, SOA serials zeroed.
+func normalize(m *dns.Msg) string {
+	if m == nil {
+		return "<no response>"
+	}
+	m = m.Copy()
+	for _, sec := range [][]dns.RR{m.Answer, m.Ns, m.Extra} {
+		for _, rr := range sec {
+			if soa, ok := rr.(*dns.SOA); ok {
+				soa.Serial = 0
+			}
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "rcode=%s aa=%t tc=%t\n", dns.RcodeToString[m.Rcode], m.Authoritative, m.Truncated)
+	for _, sec := range []struct {
+		name string
+		rrs  []dns.RR
+	}{{"answer", m.Answer}, {"ns", m.Ns}, {"extra", m.Extra}} {
+		var lines []string
+		for _, rr := range sec.rrs {
+			lines = append(lines, rr.String())
+		}
+		sort.Strings(lines)
+		for _, l := range lines {
+			fmt.Fprintf(&b, "%s: %s\n", sec.name, l)
+		}
+	}
+	return b.String()
+}
+
+func sourceKey(ns, base string) source.Key { return source.Key{Namespace: ns, Base: base} }

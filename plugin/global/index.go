@@ -1,0 +1,176 @@
+package global
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/source"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// index holds the answer set of every global service, keyed by the lower-case
+// "name.namespace" a query carries. It is fed by source's informers through a
+// coalescing work queue: each change rebuilds only the affected global's
+// answer set and swaps it in. Queries never wait for a rebuild.
+type index struct {
+	src   *source.Source
+	ttl   uint32
+	zones []string
+
+	sets     sync.Map // string -> *answerSet
+	queue    workqueue.TypedInterface[source.Key]
+	synced   atomic.Bool
+	modified atomic.Int64 // unix seconds of the last change, the SOA serial
+
+	// Owned by the worker goroutine.
+	globals, endpoints int
+
+	// stopped is closed when run returns.
+	stopped chan struct{}
+
+	// now is time.Now, replaceable in tests.
+	now func() time.Time
+}
+
+func newIndex(ttl uint32, zones []string) *index {
+	x := &index{
+		ttl:     ttl,
+		zones:   zones,
+		queue:   workqueue.NewTyped[source.Key](),
+		stopped: make(chan struct{}),
+		now:     time.Now,
+	}
+	x.modified.Store(time.Now().Unix())
+	return x
+}
+
+// Changed implements source.Handler.
+func (x *index) Changed(k source.Key) { x.queue.Add(k) }
+
+// Skipped implements source.Handler.
+func (x *index) Skipped(obj metav1.Object, kind, reason string) {
+	skippedTotal.WithLabelValues(kind).Inc()
+	log.Warningf("Ignoring %s %s/%s: %s", kind, obj.GetNamespace(), obj.GetName(), reason)
+}
+
+// get returns the answer set of the global "name.namespace", or nil.
+func (x *index) get(key string) *answerSet {
+	v, ok := x.sets.Load(key)
+	if !ok {
+		return nil
+	}
+	return v.(*answerSet)
+}
+
+// ready reports whether the informers have synced and the answer sets of
+// everything they listed are built.
+func (x *index) ready() bool { return x.synced.Load() }
+
+// run builds answer sets until ctx is done. It waits for the informers to
+// sync, queues every known base, and reports ready once those are built.
+func (x *index) run(ctx context.Context) {
+	go func() {
+		<-ctx.Done()
+		x.queue.ShutDown()
+	}()
+	defer close(x.stopped)
+	// This instance's share leaves the gauges with it.
+	defer func() { x.addCounts(-x.globals, -x.endpoints) }()
+	if !x.src.WaitForSync(ctx) {
+		return
+	}
+	for _, k := range x.src.Keys() {
+		x.queue.Add(k)
+	}
+	if x.queue.Len() == 0 {
+		x.markSynced()
+	}
+	for x.processNext() {
+		if !x.synced.Load() && x.queue.Len() == 0 {
+			x.markSynced()
+		}
+	}
+}
+
+// addCounts keeps the gauges, which sum over every instance of the plugin
+// (server blocks, and the old and new instance during a reload).
+func (x *index) addCounts(globals, endpoints int) {
+	x.globals += globals
+	x.endpoints += endpoints
+	globalsGauge.Add(float64(globals))
+	endpointsGauge.Add(float64(endpoints))
+}
+
+func (x *index) markSynced() {
+	x.synced.Store(true)
+	log.Infof("Synced: answering for %d global services", x.globals)
+}
+
+func (x *index) processNext() bool {
+	k, shutdown := x.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer x.queue.Done(k)
+	x.rebuild(k)
+	return true
+}
+
+// rebuild recomputes the answer set of one base from the informer caches.
+func (x *index) rebuild(k source.Key) {
+	rebuildsTotal.Inc()
+	in := x.src.Input(k)
+	name := aggregate.GlobalName(k.Base, x.src.Suffix())
+	key := name + "." + k.Namespace
+	old := x.get(key)
+
+	var cur *answerSet
+	if aggregate.Exists(in) && !x.userOwned(k.Namespace, name) {
+		cur = newAnswerSet(aggregate.Aggregate(in), x.ttl, x.zones)
+	}
+	dg, de := 0, 0
+	switch {
+	case cur == nil && old == nil:
+		return
+	case cur == nil:
+		x.sets.Delete(key)
+		dg, de = -1, -old.endpoints
+	case old == nil:
+		x.sets.Store(key, cur)
+		dg, de = 1, cur.endpoints
+	default:
+		x.sets.Store(key, cur)
+		de = cur.endpoints - old.endpoints
+	}
+	x.addCounts(dg, de)
+	now := x.now()
+	x.modified.Store(now.Unix())
+	if cur == nil {
+		return
+	}
+	if !cur.trigger.IsZero() && (old == nil || !cur.trigger.Equal(old.trigger)) {
+		if d := now.Sub(cur.trigger); d >= 0 {
+			programmingDuration.Observe(d.Seconds())
+		}
+	}
+	for detail, reason := range cur.problems {
+		if old != nil {
+			if _, known := old.problems[detail]; known {
+				continue
+			}
+		}
+		problemsTotal.WithLabelValues(reason).Inc()
+		log.Warningf("%s: %s", reason, detail)
+	}
+}
+
+// userOwned reports whether a Service named like the global exists that
+// globalmirror did not write: the name is the user's, not ours.
+func (x *index) userOwned(namespace, name string) bool {
+	svc := x.src.Service(namespace, name)
+	return svc != nil && !aggregate.IsManaged(svc.Labels)
+}

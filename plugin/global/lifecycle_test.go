@@ -1,0 +1,417 @@
+package global
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coredns/caddy"
+	"github.com/coredns/coredns/plugin/test"
+	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// summary is a short form of an answer: the rcode and the sorted A/AAAA/SRV data.
+func summary(t testing.TB, g *Global, qname string, qtype uint16) string {
+	t.Helper()
+	resp, rcode, err := serve(g, qname, qtype, false)
+	if err != nil {
+		return "error " + err.Error()
+	}
+	if resp == nil {
+		return "next:" + strconv.Itoa(rcode)
+	}
+	var data []string
+	for _, rr := range resp.Answer {
+		switch x := rr.(type) {
+		case *dns.A:
+			data = append(data, x.A.String())
+		case *dns.AAAA:
+			data = append(data, x.AAAA.String())
+		case *dns.SRV:
+			data = append(data, fmt.Sprintf("%d:%s", x.Port, x.Target))
+		}
+	}
+	slices.Sort(data)
+	return dns.RcodeToString[resp.Rcode] + " " + strings.Join(data, ",")
+}
+
+func eventually(t *testing.T, g *Global, qname string, qtype uint16, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := summary(t, g, qname, qtype)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s %s: got %q, want %q", qname, dns.TypeToString[qtype], got, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func bump(m *metav1.ObjectMeta) {
+	n, _ := strconv.Atoi(m.ResourceVersion)
+	m.ResourceVersion = strconv.Itoa(n + 1)
+}
+
+const dbGlobal = "db-global.ns.svc.cluster.local."
+
+func TestNotSyncedServfail(t *testing.T) {
+	// An API server that never answers the list: the informers never sync.
+	client := fake.NewClientset(fixture()...)
+	client.PrependReactor("list", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("API server unavailable")
+	})
+	g, err := newFromClient(defaultConfig(), client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Next = test.NextHandler(passedOn, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g.start(ctx)
+	time.Sleep(200 * time.Millisecond)
+	if g.Ready() {
+		t.Fatal("Ready() before the informers synced")
+	}
+	for _, tc := range []test.Case{
+		{Qname: dbGlobal, Qtype: dns.TypeA, Rcode: dns.RcodeServerFailure, Authoritative: true, Ns: soa()},
+		{Qname: "db-0.db-global.ns.svc.cluster.local.", Qtype: dns.TypeSRV, Rcode: dns.RcodeServerFailure, Authoritative: true, Ns: soa()},
+		{Qname: "_peer._tcp.unknown-global.ns.svc.cluster.local.", Qtype: dns.TypeSRV, Rcode: dns.RcodeServerFailure, Authoritative: true, Ns: soa()},
+		{Qname: "a.b.c.db-global.ns.svc.cluster.local.", Qtype: dns.TypeTXT, Rcode: dns.RcodeServerFailure, Authoritative: true, Ns: soa()},
+		// Like the kubernetes plugin: SOA below the apex needs no data.
+		{Qname: dbGlobal, Qtype: dns.TypeSOA, Rcode: dns.RcodeSuccess, Authoritative: true, Ns: soa()},
+	} {
+		resp, _, _ := serve(g, tc.Qname, tc.Qtype, false)
+		if resp == nil {
+			t.Errorf("%s: passed on before sync", tc.Qname)
+			continue
+		}
+		if err := test.SortAndCheck(resp, tc); err != nil {
+			t.Errorf("%s %s: %v", tc.Qname, dns.TypeToString[tc.Qtype], err)
+		}
+	}
+	// Names that cannot be globals are not held up.
+	for _, name := range []string{"db.ns.svc.cluster.local.", "example.org.", "db-global.ns.pod.cluster.local."} {
+		if got := summary(t, g, name, dns.TypeA); got != "next:"+strconv.Itoa(passedOn) {
+			t.Errorf("%s before sync: %s, want next plugin", name, got)
+		}
+	}
+}
+
+func TestSyncThenAnswer(t *testing.T) {
+	// Not started: SERVFAIL; started: answers, Ready.
+	client := fake.NewClientset(fixture()...)
+	g, err := newFromClient(defaultConfig(), client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Next = test.NextHandler(passedOn, nil)
+	if got := summary(t, g, dbGlobal, dns.TypeA); got != "SERVFAIL " {
+		t.Fatalf("before start: %q", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g.start(ctx)
+	waitFor(t, 10*time.Second, "ready", g.Ready)
+	if got := summary(t, g, dbGlobal, dns.TypeA); got != "NOERROR 192.0.2.1,192.0.2.10,192.0.2.11,192.0.2.22" {
+		t.Fatalf("after sync: %q", got)
+	}
+}
+
+// TestUpdates follows the life of a global through the informers: link,
+// scale, readiness, gateway, conflict, unlink.
+func TestUpdates(t *testing.T) {
+	h := startHarness(t, defaultConfig(), fixture()...)
+	g, ctx := h.g, context.Background()
+	slices_ := h.client.DiscoveryV1().EndpointSlices("ns")
+	services := h.client.CoreV1().Services("ns")
+
+	// A new cluster is linked: its pods answer.
+	north := headlessMirror("ns", "db", "north", peer)
+	if _, err := services.Create(ctx, north, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	northSlice := slice(north, "db-north-1", discoveryv1.AddressTypeIPv4, slicePorts(peer),
+		ready("db-0", "192.0.2.100"), ready("db-1", "192.0.2.101"))
+	if _, err := slices_.Create(ctx, northSlice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, g, "db-1-north.db-global.ns.svc.cluster.local.", dns.TypeA, "NOERROR 192.0.2.101")
+	eventually(t, g, dbGlobal, dns.TypeA, "NOERROR 192.0.2.1,192.0.2.10,192.0.2.100,192.0.2.101,192.0.2.11,192.0.2.22")
+
+	// Scaled down: db-1 leaves the slice.
+	northSlice.Endpoints = northSlice.Endpoints[:1]
+	bump(&northSlice.ObjectMeta)
+	if _, err := slices_.Update(ctx, northSlice, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, g, "db-1-north.db-global.ns.svc.cluster.local.", dns.TypeA, "NXDOMAIN ")
+	eventually(t, g, dbGlobal, dns.TypeA, "NOERROR 192.0.2.1,192.0.2.10,192.0.2.100,192.0.2.11,192.0.2.22")
+
+	// Not ready.
+	northSlice.Endpoints[0].Conditions.Ready = new(false)
+	bump(&northSlice.ObjectMeta)
+	if _, err := slices_.Update(ctx, northSlice, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, g, "db-0-north.db-global.ns.svc.cluster.local.", dns.TypeA, "NXDOMAIN ")
+	northSlice.Endpoints[0].Conditions.Ready = nil
+	bump(&northSlice.ObjectMeta)
+	if _, err := slices_.Update(ctx, northSlice, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, g, "db-0-north.db-global.ns.svc.cluster.local.", dns.TypeA, "NOERROR 192.0.2.100")
+
+	// Gateway down: the endpoint mirror's endpoints turn not ready.
+	emSvc, emSlice := endpointMirror("ns", "db-0-north", "north", "db-north", true)
+	if _, err := services.Create(ctx, emSvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := slices_.Create(ctx, emSlice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	eventually(t, g, "db-0-north.db-global.ns.svc.cluster.local.", dns.TypeA, "NOERROR 192.0.2.100")
+	emSlice.Endpoints[0].Conditions.Ready = new(false)
+	bump(&emSlice.ObjectMeta)
+	if _, err := slices_.Update(ctx, emSlice, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, g, "db-0-north.db-global.ns.svc.cluster.local.", dns.TypeA, "NXDOMAIN ")
+	// ... and back.
+	emSlice.Endpoints[0].Conditions.Ready = nil
+	bump(&emSlice.ObjectMeta)
+	if _, err := slices_.Update(ctx, emSlice, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, g, "db-0-north.db-global.ns.svc.cluster.local.", dns.TypeA, "NOERROR 192.0.2.100")
+
+	// A user creates a Service named like the global: the name is theirs.
+	user := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "db-global", Namespace: "ns", UID: uid(), ResourceVersion: "1"},
+		Spec:       corev1.ServiceSpec{ClusterIP: "10.96.0.99"},
+	}
+	if _, err := services.Create(ctx, user, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, g, dbGlobal, dns.TypeA, "next:"+strconv.Itoa(passedOn))
+	eventually(t, g, "db-0.db-global.ns.svc.cluster.local.", dns.TypeA, "next:"+strconv.Itoa(passedOn))
+	if err := services.Delete(ctx, "db-global", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, g, dbGlobal, dns.TypeA, "NOERROR 192.0.2.1,192.0.2.10,192.0.2.100,192.0.2.11,192.0.2.22")
+
+	// Unlinked: every mirror of db goes; the local service alone makes no global.
+	for _, name := range []string{"db-east", "db-west", "db-north", "db-0-west", "db-2-west", "db-0-north"} {
+		if err := services.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, g, dbGlobal, dns.TypeA, "next:"+strconv.Itoa(passedOn))
+	eventually(t, g, "db-0.db-global.ns.svc.cluster.local.", dns.TypeA, "next:"+strconv.Itoa(passedOn))
+
+	// A global whose last ready endpoint leaves: NXDOMAIN while the mirror exists.
+	eventually(t, g, "nohost-global.ns.svc.cluster.local.", dns.TypeA, "NOERROR 192.0.2.30,192.0.2.31")
+	for _, name := range []string{"nohost-east-1", "nohost-east-2"} {
+		if err := slices_.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, g, "nohost-global.ns.svc.cluster.local.", dns.TypeA, "NXDOMAIN ")
+}
+
+func configFrom(t *testing.T, stanza string) *config {
+	t.Helper()
+	cfg, err := parse(caddy.NewTestController("dns", stanza))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func TestFallthrough(t *testing.T) {
+	h := startHarness(t, configFrom(t, "global {\n fallthrough\n}"), fixture()...)
+	next := "next:" + strconv.Itoa(passedOn)
+	for _, q := range []struct {
+		name  string
+		qtype uint16
+		want  string
+	}{
+		{"db-9.db-global.ns.svc.cluster.local.", dns.TypeA, next},               // NXDOMAIN -> next
+		{"empty-global.ns.svc.cluster.local.", dns.TypeA, next},                 // NXDOMAIN -> next
+		{"a.b.c.db-global.ns.svc.cluster.local.", dns.TypeA, next},              // NXDOMAIN -> next
+		{"db-1-east.db-global.ns.svc.cluster.local.", dns.TypeAAAA, "NOERROR "}, // NODATA stays
+		{"db-1-east.db-global.ns.svc.cluster.local.", dns.TypeA, "NOERROR 192.0.2.11"},
+	} {
+		if got := summary(t, h.g, q.name, q.qtype); got != q.want {
+			t.Errorf("%s %s: %q, want %q", q.name, dns.TypeToString[q.qtype], got, q.want)
+		}
+	}
+
+	// Fallthrough for other zones only: our NXDOMAIN stays.
+	h = startHarness(t, configFrom(t, "global {\n fallthrough example.org\n}"), fixture()...)
+	if got := summary(t, h.g, "db-9.db-global.ns.svc.cluster.local.", dns.TypeA); got != "NXDOMAIN " {
+		t.Errorf("fallthrough example.org: %q", got)
+	}
+}
+
+func TestTTL(t *testing.T) {
+	for _, ttl := range []uint32{0, 30, 3600} {
+		h := startHarness(t, configFrom(t, fmt.Sprintf("global {\n ttl %d\n}", ttl)), fixture()...)
+		resp, _, _ := serve(h.g, dbGlobal, dns.TypeSRV, false)
+		for _, rr := range append(resp.Answer, resp.Extra...) {
+			if rr.Header().Ttl != ttl {
+				t.Errorf("ttl %d: %s", ttl, rr)
+			}
+		}
+		resp, _, _ = serve(h.g, "db-9.db-global.ns.svc.cluster.local.", dns.TypeA, false)
+		soa := resp.Ns[0].(*dns.SOA)
+		if soa.Hdr.Ttl != min(ttl, 300) || soa.Minttl != ttl {
+			t.Errorf("ttl %d: SOA %s", ttl, soa)
+		}
+		resp, _, _ = serve(h.g, "_peer._tcp.db-global.ns.svc.cluster.local.", dns.TypeA, false)
+		for _, rr := range resp.Answer {
+			if rr.Header().Ttl != ttl {
+				t.Errorf("ttl %d: %s", ttl, rr)
+			}
+		}
+	}
+}
+
+func TestZones(t *testing.T) {
+	h := startHarness(t, configFrom(t, "global local example.org cluster.local"), fixture()...)
+	for _, q := range []struct{ name, want string }{
+		{"db-0-east.db-global.ns.svc.example.org.", "NOERROR 7000:db-0-east.db-global.ns.svc.example.org.,8080:db-0-east.db-global.ns.svc.example.org."},
+		// The longest zone wins: cluster.local, not local.
+		{"db-0-east.db-global.ns.svc.cluster.local.", "NOERROR 7000:db-0-east.db-global.ns.svc.cluster.local.,8080:db-0-east.db-global.ns.svc.cluster.local."},
+		{"db-0-east.db-global.ns.svc.local.", "NOERROR 7000:db-0-east.db-global.ns.svc.local.,8080:db-0-east.db-global.ns.svc.local."},
+		{"db-0-east.db-global.ns.svc.cluster.example.", "next:" + strconv.Itoa(passedOn)},
+	} {
+		if got := summary(t, h.g, q.name, dns.TypeSRV); got != q.want {
+			t.Errorf("%s: %q, want %q", q.name, got, q.want)
+		}
+	}
+	resp, _, _ := serve(h.g, "nope.db-global.ns.svc.example.org.", dns.TypeA, false)
+	if soa := resp.Ns[0].(*dns.SOA); soa.Hdr.Name != "example.org." || soa.Ns != "ns.dns.example.org." || soa.Mbox != "hostmaster.example.org." {
+		t.Errorf("SOA for example.org: %s", soa)
+	}
+}
+
+func TestNamespacesSuffixSelector(t *testing.T) {
+	objs := fixture()
+	// The same world in a second namespace.
+	other := headlessMirror("other", "db", "east", peer)
+	objs = append(objs, other, slice(other, "db-east-o", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready("db-0", "192.0.2.200")))
+
+	h := startHarness(t, configFrom(t, "global {\n namespaces other\n}"), objs...)
+	if got := summary(t, h.g, dbGlobal, dns.TypeA); got != "next:"+strconv.Itoa(passedOn) {
+		t.Errorf("unwatched namespace: %q", got)
+	}
+	if got := summary(t, h.g, "db-global.other.svc.cluster.local.", dns.TypeA); got != "NOERROR 192.0.2.200" {
+		t.Errorf("watched namespace: %q", got)
+	}
+
+	h = startHarness(t, configFrom(t, "global {\n suffix -all\n local_selector none\n}"), objs...)
+	if got := summary(t, h.g, dbGlobal, dns.TypeA); got != "next:"+strconv.Itoa(passedOn) {
+		t.Errorf("old suffix: %q", got)
+	}
+	// No local member: db-0 (local) is gone, the mirrors stay.
+	if got := summary(t, h.g, "db-all.ns.svc.cluster.local.", dns.TypeA); got != "NOERROR 192.0.2.10,192.0.2.11,192.0.2.22" {
+		t.Errorf("suffix -all, no local: %q", got)
+	}
+
+	h = startHarness(t, configFrom(t, "global {\n local_selector app=db\n}"), objs...)
+	if got := summary(t, h.g, dbGlobal, dns.TypeA); got != "NOERROR 192.0.2.10,192.0.2.11,192.0.2.22" {
+		t.Errorf("selector app=db (no local service has it): %q", got)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	before := testutil.ToFloat64(requestsTotal.WithLabelValues("", "A", "NOERROR"))
+	beforeNX := testutil.ToFloat64(requestsTotal.WithLabelValues("", "other", "NXDOMAIN"))
+	globals0, endpoints0 := testutil.ToFloat64(globalsGauge), testutil.ToFloat64(endpointsGauge)
+
+	h := startHarness(t, defaultConfig(), fixture()...)
+	serve(h.g, dbGlobal, dns.TypeA, false)
+	serve(h.g, "nope.db-global.ns.svc.cluster.local.", dns.TypeTXT, false)
+	serve(h.g, "example.org.", dns.TypeA, false) // passed on: not counted
+	if d := testutil.ToFloat64(requestsTotal.WithLabelValues("", "A", "NOERROR")) - before; d != 1 {
+		t.Errorf("requests_total{A,NOERROR} +%v, want +1", d)
+	}
+	if d := testutil.ToFloat64(requestsTotal.WithLabelValues("", "other", "NXDOMAIN")) - beforeNX; d != 1 {
+		t.Errorf("requests_total{other,NXDOMAIN} +%v, want +1", d)
+	}
+	// db (4 v4 endpoints + 1 v6), nohost 3, portless 1, empty 0, managed 1, v6only 1.
+	if d := testutil.ToFloat64(globalsGauge) - globals0; d != 6 {
+		t.Errorf("globals +%v, want +6", d)
+	}
+	if d := testutil.ToFloat64(endpointsGauge) - endpoints0; d != 11 {
+		t.Errorf("endpoints +%v, want +11", d)
+	}
+	h.cancel()
+	if g, e := testutil.ToFloat64(globalsGauge), testutil.ToFloat64(endpointsGauge); g != globals0 || e != endpoints0 {
+		t.Errorf("after shutdown: globals %v endpoints %v, want %v %v", g, e, globals0, endpoints0)
+	}
+
+	// Every metric is registered with the default registry under coredns_global_.
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "coredns_global_") {
+			names = append(names, mf.GetName())
+		}
+	}
+	for _, want := range []string{"coredns_global_requests_total", "coredns_global_globals", "coredns_global_endpoints"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("%s not registered (have %v)", want, names)
+		}
+	}
+}
+
+func TestProblemsAndSkipped(t *testing.T) {
+	objs := fixture()
+	// A mirror without a cluster name (skipped) and a hostname collision
+	// between two clusters (a problem).
+	bad := headlessMirror("ns", "bad", "east", peer)
+	delete(bad.Labels, aggregate.LabelClusterName)
+	c1 := headlessMirror("ns", "col", "a", peer)
+	c2 := headlessMirror("ns", "col", "b", peer)
+	c1.Annotations[aggregate.AnnotationRemoteFQName] = "col.ns.svc.cluster.local"
+	objs = append(objs, bad, c1, c2,
+		slice(c1, "col-a", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready("x", "192.0.2.150")),
+		// "x-b" from b and a local-looking "x-b" can't collide; make the
+		// names collide through a hostname that already carries the suffix.
+		slice(c2, "col-b", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready(strings.Repeat("h", 62), "192.0.2.151")))
+	skipped0 := testutil.ToFloat64(skippedTotal.WithLabelValues("Service"))
+	problems0 := testutil.ToFloat64(problemsTotal.WithLabelValues(aggregate.ReasonInvalidHostname))
+	h := startHarness(t, defaultConfig(), objs...)
+	if d := testutil.ToFloat64(skippedTotal.WithLabelValues("Service")) - skipped0; d < 1 {
+		t.Errorf("skipped_objects_total{Service} +%v, want >= 1", d)
+	}
+	if d := testutil.ToFloat64(problemsTotal.WithLabelValues(aggregate.ReasonInvalidHostname)) - problems0; d != 1 {
+		t.Errorf("problems_total{InvalidHostname} +%v, want 1", d)
+	}
+	// The endpoint that lost its (too long) name keeps its address, under the dashed IP.
+	if got := summary(t, h.g, "192-0-2-151.col-global.ns.svc.cluster.local.", dns.TypeA); got != "NOERROR 192.0.2.151" {
+		t.Errorf("dashed name of an endpoint whose hostname is invalid: %q", got)
+	}
+}

@@ -1,0 +1,77 @@
+package global
+
+import (
+	"github.com/coredns/coredns/plugin"
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// Metrics, registered with the default registry like CoreDNS's own plugins so
+// the prometheus plugin exports them.
+var (
+	// requestsTotal counts the queries this plugin answered (not those it passed on).
+	requestsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "global",
+		Name:      "requests_total",
+		Help:      "Counter of DNS requests answered by the global plugin, by server, query type (A, AAAA, SRV, other) and rcode.",
+	}, []string{"server", "type", "rcode"})
+
+	globalsGauge = promauto.NewGauge(prometheus.GaugeOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "global",
+		Name:      "globals",
+		Help:      "Number of global services the plugin answers for.",
+	})
+
+	endpointsGauge = promauto.NewGauge(prometheus.GaugeOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "global",
+		Name:      "endpoints",
+		Help:      "Number of ready endpoints of all global services the plugin answers for.",
+	})
+
+	programmingDuration = promauto.NewHistogram(prometheus.HistogramOpts{
+		Namespace:                   plugin.Namespace,
+		Subsystem:                   "global",
+		Name:                        "programming_duration_seconds",
+		Help:                        "Time from a member EndpointSlice change (its last-change-trigger-time) to the new answers being served.",
+		Buckets:                     []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		NativeHistogramBucketFactor: plugin.NativeHistogramBucketFactor,
+	})
+
+	skippedTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "global",
+		Name:      "skipped_objects_total",
+		Help:      "Counter of malformed objects (e.g. mirror Services without a cluster name) the plugin ignored, by kind.",
+	}, []string{"kind"})
+
+	problemsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "global",
+		Name:      "problems_total",
+		Help:      "Counter of problems found while aggregating global services (hostname collisions, invalid hostnames or addresses), by reason.",
+	}, []string{"reason"})
+
+	rebuildsTotal = promauto.NewCounter(prometheus.CounterOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "global",
+		Name:      "rebuilds_total",
+		Help:      "Counter of global service answer sets rebuilt after a change.",
+	})
+)
+
+// typeLabel keeps the type label's cardinality low.
+func typeLabel(qtype uint16) string {
+	switch qtype {
+	case dns.TypeA:
+		return "A"
+	case dns.TypeAAAA:
+		return "AAAA"
+	case dns.TypeSRV:
+		return "SRV"
+	}
+	return "other"
+}
