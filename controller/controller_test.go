@@ -1,0 +1,347 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/controller/metrics"
+	"github.com/globalmirror/globalmirror/source"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+)
+
+// These tests run the whole controller against the fake clientset: informers,
+// queue, sync and reporting. The integration tests repeat the important cases
+// against real API servers and kube-controller-managers.
+
+type env struct {
+	t        *testing.T
+	client   *fake.Clientset
+	events   *record.FakeRecorder
+	metrics  *metrics.Metrics
+	ctrl     *Controller
+	cancel   context.CancelFunc
+	sliceSeq atomic.Int64
+}
+
+func start(t *testing.T, objs ...runtime.Object) *env {
+	t.Helper()
+	e := &env{t: t, client: fake.NewClientset(objs...), events: record.NewFakeRecorder(100), metrics: metrics.New()}
+	// The fake does not name generateName objects nor give UIDs.
+	e.client.PrependReactor("create", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		o := a.(k8stesting.CreateAction).GetObject().(metav1.Object)
+		if o.GetName() == "" {
+			o.SetName(fmt.Sprintf("%s%d", o.GetGenerateName(), e.sliceSeq.Add(1)))
+		}
+		if o.GetUID() == "" {
+			o.SetUID(types.UID("uid-" + o.GetName()))
+		}
+		return false, nil, nil
+	})
+	ctrl, err := New(Config{
+		Client:               e.client,
+		LocalSelector:        labels.SelectorFromSet(labels.Set{aggregate.LabelExported: "true"}),
+		MaxEndpointsPerSlice: 100,
+		Recorder:             e.events,
+		Metrics:              e.metrics,
+		Logger:               slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.ctrl, e.cancel = ctrl, cancel
+	ctrl.Start(ctx)
+	go func() { _ = ctrl.Run(ctx, 2) }()
+	t.Cleanup(cancel)
+	return e
+}
+
+func mirror(name, cluster string) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name + "-" + cluster, UID: types.UID("uid-" + name + "-" + cluster),
+			Labels:      map[string]string{aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: cluster},
+			Annotations: map[string]string{aggregate.AnnotationRemoteFQName: name + ".ns.svc.cluster.local"}},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "pg", Port: 5432, Protocol: corev1.ProtocolTCP}}},
+	}
+}
+
+func memberSlice(svc *corev1.Service, hostsAndIPs ...string) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: svc.Name + "-abc", UID: types.UID("uid-slice-" + svc.Name),
+			Labels: map[string]string{discoveryv1.LabelServiceName: svc.Name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: new("pg"), Port: new(int32(5432)), Protocol: new(corev1.ProtocolTCP)}},
+	}
+	for k, v := range svc.Labels {
+		s.Labels[k] = v
+	}
+	for i := 0; i < len(hostsAndIPs); i += 2 {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Hostname: new(hostsAndIPs[i]), Addresses: []string{hostsAndIPs[i+1]}})
+	}
+	return s
+}
+
+// eventually polls cond for up to 10 s.
+func (e *env) eventually(what string, cond func() error) {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (e *env) globalEndpoints() (map[string]bool, error) {
+	list, err := e.client.DiscoveryV1().EndpointSlices("ns").List(context.Background(),
+		metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=db-global"})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, s := range list.Items {
+		for _, ep := range s.Endpoints {
+			out[*ep.Hostname+"="+ep.Addresses[0]] = *ep.Conditions.Ready
+		}
+	}
+	return out, nil
+}
+
+func (e *env) writes() float64 {
+	var n float64
+	for _, r := range []string{"services", "endpointslices"} {
+		for _, v := range []string{"create", "update", "delete"} {
+			n += testutil.ToFloat64(e.metrics.APIWrites.WithLabelValues(r, v))
+		}
+	}
+	return n
+}
+
+func (e *env) drainEvents() []string {
+	var out []string
+	for {
+		select {
+		case ev := <-e.events.Events:
+			out = append(out, ev)
+		case <-time.After(200 * time.Millisecond):
+			return out
+		}
+	}
+}
+
+func TestGlobalFollowsMembers(t *testing.T) {
+	east := mirror("db", "east")
+	local := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db", UID: "uid-db", Labels: map[string]string{aggregate.LabelExported: "true"}},
+		Spec:       corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: east.Spec.Ports},
+	}
+	e := start(t, east, memberSlice(east, "db-0", "192.0.2.10", "db-1", "192.0.2.11"), local, memberSlice(local, "db-0", "192.0.2.1"))
+	ctx := context.Background()
+
+	e.eventually("global converges", func() error {
+		svc, err := e.client.CoreV1().Services("ns").Get(ctx, "db-global", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !aggregate.IsManaged(svc.Labels) || svc.Labels[aggregate.LabelBase] != "db" || svc.Spec.ClusterIP != "None" || len(svc.Spec.Ports) != 1 {
+			return fmt.Errorf("global service %+v", svc)
+		}
+		got, err := e.globalEndpoints()
+		if err != nil {
+			return err
+		}
+		if want := "map[db-0-east=192.0.2.10:true db-0=192.0.2.1:true db-1-east=192.0.2.11:true]"; fmt.Sprint(got) != want {
+			return fmt.Errorf("endpoints %v, want %s", got, want)
+		}
+		return nil
+	})
+	settled := e.writes()
+	if settled != 2 {
+		t.Errorf("convergence took %v writes, want 2 (service and one slice)", settled)
+	}
+	e.eventually("gauges", func() error {
+		if g, n := testutil.ToFloat64(e.metrics.Globals), testutil.ToFloat64(e.metrics.Endpoints); g != 1 || n != 3 {
+			return fmt.Errorf("globals = %v, endpoints = %v, want 1 and 3", g, n)
+		}
+		return nil
+	})
+
+	// Tampering with the global slice is repaired.
+	list, _ := e.client.DiscoveryV1().EndpointSlices("ns").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=db-global"})
+	tampered := list.Items[0].DeepCopy()
+	tampered.Endpoints = tampered.Endpoints[:1]
+	tampered.Generation, tampered.ResourceVersion = 99, "99" // the fake counts neither
+	if _, err := e.client.DiscoveryV1().EndpointSlices("ns").Update(ctx, tampered, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("tampering repaired", func() error {
+		got, err := e.globalEndpoints()
+		if err == nil && len(got) != 3 {
+			err = fmt.Errorf("endpoints %v", got)
+		}
+		return err
+	})
+
+	// The last headless mirror goes: the global goes.
+	if err := e.client.CoreV1().Services("ns").Delete(ctx, east.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("global deleted", func() error {
+		if _, err := e.client.CoreV1().Services("ns").Get(ctx, "db-global", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("global service still there (%v)", err)
+		}
+		if got, _ := e.globalEndpoints(); len(got) != 0 {
+			return fmt.Errorf("slices left: %v", got)
+		}
+		return nil
+	})
+	e.eventually("gauges after delete", func() error {
+		if g := testutil.ToFloat64(e.metrics.Globals); g != 0 {
+			return fmt.Errorf("globals gauge = %v", g)
+		}
+		return nil
+	})
+}
+
+func TestUserOwnedGlobalIsLeftAlone(t *testing.T) {
+	east := mirror("db", "east")
+	user := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-global", UID: "user", ResourceVersion: "7"},
+		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.9"}}
+	other := mirror("web", "east")
+	e := start(t, east, memberSlice(east, "db-0", "192.0.2.10"), user, other, memberSlice(other, "web-0", "192.0.2.20"))
+	ctx := context.Background()
+
+	// Other bases go on.
+	e.eventually("web-global created", func() error {
+		_, err := e.client.CoreV1().Services("ns").Get(ctx, "web-global", metav1.GetOptions{})
+		return err
+	})
+	e.eventually("conflict reported", func() error {
+		if testutil.ToFloat64(e.metrics.Conflicts) != 1 {
+			return fmt.Errorf("conflicts gauge = %v", testutil.ToFloat64(e.metrics.Conflicts))
+		}
+		return nil
+	})
+	events := e.drainEvents()
+	if len(events) != 1 || !strings.HasPrefix(events[0], "Warning GlobalNameConflict ") {
+		t.Errorf("events = %q, want one GlobalNameConflict", events)
+	}
+	for _, a := range e.client.Actions() {
+		if a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch" && a.GetResource().Resource == "services" {
+			if n, ok := a.(interface{ GetName() string }); ok && n.GetName() == "db-global" {
+				t.Errorf("wrote the user's service: %v", a)
+			}
+			if c, ok := a.(k8stesting.CreateAction); ok && c.GetObject().(metav1.Object).GetName() == "db-global" {
+				t.Errorf("created over the user's service: %v", a)
+			}
+		}
+	}
+	// A resync of the base does not repeat the event.
+	e.ctrl.queue.Add(baseKey("db"))
+	if again := e.drainEvents(); len(again) != 0 {
+		t.Errorf("conflict reported again: %q", again)
+	}
+
+	// Once the user's Service goes, the global is created.
+	if err := e.client.CoreV1().Services("ns").Delete(ctx, "db-global", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("db-global created after the user's went", func() error {
+		svc, err := e.client.CoreV1().Services("ns").Get(ctx, "db-global", metav1.GetOptions{})
+		if err == nil && !aggregate.IsManaged(svc.Labels) {
+			err = fmt.Errorf("not ours: %v", svc.Labels)
+		}
+		return err
+	})
+	e.eventually("conflict cleared", func() error {
+		if testutil.ToFloat64(e.metrics.Conflicts) != 0 {
+			return fmt.Errorf("conflicts gauge = %v", testutil.ToFloat64(e.metrics.Conflicts))
+		}
+		return nil
+	})
+}
+
+func TestProblemsReportedOnceWhenTheyChange(t *testing.T) {
+	// East's db-0 becomes db-0-east, which a local pod already is: local wins.
+	east := mirror("db", "east")
+	local := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db", UID: "uid-db", Labels: map[string]string{aggregate.LabelExported: "true"}},
+		Spec:       corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: east.Spec.Ports},
+	}
+	e := start(t, east, memberSlice(east, "db-0", "192.0.2.10"), local, memberSlice(local, "db-0-east", "192.0.2.1"))
+	e.eventually("problem counted", func() error {
+		if n := testutil.ToFloat64(e.metrics.Problems.WithLabelValues(aggregate.ReasonHostnameCollision)); n != 1 {
+			return fmt.Errorf("problems = %v", n)
+		}
+		return nil
+	})
+	events := e.drainEvents()
+	if len(events) != 1 || !strings.HasPrefix(events[0], "Warning HostnameCollision ") {
+		t.Errorf("events = %q", events)
+	}
+	e.ctrl.queue.Add(baseKey("db"))
+	time.Sleep(200 * time.Millisecond)
+	if n := testutil.ToFloat64(e.metrics.Problems.WithLabelValues(aggregate.ReasonHostnameCollision)); n != 1 {
+		t.Errorf("problem counted again on an unchanged sync: %v", n)
+	}
+	if again := e.drainEvents(); len(again) != 0 {
+		t.Errorf("events on an unchanged sync: %q", again)
+	}
+}
+
+func TestSkippedObjectsCounted(t *testing.T) {
+	bad := mirror("db", "east")
+	delete(bad.Labels, aggregate.LabelClusterName)
+	e := start(t, bad)
+	e.eventually("skip counted", func() error {
+		if n := testutil.ToFloat64(e.metrics.Skipped.WithLabelValues("Service", "MissingClusterName")); n != 1 {
+			return fmt.Errorf("skipped = %v", n)
+		}
+		return nil
+	})
+}
+
+func TestSkipReasonsAreShort(t *testing.T) {
+	svc := func(mut func(*corev1.Service)) *corev1.Service {
+		s := mirror("db", "east")
+		mut(s)
+		return s
+	}
+	for want, s := range map[string]*corev1.Service{
+		"MissingClusterName": svc(func(s *corev1.Service) { delete(s.Labels, aggregate.LabelClusterName) }),
+		"InvalidClusterName": svc(func(s *corev1.Service) { s.Labels[aggregate.LabelClusterName] = "Bad_Name" }),
+		"InvalidRemoteName":  svc(func(s *corev1.Service) { s.Annotations[aggregate.AnnotationRemoteFQName] = "1db.ns" }),
+		"UnknownBase":        svc(func(s *corev1.Service) { s.Annotations = nil; s.Name = "db" }),
+	} {
+		_, why := aggregate.Classify(s, nil)
+		if why == "" {
+			t.Fatalf("%s: Classify found nothing wrong", want)
+		}
+		if got := skipReason(why); got != want {
+			t.Errorf("skipReason(%q) = %s, want %s", why, got, want)
+		}
+	}
+}
+
+func baseKey(b string) source.Key { return source.Key{Namespace: "ns", Base: b} }
