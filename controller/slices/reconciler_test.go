@@ -40,20 +40,16 @@ func newHarness(t *testing.T, limit int) *harness {
 	client := fake.NewClientset()
 	n, gen := 0, int64(0)
 	client.PrependReactor("*", "endpointslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		var s *discoveryv1.EndpointSlice
-		switch a := a.(type) {
-		case k8stesting.CreateAction:
-			s = a.GetObject().(*discoveryv1.EndpointSlice)
-			if s.Name == "" {
-				n++
-				s.Name = fmt.Sprintf("%s%d", s.GenerateName, n)
-			}
-			s.UID = k8stypes.UID("uid-" + s.Name)
-		case k8stesting.UpdateAction:
-			s = a.GetObject().(*discoveryv1.EndpointSlice)
-		default:
+		if a.GetVerb() != "create" && a.GetVerb() != "update" {
 			return false, nil, nil
 		}
+		s := a.(k8stesting.CreateAction).GetObject().(*discoveryv1.EndpointSlice) // updates have the same shape
+		if s.Name == "" {
+			n++
+			s.Name = fmt.Sprintf("%s%d", s.GenerateName, n)
+		}
+		// UIDs derive from names, so an update keeps its object's UID.
+		s.UID = k8stypes.UID("uid-" + s.Name)
 		gen++
 		s.Generation = gen
 		return false, nil, nil
