@@ -1,0 +1,160 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/globalmirror/globalmirror/test/run"
+	"github.com/globalmirror/globalmirror/test/workload"
+)
+
+// TestSteadyStateWritesNothing: once converged, a minute of unchanged members
+// causes no write, counted by the controller's own metric and confirmed by
+// the resourceVersions of the global objects.
+func TestSteadyStateWritesNothing(t *testing.T) {
+	s := newScenario(t)
+	src, east, west := s.dbEverywhere("db", 3)
+	c := s.startController()
+	s.expectGlobal("db-global", "db", dbPorts, 1, nine(src, east, west)...)
+	time.Sleep(2 * time.Second) // let the last events of convergence drain
+	before, rvs := s.writes(c), s.resourceVersions("db-global")
+
+	time.Sleep(60 * time.Second)
+
+	if after := s.writes(c); after != before {
+		t.Errorf("steady state wrote %v times", after-before)
+	}
+	if now := s.resourceVersions("db-global"); now != rvs {
+		t.Errorf("global objects changed in steady state:\n was %s\n now %s", rvs, now)
+	}
+	if n, err := metric(c, "globalmirror_syncs_total", `result="error"`); err != nil || n != 0 {
+		t.Errorf("failed syncs = %v (%v)", n, err)
+	}
+}
+
+// TestRestart kills the controller (no cleanup, no lease release), changes
+// the members while it is down, and starts a new one, which converges; a
+// restart over unchanged state writes nothing.
+func TestRestart(t *testing.T) {
+	s := newScenario(t)
+	ctx := t.Context()
+	src, east, west := s.dbEverywhere("db", 3)
+	c := s.startController()
+	// Killed as soon as it wrote something, likely before it finished.
+	s.eventually("first write", func(context.Context) string {
+		if s.writes(c) == 0 {
+			return "no write yet"
+		}
+		return ""
+	})
+	c.Kill()
+	c = s.startController()
+	s.expectGlobal("db-global", "db", dbPorts, 1, nine(src, east, west)...)
+
+	c.Kill()
+	must(t, east.Scale(ctx, 4))
+	must(t, src.SetReady(ctx, "db-2", false))
+	c = s.startController()
+	s.expectGlobal("db-global", "db", dbPorts, 1, append(nine(src, east, west, "db-2"), remote(east, 3, "east", true))...)
+
+	c.Stop()
+	time.Sleep(time.Second)
+	rvs := s.resourceVersions("db-global")
+	c = s.startController()
+	waitLeading(t, s, c)
+	time.Sleep(3 * time.Second)
+	if n := s.writes(c); n != 0 {
+		t.Errorf("a restart over converged state wrote %v times", n)
+	}
+	if now := s.resourceVersions("db-global"); now != rvs {
+		t.Errorf("restart changed the global objects:\n was %s\n now %s", rvs, now)
+	}
+}
+
+// TestLeaderHandover runs two controllers: only the leader writes; when it
+// dies, the standby takes over within the lease duration and converges.
+func TestLeaderHandover(t *testing.T) {
+	s := newScenario(t)
+	ctx := t.Context()
+	src, east, west := s.dbEverywhere("db", 2)
+	a, b := s.startController(), s.startController()
+	members := func(e *workload.Workload, w *workload.Workload) []expect {
+		return []expect{local(src, 0, true), local(src, 1, true), remote(e, 0, "east", true), remote(e, 1, "east", true),
+			remote(w, 0, "west", true), remote(w, 1, "west", true)}
+	}
+	s.expectGlobal("db-global", "db", dbPorts, 1, members(east, west)...)
+
+	leader, standby := a, b
+	if isLeader(t, b) {
+		leader, standby = b, a
+	}
+	if !isLeader(t, leader) || isLeader(t, standby) {
+		t.Fatalf("want exactly one leader: a=%v b=%v", isLeader(t, a), isLeader(t, b))
+	}
+	if n := s.writes(standby); n != 0 {
+		t.Errorf("the standby wrote %v times", n)
+	}
+
+	leader.Kill()
+	killed := time.Now()
+	must(t, west.Scale(ctx, 3))
+	s.expectGlobal("db-global", "db", dbPorts, 1, append(members(east, west), remote(west, 2, "west", true))...)
+	t.Logf("standby converged %v after the leader was killed (lease 4s)", time.Since(killed).Round(100*time.Millisecond))
+	if !isLeader(t, standby) {
+		t.Error("the standby did not become leader")
+	}
+}
+
+func isLeader(t *testing.T, c *run.Controller) bool {
+	t.Helper()
+	n, err := metric(c, "leader_election_master_status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
+
+func waitLeading(t *testing.T, s *scenario, c *run.Controller) {
+	t.Helper()
+	s.eventually("leadership", func(context.Context) string {
+		if !isLeader(t, c) {
+			return "not leader"
+		}
+		return ""
+	})
+}
+
+// TestLargeAndIPv6Members: a 250-endpoint member fills three slices at the
+// default maximum of 100, and a dual-stack member's IPv6 endpoints get their
+// own slice.
+func TestLargeAndIPv6Members(t *testing.T) {
+	s := newScenario(t)
+	ctx := t.Context()
+	big, err := workload.Create(ctx, s.source.Client, s.ns, "big", 250, workload.Options{Labels: exported, IPv4: sourceV4})
+	must(t, err)
+	bigEast, err := workload.Create(ctx, s.east.Client, s.ns, "big", 1, workload.Options{Labels: exported, IPv4: eastV4})
+	must(t, err)
+	v6opts := workload.Options{Labels: exported, IPv4: netip.MustParsePrefix("203.0.113.128/25"), IPv6: netip.MustParsePrefix("2001:db8:1::/64")}
+	v6, err := workload.Create(ctx, s.source.Client, s.ns, "v6", 2, v6opts)
+	must(t, err)
+	v6East, err := workload.Create(ctx, s.east.Client, s.ns, "v6", 1, workload.Options{Labels: exported, IPv4: netip.MustParsePrefix("203.0.113.0/25")})
+	must(t, err)
+	s.startController()
+
+	want := append(all(250, func(i int) expect { return local(big, i, true) }), remote(bigEast, 0, "east", true))
+	s.expectGlobal("big-global", "big", dbPorts, 3, want...)
+
+	v6addr := func(ord int) expect {
+		return func(context.Context, *scenario) (endpoint, error) {
+			ips, err := v6.PodIPs(ord)
+			if err != nil {
+				return endpoint{}, err
+			}
+			return endpoint{fmt.Sprintf("v6-%d", ord), ips[1], true}, nil
+		}
+	}
+	s.expectGlobal("v6-global", "v6", dbPorts, 2, local(v6, 0, true), local(v6, 1, true), v6addr(0), v6addr(1), remote(v6East, 0, "east", true))
+}

@@ -1,0 +1,183 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/globalmirror/globalmirror/aggregate"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestUserOwnedGlobalIsLeftAlone(t *testing.T) {
+	s := newScenario(t)
+	ctx := t.Context()
+	// The user's db-global predates everything.
+	user := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "db-global", Labels: map[string]string{"owner": "user"}},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": "user"},
+			Ports:    []corev1.ServicePort{{Name: "web", Port: 80, Protocol: corev1.ProtocolTCP}},
+		},
+	}
+	if _, err := s.client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	created, err := s.client().CoreV1().Services(s.ns).Create(ctx, user, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, east, west := s.dbEverywhere("db", 1)
+	_, _, _ = s.dbEverywhere("web", 1) // another base goes on meanwhile
+	c := s.startController()
+
+	webPorts := dbPorts
+	s.expectGlobal("web-global", "web", webPorts, 1, func(ctx context.Context, s *scenario) (endpoint, error) {
+		return endpoint{"web-0", "192.0.2.129", true}, nil
+	}, func(ctx context.Context, s *scenario) (endpoint, error) {
+		return remoteNamed(ctx, s, "web-0-east")
+	}, func(ctx context.Context, s *scenario) (endpoint, error) {
+		return remoteNamed(ctx, s, "web-0-west")
+	})
+	s.eventually("conflict reported", func(ctx context.Context) string {
+		got, err := s.warnings(ctx, "db-global")
+		if err != nil {
+			return err.Error()
+		}
+		if got["GlobalNameConflict"] != 1 {
+			return fmt.Sprintf("warnings %v, want one GlobalNameConflict", got)
+		}
+		if n, err := metric(c, "globalmirror_name_conflicts"); err != nil || n != 1 {
+			return fmt.Sprintf("name_conflicts = %v (%v)", n, err)
+		}
+		return ""
+	})
+	// Some more member changes later, the user's Service is exactly as it was
+	// and has no slice of ours.
+	must(t, east.Scale(ctx, 2))
+	time.Sleep(3 * time.Second)
+	now, err := s.client().CoreV1().Services(s.ns).Get(ctx, "db-global", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.ResourceVersion != created.ResourceVersion || now.UID != created.UID || aggregate.IsManaged(now.Labels) {
+		t.Errorf("user's db-global changed: rv %s -> %s, labels %v", created.ResourceVersion, now.ResourceVersion, now.Labels)
+	}
+	ours, err := s.client().DiscoveryV1().EndpointSlices(s.ns).List(ctx, metav1.ListOptions{
+		LabelSelector: discoveryv1.LabelManagedBy + "=" + aggregate.EndpointSliceManagedBy + "," + discoveryv1.LabelServiceName + "=db-global"})
+	if err != nil || len(ours.Items) > 0 {
+		t.Errorf("slices written for the user's db-global: %d (%v)", len(ours.Items), err)
+	}
+	if got, _ := s.warnings(ctx, "db-global"); got["GlobalNameConflict"] != 1 {
+		t.Errorf("conflict reported again on later syncs: %v", got)
+	}
+
+	// The user deletes theirs: the global is created.
+	must(t, s.client().CoreV1().Services(s.ns).Delete(ctx, "db-global", metav1.DeleteOptions{}))
+	s.expectGlobal("db-global", "db", dbPorts, 1, local(src, 0, true),
+		remote(east, 0, "east", true), remote(east, 1, "east", true), remote(west, 0, "west", true))
+	s.eventually("conflict cleared", func(ctx context.Context) string {
+		if n, err := metric(c, "globalmirror_name_conflicts"); err != nil || n != 0 {
+			return fmt.Sprintf("name_conflicts = %v (%v)", n, err)
+		}
+		return ""
+	})
+}
+
+func remoteNamed(ctx context.Context, s *scenario, name string) (endpoint, error) {
+	svc, err := s.client().CoreV1().Services(s.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return endpoint{}, err
+	}
+	return endpoint{name, svc.Spec.ClusterIP, true}, nil
+}
+
+// TestProblems builds members by hand, as a misbehaving mirror would: a
+// cluster "far" (not linked, so the simulator leaves its mirror alone) whose
+// pod db-0 becomes db-0-far, which a local endpoint already is, and whose
+// other pod's name grows past 63 characters with the cluster suffix.
+func TestProblems(t *testing.T) {
+	s := newScenario(t)
+	ctx := t.Context()
+	if _, err := s.client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("x", 60) // 60 + len("-far") > 63
+	localSvc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "db", Labels: exported},
+		Spec:       corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: dbPorts},
+	}
+	farSvc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "db-far",
+			Labels:      map[string]string{aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: "far"},
+			Annotations: map[string]string{aggregate.AnnotationRemoteFQName: "db." + s.ns + ".svc.cluster.local"}},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: dbPorts},
+	}
+	for _, svc := range []*corev1.Service{localSvc, farSvc} {
+		if _, err := s.client().CoreV1().Services(s.ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	handSlice := func(svc *corev1.Service, eps map[string]string) *discoveryv1.EndpointSlice {
+		sl := &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: s.ns, Name: svc.Name + "-hand", Labels: map[string]string{discoveryv1.LabelServiceName: svc.Name, discoveryv1.LabelManagedBy: "test.globalmirror.io"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: new("db"), Port: new(int32(5432)), Protocol: new(corev1.ProtocolTCP)}},
+		}
+		for k, v := range svc.Labels {
+			sl.Labels[k] = v
+		}
+		for host, ip := range eps {
+			sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip}, Hostname: new(host)})
+		}
+		return sl
+	}
+	for _, sl := range []*discoveryv1.EndpointSlice{
+		handSlice(localSvc, map[string]string{"db-0-far": "192.0.2.1"}),
+		handSlice(farSvc, map[string]string{"db-0": "198.51.100.1", long: "198.51.100.2"}),
+	} {
+		if _, err := s.client().DiscoveryV1().EndpointSlices(s.ns).Create(ctx, sl, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := s.startController()
+
+	fixed := func(host, addr string) expect {
+		return func(context.Context, *scenario) (endpoint, error) { return endpoint{host, addr, true}, nil }
+	}
+	// The losers keep their addresses, without names.
+	s.expectGlobal("db-global", "db", dbPorts, 1, fixed("db-0-far", "192.0.2.1"), fixed("", "198.51.100.1"), fixed("", "198.51.100.2"))
+	want := map[string]int{aggregate.ReasonHostnameCollision: 1, aggregate.ReasonInvalidHostname: 1}
+	s.eventually("problems reported", func(ctx context.Context) string {
+		got, err := s.warnings(ctx, "db-global")
+		if err != nil {
+			return err.Error()
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Sprintf("warnings %v, want %v", got, want)
+		}
+		for reason := range want {
+			if n, err := metric(c, "globalmirror_problems_total", `reason="`+reason+`"`); err != nil || n != 1 {
+				return fmt.Sprintf("problems_total{%s} = %v (%v)", reason, n, err)
+			}
+		}
+		return ""
+	})
+
+	// A change that leaves the problems as they are reports nothing new.
+	far, err := s.client().CoreV1().Services(s.ns).Get(ctx, "db-far", metav1.GetOptions{})
+	must(t, err)
+	far.Spec.Ports = append(far.Spec.Ports, corev1.ServicePort{Name: "metrics", Port: 9187, Protocol: corev1.ProtocolTCP})
+	_, err = s.client().CoreV1().Services(s.ns).Update(ctx, far, metav1.UpdateOptions{})
+	must(t, err)
+	withMetrics := append(append([]corev1.ServicePort{}, dbPorts...), corev1.ServicePort{Name: "metrics", Port: 9187, Protocol: corev1.ProtocolTCP})
+	s.expectGlobal("db-global", "db", withMetrics, 1, fixed("db-0-far", "192.0.2.1"), fixed("", "198.51.100.1"), fixed("", "198.51.100.2"))
+	time.Sleep(2 * time.Second)
+	if got, _ := s.warnings(ctx, "db-global"); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("after an unrelated change, warnings %v, want still %v", got, want)
+	}
+}
