@@ -1,0 +1,154 @@
+package localkube
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// serviceCIDRs makes every cluster dual-stack, so that headless Services can
+// carry IPv6 pod addresses. The ranges are data only: nothing routes them.
+const serviceCIDRs = "10.96.0.0/16,fd00:10:96::/108"
+
+const startTimeout = 90 * time.Second // three API servers on two busy cores
+
+// binaries are the paths envtest runs. etcd and kube-apiserver go through a
+// wrapper that makes them die with this process: envtest starts them in their
+// own process group without a parent-death signal, so a test binary killed by
+// `go test`'s timeout or ^C would otherwise leave them running.
+type binaries struct {
+	etcd, apiserver, controllerManager string
+}
+
+func newBinaries(assets, dir string) (binaries, error) {
+	b := binaries{
+		etcd:              filepath.Join(assets, "etcd"),
+		apiserver:         filepath.Join(assets, "kube-apiserver"),
+		controllerManager: filepath.Join(assets, "kube-controller-manager"),
+	}
+	setpriv, err := exec.LookPath("setpriv") // util-linux, essential on Debian
+	if err != nil {
+		return b, fmt.Errorf("localkube: setpriv (util-linux) is needed so that etcd and kube-apiserver die with their parent: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return b, err
+	}
+	for _, p := range []*string{&b.etcd, &b.apiserver} {
+		wrapper := filepath.Join(dir, filepath.Base(*p))
+		// exec keeps the PID, so the parent-death signal refers to us; the
+		// real binary keeps its name as argv[0], which selects the command.
+		script := fmt.Sprintf("#!/bin/sh\nexec %q --pdeathsig KILL -- %q \"$@\"\n", setpriv, *p)
+		if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+			return b, err
+		}
+		*p = wrapper
+	}
+	return b, nil
+}
+
+func (e *Env) startEtcd(bins binaries, dataDir string) (*envtest.Etcd, error) {
+	out, err := logFile(filepath.Dir(dataDir), "etcd")
+	if err != nil {
+		return nil, err
+	}
+	etcd := &envtest.Etcd{
+		Path:         bins.etcd,
+		DataDir:      dataDir,
+		StartTimeout: startTimeout,
+		StopTimeout:  10 * time.Second,
+		Out:          out,
+		Err:          out,
+	}
+	e.mu.Lock()
+	e.closers = append(e.closers, out)
+	e.etcds = append(e.etcds, etcd) // before Start: a half-started etcd is stopped too
+	e.mu.Unlock()
+	if err := etcd.Start(); err != nil {
+		return nil, fmt.Errorf("etcd: %w (log: %s)", err, filepath.Join(filepath.Dir(dataDir), "etcd.log"))
+	}
+	e.log.Debug("etcd started", "url", etcd.URL.String(), "dir", dataDir)
+	return etcd, nil
+}
+
+// startCluster starts the API server on etcd, provisions the admin user, starts
+// kube-controller-manager and waits until the cluster is ready.
+func (e *Env) startCluster(ctx context.Context, bins binaries, c *Cluster, etcd *envtest.Etcd) error {
+	start := time.Now()
+	out, err := logFile(c.dir, "kube-apiserver")
+	if err != nil {
+		return err
+	}
+	c.closers = append(c.closers, out)
+	c.apis = &envtest.APIServer{
+		Path:         bins.apiserver,
+		CertDir:      filepath.Join(c.dir, "pki"),
+		EtcdURL:      etcd.URL,
+		StartTimeout: startTimeout,
+		StopTimeout:  10 * time.Second,
+		Out:          out,
+		Err:          out,
+	}
+	if err := os.MkdirAll(c.apis.CertDir, 0o700); err != nil {
+		return err
+	}
+	args := c.apis.Configure()
+	args.Set("etcd-prefix", "/registry/"+c.Name)
+	// Nothing would remove 127.0.0.1 from the `kubernetes` Endpoints, and
+	// Endpoints reject loopback addresses anyway.
+	args.Set("endpoint-reconciler-type", "none")
+	args.Set("service-cluster-ip-range", serviceCIDRs)
+	// envtest disables the ServiceAccount admission plugin because it runs no
+	// controller manager; this one does, so pods need a ServiceAccount as in
+	// a real cluster.
+	args.Disable("disable-admission-plugins")
+	args.Set("profiling", "false")
+	if err := c.apis.Start(); err != nil {
+		return fmt.Errorf("kube-apiserver: %w (log: %s)", err, filepath.Join(c.dir, "kube-apiserver.log"))
+	}
+	plane := &envtest.ControlPlane{APIServer: c.apis}
+	admin, err := plane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, &rest.Config{
+		QPS: 1000, Burst: 2000, // tests are the only clients
+		// Linkerd, and so the tests, use v1 Endpoints: their deprecation
+		// warning is noise here.
+		WarningHandler: rest.NoWarnings{},
+	})
+	if err != nil {
+		return fmt.Errorf("admin user: %w", err)
+	}
+	c.Config = admin.Config()
+	kubeconfig, err := admin.KubeConfig()
+	if err != nil {
+		return err
+	}
+	c.Kubeconfig = filepath.Join(e.dir, c.Name+".kubeconfig")
+	if err := os.WriteFile(c.Kubeconfig, kubeconfig, 0o600); err != nil {
+		return err
+	}
+	if c.Client, err = kubernetes.NewForConfig(c.Config); err != nil {
+		return err
+	}
+	if err := waitAPIReady(ctx, c.Client); err != nil {
+		return fmt.Errorf("kube-apiserver /readyz: %w", err)
+	}
+	apiReady := time.Since(start)
+
+	if err := e.startControllerManager(c, bins.controllerManager, plane); err != nil {
+		return fmt.Errorf("kube-controller-manager: %w", err)
+	}
+	if err := createNode(ctx, c.Client); err != nil {
+		return err
+	}
+	if err := waitControllerManagerReady(ctx, c); err != nil {
+		return fmt.Errorf("kube-controller-manager: %w (log: %s)", err, filepath.Join(c.dir, "kube-controller-manager.log"))
+	}
+	e.log.Info("cluster ready", "cluster", c.Name, "host", c.Config.Host, "kubeconfig", c.Kubeconfig,
+		"apiserver", apiReady.Round(time.Millisecond), "total", time.Since(start).Round(time.Millisecond))
+	return nil
+}

@@ -1,0 +1,155 @@
+package localkube
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+func TestStartStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts control planes")
+	}
+	ctx := context.Background()
+	names := []string{"source", "east", "west"}
+	start := time.Now()
+	env, err := Start(ctx, Options{Clusters: names, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("three clusters ready in %v", time.Since(start).Round(time.Millisecond))
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = env.Stop()
+		}
+	})
+
+	for _, name := range names {
+		c := env.Cluster(name)
+		if c == nil || c.Name != name {
+			t.Fatalf("Cluster(%q) = %v", name, c)
+		}
+		// The kubeconfig on disk works on its own.
+		cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		client := kubernetes.NewForConfigOrDie(cfg)
+		node, err := client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(node.Status.Conditions) == 0 || node.Status.Conditions[0].Status != corev1.ConditionTrue {
+			t.Errorf("%s: node not Ready: %+v", name, node.Status.Conditions)
+		}
+		if _, err := c.Client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+
+	// Clusters never share data.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "only-in-east"}}
+	if _, err := env.Cluster("east").Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Cluster("west").Client.CoreV1().Namespaces().Get(ctx, ns.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("namespace created in east is visible in west: %v", err)
+	}
+
+	// Stop leaves nothing behind: no listener, no directory.
+	hosts := []string{}
+	for _, c := range env.Clusters() {
+		for _, raw := range []string{c.Config.Host, c.kcmHealthz} {
+			u, err := url.Parse(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hosts = append(hosts, u.Host)
+		}
+	}
+	start = time.Now()
+	if err := env.Stop(); err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+	stopped = true
+	t.Logf("stopped in %v", time.Since(start).Round(time.Millisecond))
+	for _, h := range hosts {
+		if conn, err := net.DialTimeout("tcp", h, time.Second); err == nil {
+			conn.Close()
+			t.Errorf("%s still listening after Stop", h)
+		}
+	}
+	if _, err := os.Stat(env.Dir()); !os.IsNotExist(err) {
+		t.Errorf("%s left after Stop: %v", env.Dir(), err)
+	}
+}
+
+func TestMissingAssetsFail(t *testing.T) {
+	t.Setenv(AssetsEnv, "")
+	if _, err := Start(context.Background(), Options{Clusters: []string{"a"}}); err == nil {
+		t.Fatal("Start without assets succeeded")
+	}
+	t.Setenv(AssetsEnv, t.TempDir())
+	if _, err := Start(context.Background(), Options{Clusters: []string{"a"}}); err == nil {
+		t.Fatal("Start with an empty assets dir succeeded")
+	}
+}
+
+func TestClusterNames(t *testing.T) {
+	for _, names := range [][]string{nil, {"East"}, {"a", "a"}, {"a_b"}} {
+		if err := validateNames(names); err == nil {
+			t.Errorf("validateNames(%q) accepted", names)
+		}
+	}
+	if err := validateNames([]string{"source", "east", "west-2"}); err != nil {
+		t.Error(err)
+	}
+}
+
+// BenchmarkStartThree measures the warm start of three clusters, until ready,
+// with a shared etcd and with one etcd per cluster, interleaved so that load
+// from other processes hits both alike (see the comment in Start).
+// Run: go test -run - -bench StartThree -benchtime 10x ./test/localkube/
+func BenchmarkStartThree(b *testing.B) {
+	var shared, separate time.Duration
+	i := 0
+	for b.Loop() {
+		order := []bool{false, true}
+		if i%2 == 1 {
+			order = []bool{true, false}
+		}
+		i++
+		for _, perCluster := range order {
+			start := time.Now()
+			env, err := Start(context.Background(), Options{
+				Clusters:   []string{"source", "east", "west"},
+				sharedEtcd: !perCluster,
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			took := time.Since(start)
+			if perCluster {
+				separate += took
+			} else {
+				shared += took
+			}
+			if err := env.Stop(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric((shared / time.Duration(i)).Seconds(), "s-shared-etcd/start")
+	b.ReportMetric((separate / time.Duration(i)).Seconds(), "s-etcd-per-cluster/start")
+}

@@ -1,0 +1,97 @@
+package localkube
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+)
+
+const (
+	readyPoll    = 50 * time.Millisecond
+	readyTimeout = 90 * time.Second
+)
+
+func waitAPIReady(ctx context.Context, client kubernetes.Interface) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, readyPoll, readyTimeout, true, func(ctx context.Context) (bool, error) {
+		_, last = client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return last == nil, nil
+	})
+	if err != nil && last != nil {
+		return fmt.Errorf("%w: %w", err, last)
+	}
+	return err
+}
+
+// waitControllerManagerReady waits for /healthz and for the first thing the
+// controllers do, the `default` ServiceAccount: pods cannot be created before
+// it exists.
+func waitControllerManagerReady(ctx context.Context, c *Cluster) error {
+	// The serving certificate is self-signed; this checks liveness only.
+	httpc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback health probe
+	}}
+	defer httpc.CloseIdleConnections()
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, readyPoll, readyTimeout, true, func(ctx context.Context) (bool, error) {
+		if done, err := c.kcm.exited(); done {
+			return false, fmt.Errorf("exited: %v", err)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.kcmHealthz, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := httpc.Do(req)
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			last = fmt.Errorf("/healthz: %s", resp.Status)
+			return false, nil
+		}
+		_, last = c.Client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		return last == nil, nil
+	})
+	if err != nil && last != nil {
+		return fmt.Errorf("%w: %w", err, last)
+	}
+	return err
+}
+
+// createNode creates the Ready Node that pods are bound to. No kubelet runs, so
+// nothing heartbeats it, and no node-lifecycle controller runs to notice.
+func createNode(ctx context.Context, client kubernetes.Interface) error {
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   NodeName,
+			Labels: map[string]string{corev1.LabelHostname: NodeName},
+		},
+	}
+	created, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		created, err = client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("node %s: %w", NodeName, err)
+	}
+	now := metav1.Now()
+	created.Status.Conditions = []corev1.NodeCondition{{
+		Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+		Reason: "LocalkubeNode", Message: "no kubelet; pods are simulated",
+		LastHeartbeatTime: now, LastTransitionTime: now,
+	}}
+	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("node %s status: %w", NodeName, err)
+	}
+	return nil
+}

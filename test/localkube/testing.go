@@ -1,0 +1,65 @@
+package localkube
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// StartT starts the named clusters for a test and stops them when it ends. It
+// fails the test, never skips it, when the clusters cannot start. When the test
+// failed, it logs the tail of each control plane log first. For clusters shared
+// by a package's tests, call Start and Stop in TestMain instead.
+func StartT(t testing.TB, names ...string) *Env {
+	t.Helper()
+	dir := t.TempDir()
+	env, err := Start(context.Background(), Options{
+		Clusters:     names,
+		Dir:          dir,
+		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		StopOnSignal: true,
+	})
+	if err != nil {
+		t.Fatalf("localkube: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(LogTails(dir, 30))
+		}
+		if err := env.Stop(); err != nil {
+			t.Errorf("localkube: stop: %v", err)
+		}
+	})
+	return env
+}
+
+// LogTails returns the last n lines of every control plane log under dir.
+func LogTails(dir string, n int) string {
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	more, _ := filepath.Glob(filepath.Join(dir, "*", "*.log"))
+	var b strings.Builder
+	for _, path := range append(logs, more...) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
+		lines = lines[max(0, len(lines)-n):]
+		b.WriteString("==> " + path + " <==\n")
+		b.Write(bytes.Join(lines, []byte("\n")))
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
