@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/globalmirror/globalmirror/test/workload"
+)
+
+// TestCommands runs the built `localkube up` and `mirrorsim` as the demo does:
+// their ready lines, the admin API, and a clean stop on SIGTERM.
+func TestCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts control planes")
+	}
+	bin := os.Getenv("GLOBALMIRROR_BIN")
+	for _, cmd := range []string{"localkube", "mirrorsim"} {
+		if _, err := os.Stat(filepath.Join(bin, cmd)); bin == "" || err != nil {
+			t.Fatalf("%s not found in $GLOBALMIRROR_BIN=%q: run `make build` (make test does): %v", cmd, bin, err)
+		}
+	}
+	ctx := t.Context()
+	dir := t.TempDir()
+
+	localkube, line := startCommand(t, filepath.Join(bin, "localkube"), "up", "--clusters", "source,east", "--dir", dir)
+	want := "localkube: ready source=" + dir + "/source.kubeconfig east=" + dir + "/east.kubeconfig"
+	if line != want {
+		t.Fatalf("localkube printed %q, want %q", line, want)
+	}
+	source, east := clientFor(t, dir+"/source.kubeconfig"), clientFor(t, dir+"/east.kubeconfig")
+
+	mirrorsim, line := startCommand(t, filepath.Join(bin, "mirrorsim"), "--source", dir+"/source.kubeconfig",
+		"--target", "east="+dir+"/east.kubeconfig", "--kube-api-qps", "100", "--kube-api-burst", "200")
+	admin, ok := strings.CutPrefix(line, "mirrorsim: ready admin=")
+	admin, links, _ := strings.Cut(admin, " ")
+	if !ok || links != "links=east" {
+		t.Fatalf("mirrorsim printed %q", line)
+	}
+
+	if _, err := workload.Create(ctx, east, "shop", "db", 2, workload.Options{
+		Labels: map[string]string{workload.ExportedLabel: "true"}, IPv4: netip.MustParsePrefix("198.51.100.0/24"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "db-east with 2 hostnames", func(ctx context.Context) bool {
+		eps, err := source.CoreV1().Endpoints("shop").Get(ctx, "db-east", metav1.GetOptions{})
+		return err == nil && len(eps.Subsets) == 1 && len(eps.Subsets[0].Addresses) == 2
+	})
+
+	put(t, admin+"/links/east/gateway?alive=false", http.MethodPut)
+	waitFor(t, "db-0-east's gateway not ready", func(ctx context.Context) bool {
+		eps, err := source.CoreV1().Endpoints("shop").Get(ctx, "db-0-east", metav1.GetOptions{})
+		return err == nil && len(eps.Subsets) == 1 && len(eps.Subsets[0].NotReadyAddresses) == 1
+	})
+	put(t, admin+"/links/east", http.MethodDelete)
+	waitFor(t, "east's mirrors deleted", func(ctx context.Context) bool {
+		svcs, err := source.CoreV1().Services("shop").List(ctx, metav1.ListOptions{LabelSelector: "mirror.linkerd.io/cluster-name=east"})
+		return err == nil && len(svcs.Items) == 0
+	})
+
+	stopCommand(t, mirrorsim)
+	apiHost := hostOf(t, dir+"/source.kubeconfig")
+	stopCommand(t, localkube)
+	if conn, err := net.DialTimeout("tcp", apiHost, time.Second); err == nil {
+		conn.Close()
+		t.Errorf("source API server %s still listening after localkube stopped", apiHost)
+	}
+	for _, gone := range []string{"source.kubeconfig", "east/etcd", "east/pki"} {
+		if _, err := os.Stat(filepath.Join(dir, gone)); !os.IsNotExist(err) {
+			t.Errorf("%s left after stop: %v", gone, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "east", "kube-controller-manager.log")); err != nil {
+		t.Errorf("logs not kept: %v", err)
+	}
+}
+
+// startCommand starts a command that dies with the test, and returns it with
+// the first line it prints.
+func startCommand(t *testing.T, path string, args ...string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(path, args...)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
+		}
+	})
+	lines := make(chan string, 1)
+	go func() {
+		s := bufio.NewScanner(out)
+		if s.Scan() {
+			lines <- s.Text()
+		}
+		close(lines)
+	}()
+	select {
+	case line, ok := <-lines:
+		if !ok {
+			t.Fatalf("%s exited without a ready line", filepath.Base(path))
+		}
+		return cmd, line
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("%s printed nothing within 2 minutes", filepath.Base(path))
+	}
+	return nil, ""
+}
+
+func stopCommand(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("%s: %v", filepath.Base(cmd.Path), err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not stop within 30s of SIGTERM", filepath.Base(cmd.Path))
+	}
+}
+
+func clientFor(t *testing.T, kubeconfig string) kubernetes.Interface {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.WarningHandler = rest.NoWarnings{} // v1 Endpoints are what Linkerd uses
+	return kubernetes.NewForConfigOrDie(cfg)
+}
+
+func hostOf(t *testing.T, kubeconfig string) string {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
+
+func put(t *testing.T, url, method string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), method, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s %s: %s", method, url, resp.Status)
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func(context.Context) bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		return ok(ctx), nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}

@@ -1,0 +1,245 @@
+//lint:file-ignore SA1019 Linkerd's service mirror reads and writes v1 Endpoints, so the simulator does.
+
+package mirrorsim
+
+import (
+	"cmp"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Labels and annotations Linkerd's service mirror reads and writes.
+const (
+	// LabelExported marks a Service for mirroring; the simulator mirrors the
+	// value "true", the default selector of a Linkerd Link.
+	LabelExported                   = "mirror.linkerd.io/exported"
+	LabelMirroredService            = "mirror.linkerd.io/mirrored-service"
+	LabelClusterName                = "mirror.linkerd.io/cluster-name"
+	LabelHeadlessMirrorSvcName      = "mirror.linkerd.io/headless-mirror-svc-name"
+	AnnotationRemoteSvcFqName       = "mirror.linkerd.io/remote-svc-fq-name"
+	AnnotationRemoteResourceVersion = "mirror.linkerd.io/remote-resource-version"
+
+	mirrorPrefix = "mirror.linkerd.io/"
+)
+
+// Gateway is where a link's mirrors send traffic: Linkerd's multicluster
+// gateway of the target cluster, as seen from the source.
+type Gateway struct {
+	IP    netip.Addr
+	Port  int32
+	Alive bool // false after failed probes: gateway Endpoints turn not ready
+}
+
+// mirror builds the objects of one remote Service as mirrored from one
+// cluster. It is pure: the same inputs give the same objects.
+type mirror struct {
+	cluster string
+	domain  string // the remote cluster's DNS domain, e.g. cluster.local
+	remote  *corev1.Service
+}
+
+// name of the mirror Service: db → db-east.
+func (m mirror) name() string { return mirrorName(m.remote.Name, m.cluster) }
+
+func mirrorName(remote, cluster string) string { return remote + "-" + cluster }
+
+// labels of headless and ClusterIP mirrors: the remote labels without
+// Linkerd's own, plus the mirror labels.
+func (m mirror) labels() map[string]string {
+	l := maps.Clone(m.remote.Labels)
+	if l == nil {
+		l = map[string]string{}
+	}
+	maps.DeleteFunc(l, func(k, _ string) bool { return strings.HasPrefix(k, mirrorPrefix) })
+	maps.Copy(l, m.ownLabels())
+	return l
+}
+
+func (m mirror) ownLabels() map[string]string {
+	return map[string]string{LabelMirroredService: "true", LabelClusterName: m.cluster}
+}
+
+func (m mirror) annotations(fqName string) map[string]string {
+	return map[string]string{
+		AnnotationRemoteSvcFqName:       fqName,
+		AnnotationRemoteResourceVersion: m.remote.ResourceVersion,
+	}
+}
+
+// fqName is the remote Service's DNS name, or with a hostname, its pod's.
+func (m mirror) fqName(hostname string) string {
+	n := m.remote.Name + "." + m.remote.Namespace + ".svc." + m.domain
+	if hostname != "" {
+		n = hostname + "." + n
+	}
+	return n
+}
+
+// ports copies what a client sees of the remote ports; target ports and node
+// ports mean nothing in the source cluster.
+func (m mirror) ports() []corev1.ServicePort {
+	ports := make([]corev1.ServicePort, 0, len(m.remote.Spec.Ports))
+	for _, p := range m.remote.Spec.Ports {
+		ports = append(ports, corev1.ServicePort{Name: p.Name, Protocol: p.Protocol, AppProtocol: p.AppProtocol, Port: p.Port})
+	}
+	return ports
+}
+
+// headlessService is the headless mirror, db-east.
+func (m mirror) headlessService() *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: m.name(), Namespace: m.remote.Namespace,
+			Labels: m.labels(), Annotations: m.annotations(m.fqName("")),
+		},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: m.ports()},
+	}
+}
+
+// clusterIPService is the mirror of a Service that is not mirrored headless:
+// one virtual IP in front of the gateway.
+func (m mirror) clusterIPService() *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: m.name(), Namespace: m.remote.Namespace,
+			Labels: m.labels(), Annotations: m.annotations(m.fqName("")),
+		},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: m.ports()},
+	}
+}
+
+// endpointMirrorName: pod db-0 of db from east → db-0-east.
+func (m mirror) endpointMirrorName(hostname string) string { return mirrorName(hostname, m.cluster) }
+
+// endpointMirrorService is the ClusterIP Service standing for one remote pod,
+// db-0-east, whose Endpoints point at the gateway.
+func (m mirror) endpointMirrorService(hostname string) *corev1.Service {
+	l := m.ownLabels()
+	l[LabelHeadlessMirrorSvcName] = m.name()
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: m.endpointMirrorName(hostname), Namespace: m.remote.Namespace,
+			Labels: l, Annotations: m.annotations(m.fqName(hostname)),
+		},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: m.ports()},
+	}
+}
+
+// gatewayEndpoints are the Endpoints of a ClusterIP or endpoint mirror: the
+// gateway, on the gateway port under each of the Service's port names; not
+// ready while the gateway is down.
+func gatewayEndpoints(svc *corev1.Service, gw Gateway) *corev1.Endpoints {
+	subset := corev1.EndpointSubset{}
+	addr := []corev1.EndpointAddress{{IP: gw.IP.String()}}
+	if gw.Alive {
+		subset.Addresses = addr
+	} else {
+		subset.NotReadyAddresses = addr
+	}
+	for _, p := range svc.Spec.Ports {
+		subset.Ports = append(subset.Ports, corev1.EndpointPort{Name: p.Name, Port: gw.Port, Protocol: cmp.Or(p.Protocol, corev1.ProtocolTCP)})
+	}
+	return &corev1.Endpoints{
+		ObjectMeta: endpointsMeta(svc),
+		Subsets:    []corev1.EndpointSubset{subset},
+	}
+}
+
+// headlessEndpoints are the Endpoints of the headless mirror: for each ready
+// remote address with a hostname, the ClusterIP of its endpoint mirror, with
+// the hostname and the remote ports. Addresses whose endpoint mirror has no
+// ClusterIP yet are left out.
+func (m mirror) headlessEndpoints(svc *corev1.Service, remote *corev1.Endpoints, clusterIPs map[string]string) *corev1.Endpoints {
+	eps := &corev1.Endpoints{ObjectMeta: endpointsMeta(svc)}
+	if remote == nil {
+		return eps
+	}
+	for _, rs := range remote.Subsets {
+		var subset corev1.EndpointSubset
+		for _, a := range rs.Addresses {
+			if ip := clusterIPs[a.Hostname]; a.Hostname != "" && ip != "" {
+				subset.Addresses = append(subset.Addresses, corev1.EndpointAddress{IP: ip, Hostname: a.Hostname})
+			}
+		}
+		if len(subset.Addresses) == 0 {
+			continue
+		}
+		slices.SortFunc(subset.Addresses, func(a, b corev1.EndpointAddress) int { return cmp.Compare(a.Hostname, b.Hostname) })
+		subset.Ports = slices.Clone(rs.Ports)
+		eps.Subsets = append(eps.Subsets, subset)
+	}
+	return eps
+}
+
+// readyHostnames are the hostnames of the ready remote addresses, sorted and
+// unique: the pods that get an endpoint mirror.
+func readyHostnames(eps *corev1.Endpoints) []string {
+	var hosts []string
+	if eps == nil {
+		return nil
+	}
+	for _, s := range eps.Subsets {
+		for _, a := range s.Addresses {
+			if a.Hostname != "" {
+				hosts = append(hosts, a.Hostname)
+			}
+		}
+	}
+	slices.Sort(hosts)
+	return slices.Compact(hosts)
+}
+
+// endpointsMeta names and labels Endpoints like their Service, which is what
+// the EndpointSlice mirroring controller copies onto the slices.
+func endpointsMeta(svc *corev1.Service) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name: svc.Name, Namespace: svc.Namespace,
+		Labels: maps.Clone(svc.Labels), Annotations: map[string]string{AnnotationRemoteSvcFqName: svc.Annotations[AnnotationRemoteSvcFqName]},
+	}
+}
+
+// mode is how a remote Service is mirrored.
+type mode int
+
+const (
+	modeNone      mode = iota // not mirrored (yet)
+	modeHeadless              // headless mirror plus endpoint mirrors
+	modeClusterIP             // one ClusterIP mirror in front of the gateway
+)
+
+func (m mode) String() string { return [...]string{"none", "headless", "clusterIP"}[m] }
+
+// mirrorMode decides, as Linkerd's service mirror does, how to mirror remote
+// (nil: not exported), given its Endpoints (nil: not seen yet) and the
+// existing mirror (nil: none). A headless Service is mirrored headless only
+// if its Endpoints have a ready address with a hostname when it is first
+// mirrored; otherwise, like any other Service, it gets a ClusterIP mirror.
+// The choice sticks while the mirror exists: a headless Service exported
+// before its pods are ready stays a ClusterIP mirror until it is unexported.
+// Linkerd decides headless Services on their Endpoints, so until those are
+// seen there is no mirror.
+func mirrorMode(remote *corev1.Service, eps *corev1.Endpoints, existing *corev1.Service) mode {
+	switch {
+	case remote == nil:
+		return modeNone
+	case !isHeadless(remote):
+		return modeClusterIP
+	case existing != nil && isHeadless(existing):
+		return modeHeadless
+	case existing != nil:
+		return modeClusterIP
+	case eps == nil:
+		return modeNone
+	case len(readyHostnames(eps)) > 0 && len(remote.Spec.Ports) > 0:
+		return modeHeadless
+	default:
+		return modeClusterIP
+	}
+}
+
+func isHeadless(svc *corev1.Service) bool { return svc.Spec.ClusterIP == corev1.ClusterIPNone }

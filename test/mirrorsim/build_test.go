@@ -1,0 +1,239 @@
+//lint:file-ignore SA1019 Linkerd's service mirror reads and writes v1 Endpoints, so the simulator does.
+
+package mirrorsim
+
+import (
+	"net/netip"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/diff"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// objectDiff is empty when want and got are semantically equal (nil and empty
+// the same), else a unified diff of their JSON.
+func objectDiff(want, got any) string {
+	if equality.Semantic.DeepEqual(want, got) {
+		return ""
+	}
+	return diff.Diff(want, got)
+}
+
+func remoteDB() *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "db", Namespace: "shop", ResourceVersion: "42",
+			Labels: map[string]string{
+				"app": "db", LabelExported: "true", "mirror.linkerd.io/other": "x",
+			},
+			Annotations: map[string]string{"remote-only": "not copied"},
+		},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: corev1.ClusterIPNone,
+			Selector:  map[string]string{"app": "db"},
+			Ports: []corev1.ServicePort{
+				{Name: "db", Protocol: corev1.ProtocolTCP, Port: 5432, TargetPort: intstr.FromInt32(15432)},
+				{Name: "metrics", Protocol: corev1.ProtocolTCP, Port: 9187, NodePort: 30001},
+			},
+		},
+	}
+}
+
+func remoteEndpoints(ready, notReady map[string]string) *corev1.Endpoints {
+	subset := corev1.EndpointSubset{Ports: []corev1.EndpointPort{
+		{Name: "db", Port: 15432, Protocol: corev1.ProtocolTCP},
+		{Name: "metrics", Port: 9187, Protocol: corev1.ProtocolTCP},
+	}}
+	for host, ip := range ready {
+		subset.Addresses = append(subset.Addresses, corev1.EndpointAddress{IP: ip, Hostname: host})
+	}
+	for host, ip := range notReady {
+		subset.NotReadyAddresses = append(subset.NotReadyAddresses, corev1.EndpointAddress{IP: ip, Hostname: host})
+	}
+	return &corev1.Endpoints{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "shop"},
+		Subsets:    []corev1.EndpointSubset{subset},
+	}
+}
+
+var wantPorts = []corev1.ServicePort{
+	{Name: "db", Protocol: corev1.ProtocolTCP, Port: 5432},
+	{Name: "metrics", Protocol: corev1.ProtocolTCP, Port: 9187},
+}
+
+func TestHeadlessService(t *testing.T) {
+	m := mirror{cluster: "east", domain: "cluster.local", remote: remoteDB()}
+	want := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "db-east", Namespace: "shop",
+			Labels: map[string]string{
+				"app": "db", LabelMirroredService: "true", LabelClusterName: "east",
+			},
+			Annotations: map[string]string{
+				AnnotationRemoteSvcFqName:       "db.shop.svc.cluster.local",
+				AnnotationRemoteResourceVersion: "42",
+			},
+		},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: wantPorts},
+	}
+	if diff := objectDiff(want, m.headlessService()); diff != "" {
+		t.Errorf("headless mirror (-want +got):\n%s", diff)
+	}
+	cip := m.clusterIPService()
+	want.Spec = corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: wantPorts}
+	if diff := objectDiff(want, cip); diff != "" {
+		t.Errorf("ClusterIP mirror (-want +got):\n%s", diff)
+	}
+}
+
+func TestEndpointMirror(t *testing.T) {
+	m := mirror{cluster: "east", domain: "example.org", remote: remoteDB()}
+	svc := m.endpointMirrorService("db-0")
+	want := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "db-0-east", Namespace: "shop",
+			Labels: map[string]string{
+				LabelMirroredService: "true", LabelClusterName: "east", LabelHeadlessMirrorSvcName: "db-east",
+			},
+			Annotations: map[string]string{
+				AnnotationRemoteSvcFqName:       "db-0.db.shop.svc.example.org",
+				AnnotationRemoteResourceVersion: "42",
+			},
+		},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: wantPorts},
+	}
+	if diff := objectDiff(want, svc); diff != "" {
+		t.Errorf("endpoint mirror (-want +got):\n%s", diff)
+	}
+
+	gw := Gateway{IP: netip.MustParseAddr("192.0.2.254"), Port: 4143, Alive: true}
+	wantEps := &corev1.Endpoints{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "db-0-east", Namespace: "shop", Labels: want.Labels,
+			Annotations: map[string]string{AnnotationRemoteSvcFqName: "db-0.db.shop.svc.example.org"},
+		},
+		Subsets: []corev1.EndpointSubset{{
+			Addresses: []corev1.EndpointAddress{{IP: "192.0.2.254"}},
+			Ports: []corev1.EndpointPort{
+				{Name: "db", Port: 4143, Protocol: corev1.ProtocolTCP},
+				{Name: "metrics", Port: 4143, Protocol: corev1.ProtocolTCP},
+			},
+		}},
+	}
+	if diff := objectDiff(wantEps, gatewayEndpoints(svc, gw)); diff != "" {
+		t.Errorf("gateway endpoints (-want +got):\n%s", diff)
+	}
+	gw.Alive = false
+	wantEps.Subsets[0].NotReadyAddresses, wantEps.Subsets[0].Addresses = wantEps.Subsets[0].Addresses, nil
+	if diff := objectDiff(wantEps, gatewayEndpoints(svc, gw)); diff != "" {
+		t.Errorf("dead gateway endpoints (-want +got):\n%s", diff)
+	}
+}
+
+func TestHeadlessEndpoints(t *testing.T) {
+	m := mirror{cluster: "west", domain: "cluster.local", remote: remoteDB()}
+	svc := m.headlessService()
+	remote := remoteEndpoints(
+		map[string]string{"db-2": "203.0.113.3", "db-0": "203.0.113.1", "": "203.0.113.9"},
+		map[string]string{"db-1": "203.0.113.2"})
+	if got, want := readyHostnames(remote), []string{"db-0", "db-2"}; !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("readyHostnames = %v, want %v", got, want)
+	}
+	// db-2's endpoint mirror has no ClusterIP yet: it is left out.
+	got := m.headlessEndpoints(svc, remote, map[string]string{"db-0": "10.96.0.10"})
+	want := &corev1.Endpoints{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "db-west", Namespace: "shop", Labels: svc.Labels,
+			Annotations: map[string]string{AnnotationRemoteSvcFqName: "db.shop.svc.cluster.local"},
+		},
+		Subsets: []corev1.EndpointSubset{{
+			Addresses: []corev1.EndpointAddress{{IP: "10.96.0.10", Hostname: "db-0"}},
+			Ports:     remote.Subsets[0].Ports,
+		}},
+	}
+	if diff := objectDiff(want, got); diff != "" {
+		t.Errorf("headless endpoints (-want +got):\n%s", diff)
+	}
+	got = m.headlessEndpoints(svc, remote, map[string]string{"db-0": "10.96.0.10", "db-2": "10.96.0.12"})
+	if n := len(got.Subsets[0].Addresses); n != 2 || got.Subsets[0].Addresses[1].Hostname != "db-2" {
+		t.Errorf("addresses = %+v, want db-0 and db-2 in order", got.Subsets[0].Addresses)
+	}
+	if got := m.headlessEndpoints(svc, nil, nil); len(got.Subsets) != 0 {
+		t.Errorf("no remote endpoints: subsets %+v", got.Subsets)
+	}
+}
+
+func TestMirrorMode(t *testing.T) {
+	headless := remoteDB()
+	clusterIP := remoteDB()
+	clusterIP.Spec.ClusterIP = "10.0.0.1"
+	named := remoteEndpoints(map[string]string{"db-0": "203.0.113.1"}, nil)
+	unnamed := remoteEndpoints(map[string]string{"": "203.0.113.1"}, map[string]string{"db-1": "203.0.113.2"})
+	empty := &corev1.Endpoints{}
+	headlessMirror := &corev1.Service{Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}}
+	clusterIPMirror := &corev1.Service{Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.7"}}
+	for _, tc := range []struct {
+		name     string
+		remote   *corev1.Service
+		eps      *corev1.Endpoints
+		existing *corev1.Service
+		want     mode
+	}{
+		{"not exported", nil, named, headlessMirror, modeNone},
+		{"headless with a ready hostname", headless, named, nil, modeHeadless},
+		{"headless, endpoints not seen yet", headless, nil, nil, modeNone},
+		{"headless, no ready hostname", headless, unnamed, nil, modeClusterIP},
+		{"headless, not ready yet", headless, empty, nil, modeClusterIP},
+		{"headless mirror stays headless", headless, empty, headlessMirror, modeHeadless},
+		{"ClusterIP mirror of a headless service sticks", headless, named, clusterIPMirror, modeClusterIP},
+		{"ClusterIP service", clusterIP, named, nil, modeClusterIP},
+		{"service re-created as ClusterIP", clusterIP, named, headlessMirror, modeClusterIP},
+	} {
+		if got := mirrorMode(tc.remote, tc.eps, tc.existing); got != tc.want {
+			t.Errorf("%s: mode %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestMirrorKey(t *testing.T) {
+	s := &Simulator{}
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		want   key
+		ok     bool
+	}{
+		{"db-east", map[string]string{LabelClusterName: "east"}, key{"east", "shop", "db"}, true},
+		{"db-0-east", map[string]string{LabelClusterName: "east", LabelHeadlessMirrorSvcName: "db-east"}, key{"east", "shop", "db"}, true},
+		{"db-east", map[string]string{LabelClusterName: "west"}, key{}, false},
+		{"db-east", nil, key{}, false},
+	} {
+		obj := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: tc.name, Namespace: "shop", Labels: tc.labels}}
+		got, ok := s.mirrorKey(obj)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("mirrorKey(%s %v) = %v, %v; want %v, %v", tc.name, tc.labels, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestUpToDate(t *testing.T) {
+	m := mirror{cluster: "east", domain: "cluster.local", remote: remoteDB()}
+	desired := m.headlessService()
+	stored := desired.DeepCopy()
+	// What the API server adds must not look like drift.
+	stored.Annotations["someone-else"] = "x"
+	for i := range stored.Spec.Ports {
+		stored.Spec.Ports[i].TargetPort = intstr.FromInt32(stored.Spec.Ports[i].Port)
+	}
+	stored.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+	if !serviceUpToDate(stored, desired) {
+		t.Error("defaulted service reported as drifted")
+	}
+	stored.Labels["app"] = "other"
+	if serviceUpToDate(stored, desired) {
+		t.Error("changed label not noticed")
+	}
+}

@@ -1,0 +1,306 @@
+//lint:file-ignore SA1019 Linkerd's service mirror reads and writes v1 Endpoints, so the simulator does.
+
+package mirrorsim_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/globalmirror/globalmirror/test/localkube"
+	"github.com/globalmirror/globalmirror/test/mirrorsim"
+	"github.com/globalmirror/globalmirror/test/workload"
+)
+
+const ns = "shop"
+
+// TestMirrorsim runs the simulator between three real control planes and
+// checks, after each change in a target, the exact mirrors in the source,
+// including the EndpointSlices the real EndpointSlice mirroring controller
+// makes of them.
+func TestMirrorsim(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts control planes")
+	}
+	ctx := t.Context()
+	env := localkube.StartT(t, "source", "east", "west")
+	source, east, west := env.Cluster("source"), env.Cluster("east"), env.Cluster("west")
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	exported := map[string]string{workload.ExportedLabel: "true", "tier": "data"}
+	dbEast, err := workload.Create(ctx, east.Client, ns, "db", 3, workload.Options{
+		Labels: exported, IPv4: netip.MustParsePrefix("198.51.100.0/24"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	sim, err := mirrorsim.Start(ctx, source.Config, mirrorsim.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sim.Stop)
+	for _, c := range []*localkube.Cluster{east, west} {
+		if err := sim.Link(ctx, c.Name, c.Config); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// East was exported before the link, west after.
+	step(t, "east mirrored on link", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2", true) })
+	dbWest, err := workload.Create(ctx, west.Client, ns, "db", 3, workload.Options{
+		Labels: exported, IPv4: netip.MustParsePrefix("203.0.113.0/24"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step(t, "west mirrored on export", func() string { return mirrored(ctx, source.Client, west, "db-0 db-1 db-2", true) })
+
+	if err := dbEast.Scale(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	step(t, "east scaled to 4", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3", true) })
+
+	uid := serviceUID(ctx, t, source.Client, "db-1-east")
+	if err := dbEast.SetReady(ctx, "db-1", false); err != nil {
+		t.Fatal(err)
+	}
+	step(t, "east db-1 not ready", func() string { return mirrored(ctx, source.Client, east, "db-0 db-2 db-3", true) })
+	if err := dbEast.SetReady(ctx, "db-1", true); err != nil {
+		t.Fatal(err)
+	}
+	step(t, "east db-1 ready again", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3", true) })
+	if serviceUID(ctx, t, source.Client, "db-1-east") == uid {
+		t.Error("db-1-east was not re-created")
+	}
+
+	if err := sim.SetGatewayAlive("east", false); err != nil {
+		t.Fatal(err)
+	}
+	step(t, "east gateway down", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3", false) })
+	if err := sim.SetGatewayAlive("east", true); err != nil {
+		t.Fatal(err)
+	}
+	step(t, "east gateway up", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3", true) })
+
+	if err := dbWest.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	step(t, "west service deleted", func() string { return gone(ctx, source.Client, "west") })
+	step(t, "east untouched", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3", true) })
+
+	// A restarted simulator converges on what changed while it was down.
+	sim.Stop()
+	if err := dbEast.Scale(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	sim, err = mirrorsim.Start(ctx, source.Config, mirrorsim.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sim.Stop)
+	if err := sim.Link(ctx, "east", east.Config); err != nil {
+		t.Fatal(err)
+	}
+	step(t, "restart converges", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1", true) })
+
+	if err := sim.Unlink(ctx, "east"); err != nil {
+		t.Fatal(err)
+	}
+	step(t, "east unlinked", func() string { return gone(ctx, source.Client, "east") })
+}
+
+// step waits up to 60 s for check to report no difference, and logs how long
+// the change took to show.
+func step(t *testing.T, name string, check func() string) {
+	t.Helper()
+	start := time.Now()
+	var diff string
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		diff = check()
+		return diff == "", nil
+	})
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", name, err, diff)
+	}
+	t.Logf("%s: %v", name, time.Since(start).Round(time.Millisecond))
+}
+
+// mirrored describes how the source's mirrors of db from cluster c differ
+// from: endpoint mirrors <host>-<c> for exactly hosts (space separated), each
+// a ClusterIP Service whose Endpoints hold the gateway, ready iff gatewayUp;
+// the headless mirror db-<c> with Linkerd's labels and annotations; its
+// Endpoints and its mirrored EndpointSlices mapping each host to its endpoint
+// mirror's ClusterIP, all ready.
+func mirrored(ctx context.Context, src kubernetes.Interface, c *localkube.Cluster, hosts string, gatewayUp bool) string {
+	var diffs []string
+	differ := func(format string, args ...any) { diffs = append(diffs, fmt.Sprintf(format, args...)) }
+	mirrorName := "db-" + c.Name
+	own := map[string]string{"mirror.linkerd.io/mirrored-service": "true", "mirror.linkerd.io/cluster-name": c.Name}
+
+	remote, err := c.Client.CoreV1().Services(ns).Get(ctx, "db", metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	svc, err := src.CoreV1().Services(ns).Get(ctx, mirrorName, metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	if want := merge(own, map[string]string{"tier": "data"}); !maps.Equal(svc.Labels, want) {
+		differ("%s labels %v, want %v", mirrorName, svc.Labels, want)
+	}
+	wantAnn := map[string]string{
+		"mirror.linkerd.io/remote-svc-fq-name":      "db." + ns + ".svc.cluster.local",
+		"mirror.linkerd.io/remote-resource-version": remote.ResourceVersion,
+	}
+	if !maps.Equal(svc.Annotations, wantAnn) {
+		differ("%s annotations %v, want %v", mirrorName, svc.Annotations, wantAnn)
+	}
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "db" || svc.Spec.Ports[0].Port != 5432 {
+		differ("%s clusterIP %q ports %+v, want headless, db 5432", mirrorName, svc.Spec.ClusterIP, svc.Spec.Ports)
+	}
+
+	// Endpoint mirrors: exactly one per wanted host.
+	list, err := src.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.Set{
+		"mirror.linkerd.io/cluster-name": c.Name, "mirror.linkerd.io/headless-mirror-svc-name": mirrorName,
+	}.String()})
+	if err != nil {
+		return err.Error()
+	}
+	clusterIPs := map[string]string{} // hostname → ClusterIP of its endpoint mirror
+	var got []string
+	for _, em := range list.Items {
+		host := strings.TrimSuffix(em.Name, "-"+c.Name)
+		got = append(got, host)
+		clusterIPs[host] = em.Spec.ClusterIP
+		if want := merge(own, map[string]string{"mirror.linkerd.io/headless-mirror-svc-name": mirrorName}); !maps.Equal(em.Labels, want) {
+			differ("%s labels %v, want %v", em.Name, em.Labels, want)
+		}
+		if em.Spec.Type != corev1.ServiceTypeClusterIP || em.Spec.ClusterIP == "" || em.Spec.ClusterIP == corev1.ClusterIPNone {
+			differ("%s type %s clusterIP %q, want a ClusterIP", em.Name, em.Spec.Type, em.Spec.ClusterIP)
+		}
+		eps, err := src.CoreV1().Endpoints(ns).Get(ctx, em.Name, metav1.GetOptions{})
+		if err != nil {
+			differ("%s endpoints: %v", em.Name, err)
+			continue
+		}
+		gw := []corev1.EndpointAddress{{IP: "192.0.2.254"}}
+		wantSubset := corev1.EndpointSubset{Ports: []corev1.EndpointPort{{Name: "db", Port: 4143, Protocol: corev1.ProtocolTCP}}}
+		if gatewayUp {
+			wantSubset.Addresses = gw
+		} else {
+			wantSubset.NotReadyAddresses = gw
+		}
+		if len(eps.Subsets) != 1 || fmt.Sprint(eps.Subsets[0]) != fmt.Sprint(wantSubset) {
+			differ("%s endpoints %+v, want %+v", em.Name, eps.Subsets, wantSubset)
+		}
+	}
+	slices.Sort(got)
+	if strings.Join(got, " ") != hosts {
+		differ("endpoint mirrors for %q, want %q", strings.Join(got, " "), hosts)
+	}
+	want := map[string]string{}
+	for _, h := range strings.Fields(hosts) {
+		want[h] = clusterIPs[h]
+	}
+
+	// The headless mirror's Endpoints, as the simulator writes them.
+	eps, err := src.CoreV1().Endpoints(ns).Get(ctx, mirrorName, metav1.GetOptions{})
+	if err != nil {
+		return strings.Join(append(diffs, err.Error()), "\n")
+	}
+	if !maps.Equal(eps.Labels, svc.Labels) {
+		differ("%s endpoints labels %v, want the service's %v", mirrorName, eps.Labels, svc.Labels)
+	}
+	ready, notReady := map[string]string{}, 0
+	for _, s := range eps.Subsets {
+		for _, a := range s.Addresses {
+			ready[a.Hostname] = a.IP
+		}
+		notReady += len(s.NotReadyAddresses)
+		if len(s.Ports) != 1 || s.Ports[0].Name != "db" || s.Ports[0].Port != 5432 {
+			differ("%s endpoints ports %+v, want db 5432", mirrorName, s.Ports)
+		}
+	}
+	if !maps.Equal(ready, want) || notReady != 0 {
+		differ("%s endpoints ready %v (+%d not ready), want %v", mirrorName, ready, notReady, want)
+	}
+
+	// The EndpointSlices kube-controller-manager mirrors from them.
+	slicesList, err := src.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{
+		LabelSelector: discoveryv1.LabelServiceName + "=" + mirrorName,
+	})
+	if err != nil {
+		return err.Error()
+	}
+	sliced := map[string]string{}
+	for _, s := range slicesList.Items {
+		if s.Labels[discoveryv1.LabelManagedBy] != "endpointslicemirroring-controller.k8s.io" ||
+			s.Labels["mirror.linkerd.io/cluster-name"] != c.Name || s.Labels["mirror.linkerd.io/mirrored-service"] != "true" {
+			differ("slice %s labels %v, want Linkerd's, managed by the mirroring controller", s.Name, s.Labels)
+		}
+		for _, e := range s.Endpoints {
+			if e.Hostname != nil && (e.Conditions.Ready == nil || *e.Conditions.Ready) {
+				sliced[*e.Hostname] = e.Addresses[0]
+			}
+		}
+	}
+	if !maps.Equal(sliced, want) {
+		differ("%s slices %v, want %v", mirrorName, sliced, want)
+	}
+	return strings.Join(diffs, "\n")
+}
+
+// gone describes what of cluster's mirrors is left in the source.
+func gone(ctx context.Context, src kubernetes.Interface, cluster string) string {
+	sel := metav1.ListOptions{LabelSelector: "mirror.linkerd.io/cluster-name=" + cluster}
+	var left []string
+	if l, err := src.CoreV1().Services(ns).List(ctx, sel); err == nil {
+		for _, o := range l.Items {
+			left = append(left, "service "+o.Name)
+		}
+	}
+	if l, err := src.CoreV1().Endpoints(ns).List(ctx, sel); err == nil {
+		for _, o := range l.Items {
+			left = append(left, "endpoints "+o.Name)
+		}
+	}
+	if l, err := src.DiscoveryV1().EndpointSlices(ns).List(ctx, sel); err == nil {
+		for _, o := range l.Items {
+			left = append(left, "endpointslice "+o.Name)
+		}
+	}
+	if len(left) > 0 {
+		return "left: " + strings.Join(left, ", ")
+	}
+	return ""
+}
+
+func serviceUID(ctx context.Context, t *testing.T, client kubernetes.Interface, name string) types.UID {
+	t.Helper()
+	svc, err := client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc.UID
+}
+
+func merge(a, b map[string]string) map[string]string {
+	out := maps.Clone(a)
+	maps.Copy(out, b)
+	return out
+}

@@ -1,0 +1,308 @@
+//lint:file-ignore SA1019 Linkerd's service mirror reads and writes v1 Endpoints, so the simulator does.
+
+package mirrorsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// reconcile makes the source's mirrors of one remote Service match the target
+// and returns how many objects it wrote. Its reads come from caches; a stale
+// cache shows up as a conflict or an AlreadyExists, and the key is retried.
+func (s *Simulator) reconcile(ctx context.Context, l *link, k key) (int, error) {
+	remote, err := l.services.Services(k.Namespace).Get(k.Name)
+	if apierrors.IsNotFound(err) {
+		remote = nil
+	} else if err != nil {
+		return 0, err
+	}
+	remoteEps, err := l.endpoints.Endpoints(k.Namespace).Get(k.Name)
+	if apierrors.IsNotFound(err) {
+		remoteEps = nil
+	} else if err != nil {
+		return 0, err
+	}
+	mirrorSvcName := mirrorName(k.Name, k.Cluster)
+	existing, err := s.cachedService(k.Namespace, mirrorSvcName, k.Cluster)
+	if err != nil {
+		return 0, err
+	}
+	endpointMirrors, err := s.mirrorServices.Services(k.Namespace).List(labels.SelectorFromSet(labels.Set{
+		LabelClusterName: k.Cluster, LabelHeadlessMirrorSvcName: mirrorSvcName,
+	}))
+	if err != nil {
+		return 0, err
+	}
+	gw := Gateway{IP: s.opts.GatewayIP, Port: s.opts.GatewayPort, Alive: l.gatewayAlive.Load()}
+
+	w := &writer{s: s, ctx: ctx}
+	mode := mirrorMode(remote, remoteEps, existing)
+	if existing != nil && mode != modeNone && isHeadless(existing) != (mode == modeHeadless) {
+		// A Service's ClusterIP cannot change: the remote Service was
+		// re-created with another type, so is its mirror.
+		w.deleteService(k.Namespace, mirrorSvcName)
+		existing = nil
+	}
+	m := mirror{cluster: k.Cluster, domain: s.opts.ClusterDomain, remote: remote}
+	keep := map[string]bool{} // endpoint mirrors to keep
+
+	switch mode {
+	case modeNone:
+		w.deleteService(k.Namespace, mirrorSvcName)
+		w.deleteEndpoints(k.Namespace, mirrorSvcName)
+
+	case modeClusterIP:
+		if svc := w.applyService(m.clusterIPService(), existing); svc != nil {
+			w.applyEndpoints(gatewayEndpoints(svc, gw))
+		}
+
+	case modeHeadless:
+		svc := w.applyService(m.headlessService(), existing)
+		if svc == nil {
+			break
+		}
+		clusterIPs := map[string]string{}
+		for _, host := range readyHostnames(remoteEps) {
+			name := m.endpointMirrorName(host)
+			keep[name] = true
+			current, err := s.cachedService(k.Namespace, name, k.Cluster)
+			if err != nil {
+				w.fail(err)
+				continue
+			}
+			if ep := w.applyService(m.endpointMirrorService(host), current); ep != nil {
+				clusterIPs[host] = ep.Spec.ClusterIP
+				w.applyEndpoints(gatewayEndpoints(ep, gw))
+			}
+		}
+		// Hostnames leave the headless mirror before their endpoint mirrors go.
+		w.applyEndpoints(m.headlessEndpoints(svc, remoteEps, clusterIPs))
+	}
+
+	if len(w.errs) > 0 {
+		// Delete endpoint mirrors only once the headless mirror is written
+		// without them; the retry will.
+		return w.writes, errors.Join(w.errs...)
+	}
+	for _, em := range endpointMirrors {
+		if !keep[em.Name] {
+			w.deleteService(em.Namespace, em.Name)
+			w.deleteEndpoints(em.Namespace, em.Name)
+		}
+	}
+	return w.writes, errors.Join(w.errs...)
+}
+
+// cachedService returns the source's mirror Service `name` of cluster, nil if
+// there is none. A Service of that name that is not cluster's mirror is an
+// error: the simulator never touches what it does not own.
+func (s *Simulator) cachedService(ns, name, cluster string) (*corev1.Service, error) {
+	svc, err := s.mirrorServices.Services(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if svc.Labels[LabelClusterName] != cluster {
+		return nil, fmt.Errorf("service %s/%s belongs to cluster %q, not %q", ns, name, svc.Labels[LabelClusterName], cluster)
+	}
+	return svc, nil
+}
+
+// writer applies desired objects, collecting errors so that one failing
+// object does not hold back the others, and counting writes.
+type writer struct {
+	s      *Simulator
+	ctx    context.Context
+	writes int
+	errs   []error
+}
+
+func (w *writer) fail(err error) { w.errs = append(w.errs, err) }
+
+// applyService creates desired, or updates current to it, and returns the
+// Service as stored (with its ClusterIP), or nil after an error.
+func (w *writer) applyService(desired, current *corev1.Service) *corev1.Service {
+	client := w.s.source.CoreV1().Services(desired.Namespace)
+	if current == nil {
+		if err := w.ensureNamespace(desired.Namespace); err != nil {
+			w.fail(err)
+			return nil
+		}
+		created, err := client.Create(w.ctx, desired, metav1.CreateOptions{FieldManager: FieldManager})
+		if err == nil {
+			w.writes++
+			return created
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			w.fail(fmt.Errorf("create service %s/%s: %w", desired.Namespace, desired.Name, err))
+			return nil
+		}
+		// The cache is behind our own last write: read it live, so that a
+		// ready pod never drops out of the headless mirror meanwhile.
+		if current, err = client.Get(w.ctx, desired.Name, metav1.GetOptions{}); err != nil {
+			w.fail(err)
+			return nil
+		}
+		if err := owned(current, desired); err != nil {
+			w.fail(err)
+			return nil
+		}
+	}
+	if serviceUpToDate(current, desired) {
+		return current
+	}
+	update := current.DeepCopy()
+	update.Labels = desired.Labels
+	update.Annotations = mergeAnnotations(current.Annotations, desired.Annotations)
+	update.Spec.Ports = desired.Spec.Ports
+	updated, err := client.Update(w.ctx, update, metav1.UpdateOptions{FieldManager: FieldManager})
+	if err != nil {
+		w.fail(fmt.Errorf("update service %s/%s: %w", desired.Namespace, desired.Name, err))
+		return nil
+	}
+	w.writes++
+	return updated
+}
+
+func (w *writer) applyEndpoints(desired *corev1.Endpoints) {
+	client := w.s.source.CoreV1().Endpoints(desired.Namespace)
+	current, err := w.s.mirrorEndpoints.Endpoints(desired.Namespace).Get(desired.Name)
+	if apierrors.IsNotFound(err) {
+		_, err = client.Create(w.ctx, desired, metav1.CreateOptions{FieldManager: FieldManager})
+		if err == nil {
+			w.writes++
+			return
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			w.fail(fmt.Errorf("create endpoints %s/%s: %w", desired.Namespace, desired.Name, err))
+			return
+		}
+		if current, err = client.Get(w.ctx, desired.Name, metav1.GetOptions{}); err == nil {
+			err = owned(current, desired)
+		}
+	}
+	if err != nil {
+		w.fail(err)
+		return
+	}
+	if endpointsUpToDate(current, desired) {
+		return
+	}
+	update := current.DeepCopy()
+	update.Labels = desired.Labels
+	update.Annotations = mergeAnnotations(current.Annotations, desired.Annotations)
+	update.Subsets = desired.Subsets
+	if _, err := client.Update(w.ctx, update, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+		w.fail(fmt.Errorf("update endpoints %s/%s: %w", desired.Namespace, desired.Name, err))
+		return
+	}
+	w.writes++
+}
+
+// owned fails for an object that is not this cluster's mirror: the simulator
+// never touches what it did not write.
+func owned(current, desired metav1.Object) error {
+	if c, d := current.GetLabels()[LabelClusterName], desired.GetLabels()[LabelClusterName]; c != d {
+		return fmt.Errorf("%s/%s exists and is not a mirror of cluster %q", current.GetNamespace(), current.GetName(), d)
+	}
+	return nil
+}
+
+// deleteService deletes a mirror Service if the cache has it.
+func (w *writer) deleteService(ns, name string) {
+	if _, err := w.s.mirrorServices.Services(ns).Get(name); apierrors.IsNotFound(err) {
+		return
+	}
+	if err := w.s.deleteService(w.ctx, ns, name); err != nil {
+		w.fail(err)
+		return
+	}
+	w.writes++
+}
+
+// deleteEndpoints deletes mirror Endpoints if the cache has them.
+func (w *writer) deleteEndpoints(ns, name string) {
+	if _, err := w.s.mirrorEndpoints.Endpoints(ns).Get(name); apierrors.IsNotFound(err) {
+		return
+	}
+	if err := w.s.deleteEndpoints(w.ctx, ns, name); err != nil {
+		w.fail(err)
+		return
+	}
+	w.writes++
+}
+
+func (w *writer) ensureNamespace(ns string) error {
+	if _, err := w.s.source.CoreV1().Namespaces().Get(w.ctx, ns, metav1.GetOptions{}); err == nil {
+		return nil
+	}
+	_, err := w.s.source.CoreV1().Namespaces().Create(w.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{FieldManager: FieldManager})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", ns, err)
+	}
+	return nil
+}
+
+func (s *Simulator) deleteService(ctx context.Context, ns, name string) error {
+	err := s.source.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete service %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+func (s *Simulator) deleteEndpoints(ctx context.Context, ns, name string) error {
+	err := s.source.CoreV1().Endpoints(ns).Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete endpoints %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// serviceUpToDate compares what the simulator sets, ignoring what the API
+// server defaults (target ports, IP families) and others' annotations.
+func serviceUpToDate(current, desired *corev1.Service) bool {
+	if !maps.Equal(current.Labels, desired.Labels) || !hasAnnotations(current.Annotations, desired.Annotations) {
+		return false
+	}
+	return slices.EqualFunc(current.Spec.Ports, desired.Spec.Ports, func(a, b corev1.ServicePort) bool {
+		return a.Name == b.Name && a.Port == b.Port && a.Protocol == b.Protocol &&
+			equality.Semantic.DeepEqual(a.AppProtocol, b.AppProtocol)
+	})
+}
+
+func endpointsUpToDate(current, desired *corev1.Endpoints) bool {
+	return maps.Equal(current.Labels, desired.Labels) &&
+		hasAnnotations(current.Annotations, desired.Annotations) &&
+		equality.Semantic.DeepEqual(current.Subsets, desired.Subsets)
+}
+
+func hasAnnotations(current, want map[string]string) bool {
+	for k, v := range want {
+		if cv, ok := current[k]; !ok || cv != v {
+			return false
+		}
+	}
+	return true
+}
+
+func mergeAnnotations(current, desired map[string]string) map[string]string {
+	out := maps.Clone(current)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, desired)
+	return out
+}

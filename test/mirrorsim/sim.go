@@ -1,0 +1,400 @@
+// Package mirrorsim simulates Linkerd's multicluster service mirror for tests
+// and the demo, written from the behaviour documented in DESIGN.md (headless
+// mode): for every Service exported from a linked target cluster it writes
+// into the source cluster the same Services and v1 Endpoints that Linkerd
+// writes, and follows the target's changes, gateway failures and unlinks.
+//
+// Each link watches the target's exported Services and its Endpoints; the
+// source's mirrors are watched too, so that drift is repaired. One reconcile
+// per remote Service compares what exists with what should and writes the
+// difference with create/update/delete under the field manager FieldManager.
+// The simulator converges on restart: Link re-reconciles every exported
+// Service and every mirror of the link. Mirrors of clusters that are not
+// linked are left alone; only Unlink removes a cluster's mirrors.
+package mirrorsim
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// FieldManager names the simulator's writes in the source cluster.
+const FieldManager = "mirrorsim"
+
+// Options configure a Simulator. Zero values take the defaults.
+type Options struct {
+	// GatewayIP of every target's gateway; default 192.0.2.254, a
+	// documentation address (Endpoints reject loopback).
+	GatewayIP netip.Addr
+	// GatewayPort; default 4143, Linkerd's.
+	GatewayPort int32
+	// ClusterDomain of the target clusters; default cluster.local.
+	ClusterDomain string
+	// Namespace limits mirroring to one namespace; default all.
+	Namespace string
+	// Workers reconciling concurrently; default 4.
+	Workers int
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// LinkStatus describes one link.
+type LinkStatus struct {
+	Name         string `json:"name"`
+	GatewayAlive bool   `json:"gatewayAlive"`
+}
+
+// Simulator is a running service mirror for one source cluster.
+type Simulator struct {
+	opts   Options
+	log    *slog.Logger
+	source kubernetes.Interface
+	// The source's mirrors: Services and Endpoints labelled with a cluster name.
+	mirrorServices  corelisters.ServiceLister
+	mirrorEndpoints corelisters.EndpointsLister
+	queue           workqueue.TypedRateLimitingInterface[key]
+
+	ctx     context.Context
+	cancel  context.CancelFunc
+	workers sync.WaitGroup
+
+	mu    sync.Mutex
+	links map[string]*link
+}
+
+// key names one remote Service of one linked cluster: the unit of reconcile.
+type key struct{ Cluster, Namespace, Name string }
+
+type link struct {
+	name         string
+	client       kubernetes.Interface
+	services     corelisters.ServiceLister   // exported ones
+	endpoints    corelisters.EndpointsLister // all, to see hostnames before export
+	gatewayAlive atomic.Bool
+	stop         context.CancelFunc
+	inflight     sync.WaitGroup // reconciles using this link
+}
+
+// Start starts a simulator writing into the source cluster, with no link yet.
+// It runs until ctx is done or Stop is called.
+func Start(ctx context.Context, source *rest.Config, opts Options) (*Simulator, error) {
+	if !opts.GatewayIP.IsValid() {
+		opts.GatewayIP = netip.MustParseAddr("192.0.2.254")
+	}
+	if opts.GatewayPort == 0 {
+		opts.GatewayPort = 4143
+	}
+	if opts.ClusterDomain == "" {
+		opts.ClusterDomain = "cluster.local"
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 4
+	}
+	s := &Simulator{opts: opts, log: opts.Logger, links: map[string]*link{}}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	var err error
+	if s.source, err = newClient(source); err != nil {
+		return nil, fmt.Errorf("mirrorsim: source: %w", err)
+	}
+	s.ctx, s.cancel = context.WithCancel(ctx)
+	s.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[key](50*time.Millisecond, 10*time.Second),
+		workqueue.TypedRateLimitingQueueConfig[key]{Name: "mirrorsim"})
+
+	factory := informers.NewSharedInformerFactoryWithOptions(s.source, 0,
+		informers.WithNamespace(opts.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelClusterName }))
+	svcInformer := factory.Core().V1().Services()
+	epInformer := factory.Core().V1().Endpoints()
+	s.mirrorServices, s.mirrorEndpoints = svcInformer.Lister(), epInformer.Lister()
+	onMirror := s.handler(s.mirrorKey)
+	if _, err := svcInformer.Informer().AddEventHandler(onMirror); err != nil {
+		return nil, err
+	}
+	if _, err := epInformer.Informer().AddEventHandler(onMirror); err != nil {
+		return nil, err
+	}
+	factory.Start(s.ctx.Done())
+	for typ, ok := range factory.WaitForCacheSync(s.ctx.Done()) {
+		if !ok {
+			s.Stop()
+			return nil, fmt.Errorf("mirrorsim: source %v cache did not sync", typ)
+		}
+	}
+	go func() {
+		<-s.ctx.Done()
+		s.queue.ShutDown()
+	}()
+	for range opts.Workers {
+		s.workers.Go(s.work)
+	}
+	return s, nil
+}
+
+// Stop stops the simulator and its links, leaving the mirrors in place, as a
+// stopped Linkerd would.
+func (s *Simulator) Stop() {
+	s.cancel()
+	s.workers.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.links {
+		l.stop()
+	}
+}
+
+// Link starts mirroring the target cluster `name` and returns once its caches
+// are synced and every exported Service and existing mirror of the cluster is
+// queued for reconcile.
+func (s *Simulator) Link(ctx context.Context, name string, target *rest.Config) error {
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+		return fmt.Errorf("mirrorsim: cluster name %q: %s", name, strings.Join(errs, "; "))
+	}
+	client, err := newClient(target)
+	if err != nil {
+		return fmt.Errorf("mirrorsim: target %s: %w", name, err)
+	}
+	l := &link{name: name, client: client}
+	l.gatewayAlive.Store(true)
+	linkCtx, stop := context.WithCancel(s.ctx)
+	l.stop = stop
+
+	exported := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithNamespace(s.opts.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelExported + "=true" }))
+	// Endpoints are watched unfiltered: they get the Service's labels only
+	// after the Service is exported, and the hostnames decide the mirror mode.
+	all := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(s.opts.Namespace))
+	svcInformer := exported.Core().V1().Services()
+	epInformer := all.Core().V1().Endpoints()
+	l.services, l.endpoints = svcInformer.Lister(), epInformer.Lister()
+	onRemote := s.handler(func(obj metav1.Object) (key, bool) {
+		return key{Cluster: name, Namespace: obj.GetNamespace(), Name: obj.GetName()}, true
+	})
+	if _, err := svcInformer.Informer().AddEventHandler(onRemote); err != nil {
+		stop()
+		return err
+	}
+	if _, err := epInformer.Informer().AddEventHandler(onRemote); err != nil {
+		stop()
+		return err
+	}
+
+	s.mu.Lock()
+	if _, ok := s.links[name]; ok {
+		s.mu.Unlock()
+		stop()
+		return fmt.Errorf("mirrorsim: %s is already linked", name)
+	}
+	s.links[name] = l
+	s.mu.Unlock()
+
+	exported.Start(linkCtx.Done())
+	all.Start(linkCtx.Done())
+	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if !cache.WaitForCacheSync(syncCtx.Done(), svcInformer.Informer().HasSynced, epInformer.Informer().HasSynced) {
+		_ = s.Unlink(context.WithoutCancel(ctx), name)
+		return fmt.Errorf("mirrorsim: target %s: caches did not sync", name)
+	}
+	s.enqueueLink(name)
+	s.log.Info("linked", "cluster", name, "host", target.Host)
+	return nil
+}
+
+// Unlink stops mirroring cluster `name` and deletes all its mirrors from the
+// source, in every namespace the simulator watches.
+func (s *Simulator) Unlink(ctx context.Context, name string) error {
+	s.mu.Lock()
+	l := s.links[name]
+	delete(s.links, name)
+	s.mu.Unlock()
+	if l == nil {
+		return fmt.Errorf("mirrorsim: %s is not linked", name)
+	}
+	l.stop()
+	l.inflight.Wait() // no reconcile may write after the deletion below
+
+	sel := metav1.ListOptions{LabelSelector: labels.Set{LabelClusterName: name}.String()}
+	var errs []error
+	svcs, err := s.source.CoreV1().Services(s.opts.Namespace).List(ctx, sel)
+	if err != nil {
+		return err
+	}
+	for _, svc := range svcs.Items {
+		errs = append(errs, s.deleteService(ctx, svc.Namespace, svc.Name))
+	}
+	eps, err := s.source.CoreV1().Endpoints(s.opts.Namespace).List(ctx, sel)
+	if err != nil {
+		return err
+	}
+	for _, ep := range eps.Items {
+		errs = append(errs, s.deleteEndpoints(ctx, ep.Namespace, ep.Name))
+	}
+	s.log.Info("unlinked", "cluster", name, "services", len(svcs.Items), "endpoints", len(eps.Items))
+	return errors.Join(errs...)
+}
+
+// SetGatewayAlive marks cluster `name`'s gateway as passing or failing its
+// probes. A dead gateway's ClusterIP and endpoint mirrors have their
+// Endpoints' address moved to notReadyAddresses; headless mirrors' own
+// Endpoints stay ready.
+func (s *Simulator) SetGatewayAlive(name string, alive bool) error {
+	s.mu.Lock()
+	l := s.links[name]
+	s.mu.Unlock()
+	if l == nil {
+		return fmt.Errorf("mirrorsim: %s is not linked", name)
+	}
+	if l.gatewayAlive.Swap(alive) != alive {
+		s.log.Info("gateway", "cluster", name, "alive", alive)
+		s.enqueueLink(name)
+	}
+	return nil
+}
+
+// Links lists the linked clusters by name.
+func (s *Simulator) Links() []LinkStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []LinkStatus
+	for _, l := range s.links {
+		out = append(out, LinkStatus{Name: l.name, GatewayAlive: l.gatewayAlive.Load()})
+	}
+	slices.SortFunc(out, func(a, b LinkStatus) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// enqueueLink queues every exported Service of the link and every mirror of
+// the cluster, so that stale mirrors are deleted too.
+func (s *Simulator) enqueueLink(name string) {
+	l := s.linkNamed(name)
+	if l == nil {
+		return
+	}
+	svcs, _ := l.services.List(labels.Everything())
+	for _, svc := range svcs {
+		s.queue.Add(key{Cluster: name, Namespace: svc.Namespace, Name: svc.Name})
+	}
+	mirrors, _ := s.mirrorServices.List(labels.SelectorFromSet(labels.Set{LabelClusterName: name}))
+	for _, m := range mirrors {
+		if k, ok := s.mirrorKey(m); ok {
+			s.queue.Add(k)
+		}
+	}
+}
+
+func (s *Simulator) linkNamed(name string) *link {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.links[name]
+}
+
+// mirrorKey maps a mirror in the source back to its remote Service:
+// db-east and db-0-east (headless mirror db-east) both to east/db.
+func (s *Simulator) mirrorKey(obj metav1.Object) (key, bool) {
+	cluster := obj.GetLabels()[LabelClusterName]
+	name := obj.GetName()
+	if h := obj.GetLabels()[LabelHeadlessMirrorSvcName]; h != "" {
+		name = h
+	}
+	remote, ok := strings.CutSuffix(name, "-"+cluster)
+	if cluster == "" || !ok || remote == "" {
+		return key{}, false
+	}
+	return key{Cluster: cluster, Namespace: obj.GetNamespace(), Name: remote}, true
+}
+
+func (s *Simulator) handler(keyOf func(metav1.Object) (key, bool)) cache.ResourceEventHandler {
+	enqueue := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if m, ok := obj.(metav1.Object); ok {
+			if k, ok := keyOf(m); ok {
+				s.queue.Add(k)
+			}
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}
+}
+
+func (s *Simulator) work() {
+	for {
+		k, shutdown := s.queue.Get()
+		if shutdown {
+			return
+		}
+		err := s.reconcileKey(k)
+		switch {
+		case err == nil:
+			s.queue.Forget(k)
+		case s.ctx.Err() != nil:
+			s.queue.Forget(k)
+		default:
+			// Conflicts and stale caches are expected: retry soon.
+			s.log.Debug("reconcile failed, retrying", "cluster", k.Cluster, "namespace", k.Namespace, "service", k.Name, "err", err)
+			if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) && !apierrors.IsNotFound(err) {
+				utilruntime.HandleErrorWithContext(s.ctx, err, "mirrorsim reconcile", "cluster", k.Cluster, "namespace", k.Namespace, "service", k.Name)
+			}
+			s.queue.AddRateLimited(k)
+		}
+		s.queue.Done(k)
+	}
+}
+
+// reconcileKey runs one reconcile while holding the link, so that Unlink
+// waits for it.
+func (s *Simulator) reconcileKey(k key) error {
+	s.mu.Lock()
+	l := s.links[k.Cluster]
+	if l != nil {
+		l.inflight.Add(1)
+	}
+	s.mu.Unlock()
+	if l == nil {
+		return nil // not linked: leave its mirrors alone
+	}
+	defer l.inflight.Done()
+	start := time.Now()
+	changes, err := s.reconcile(s.ctx, l, k)
+	if changes > 0 {
+		s.log.Info("mirrored", "cluster", k.Cluster, "namespace", k.Namespace, "service", k.Name,
+			"writes", changes, "elapsed", time.Since(start).Round(time.Microsecond), "err", err)
+	}
+	return err
+}
+
+func newClient(cfg *rest.Config) (kubernetes.Interface, error) {
+	cfg = rest.CopyConfig(cfg)
+	// Linkerd reads and writes v1 Endpoints; their deprecation warning is noise.
+	cfg.WarningHandler = rest.NoWarnings{}
+	return kubernetes.NewForConfig(cfg)
+}
