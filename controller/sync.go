@@ -22,6 +22,8 @@ func (c *Controller) sync(ctx context.Context, key source.Key) (string, error) {
 		// Someone else's Service holds the name: leave the base alone entirely.
 		// The slices of an earlier global of ours are owned by a Service that is
 		// gone; the garbage collector removes them.
+		c.setManaged(key, 0, false)
+		c.report.forget(key)
 		if aggregate.Exists(in) {
 			c.report.conflict(key, cached)
 			return metrics.ResultConflict, nil

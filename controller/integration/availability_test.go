@@ -33,6 +33,16 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 	if n, err := metric(c, "globalmirror_syncs_total", `result="error"`); err != nil || n != 0 {
 		t.Errorf("failed syncs = %v (%v)", n, err)
 	}
+	// The client-go metrics land in the same registry.
+	for _, family := range []string{"globalmirror_sync_duration_seconds_count", "globalmirror_globals", "globalmirror_endpoints",
+		"workqueue_adds_total", "rest_client_requests_total", "leader_election_master_status"} {
+		if n, err := metric(c, family); err != nil || n == 0 {
+			t.Errorf("%s = %v (%v), want > 0", family, n, err)
+		}
+	}
+	if n, _ := metric(c, "globalmirror_endpoints"); n != 9 {
+		t.Errorf("globalmirror_endpoints = %v, want 9", n)
+	}
 }
 
 // TestRestart kills the controller (no cleanup, no lease release), changes

@@ -58,20 +58,26 @@ func TestFollowsMembers(t *testing.T) {
 	s := newScenario(t)
 	ctx := t.Context()
 	src, east, west := s.dbEverywhere("db", 3)
-	s.startController()
+	c := s.startController()
 
 	s.expectGlobal("db-global", "db", dbPorts, 1, nine(src, east, west)...)
 
-	// A target scales up, then down.
+	// A target scales up by one: one slice write. Then further, and down.
+	written := s.writes(c)
+	must(t, east.Scale(ctx, 4))
+	s.expectGlobal("db-global", "db", dbPorts, 1, append(nine(src, east, west), remote(east, 3, "east", true))...)
+	s.expectWrites(c, written, 1)
 	must(t, east.Scale(ctx, 5))
 	s.expectGlobal("db-global", "db", dbPorts, 1, append(nine(src, east, west), remote(east, 3, "east", true), remote(east, 4, "east", true))...)
 	must(t, east.Scale(ctx, 3))
 	s.expectGlobal("db-global", "db", dbPorts, 1, nine(src, east, west)...)
 
-	// A local pod turns not ready: written not ready. A remote one: Linkerd
-	// drops it from the mirror, so it leaves the global.
+	// A local pod turns not ready: written not ready, in one write. A remote
+	// one: Linkerd drops it from the mirror, so it leaves the global.
+	written = s.writes(c)
 	must(t, src.SetReady(ctx, "db-1", false))
 	s.expectGlobal("db-global", "db", dbPorts, 1, nine(src, east, west, "db-1")...)
+	s.expectWrites(c, written, 1)
 	must(t, west.SetReady(ctx, "db-2", false))
 	s.expectGlobal("db-global", "db", dbPorts, 1, slices.Delete(nine(src, east, west, "db-1"), 8, 9)...)
 	must(t, src.SetReady(ctx, "db-1", true))

@@ -259,6 +259,16 @@ func (s *scenario) writes(c *run.Controller) float64 {
 	return n
 }
 
+// expectWrites checks, after a moment for stragglers, that the controller
+// made exactly n writes since it had made `since`.
+func (s *scenario) expectWrites(c *run.Controller, since float64, n float64) {
+	s.t.Helper()
+	time.Sleep(time.Second)
+	if got := s.writes(c) - since; got != n {
+		s.t.Errorf("%v writes, want %v", got, n)
+	}
+}
+
 // warnings counts the Warning events on object name by reason.
 func (s *scenario) warnings(ctx context.Context, name string) (map[string]int, error) {
 	list, err := s.client().CoreV1().Events(s.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
