@@ -94,8 +94,8 @@ type Env struct {
 // created the `default` ServiceAccount, and its Node is Ready. On error nothing
 // is left running.
 //
-// Three clusters start in about 7 s warm on a 2-core machine (see
-// BenchmarkStartThree); the first start after a build is slower.
+// Three clusters start, warm, in 5.6 s on 2 cores with light load from other
+// processes, and in 6.4–8.3 s with heavy load (BenchmarkStartThree).
 func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	if err := validateNames(opts.Clusters); err != nil {
 		return nil, err
@@ -141,10 +141,12 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	}
 
 	// One etcd per cluster starts faster than one etcd shared through
-	// --etcd-prefix: the API servers' bootstrap writes then go to separate
-	// processes instead of queueing in one. BenchmarkStartThree, 3 clusters
-	// until ready, 2 cores shared with other builds, interleaved means of 10:
-	// 5.65 s vs 6.71 s (load 5), 6.43 s vs 7.64 s (load 16).
+	// --etcd-prefix: the API servers' bootstrap writes go to separate
+	// processes instead of queueing in one. BenchmarkStartThree, three
+	// clusters until ready, 2 cores shared with other builds, mean per start,
+	// separate vs shared: 5.65 s vs 6.71 s (5 runs each, load 5); interleaved,
+	// 6.43 s vs 7.64 s (10 pairs, load 16) and 8.30 s vs 9.46 s (8 pairs,
+	// load 20). About 12-16% faster.
 	var sharedEtcd *envtest.Etcd
 	if opts.sharedEtcd {
 		if sharedEtcd, err = env.startEtcd(bins, filepath.Join(env.dir, "etcd")); err != nil {
