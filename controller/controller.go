@@ -17,6 +17,7 @@ import (
 	"github.com/globalmirror/globalmirror/controller/metrics"
 	"github.com/globalmirror/globalmirror/controller/slices"
 	"github.com/globalmirror/globalmirror/source"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
@@ -172,8 +173,11 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	}
 	if ctx.Err() == nil {
 		level := slog.LevelError
-		if errors.Is(err, slices.ErrStale) {
+		switch {
+		case errors.Is(err, slices.ErrStale):
 			level = slog.LevelDebug // routine: our own writes are on their way
+		case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err), errors.Is(err, errBeingDeleted):
+			level = slog.LevelInfo // a cache behind the API server; the retry sees more
 		}
 		c.log.Log(ctx, level, "sync failed, retrying", "key", key.String(), "err", err, "retries", c.queue.NumRequeues(key))
 	}

@@ -181,3 +181,46 @@ func TestProblems(t *testing.T) {
 		t.Errorf("after an unrelated change, warnings %v, want still %v", got, want)
 	}
 }
+
+// TestTamperingRepaired: edits and deletions of the controller's objects by
+// someone else are undone.
+func TestTamperingRepaired(t *testing.T) {
+	s := newScenario(t)
+	ctx := t.Context()
+	src, east, west := s.dbEverywhere("db", 2)
+	s.startController()
+	want := []expect{local(src, 0, true), local(src, 1, true), remote(east, 0, "east", true), remote(east, 1, "east", true),
+		remote(west, 0, "west", true), remote(west, 1, "west", true)}
+	s.expectGlobal("db-global", "db", dbPorts, 1, want...)
+
+	slices := func() []discoveryv1.EndpointSlice {
+		list, err := s.client().DiscoveryV1().EndpointSlices(s.ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=db-global"})
+		must(t, err)
+		return list.Items
+	}
+	// An endpoint removed and one marked not ready by hand.
+	sl := slices()[0]
+	sl.Endpoints = sl.Endpoints[1:]
+	sl.Endpoints[0].Conditions.Ready = new(false)
+	_, err := s.client().DiscoveryV1().EndpointSlices(s.ns).Update(ctx, &sl, metav1.UpdateOptions{})
+	must(t, err)
+	s.expectGlobal("db-global", "db", dbPorts, 1, want...)
+
+	// The slice deleted.
+	must(t, s.client().DiscoveryV1().EndpointSlices(s.ns).Delete(ctx, slices()[0].Name, metav1.DeleteOptions{}))
+	s.expectGlobal("db-global", "db", dbPorts, 1, want...)
+
+	// The Service given other ports. (Not a selector: Kubernetes' EndpointSlice
+	// controller would write slices for it and not remove them when the
+	// selector goes.)
+	svc, err := s.client().CoreV1().Services(s.ns).Get(ctx, "db-global", metav1.GetOptions{})
+	must(t, err)
+	svc.Spec.Ports = []corev1.ServicePort{{Name: "other", Port: 1, Protocol: corev1.ProtocolTCP}}
+	_, err = s.client().CoreV1().Services(s.ns).Update(ctx, svc, metav1.UpdateOptions{})
+	must(t, err)
+	s.expectGlobal("db-global", "db", dbPorts, 1, want...)
+
+	// The Service deleted: recreated, with slices owned by the new one.
+	must(t, s.client().CoreV1().Services(s.ns).Delete(ctx, "db-global", metav1.DeleteOptions{}))
+	s.expectGlobal("db-global", "db", dbPorts, 1, want...)
+}
