@@ -1,0 +1,243 @@
+// Command demo runs globalmirror end to end on one machine: three local
+// clusters (source, east, west), a 3-replica StatefulSet-like `db` exported in
+// each, Linkerd's service mirror (simulated) mirroring east and west into
+// source, the controller, and the custom CoreDNS answering on 127.0.0.1. It
+// prints dig commands with their answers and stays up until Ctrl-C
+// (DEMO_EXIT=1: exit after printing). Everything it starts stops with it.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/test/localkube"
+	"github.com/globalmirror/globalmirror/test/mirrorsim"
+	"github.com/globalmirror/globalmirror/test/run"
+	"github.com/globalmirror/globalmirror/test/workload"
+	"github.com/miekg/dns"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const (
+	namespace = "demo"
+	zone      = "cluster.local"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := demo(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+func demo(ctx context.Context) error {
+	port := 1053
+	if p := os.Getenv("DEMO_DNS_PORT"); p != "" {
+		var err error
+		if port, err = strconv.Atoi(p); err != nil || port <= 0 || port > 65535 {
+			return fmt.Errorf("DEMO_DNS_PORT=%q is not a port", p)
+		}
+	}
+	dir := os.Getenv("DEMO_DIR")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "globalmirror-demo")
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	step("starting clusters source, east and west (logs in %s)", dir)
+	env, err := localkube.Start(ctx, localkube.Options{Clusters: []string{"source", "east", "west"}, Dir: dir, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	source := env.Cluster("source")
+
+	step("creating a 3-replica StatefulSet-like db, exported, in each cluster")
+	exported := map[string]string{aggregate.LabelExported: "true"}
+	for _, c := range []struct {
+		name   string
+		prefix string
+	}{{"source", "192.0.2.0/25"}, {"east", "198.51.100.0/24"}, {"west", "203.0.113.0/24"}} {
+		opts := workload.Options{Labels: exported, IPv4: netip.MustParsePrefix(c.prefix)}
+		if _, err := workload.Create(ctx, env.Cluster(c.name).Client, namespace, "db", 3, opts); err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+	}
+
+	step("linking east and west: mirroring their exported services into source, as Linkerd does")
+	sim, err := mirrorsim.Start(ctx, source.Config, mirrorsim.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer sim.Stop()
+	for _, target := range []string{"east", "west"} {
+		if err := sim.Link(ctx, target, env.Cluster(target).Config); err != nil {
+			return err
+		}
+	}
+
+	step("starting the globalmirror controller")
+	ctrl, err := run.StartController(ctx, dir, "controller.log", source.Kubeconfig, "--leader-elect=false")
+	if err != nil {
+		return err
+	}
+	defer ctrl.Stop()
+
+	step("starting CoreDNS with the global plugin on 127.0.0.1:%d", port)
+	corefile, err := os.ReadFile(corefilePath())
+	if err != nil {
+		return err
+	}
+	coredns, err := run.StartCoreDNS(ctx, run.CoreDNSOptions{
+		Corefile:  string(corefile),
+		Dir:       dir,
+		Env:       []string{"SOURCE_KUBECONFIG=" + source.Kubeconfig},
+		Ports:     map[string]int{"DNS_PORT": port},
+		WaitReady: true,
+	})
+	if err != nil {
+		return err
+	}
+	defer coredns.Stop()
+
+	global := "db-global." + namespace + ".svc." + zone + "."
+	if err := waitAnswers(ctx, coredns.Addr, global, 9); err != nil {
+		return err
+	}
+	if err := printObjects(ctx, source); err != nil {
+		return err
+	}
+	for _, q := range [][]string{
+		{global},
+		{"db-0-east." + global},
+		{"SRV", "_db._tcp." + global},
+	} {
+		if err := dig(ctx, port, q...); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("\nKubeconfigs: %s/{source,east,west}.kubeconfig\n", dir)
+	if os.Getenv("DEMO_EXIT") == "1" {
+		return nil
+	}
+	fmt.Println("Up. Try the dig commands above; Ctrl-C stops everything.")
+	<-ctx.Done()
+	fmt.Println("\nstopping")
+	return nil
+}
+
+func step(format string, args ...any) {
+	fmt.Printf("==> "+format+"\n", args...)
+}
+
+// corefilePath finds corefile/demo.Corefile from the repository root or below.
+func corefilePath() string {
+	if p := os.Getenv("DEMO_COREFILE"); p != "" {
+		return p
+	}
+	wd, _ := os.Getwd()
+	for d := wd; ; d = filepath.Dir(d) {
+		p := filepath.Join(d, "corefile", "demo.Corefile")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		if d == filepath.Dir(d) {
+			return filepath.Join("corefile", "demo.Corefile")
+		}
+	}
+}
+
+// waitAnswers waits until name has n A records: the mirrors and the local pods.
+func waitAnswers(ctx context.Context, addr, name string, n int) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	c := &dns.Client{Timeout: time.Second}
+	m := new(dns.Msg).SetQuestion(name, dns.TypeA)
+	got := 0
+	for {
+		if r, _, err := c.ExchangeContext(ctx, m, addr); err == nil {
+			if got = len(r.Answer); got == n {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s has %d addresses, want %d: %w", name, got, n, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// printObjects shows what `kubectl get svc,endpointslices -n demo` would: the
+// controller's global Service next to the mirrors.
+func printObjects(ctx context.Context, source *localkube.Cluster) error {
+	svcs, err := source.Client.CoreV1().Services(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n$ kubectl --kubeconfig source.kubeconfig -n %s get services,endpointslices\n", namespace)
+	fmt.Printf("%-26s %-14s %-16s %s\n", "SERVICE", "CLUSTER-IP", "MANAGED-BY", "PORTS")
+	for _, s := range svcs.Items {
+		var ports []string
+		for _, p := range s.Spec.Ports {
+			ports = append(ports, fmt.Sprintf("%d/%s", p.Port, p.Protocol))
+		}
+		fmt.Printf("%-26s %-14s %-16s %s\n", "service/"+s.Name, s.Spec.ClusterIP, s.Labels[aggregate.LabelManagedBy], strings.Join(ports, ","))
+	}
+	slices, err := source.Client.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: aggregate.LabelManagedBy + "=" + aggregate.ManagedBy,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n%-40s %-9s %s\n", "ENDPOINTSLICE (globalmirror)", "TYPE", "ENDPOINTS")
+	for _, s := range slices.Items {
+		var eps []string
+		for _, e := range s.Endpoints {
+			name := strings.Join(e.Addresses, ",")
+			if e.Hostname != nil {
+				name = *e.Hostname + "=" + name
+			}
+			eps = append(eps, name)
+		}
+		fmt.Printf("%-40s %-9s %s\n", "endpointslice/"+s.Name, s.AddressType, strings.Join(eps, " "))
+	}
+	return nil
+}
+
+// dig runs the real dig, so the output is what a user would see.
+func dig(ctx context.Context, port int, args ...string) error {
+	all := append([]string{"@127.0.0.1", "-p", strconv.Itoa(port), "+noall", "+answer", "+additional"}, args...)
+	fmt.Printf("\n$ dig %s\n", strings.Join(all, " "))
+	cmd := exec.CommandContext(ctx, "dig", all...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		var ee *exec.Error
+		if errors.As(err, &ee) {
+			return fmt.Errorf("dig not found: `make demo` installs it (Debian package dnsutils)")
+		}
+		return fmt.Errorf("dig: %w", err)
+	}
+	return nil
+}
