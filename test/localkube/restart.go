@@ -1,0 +1,83 @@
+package localkube
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// StopAPIServer kills the cluster's kube-apiserver, as in an outage or a
+// crash: etcd and kube-controller-manager keep running, clients see
+// connection errors. (A graceful stop takes longer than envtest waits while
+// watches are open.) StartAPIServer brings it back.
+func (c *Cluster) StopAPIServer() error {
+	if c.apis == nil {
+		return errors.New("no API server")
+	}
+	pid, err := c.apiServerPID()
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill kube-apiserver %d: %w", pid, err)
+	}
+	// envtest reaps it; then its Stop has nothing left to do.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kube-apiserver %d not reaped after SIGKILL", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return c.apis.Stop()
+}
+
+// StartAPIServer starts a kube-apiserver stopped by StopAPIServer again, on the
+// same address, with the same certificates and the same etcd, so Config,
+// Kubeconfig and Client stay valid, and waits until it is ready.
+func (c *Cluster) StartAPIServer(ctx context.Context) error {
+	if c.apis == nil {
+		return errors.New("no API server")
+	}
+	if err := c.apis.Start(); err != nil {
+		return fmt.Errorf("kube-apiserver: %w (log: %s)", err, filepath.Join(c.dir, "kube-apiserver.log"))
+	}
+	if err := waitAPIReady(ctx, c.Client); err != nil {
+		return fmt.Errorf("kube-apiserver /readyz: %w", err)
+	}
+	return nil
+}
+
+// apiServerPID finds this cluster's kube-apiserver, the one process whose
+// command line carries its certificate directory.
+func (c *Cluster) apiServerPID() (int, error) {
+	want := []byte("--cert-dir=" + c.apis.CertDir + "\x00")
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(cmdline, want) {
+			continue
+		}
+		if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && bytes.Contains(stat, []byte(") Z ")) {
+			continue // a zombie
+		}
+		return pid, nil
+	}
+	return 0, fmt.Errorf("no kube-apiserver process with --cert-dir=%s", c.apis.CertDir)
+}
