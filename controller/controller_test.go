@@ -345,3 +345,22 @@ func TestSkipReasonsAreShort(t *testing.T) {
 }
 
 func baseKey(b string) source.Key { return source.Key{Namespace: "ns", Base: b} }
+
+func TestInvalidGlobalNameReportedOnce(t *testing.T) {
+	long := mirror(strings.Repeat("a", 60), "east") // a-...-global would be 67 characters
+	e := start(t, long, memberSlice(long, "a-0", "192.0.2.10"))
+	e.eventually("problem counted", func() error {
+		if n := testutil.ToFloat64(e.metrics.Problems.WithLabelValues(aggregate.ReasonInvalidName)); n != 1 {
+			return fmt.Errorf("problems = %v", n)
+		}
+		return nil
+	})
+	e.ctrl.queue.Add(baseKey(strings.Repeat("a", 60)))
+	time.Sleep(200 * time.Millisecond)
+	if n := testutil.ToFloat64(e.metrics.Problems.WithLabelValues(aggregate.ReasonInvalidName)); n != 1 {
+		t.Errorf("counted again: %v", n)
+	}
+	if w := e.writes(); w != 0 {
+		t.Errorf("%v writes for a base without a valid global name", w)
+	}
+}

@@ -42,7 +42,8 @@ func newReporter(rec record.EventRecorder, m *metrics.Metrics, log *slog.Logger,
 		reported: map[source.Key]map[aggregate.Problem]bool{}, conflicts: map[source.Key]types.UID{}}
 }
 
-// problems reports the problems of key that were not reported last time.
+// problems reports the problems of key that were not reported last time, with
+// events on global when it is not nil.
 func (r *reporter) problems(key source.Key, global *corev1.Service, current []aggregate.Problem) {
 	now := map[aggregate.Problem]bool{}
 	for _, p := range current {
@@ -67,7 +68,9 @@ func (r *reporter) problems(key source.Key, global *corev1.Service, current []ag
 		before = withKey(before, p) // a problem listed twice is reported once
 		r.metrics.Problems.WithLabelValues(p.Reason).Inc()
 		r.log.Warn("problem in members of a global service", "key", key.String(), "reason", p.Reason, "detail", p.Detail)
-		r.recorder.Event(global, corev1.EventTypeWarning, p.Reason, p.Detail)
+		if global != nil { // nil: no global to attach it to
+			r.recorder.Event(global, corev1.EventTypeWarning, p.Reason, p.Detail)
+		}
 	}
 }
 

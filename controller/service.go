@@ -14,8 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-type serviceRef = *corev1.Service
-
 // errNameTaken: a Service globalmirror did not create appeared under the global
 // name between the cache read and the write.
 var errNameTaken = errors.New("global name taken by a Service globalmirror did not create")

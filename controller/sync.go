@@ -3,11 +3,13 @@ package controller
 import (
 	"context"
 	"errors"
+	stdslices "slices"
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/controller/metrics"
 	"github.com/globalmirror/globalmirror/controller/slices"
 	"github.com/globalmirror/globalmirror/source"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
@@ -34,7 +36,17 @@ func (c *Controller) sync(ctx context.Context, key source.Key) (string, error) {
 	c.report.noConflict(key)
 
 	if !aggregate.Exists(in) {
-		return c.result(c.deleteGlobal(ctx, key, name, cached))
+		if err := c.deleteGlobal(ctx, key, name, cached); err != nil {
+			return c.result(err)
+		}
+		// Mirrors without a global: the name is invalid (a base too long for
+		// the suffix). Say so once; otherwise this clears what was reported.
+		var problems []aggregate.Problem
+		if stdslices.ContainsFunc(in.Members, func(m aggregate.Member) bool { return !m.Local() }) {
+			problems = aggregate.Aggregate(in).Problems
+		}
+		c.report.problems(key, nil, problems)
+		return metrics.ResultSuccess, nil
 	}
 	view := aggregate.Aggregate(in)
 	svc, err := c.ensureService(ctx, view, cached)
@@ -53,14 +65,13 @@ func (c *Controller) sync(ctx context.Context, key source.Key) (string, error) {
 }
 
 // deleteGlobal removes the global of a base that has no headless mirror left.
-func (c *Controller) deleteGlobal(ctx context.Context, key source.Key, name string, cached serviceRef) error {
+func (c *Controller) deleteGlobal(ctx context.Context, key source.Key, name string, cached *corev1.Service) error {
 	if _, err := c.slices.DeleteAll(ctx, key.Namespace, name, c.owned.forService(key.Namespace, name)); err != nil {
 		return err
 	}
 	if err := c.deleteService(ctx, cached); err != nil {
 		return err
 	}
-	c.report.forget(key)
 	c.setManaged(key, 0, false)
 	return nil
 }
