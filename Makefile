@@ -12,12 +12,34 @@ ETCD_VERSION        := v3.6.8
 STATICCHECK_VERSION := v0.8.2
 KUBEPLANE_DIR       := $(TOOLS_CACHE)/kubeplane-$(KUBE_VERSION)-etcd-$(ETCD_VERSION)
 STATICCHECK         := $(TOOLS_CACHE)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
+HELM_VERSION        := v3.19.0
+HELM                := $(TOOLS_CACHE)/helm-$(HELM_VERSION)/helm
+# What helm's own release build stamps in: without it, `helm version` is bare
+# and `helm template` assumes Kubernetes v1.20 (helm v3.19 is built on 1.34).
+HELM_LDFLAGS        := -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+	-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=34 \
+	-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=34
+
+# Images: the release version is the chart's appVersion, so that the chart's
+# default image tags name what `make image` builds.
+VERSION    ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$$/\1/p' charts/globalmirror/Chart.yaml)
+GIT_COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+IMAGE_REPO ?= ghcr.io/globalmirror
+IMAGES     := controller coredns
+# Empty: the first of docker, podman, buildah that works.
+CONTAINER_ENGINE ?=
 
 # Tests and the demo find the control plane and the project's binaries here.
 export GLOBALMIRROR_KUBE_ASSETS := $(KUBEPLANE_DIR)
 export GLOBALMIRROR_BIN         := $(BIN)
+export GLOBALMIRROR_HELM        := $(HELM)
 
-GO_BUILD_FLAGS := -trimpath
+# `make build` and `make image` (the Dockerfile) build with these, so the
+# binaries in bin/ and in the images are the same: static (CGO_ENABLED=0),
+# reproducible (no paths, no VCS stamp), stripped, with CoreDNS's -version
+# naming the commit.
+GO_BUILD_FLAGS := -trimpath -buildvcs=false
+GO_LDFLAGS     := -s -w -X github.com/coredns/coredns/coremain.GitCommit=$(GIT_COMMIT)
 KUBE_LDFLAGS   := -s -w \
 	-X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 \
@@ -27,7 +49,7 @@ KUBE_LDFLAGS   := -s -w \
 
 COMMANDS := $(BIN)/globalmirror-controller $(BIN)/coredns $(BIN)/localkube $(BIN)/mirrorsim
 
-.PHONY: all tools apt-deps build test test-unit lint demo bench clean
+.PHONY: all tools apt-deps build test test-unit test-chart lint demo bench clean helm image
 
 all: build
 
@@ -54,15 +76,50 @@ apt-deps:
 ## build: the controller, the custom CoreDNS and the test tools into bin/.
 build:
 	@mkdir -p $(BIN)
-	$(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/ ./controller/cmd/globalmirror-controller ./build/coredns ./test/cmd/localkube ./test/cmd/mirrorsim
+	CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -ldflags '$(GO_LDFLAGS)' -o $(BIN)/ ./controller/cmd/globalmirror-controller ./build/coredns ./test/cmd/localkube ./test/cmd/mirrorsim
 
 ## test: unit, integration and end-to-end tests against real control planes and a real CoreDNS.
-test: tools build
+test: tools build helm
 	$(GO) test -count=1 -timeout 45m ./...
 
 ## test-unit: only the tests that need no control plane.
 test-unit:
 	$(GO) test -count=1 -short ./...
+
+## test-chart: only the Helm chart's tests (lint, template, schema, install and RBAC on a local cluster).
+test-chart: tools build helm
+	$(GO) test -count=1 -timeout 15m ./test/chart/...
+
+## helm: helm $(HELM_VERSION), built from Go modules once per version (cold: ~6 min).
+helm: $(HELM)
+
+$(HELM):
+	@mkdir -p $(dir $@)
+	@echo ">> building helm $(HELM_VERSION) (cold: ~6 min)"
+	GOBIN=$(dir $@) CGO_ENABLED=0 $(GO) install -trimpath -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+## image: $(IMAGE_REPO)/globalmirror-{controller,coredns}:$(VERSION) with the first working container engine.
+image:
+	@engine="$(CONTAINER_ENGINE)"; why=""; \
+	if [ -z "$$engine" ]; then \
+		for e in docker podman buildah; do \
+			if ! command -v $$e >/dev/null 2>&1; then why="$$why"$$'\n'"  $$e: not installed"; continue; fi; \
+			if out=$$(timeout 30 $$e info 2>&1 >/dev/null); then engine=$$e; break; fi; \
+			why="$$why"$$'\n'"  $$e: installed, but '$$e info' fails: $$(head -n1 <<<"$$out")"; \
+		done; \
+	fi; \
+	if [ -z "$$engine" ]; then \
+		echo "make image: no working container engine, so no image was built:$$why" >&2; \
+		echo "Start a docker daemon or install podman or buildah (or set CONTAINER_ENGINE=<engine>)." >&2; \
+		exit 1; \
+	fi; \
+	for t in $(IMAGES); do \
+		ref=$(IMAGE_REPO)/globalmirror-$$t:$(VERSION); \
+		echo ">> $$engine build --target $$t -t $$ref"; \
+		DOCKER_BUILDKIT=1 $$engine build --target $$t --tag $$ref \
+			--build-arg GO_BUILD_FLAGS="$(GO_BUILD_FLAGS)" --build-arg GO_LDFLAGS="$(GO_LDFLAGS)" \
+			$(if $(GOPROXY),--build-arg GOPROXY=$(GOPROXY)) . ; \
+	done
 
 $(STATICCHECK):
 	@mkdir -p $(dir $@)
@@ -74,6 +131,13 @@ lint: $(STATICCHECK)
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
+
+## demo: three local clusters, the Linkerd mirror simulator, the controller and
+## CoreDNS on 127.0.0.1:$(DEMO_DNS_PORT); prints dig answers, runs until Ctrl-C.
+DEMO_DNS_PORT ?= 1053
+demo: tools build
+	CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/demo ./test/cmd/demo
+	DEMO_DNS_PORT=$(DEMO_DNS_PORT) $(BIN)/demo
 
 clean:
 	rm -rf $(BIN)

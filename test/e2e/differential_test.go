@@ -1,0 +1,420 @@
+// Package e2e holds end-to-end tests of both halves together: real control
+// planes, the Linkerd mirror simulator, the controller binary and the CoreDNS
+// binary queried over UDP and TCP.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/test/localkube"
+	"github.com/globalmirror/globalmirror/test/mirrorsim"
+	"github.com/globalmirror/globalmirror/test/run"
+	"github.com/globalmirror/globalmirror/test/workload"
+	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+const (
+	ns   = "diff"
+	zone = "cluster.local."
+)
+
+// diffCorefile serves the same zone twice: the production order (global, then
+// kubernetes) and the stock kubernetes plugin alone, which answers the global
+// names from the controller's EndpointSlices.
+const diffCorefile = `.:{$DNS_PORT} {
+    bind 127.0.0.1
+    ready 127.0.0.1:{$READY_PORT}
+    prometheus 127.0.0.1:{$METRICS_PORT}
+    global cluster.local {
+        kubeconfig {$SOURCE_KUBECONFIG}
+    }
+    kubernetes cluster.local {
+        kubeconfig {$SOURCE_KUBECONFIG}
+    }
+}
+.:{$KUBE_PORT} {
+    bind 127.0.0.1
+    kubernetes cluster.local {
+        kubeconfig {$SOURCE_KUBECONFIG}
+    }
+}
+`
+
+// TestDifferential checks the design's correctness contract: for every name
+// and type, the global plugin answers what the stock kubernetes plugin answers
+// from the controller's converged EndpointSlices. The topology has a local
+// dual-stack member, mirrors, a hostname collision, not-ready pods, a dead
+// gateway, a multi-port service, a user-owned global name, and a link and an
+// unlink along the way. Any difference is a bug in one half.
+func TestDifferential(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	env := localkube.StartT(t, "source", "east", "west", "north")
+	source := env.Cluster("source")
+	dir := t.TempDir()
+	exported := map[string]string{aggregate.LabelExported: "true"}
+
+	// Slice endpoint counts below: a dual-stack pod is two endpoints, a
+	// not-ready one stays (written not ready), a pod Linkerd stops mirroring goes.
+	// db: local (dual-stack) + east + west; kv: east only, two ports;
+	// taken: mirrored, but a user owns taken-global; lonely: local only.
+	create := func(cluster, name string, replicas int, v4, v6 string, ports ...corev1.ServicePort) *workload.Workload {
+		t.Helper()
+		opts := workload.Options{Labels: exported, IPv4: netip.MustParsePrefix(v4), Ports: ports}
+		if v6 != "" {
+			opts.IPv6 = netip.MustParsePrefix(v6)
+		}
+		w, err := workload.Create(ctx, env.Cluster(cluster).Client, ns, name, replicas, opts)
+		if err != nil {
+			t.Fatalf("%s/%s: %v", cluster, name, err)
+		}
+		return w
+	}
+	localDB := create("source", "db", 3, "192.0.2.0/27", "2001:db8:1::/64")
+	create("source", "lonely", 1, "192.0.2.64/27", "")
+	create("east", "db", 3, "198.51.100.0/26", "")
+	create("east", "kv", 2, "198.51.100.64/26", "",
+		corev1.ServicePort{Name: "client", Port: 2379, Protocol: corev1.ProtocolTCP},
+		corev1.ServicePort{Name: "peer", Port: 2380, Protocol: corev1.ProtocolTCP})
+	create("east", "taken", 1, "198.51.100.128/26", "")
+	westDB := create("west", "db", 3, "203.0.113.0/26", "")
+	create("north", "db", 2, "203.0.113.64/26", "")
+	userOwnedGlobal(ctx, t, source)
+	collidingPod(ctx, t, source, "db-0", "db-0-east", "192.0.2.30")
+
+	sim, err := mirrorsim.Start(ctx, source.Config, mirrorsim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sim.Stop)
+	for _, c := range []string{"east", "west"} {
+		if err := sim.Link(ctx, c, env.Cluster(c).Config); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctrl, err := run.StartController(ctx, dir, "controller.log", source.Kubeconfig, "--leader-elect=false", "--namespaces="+ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ctrl.Stop)
+	coredns, err := run.StartCoreDNS(ctx, run.CoreDNSOptions{
+		Corefile: diffCorefile, Dir: dir, WaitReady: true,
+		Env:        []string{"SOURCE_KUBECONFIG=" + source.Kubeconfig},
+		ExtraPorts: []string{"KUBE_PORT"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(coredns.Stop)
+	d := &differ{t: t, source: source, global: coredns.Addr, kube: fmt.Sprintf("127.0.0.1:%d", coredns.Ports["KUBE_PORT"]), metrics: coredns.MetricsURL}
+	defer func() {
+		if t.Failed() {
+			t.Logf("controller log:\n%s\ncoredns log:\n%s", ctrl.Log(3000), coredns.Log(3000))
+		}
+	}()
+
+	d.converge(ctx, "initial: local + east + west, a collision", map[string]int{"db-global": 3 + 3 + 1 + 3 + 3, "kv-global": 2, "taken-global": -1})
+
+	if err := localDB.SetReady(ctx, "db-2", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := westDB.SetReady(ctx, "db-1", false); err != nil {
+		t.Fatal(err)
+	}
+	d.converge(ctx, "not-ready local and remote pods", map[string]int{"db-global": 12})
+
+	if err := sim.Link(ctx, "north", env.Cluster("north").Config); err != nil {
+		t.Fatal(err)
+	}
+	d.converge(ctx, "north linked", map[string]int{"db-global": 14})
+
+	if err := sim.SetGatewayAlive("east", false); err != nil {
+		t.Fatal(err)
+	}
+	d.converge(ctx, "east's gateway down", map[string]int{"db-global": 14, "kv-global": 2})
+
+	if err := sim.Unlink(ctx, "west"); err != nil {
+		t.Fatal(err)
+	}
+	d.converge(ctx, "west unlinked", map[string]int{"db-global": 12})
+
+	if err := sim.Unlink(ctx, "east"); err != nil {
+		t.Fatal(err)
+	}
+	d.converge(ctx, "east unlinked: kv-global and taken's mirror gone", map[string]int{"db-global": 9, "kv-global": 0})
+}
+
+// differ asks two servers the same questions.
+type differ struct {
+	t                      *testing.T
+	source                 *localkube.Cluster
+	global, kube, metrics  string
+	ownedSent, ownedPhases int
+}
+
+// converge waits until both servers agree on every question about the globals
+// the controller wrote, then checks that the global plugin answered all of the
+// ones it owns. want maps a global to its endpoint count in the controller's
+// slices (-1: must not be ours; 0: must not exist).
+func (d *differ) converge(ctx context.Context, phase string, want map[string]int) {
+	d.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	var last []string
+	for {
+		questions, owned, err := d.questions(ctx, want)
+		if err == nil {
+			before := d.answered()
+			last = d.compare(questions)
+			if len(last) == 0 {
+				if got := d.answered() - before; got != float64(owned) {
+					d.t.Fatalf("%s: the global plugin answered %v queries, want the %d about names it owns", phase, got, owned)
+				}
+				d.t.Logf("%s: %d questions, identical answers (%d answered by global)", phase, len(questions), owned)
+				return
+			}
+		} else {
+			last = []string{err.Error()}
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("%s: after 60s the answers still differ:\n%s", phase, strings.Join(first(last, 40), "\n"))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+type question struct {
+	name  string
+	qtype uint16
+	owned bool // under a global the plugin answers for
+}
+
+// questions are derived from the controller's objects: every global, every
+// per-pod name (hostnames and dashed IPs), SRV on every port, and wrong names.
+func (d *differ) questions(ctx context.Context, want map[string]int) ([]question, int, error) {
+	svcs, err := d.source.Client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, 0, err
+	}
+	var qs []question
+	add := func(name string, owned bool, types ...uint16) {
+		for _, qt := range types {
+			qs = append(qs, question{name, qt, owned})
+		}
+	}
+	all := []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeSRV, dns.TypeTXT}
+	seen := map[string]bool{}
+	for _, svc := range svcs.Items {
+		if !strings.HasSuffix(svc.Name, aggregate.DefaultSuffix) {
+			continue
+		}
+		seen[svc.Name] = true
+		managed := aggregate.IsManaged(svc.Labels)
+		n, expected := want[svc.Name]
+		switch {
+		case expected && n == -1 && managed:
+			return nil, 0, fmt.Errorf("%s should be user-owned", svc.Name)
+		case expected && n == 0:
+			return nil, 0, fmt.Errorf("%s still exists", svc.Name)
+		}
+		g := svc.Name + "." + ns + ".svc." + zone
+		add(g, managed, all...)
+		add(strings.ToUpper(g), managed, dns.TypeA)
+		add("nope."+g, managed, dns.TypeA, dns.TypeSRV)
+		add("a.b.c."+g, managed, dns.TypeA)
+		add("_nope._tcp."+g, managed, dns.TypeSRV)
+		if !managed {
+			continue
+		}
+		slices, err := d.source.Client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{
+			LabelSelector: discoveryv1.LabelServiceName + "=" + svc.Name,
+		})
+		if err != nil {
+			return nil, 0, err
+		}
+		count := 0
+		ports := map[string]bool{}
+		for _, s := range slices.Items {
+			for _, p := range s.Ports {
+				if p.Name != nil && p.Protocol != nil {
+					ports["_"+*p.Name+"._"+strings.ToLower(string(*p.Protocol))] = true
+				}
+			}
+			for _, e := range s.Endpoints {
+				count++
+				for _, a := range e.Addresses {
+					add(dashed(a)+"."+g, true, dns.TypeA, dns.TypeAAAA)
+				}
+				if e.Hostname != nil {
+					add(*e.Hostname+"."+g, true, all...)
+				}
+			}
+		}
+		if n, ok := want[svc.Name]; ok && count != n {
+			return nil, 0, fmt.Errorf("%s has %d endpoints in its slices, want %d", svc.Name, count, n)
+		}
+		for p := range ports {
+			add(p+"."+g, true, dns.TypeSRV, dns.TypeA)
+		}
+	}
+	for name, n := range want {
+		if n != 0 && !seen[name] {
+			return nil, 0, fmt.Errorf("%s does not exist yet", name)
+		}
+	}
+	// Names no global owns: a local-only base, an unknown global, junk.
+	add("lonely-global."+ns+".svc."+zone, false, dns.TypeA)
+	add("nothing-global."+ns+".svc."+zone, false, dns.TypeA, dns.TypeSRV)
+	add("db-east."+ns+".svc."+zone, false, dns.TypeA)
+	add("zz9."+ns+".svc."+zone, false, dns.TypeA)
+	owned := 0
+	for _, q := range qs {
+		if q.owned {
+			owned++
+		}
+	}
+	return qs, owned * 2, nil // asked over UDP and TCP
+}
+
+// compare asks every question of both servers over UDP and TCP.
+func (d *differ) compare(qs []question) []string {
+	var diffs []string
+	for _, q := range qs {
+		for _, network := range []string{"udp", "tcp"} {
+			a, errA := exchange(network, d.global, q)
+			b, errB := exchange(network, d.kube, q)
+			if errA != nil || errB != nil {
+				diffs = append(diffs, fmt.Sprintf("%s %s %s: errors %v / %v", network, dns.TypeToString[q.qtype], q.name, errA, errB))
+				continue
+			}
+			if x, y := normalize(a), normalize(b); x != y {
+				diffs = append(diffs, fmt.Sprintf("%s %s %s:\n  global:     %s\n  kubernetes: %s", network, dns.TypeToString[q.qtype], q.name, x, y))
+			}
+		}
+	}
+	return diffs
+}
+
+func exchange(network, addr string, q question) (*dns.Msg, error) {
+	c := &dns.Client{Net: network, Timeout: 2 * time.Second}
+	m := new(dns.Msg).SetQuestion(q.name, q.qtype)
+	r, _, err := c.Exchange(m, addr)
+	return r, err
+}
+
+// normalize renders what matters of a response: rcode, the authoritative and
+// truncated flags, and each section as a sorted set with TTLs and the SOA
+// serial zeroed. A truncated response's records depend on their order, so only
+// its flags are compared.
+func normalize(m *dns.Msg) string {
+	head := fmt.Sprintf("%s aa=%v tc=%v", dns.RcodeToString[m.Rcode], m.Authoritative, m.Truncated)
+	if m.Truncated {
+		return head
+	}
+	section := func(rrs []dns.RR) string {
+		var out []string
+		for _, rr := range rrs {
+			rr = dns.Copy(rr)
+			rr.Header().Ttl = 0
+			rr.Header().Name = strings.ToLower(rr.Header().Name)
+			if soa, ok := rr.(*dns.SOA); ok {
+				soa.Serial = 0
+			}
+			if srv, ok := rr.(*dns.SRV); ok {
+				srv.Target = strings.ToLower(srv.Target)
+			}
+			out = append(out, rr.String())
+		}
+		sort.Strings(out)
+		return "[" + strings.Join(out, " | ") + "]"
+	}
+	return head + " answer=" + section(m.Answer) + " ns=" + section(m.Ns) + " extra=" + section(m.Extra)
+}
+
+// answered is the global plugin's count of queries it answered.
+func (d *differ) answered() float64 {
+	n, err := run.MetricSum(d.metrics, "coredns_global_requests_total")
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return n
+}
+
+func dashed(ip string) string {
+	if strings.Contains(ip, ".") {
+		return strings.ReplaceAll(ip, ".", "-")
+	}
+	h := strings.ReplaceAll(ip, ":", "-")
+	if strings.HasSuffix(h, "-") {
+		h += "0"
+	}
+	return h
+}
+
+func first(s []string, n int) []string {
+	if len(s) > n {
+		return append(slices.Clone(s[:n]), fmt.Sprintf("… and %d more", len(s)-n))
+	}
+	return s
+}
+
+// userOwnedGlobal is a Service a user created under the name the global of
+// `taken` would have: both halves must leave it alone.
+func userOwnedGlobal(ctx context.Context, t *testing.T, c *localkube.Cluster) {
+	t.Helper()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "taken-global", Namespace: ns},
+		Spec: corev1.ServiceSpec{
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}
+	if _, err := c.Client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// collidingPod adds to the local service a pod whose hostname a mirrored pod's
+// global name also has: the local pod must keep the name.
+func collidingPod(ctx context.Context, t *testing.T, c *localkube.Cluster, like, name, ip string) {
+	t.Helper()
+	pods := c.Client.CoreV1().Pods(ns)
+	tmpl, err := pods.Get(ctx, like, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: tmpl.Labels},
+		Spec:       *tmpl.Spec.DeepCopy(),
+	}
+	pod.Spec.Hostname = name
+	created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status = *tmpl.Status.DeepCopy()
+	created.Status.PodIP = ip
+	created.Status.PodIPs = []corev1.PodIP{{IP: ip}}
+	if _, err := pods.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMain(m *testing.M) {
+	if os.Getenv(run.BinEnv) == "" {
+		fmt.Fprintf(os.Stderr, "e2e: $%s is not set; run `make test`\n", run.BinEnv)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
