@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -33,9 +34,10 @@ type Config struct {
 var ErrLost = errors.New("leader election lost")
 
 // Run blocks until ctx is done, running lead while this process is the leader.
-// lead's context ends when leadership ends. On ctx's end the Lease is released
-// at once (ReleaseOnCancel), so a standby takes over without waiting out the
-// lease duration; a leader that dies without releasing is replaced after it.
+// lead's context ends when leadership ends or ctx does. When ctx ends, Run
+// waits (up to drainTimeout) for lead to return and only then releases the
+// Lease, so a standby never writes while this process still does; a leader
+// that dies without releasing is replaced after the lease duration.
 func Run(ctx context.Context, cfg Config, lead func(context.Context)) error {
 	host, _ := os.Hostname()
 	id := host + "_" + uuid.NewString()
@@ -44,7 +46,12 @@ func Run(ctx context.Context, cfg Config, lead func(context.Context)) error {
 		Client:     cfg.Client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 	}
-	lost := make(chan struct{})
+	// The elector runs on its own context so that the Lease outlives ctx until
+	// lead has stopped.
+	electCtx, stopElecting := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElecting()
+	var leading atomic.Bool
+	leadDone, lost := make(chan struct{}), make(chan struct{})
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		Name:            cfg.Name,
@@ -53,9 +60,14 @@ func Run(ctx context.Context, cfg Config, lead func(context.Context)) error {
 		RetryPeriod:     cfg.RetryPeriod,
 		ReleaseOnCancel: true,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
+			OnStartedLeading: func(leaderCtx context.Context) {
+				leading.Store(true)
+				defer close(leadDone)
+				leaderCtx, cancel := context.WithCancel(leaderCtx)
+				defer cancel()
+				defer context.AfterFunc(ctx, cancel)()
 				cfg.Logger.Info("became leader", "lease", cfg.Namespace+"/"+cfg.Name, "identity", id)
-				lead(ctx)
+				lead(leaderCtx)
 			},
 			OnStoppedLeading: func() {
 				cfg.Logger.Info("stopped leading", "lease", cfg.Namespace+"/"+cfg.Name, "identity", id)
@@ -71,8 +83,23 @@ func Run(ctx context.Context, cfg Config, lead func(context.Context)) error {
 	if err != nil {
 		return fmt.Errorf("leader election: %w", err)
 	}
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-electCtx.Done():
+			return
+		}
+		if leading.Load() {
+			select {
+			case <-leadDone:
+			case <-time.After(drainTimeout):
+				cfg.Logger.Warn("workers did not stop in time; releasing the lease anyway", "timeout", drainTimeout)
+			}
+		}
+		stopElecting()
+	}()
 	cfg.Logger.Info("waiting for leadership", "lease", cfg.Namespace+"/"+cfg.Name, "identity", id)
-	le.Run(ctx) // returns when ctx ends or leadership is lost
+	le.Run(electCtx) // returns when electCtx ends or leadership is lost
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -83,3 +110,7 @@ func Run(ctx context.Context, cfg Config, lead func(context.Context)) error {
 		return nil
 	}
 }
+
+// drainTimeout bounds how long a leader that is asked to stop waits for its
+// work to end before it releases the Lease.
+const drainTimeout = 10 * time.Second

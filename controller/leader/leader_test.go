@@ -1,0 +1,69 @@
+package leader
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// TestHandover: of two candidates one leads; when it is asked to stop, its
+// work ends before it releases the Lease, and the other takes over without
+// waiting out the lease duration.
+func TestHandover(t *testing.T) {
+	client := fake.NewClientset()
+	cfg := Config{Client: client, Namespace: "ns", Name: "lease", LeaseDuration: 30 * time.Second,
+		RenewDeadline: 20 * time.Second, RetryPeriod: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+	var leaders atomic.Int32
+	var holderWhenStopped atomic.Value
+	started := make(chan string, 2)
+	run := func(name string) (context.CancelFunc, chan error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- Run(ctx, cfg, func(ctx context.Context) {
+				if leaders.Add(1) != 1 {
+					t.Errorf("two leaders at once")
+				}
+				started <- name
+				<-ctx.Done()
+				// Still the holder while the work winds down.
+				l, err := client.CoordinationV1().Leases("ns").Get(context.Background(), "lease", metav1.GetOptions{})
+				if err == nil {
+					holderWhenStopped.Store(*l.Spec.HolderIdentity)
+				}
+				leaders.Add(-1)
+			})
+		}()
+		return cancel, done
+	}
+	cancelA, doneA := run("a")
+	first := <-started
+	cancelB, doneB := run("b")
+	defer cancelB()
+	if first != "a" {
+		t.Fatalf("first leader %s", first)
+	}
+	time.Sleep(300 * time.Millisecond)
+	cancelA()
+	if err := <-doneA; err != nil {
+		t.Errorf("Run = %v after cancel", err)
+	}
+	if h, _ := holderWhenStopped.Load().(string); h == "" {
+		t.Error("the lease was released before the leader's work ended")
+	}
+	select {
+	case second := <-started:
+		if second != "b" {
+			t.Errorf("second leader %s", second)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("standby did not take over a released lease promptly (lease duration is 30s)")
+	}
+	cancelB()
+	<-doneB
+}
