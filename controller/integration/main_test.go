@@ -8,6 +8,7 @@ package integration
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -28,8 +29,8 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
-	// testing.Short needs flags parsed.
-	if !parseShort() {
+	flag.Parse() // for testing.Short
+	if !testing.Short() {
 		var err error
 		env, err = localkube.Start(context.Background(), localkube.Options{
 			Clusters:     []string{"source", "east", "west"},
@@ -43,15 +44,6 @@ func runMain(m *testing.M) int {
 		defer func() { _ = env.Stop() }()
 	}
 	return m.Run()
-}
-
-func parseShort() bool {
-	for _, a := range os.Args[1:] {
-		if a == "-test.short" || a == "-test.short=true" {
-			return true
-		}
-	}
-	return false
 }
 
 // scenario is one test's world: a namespace in every cluster, a mirror
