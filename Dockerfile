@@ -1,0 +1,58 @@
+# syntax=docker/dockerfile:1
+#
+# Two images from one build: `--target controller` and `--target coredns`.
+# `make image` builds both with the flags `make build` uses (GO_BUILD_FLAGS,
+# GO_LDFLAGS); the ARG defaults below are the same values for a plain
+# `docker build`.
+#
+# Base images are pinned by tag. No registry was reachable where this file was
+# written, so their digests could not be looked up: release builds should pin
+# them, e.g. --build-arg GO_IMAGE=golang:1.26.8-bookworm@sha256:<digest>.
+ARG GO_IMAGE=golang:1.26.8-bookworm
+ARG BASE_IMAGE=gcr.io/distroless/static-debian12:nonroot
+
+# Compile on the build machine's platform and cross-compile for the target's:
+# the binaries are pure Go (CGO_ENABLED=0), so no emulation is needed.
+FROM --platform=$BUILDPLATFORM ${GO_IMAGE} AS build
+WORKDIR /src
+# setcap, for the CoreDNS binary below; installed before the sources are
+# copied so that this layer stays cached.
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends libcap2-bin >/dev/null \
+    && rm -rf /var/lib/apt/lists/*
+ARG GOPROXY
+ENV CGO_ENABLED=0 GOFLAGS=-mod=readonly GOPROXY=${GOPROXY}
+COPY go.mod go.sum ./
+RUN --mount=type=cache,target=/go/pkg/mod go mod download
+COPY . .
+ARG TARGETOS
+ARG TARGETARCH
+ARG GO_BUILD_FLAGS="-trimpath -buildvcs=false"
+ARG GO_LDFLAGS="-s -w"
+# ENV rather than ARG: the per-binary stages below inherit ENV from this stage.
+ENV GOOS="${TARGETOS}" GOARCH="${TARGETARCH}" GO_BUILD_FLAGS="${GO_BUILD_FLAGS}" GO_LDFLAGS="${GO_LDFLAGS}"
+
+FROM build AS build-controller
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    go build ${GO_BUILD_FLAGS} -ldflags "${GO_LDFLAGS}" -o /out/globalmirror-controller ./controller/cmd/globalmirror-controller
+
+FROM build AS build-coredns
+# setcap lets the non-root CoreDNS bind port 53, as the official CoreDNS image
+# does; the pod must also grant NET_BIND_SERVICE (the chart does).
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    go build ${GO_BUILD_FLAGS} -ldflags "${GO_LDFLAGS}" -o /out/coredns ./build/coredns \
+    && setcap cap_net_bind_service=+ep /out/coredns
+
+FROM ${BASE_IMAGE} AS controller
+COPY --from=build-controller /out/globalmirror-controller /globalmirror-controller
+# distroless's nonroot user; numeric so that runAsNonRoot can verify it.
+USER 65532:65532
+# /metrics, /healthz, /readyz
+EXPOSE 8080
+ENTRYPOINT ["/globalmirror-controller"]
+
+FROM ${BASE_IMAGE} AS coredns
+COPY --from=build-coredns /out/coredns /coredns
+USER 65532:65532
+# DNS; 9153 is the prometheus plugin's metrics port.
+EXPOSE 53/udp 53/tcp 9153
+ENTRYPOINT ["/coredns"]
