@@ -1,0 +1,186 @@
+{{/* Names. Object names are capped at 63 characters: Service names are DNS labels. */}}
+{{- define "globalmirror.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "globalmirror.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "globalmirror.controller.fullname" -}}
+{{- printf "%s-controller" (include "globalmirror.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "globalmirror.coredns.fullname" -}}
+{{- printf "%s-coredns" (include "globalmirror.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "globalmirror.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels. Call with (dict "ctx" $ "component" "controller"). */}}
+{{- define "globalmirror.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "globalmirror.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "globalmirror.labels" -}}
+helm.sh/chart: {{ include "globalmirror.chart" .ctx }}
+{{ include "globalmirror.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: globalmirror
+{{- with .ctx.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* The labels kube-dns and coredns carry, which the kube-dns Service selects on. */}}
+{{- define "globalmirror.coredns.clusterServiceLabels" -}}
+{{- if .Values.coredns.isClusterService }}
+k8s-app: {{ .Values.coredns.k8sAppLabel }}
+kubernetes.io/cluster-service: "true"
+kubernetes.io/name: CoreDNS
+{{- end }}
+{{- end }}
+
+{{- define "globalmirror.coredns.labels" -}}
+{{ include "globalmirror.labels" (dict "ctx" . "component" "coredns") }}
+{{- include "globalmirror.coredns.clusterServiceLabels" . }}
+{{- end }}
+
+{{- define "globalmirror.coredns.selectorLabels" -}}
+{{ include "globalmirror.selectorLabels" (dict "ctx" . "component" "coredns") }}
+{{- if .Values.coredns.isClusterService }}
+k8s-app: {{ .Values.coredns.k8sAppLabel }}
+{{- end }}
+{{- end }}
+
+{{/* ServiceAccounts. */}}
+{{- define "globalmirror.controller.serviceAccountName" -}}
+{{- if .Values.controller.serviceAccount.create }}
+{{- default (include "globalmirror.controller.fullname" .) .Values.controller.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.controller.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "globalmirror.coredns.serviceAccountName" -}}
+{{- if .Values.coredns.serviceAccount.create }}
+{{- default (include "globalmirror.coredns.fullname" .) .Values.coredns.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.coredns.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* An image reference: by digest when one is given, else by tag (default appVersion). Call with (dict "ctx" $ "image" .Values.x.image). */}}
+{{- define "globalmirror.image" -}}
+{{- if .image.digest }}
+{{- printf "%s@%s" .image.repository .image.digest }}
+{{- else }}
+{{- printf "%s:%s" .image.repository (default .ctx.Chart.AppVersion .image.tag) }}
+{{- end }}
+{{- end }}
+
+{{- define "globalmirror.controller.leaseName" -}}
+{{- default (include "globalmirror.controller.fullname" .) .Values.controller.leaderElection.leaseName }}
+{{- end }}
+
+{{/* The options the chart appends to every `global` stanza so that the plugin and the controller agree. */}}
+{{- define "globalmirror.coredns.globalOptions" -}}
+suffix {{ .Values.suffix }}
+{{- if .Values.localSelector }}
+local_selector {{ .Values.localSelector }}
+{{- else }}
+local_selector none
+{{- end }}
+{{- with .Values.controller.namespaces }}
+namespaces {{ join " " . }}
+{{- end }}
+{{- end }}
+
+{{/* The Corefile, from coredns.servers. */}}
+{{- define "globalmirror.coredns.corefile" -}}
+{{- $root := . }}
+{{- range $i, $server := .Values.coredns.servers }}
+{{- if $i }}{{ "\n" }}{{ end }}
+{{- $zones := list }}
+{{- range $server.zones }}{{ $zones = append $zones (default "." .zone) }}{{ end }}
+{{- if not $zones }}{{ $zones = list "." }}{{ end }}
+{{- range $j, $z := $zones }}{{ if $j }} {{ end }}{{ $z }}{{ if $server.port }}:{{ $server.port }}{{ end }}{{ end }} {
+{{- range $server.plugins }}
+{{- if eq .name "global" }}
+    global{{ with .parameters }} {{ . }}{{ end }} {
+{{- include "globalmirror.coredns.globalOptions" $root | nindent 8 }}
+{{- with .configBlock }}
+{{- . | nindent 8 }}
+{{- end }}
+    }
+{{- else }}
+    {{ .name }}{{ with .parameters }} {{ . }}{{ end }}{{ with .configBlock }} {
+{{- . | nindent 8 }}
+    }{{ end }}
+{{- end }}
+{{- end }}
+}
+{{- end }}
+{{- end }}
+
+{{/* "true" when a server listens on a privileged port, which needs NET_BIND_SERVICE. */}}
+{{- define "globalmirror.coredns.lowPort" -}}
+{{- range .Values.coredns.servers }}
+{{- if lt (int (default 53 .port)) 1024 }}true{{ end }}
+{{- end }}
+{{- end }}
+
+{{/* The DNS ports of all servers, deduplicated. */}}
+{{- define "globalmirror.coredns.dnsPorts" -}}
+{{- $ports := list }}
+{{- range .Values.coredns.servers }}{{ $ports = append $ports (int (default 53 .port)) }}{{ end }}
+{{- $ports | uniq | sortAlpha | join "," }}
+{{- end }}
+
+{{/* The port of the first prometheus plugin; 9153 when none names one. */}}
+{{- define "globalmirror.coredns.metricsPort" -}}
+{{- $port := "" }}
+{{- range .Values.coredns.servers }}
+{{- range .plugins }}
+{{- if and (eq .name "prometheus") (not $port) }}
+{{- $port = default "9153" (regexFind "[0-9]+$" (toString (default "" .parameters))) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- default "9153" $port }}
+{{- end }}
+
+{{/*
+What the controller does with the API, and nothing more: it watches Services
+and EndpointSlices, writes the global ones it owns, and reports collisions as
+Events (client-go's recorder creates and patches core/v1 Events; events.k8s.io
+is the same resource through the newer API).
+*/}}
+{{- define "globalmirror.controller.rules" -}}
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+- apiGroups: ["discovery.k8s.io"]
+  resources: ["endpointslices"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}
