@@ -1,0 +1,66 @@
+package chart
+
+import (
+	"os"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// TestDockerfileMatchesMakefile: no container engine runs here, so the image
+// build cannot be exercised; this keeps the Dockerfile's defaults equal to
+// what `make build` uses, which is what makes the images' binaries the ones
+// the tests ran.
+func TestDockerfileMatchesMakefile(t *testing.T) {
+	read := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	dockerfile, makefile := read("../../Dockerfile"), read("../../Makefile")
+	value := func(text, pattern string) string {
+		t.Helper()
+		m := regexp.MustCompile(`(?m)` + pattern).FindStringSubmatch(text)
+		if m == nil {
+			t.Fatalf("no match for %s", pattern)
+		}
+		return strings.TrimSpace(m[1])
+	}
+
+	if d, m := value(dockerfile, `^ARG GO_BUILD_FLAGS="([^"]*)"`), value(makefile, `^GO_BUILD_FLAGS\s*:=(.*)$`); d != m {
+		t.Errorf("Dockerfile GO_BUILD_FLAGS %q, Makefile %q", d, m)
+	}
+	// make image adds the commit (-X ...GitCommit) to these.
+	if d, m := value(dockerfile, `^ARG GO_LDFLAGS="([^"]*)"`), value(makefile, `^GO_LDFLAGS\s*:=(.*)$`); !strings.HasPrefix(m, d+" ") {
+		t.Errorf("Dockerfile GO_LDFLAGS %q is not the start of the Makefile's %q", d, m)
+	}
+	if !strings.Contains(makefile, "CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -ldflags '$(GO_LDFLAGS)'") {
+		t.Errorf("make build does not build with CGO_ENABLED=0, GO_BUILD_FLAGS and GO_LDFLAGS")
+	}
+	if !strings.Contains(dockerfile, "ENV CGO_ENABLED=0") {
+		t.Errorf("Dockerfile does not build with CGO_ENABLED=0")
+	}
+	// The same compiler, or the binaries differ.
+	goImage := value(dockerfile, `^ARG GO_IMAGE=golang:(\S+)-bookworm`)
+	if "go"+goImage != runtime.Version() {
+		t.Errorf("Dockerfile builds with golang:%s, the tests with %s: update GO_IMAGE", goImage, runtime.Version())
+	}
+	if base := value(dockerfile, `^ARG BASE_IMAGE=(\S+)`); base != "gcr.io/distroless/static-debian12:nonroot" {
+		t.Errorf("base image %s", base)
+	}
+	for _, want := range []string{
+		"FROM ${BASE_IMAGE} AS controller",
+		"FROM ${BASE_IMAGE} AS coredns",
+		"EXPOSE 53/udp 53/tcp 9153",
+		"EXPOSE 8080",
+		"USER 65532:65532",
+		"setcap cap_net_bind_service=+ep /out/coredns",
+	} {
+		if !strings.Contains(dockerfile, want) {
+			t.Errorf("Dockerfile lacks %q", want)
+		}
+	}
+}

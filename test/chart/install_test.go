@@ -1,0 +1,437 @@
+package chart
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/globalmirror/globalmirror/test/localkube"
+	"github.com/globalmirror/globalmirror/test/run"
+	"github.com/miekg/dns"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
+)
+
+// TestInstall installs the chart into a real cluster (API server, RBAC and
+// kube-controller-manager from test/localkube; no kubelet, so pods never
+// run) and proves that:
+//   - the API server accepts every rendered object under strict field
+//     validation, and helm install and uninstall succeed;
+//   - the RBAC grants each ServiceAccount what its component does and denies
+//     the rest (checked by impersonating the ServiceAccounts);
+//   - the real controller and CoreDNS, authenticated with the ServiceAccounts'
+//     own tokens and run with the arguments and Corefile the chart rendered,
+//     do their jobs: a global Service for a simulated Linkerd mirror, and DNS
+//     answers for it. Missing permissions would stop either.
+func TestInstall(t *testing.T) {
+	env := localkube.StartT(t, "chart")
+	c := env.Cluster("chart")
+	ctx := t.Context()
+	dir := t.TempDir()
+
+	dyn, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	installServiceMonitorCRD(t, dyn)
+	for _, ns := range []string{releaseNamespace, "app", "team"} {
+		if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.Client.Discovery()))
+
+	// The chart's CoreDNS, run below from the installed ConfigMap, listens on
+	// free loopback ports and reaches the API server through a kubeconfig
+	// holding its ServiceAccount's token.
+	ports := map[string]int{}
+	for _, name := range []string{"DNS_PORT", "HEALTH_PORT", "READY_PORT", "METRICS_PORT"} {
+		if ports[name], err = run.FreePort(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	corednsKubeconfig := filepath.Join(dir, "coredns.kubeconfig")
+	values := writeValues(t, fmt.Sprintf(`
+coredns:
+  enabled: true
+  servers:
+    - zones: [{zone: .}]
+      port: %[1]d
+      plugins:
+        - {name: bind, parameters: 127.0.0.1}
+        - {name: errors}
+        - {name: health, parameters: "127.0.0.1:%[2]d"}
+        - {name: ready, parameters: "127.0.0.1:%[3]d"}
+        - {name: global, parameters: cluster.local, configBlock: "ttl 5\nkubeconfig %[5]s"}
+        - {name: kubernetes, parameters: cluster.local, configBlock: "kubeconfig %[5]s\npods insecure"}
+        - {name: prometheus, parameters: "127.0.0.1:%[4]d"}
+serviceMonitor:
+  enabled: true
+`, ports["DNS_PORT"], ports["HEALTH_PORT"], ports["READY_PORT"], ports["METRICS_PORT"], corednsKubeconfig))
+
+	m := render(t, "-f", values)
+	dryRunStrict(t, dyn, mapper, m)
+	start := time.Now()
+	out := mustHelm(t, "install", "gm", chartDir, "--namespace", releaseNamespace, "--kubeconfig", c.Kubeconfig, "-f", values)
+	t.Logf("helm install: %v", time.Since(start).Round(time.Millisecond))
+	if !strings.Contains(out, "STATUS: deployed") || !strings.Contains(out, "writes <base>-global Services in every namespace") {
+		t.Errorf("helm install output (and NOTES.txt):\n%s", out)
+	}
+	expectInstalled(t, dyn, mapper, m)
+
+	controllerSA := "system:serviceaccount:" + releaseNamespace + ":" + controllerName
+	corednsSA := "system:serviceaccount:" + releaseNamespace + ":" + corednsName
+
+	t.Run("controller RBAC", func(t *testing.T) {
+		checkAccess(t, c, controllerSA, controllerChecks(t, c, "app", controllerName))
+		checkAccess(t, c, controllerSA, []check{
+			{"list services cluster-wide", true, listServices("")},
+			{"list endpointslices cluster-wide", true, listSlices("")},
+			{"watch services cluster-wide", true, watchServices("")},
+			{"watch endpointslices cluster-wide", true, watchSlices("")},
+		})
+	})
+	t.Run("coredns RBAC", func(t *testing.T) {
+		checkAccess(t, c, corednsSA, []check{
+			{"list services cluster-wide", true, listServices("")},
+			{"watch services cluster-wide", true, watchServices("")},
+			{"list endpointslices cluster-wide", true, listSlices("")},
+			{"watch endpointslices cluster-wide", true, watchSlices("")},
+			{"list pods cluster-wide", true, func(ctx context.Context, cs clients) error {
+				_, err := cs.k.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+				return err
+			}},
+			{"list namespaces", true, func(ctx context.Context, cs clients) error {
+				_, err := cs.k.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+				return err
+			}},
+			{"create a Service", false, func(ctx context.Context, cs clients) error {
+				_, err := cs.k.CoreV1().Services("app").Create(ctx, headless("dns-probe"), metav1.CreateOptions{})
+				return err
+			}},
+			{"get a Service", false, func(ctx context.Context, cs clients) error {
+				_, err := cs.k.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+				return err
+			}},
+			{"delete EndpointSlices", false, func(ctx context.Context, cs clients) error {
+				return cs.k.DiscoveryV1().EndpointSlices("app").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+			}},
+			{"list secrets", false, func(ctx context.Context, cs clients) error {
+				_, err := cs.k.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
+				return err
+			}},
+		})
+	})
+
+	t.Run("controller binary", func(t *testing.T) {
+		ctrl := startChartController(t, c, dir, "controller.log", controllerName)
+		defer ctrl.Stop()
+		mirror(t, c, "app")
+		expectGlobal(t, c, "app", ctrl.Process)
+		lease, err := c.Client.CoordinationV1().Leases(releaseNamespace).Get(ctx, controllerName, metav1.GetOptions{})
+		if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+			t.Errorf("leader Lease %s/%s: %v %+v", releaseNamespace, controllerName, err, lease)
+		}
+		expectNoForbidden(t, ctrl.Process)
+	})
+
+	t.Run("coredns binary", func(t *testing.T) {
+		writeTokenKubeconfig(t, c, releaseNamespace, corednsName, corednsKubeconfig)
+		cm, err := c.Client.CoreV1().ConfigMaps(releaseNamespace).Get(ctx, corednsName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Ready only once the kubernetes and global plugins have listed
+		// what they watch: without list/watch permissions it never is.
+		server, err := run.StartCoreDNS(ctx, run.CoreDNSOptions{Corefile: cm.Data["Corefile"], Dir: dir, Ports: ports, WaitReady: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer server.Stop()
+		// No controller has run for namespace team yet, so only the global
+		// plugin can answer for its mirror.
+		mirror(t, c, "team")
+		for _, name := range []string{"db-global.team.svc.cluster.local.", "db-0-east.db-global.team.svc.cluster.local."} {
+			expectA(t, server, name, "192.0.2.10")
+		}
+		expectNoForbidden(t, server.Process)
+	})
+
+	// A second release, limited to namespace team: Roles there and nowhere else.
+	t.Run("namespaced", func(t *testing.T) {
+		const name = "gmns-globalmirror-controller"
+		nsValues := writeValues(t, "controller:\n  namespaces: [team]\n")
+		mns := renderRelease(t, "gmns", "-f", nsValues)
+		if mns.get("ClusterRole", "", name) != nil {
+			t.Fatalf("namespaced release renders a ClusterRole")
+		}
+		dryRunStrict(t, dyn, mapper, mns)
+		mustHelm(t, "install", "gmns", chartDir, "--namespace", releaseNamespace, "--kubeconfig", c.Kubeconfig, "-f", nsValues)
+		expectInstalled(t, dyn, mapper, mns)
+
+		sa := "system:serviceaccount:" + releaseNamespace + ":" + name
+		checkAccess(t, c, sa, controllerChecks(t, c, "team", name))
+		checkAccess(t, c, sa, []check{
+			{"list services in team", true, listServices("team")},
+			{"watch endpointslices in team", true, watchSlices("team")},
+			{"list services cluster-wide", false, listServices("")},
+			{"list services in app", false, listServices("app")},
+			{"create a Service in app", false, func(ctx context.Context, cs clients) error {
+				_, err := cs.k.CoreV1().Services("app").Create(ctx, headless("probe-global"), metav1.CreateOptions{})
+				return err
+			}},
+		})
+
+		ctrl := startChartController(t, c, dir, "controller-namespaced.log", name)
+		defer ctrl.Stop()
+		mirror(t, c, "team")
+		expectGlobal(t, c, "team", ctrl.Process)
+		expectNoForbidden(t, ctrl.Process)
+	})
+
+	t.Run("uninstall", func(t *testing.T) {
+		for _, release := range []string{"gm", "gmns"} {
+			mustHelm(t, "uninstall", release, "--namespace", releaseNamespace, "--kubeconfig", c.Kubeconfig, "--wait", "--timeout", "60s")
+		}
+		for _, kind := range []string{"clusterroles", "clusterrolebindings"} {
+			list, err := dyn.Resource(rbacGVR(kind)).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=globalmirror"})
+			if err != nil || len(list.Items) > 0 {
+				t.Errorf("%s left after uninstall: %v %v", kind, err, names(list))
+			}
+		}
+	})
+}
+
+func installServiceMonitorCRD(t *testing.T, dyn dynamic.Interface) {
+	t.Helper()
+	data, err := os.ReadFile("testdata/servicemonitor-crd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(data, &crd.Object); err != nil {
+		t.Fatal(err)
+	}
+	gvr := crdGVR()
+	if _, err := dyn.Resource(gvr).Create(t.Context(), crd, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := dyn.Resource(gvr).Get(ctx, crd.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		for _, c := range conds {
+			if c, ok := c.(map[string]any); ok && c["type"] == "Established" && c["status"] == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("ServiceMonitor CRD not established: %v", err)
+	}
+}
+
+// dryRunStrict creates every object in a server-side dry run with strict field
+// validation: the API server's own schemas (and the CRD's) check each field.
+func dryRunStrict(t *testing.T, dyn dynamic.Interface, mapper meta.RESTMapper, m manifest) {
+	t.Helper()
+	for _, o := range m.objects {
+		ri := resourceFor(t, dyn, mapper, o)
+		if _, err := ri.Create(t.Context(), o, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"}); err != nil {
+			t.Errorf("%s %s/%s rejected: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+// expectInstalled checks that every rendered object exists after helm install.
+func expectInstalled(t *testing.T, dyn dynamic.Interface, mapper meta.RESTMapper, m manifest) {
+	t.Helper()
+	for _, o := range m.objects {
+		if _, err := resourceFor(t, dyn, mapper, o).Get(t.Context(), o.GetName(), metav1.GetOptions{}); err != nil {
+			t.Errorf("after helm install: %s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+		}
+	}
+}
+
+func resourceFor(t *testing.T, dyn dynamic.Interface, mapper meta.RESTMapper, o *unstructured.Unstructured) dynamic.ResourceInterface {
+	t.Helper()
+	gvk := o.GroupVersionKind()
+	mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		t.Fatalf("%s: %v", gvk, err)
+	}
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+		if o.GetNamespace() == "" {
+			t.Fatalf("%s %s: namespaced but rendered without a namespace", o.GetKind(), o.GetName())
+		}
+		return dyn.Resource(mapping.Resource).Namespace(o.GetNamespace())
+	}
+	return dyn.Resource(mapping.Resource)
+}
+
+// startChartController runs bin/globalmirror-controller as the chart runs it:
+// with the installed Deployment's arguments, authenticated with a token of
+// the Deployment's ServiceAccount.
+func startChartController(t *testing.T, c *localkube.Cluster, dir, logName, deployment string) *run.Controller {
+	t.Helper()
+	ctx := t.Context()
+	d, err := c.Client.AppsV1().Deployments(releaseNamespace).Get(ctx, deployment, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(dir, deployment+".kubeconfig")
+	writeTokenKubeconfig(t, c, releaseNamespace, d.Spec.Template.Spec.ServiceAccountName, kubeconfig)
+	args := chartArgs(t, d)
+	ctrl, err := run.StartController(ctx, dir, logName, kubeconfig, args...)
+	if err != nil {
+		t.Fatalf("controller with the chart's arguments %q: %v", args, err)
+	}
+	return ctrl
+}
+
+// chartArgs are the controller container's arguments without --metrics-addr:
+// the test picks a free port instead of :8080.
+func chartArgs(t *testing.T, d *appsv1.Deployment) []string {
+	t.Helper()
+	var args []string
+	for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+		if !strings.HasPrefix(a, "--metrics-addr") {
+			args = append(args, a)
+		}
+	}
+	if !slices.Contains(args, "--leader-elect=true") {
+		t.Fatalf("chart runs the controller without leader election: %q", args)
+	}
+	return args
+}
+
+// writeTokenKubeconfig writes a kubeconfig that authenticates as the
+// ServiceAccount with a token from the TokenRequest API, as a pod's projected
+// token would.
+func writeTokenKubeconfig(t *testing.T, c *localkube.Cluster, namespace, sa, path string) {
+	t.Helper()
+	tr, err := c.Client.CoreV1().ServiceAccounts(namespace).CreateToken(t.Context(), sa,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: new(int64(3600))}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token for %s/%s: %v", namespace, sa, err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["chart"] = &clientcmdapi.Cluster{Server: c.Config.Host, CertificateAuthorityData: c.Config.CAData}
+	cfg.AuthInfos[sa] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts["chart"] = &clientcmdapi.Context{Cluster: "chart", AuthInfo: sa}
+	cfg.CurrentContext = "chart"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// expectGlobal waits for the controller to write db-global in ns with the
+// mirrored pod as db-0-east, which needs Service and EndpointSlice writes.
+func expectGlobal(t *testing.T, c *localkube.Cluster, ns string, p *run.Process) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		svc, err := c.Client.CoreV1().Services(ns).Get(ctx, "db-global", metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		if svc.Labels["app.kubernetes.io/managed-by"] != "globalmirror" || svc.Spec.ClusterIP != corev1.ClusterIPNone {
+			last = fmt.Sprintf("db-global: labels %v, clusterIP %q", svc.Labels, svc.Spec.ClusterIP)
+			return false, nil
+		}
+		list, err := c.Client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=db-global"})
+		if err != nil {
+			return false, err
+		}
+		last = fmt.Sprintf("db-global slices: %v", toYAMLQuiet(list.Items))
+		for _, s := range list.Items {
+			for _, e := range s.Endpoints {
+				if e.Hostname != nil && *e.Hostname == "db-0-east" && slices.Contains(e.Addresses, "192.0.2.10") {
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no db-global with db-0-east (192.0.2.10) in %s: %v; last: %s\ncontroller log:\n%s", ns, err, last, p.Log(4000))
+	}
+}
+
+func toYAMLQuiet(v any) string {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
+}
+
+// expectNoForbidden fails when the process logged an authorization failure:
+// a component that retries may still converge, but then it lacks a permission.
+func expectNoForbidden(t *testing.T, p *run.Process) {
+	t.Helper()
+	if log := p.Log(1 << 20); strings.Contains(strings.ToLower(log), "forbidden") {
+		t.Errorf("%s was denied something:\n%s", p.Name, log)
+	}
+}
+
+// expectA waits until CoreDNS answers name with exactly the address want; the
+// plugin learns of new mirrors through its informers, a moment after they are
+// written.
+func expectA(t *testing.T, server *run.CoreDNS, name, want string) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
+		msg := new(dns.Msg)
+		msg.SetQuestion(name, dns.TypeA)
+		resp, _, err := new(dns.Client).Exchange(msg, server.Addr)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		last = resp.String()
+		if resp.Rcode != dns.RcodeSuccess || len(resp.Answer) != 1 {
+			return false, nil
+		}
+		a, ok := resp.Answer[0].(*dns.A)
+		return ok && a.A.String() == want, nil
+	})
+	if err != nil {
+		t.Errorf("%s A: want only %s: %v; last answer:\n%s\ncoredns log:\n%s", name, want, err, last, server.Log(2000))
+	}
+}
+
+func names(list *unstructured.UnstructuredList) []string {
+	if list == nil {
+		return nil
+	}
+	var n []string
+	for _, o := range list.Items {
+		n = append(n, o.GetName())
+	}
+	return n
+}

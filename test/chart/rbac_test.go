@@ -1,0 +1,237 @@
+package chart
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/globalmirror/globalmirror/test/localkube"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// clients talk to the API server as one identity.
+type clients struct{ k kubernetes.Interface }
+
+// check is one API request and whether the identity may make it.
+type check struct {
+	name    string
+	allowed bool
+	do      func(context.Context, clients) error
+}
+
+// checkAccess runs the checks as user, impersonated by the cluster admin: an
+// allowed request must succeed, a denied one must fail with 403 Forbidden
+// (any other error means the check proved nothing).
+func checkAccess(t *testing.T, c *localkube.Cluster, user string, checks []check) {
+	t.Helper()
+	cfg := rest.CopyConfig(c.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	k, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range checks {
+		err := ch.do(t.Context(), clients{k})
+		switch {
+		case ch.allowed && err != nil:
+			t.Errorf("%s: %s: want allowed, got %v", user, ch.name, err)
+		case !ch.allowed && !apierrors.IsForbidden(err):
+			t.Errorf("%s: %s: want 403 Forbidden, got %v", user, ch.name, err)
+		}
+	}
+}
+
+// controllerChecks are what the controller does in namespace ns, and what it
+// must not do, as the identity whose Lease is named lease: the objects are
+// created for real, changed and removed.
+func controllerChecks(t *testing.T, c *localkube.Cluster, ns, lease string) []check {
+	t.Helper()
+	ctx := t.Context()
+	// Objects the identity must not touch, made by the admin.
+	victim := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "rbac-victim-" + ns, Namespace: "default"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}},
+	}
+	if _, err := c.Client.CoreV1().Pods("default").Create(ctx, victim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	otherLease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "someone-else-" + ns, Namespace: releaseNamespace}}
+	if _, err := c.Client.CoordinationV1().Leases(releaseNamespace).Create(ctx, otherLease, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	svcName := "probe-global"
+	return []check{
+		{"list services in " + ns, true, listServices(ns)},
+		{"watch services in " + ns, true, watchServices(ns)},
+		{"list endpointslices in " + ns, true, listSlices(ns)},
+		{"watch endpointslices in " + ns, true, watchSlices(ns)},
+		{"create a Service", true, func(ctx context.Context, cs clients) error {
+			_, err := cs.k.CoreV1().Services(ns).Create(ctx, headless(svcName), metav1.CreateOptions{})
+			return err
+		}},
+		{"get and update the Service", true, func(ctx context.Context, cs clients) error {
+			svc, err := cs.k.CoreV1().Services(ns).Get(ctx, svcName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			svc.Labels = map[string]string{"updated": "true"}
+			_, err = cs.k.CoreV1().Services(ns).Update(ctx, svc, metav1.UpdateOptions{})
+			return err
+		}},
+		{"create an EndpointSlice", true, func(ctx context.Context, cs clients) error {
+			s := &discoveryv1.EndpointSlice{
+				ObjectMeta:  metav1.ObjectMeta{Name: svcName + "-abcde", Labels: map[string]string{discoveryv1.LabelServiceName: svcName}},
+				AddressType: discoveryv1.AddressTypeIPv4,
+				Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.1"}}},
+			}
+			_, err := cs.k.DiscoveryV1().EndpointSlices(ns).Create(ctx, s, metav1.CreateOptions{})
+			return err
+		}},
+		{"update the EndpointSlice", true, func(ctx context.Context, cs clients) error {
+			s, err := cs.k.DiscoveryV1().EndpointSlices(ns).Get(ctx, svcName+"-abcde", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{"192.0.2.2"}})
+			_, err = cs.k.DiscoveryV1().EndpointSlices(ns).Update(ctx, s, metav1.UpdateOptions{})
+			return err
+		}},
+		{"delete the EndpointSlice", true, func(ctx context.Context, cs clients) error {
+			return cs.k.DiscoveryV1().EndpointSlices(ns).Delete(ctx, svcName+"-abcde", metav1.DeleteOptions{})
+		}},
+		{"delete the Service", true, func(ctx context.Context, cs clients) error {
+			return cs.k.CoreV1().Services(ns).Delete(ctx, svcName, metav1.DeleteOptions{})
+		}},
+		{"create and patch a core/v1 Event", true, func(ctx context.Context, cs clients) error {
+			ev := &corev1.Event{
+				ObjectMeta:     metav1.ObjectMeta{Name: svcName + ".probe", Namespace: ns},
+				InvolvedObject: corev1.ObjectReference{Kind: "Service", Namespace: ns, Name: svcName, APIVersion: "v1"},
+				Reason:         "Probe", Message: "RBAC probe", Type: corev1.EventTypeNormal,
+				Source:         corev1.EventSource{Component: "globalmirror-controller"},
+				FirstTimestamp: now, LastTimestamp: now, Count: 1,
+			}
+			if _, err := cs.k.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			_, err := cs.k.CoreV1().Events(ns).Patch(ctx, ev.Name, types.StrategicMergePatchType, []byte(`{"count":2}`), metav1.PatchOptions{})
+			return err
+		}},
+		{"create an events.k8s.io Event", true, func(ctx context.Context, cs clients) error {
+			ev := &eventsv1.Event{
+				ObjectMeta:          metav1.ObjectMeta{Name: svcName + ".probe2", Namespace: ns},
+				EventTime:           metav1.NewMicroTime(time.Now()),
+				ReportingController: "globalmirror.io/controller", ReportingInstance: "test",
+				Action: "Probe", Reason: "Probe", Type: corev1.EventTypeNormal, Note: "RBAC probe",
+				Regarding: corev1.ObjectReference{Kind: "Service", Namespace: ns, Name: svcName, APIVersion: "v1"},
+			}
+			_, err := cs.k.EventsV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{})
+			return err
+		}},
+		{"create, get and update its Lease", true, func(ctx context.Context, cs clients) error {
+			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lease, Namespace: releaseNamespace}}
+			if _, err := cs.k.CoordinationV1().Leases(releaseNamespace).Create(ctx, l, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			got, err := cs.k.CoordinationV1().Leases(releaseNamespace).Get(ctx, lease, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			got.Spec.HolderIdentity = new("rbac-probe")
+			if _, err = cs.k.CoordinationV1().Leases(releaseNamespace).Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+			// The controller will create it anew; the admin clears it.
+			return c.Client.CoordinationV1().Leases(releaseNamespace).Delete(ctx, lease, metav1.DeleteOptions{})
+		}},
+		{"update another Lease in the release namespace", false, func(ctx context.Context, cs clients) error {
+			_, err := cs.k.CoordinationV1().Leases(releaseNamespace).Update(ctx, otherLease, metav1.UpdateOptions{})
+			return err
+		}},
+		{"create a Lease in another namespace", false, func(ctx context.Context, cs clients) error {
+			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lease, Namespace: ns}}
+			_, err := cs.k.CoordinationV1().Leases(ns).Create(ctx, l, metav1.CreateOptions{})
+			return err
+		}},
+		{"delete a Pod", false, func(ctx context.Context, cs clients) error {
+			return cs.k.CoreV1().Pods("default").Delete(ctx, victim.Name, metav1.DeleteOptions{})
+		}},
+		{"write a Secret", false, func(ctx context.Context, cs clients) error {
+			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "stolen", Namespace: ns}}
+			_, err := cs.k.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{})
+			return err
+		}},
+		{"read Secrets", false, func(ctx context.Context, cs clients) error {
+			_, err := cs.k.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		{"write a ConfigMap", false, func(ctx context.Context, cs clients) error {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "nope", Namespace: ns}}
+			_, err := cs.k.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
+			return err
+		}},
+	}
+}
+
+func listServices(ns string) func(context.Context, clients) error {
+	return func(ctx context.Context, cs clients) error {
+		_, err := cs.k.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		return err
+	}
+}
+
+func listSlices(ns string) func(context.Context, clients) error {
+	return func(ctx context.Context, cs clients) error {
+		_, err := cs.k.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
+		return err
+	}
+}
+
+// watchServices opens a watch, which is authorized when it opens, and closes it.
+func watchServices(ns string) func(context.Context, clients) error {
+	return func(ctx context.Context, cs clients) error {
+		w, err := cs.k.CoreV1().Services(ns).Watch(ctx, metav1.ListOptions{TimeoutSeconds: new(int64(1))})
+		if err == nil {
+			w.Stop()
+		}
+		return err
+	}
+}
+
+func watchSlices(ns string) func(context.Context, clients) error {
+	return func(ctx context.Context, cs clients) error {
+		w, err := cs.k.DiscoveryV1().EndpointSlices(ns).Watch(ctx, metav1.ListOptions{TimeoutSeconds: new(int64(1))})
+		if err == nil {
+			w.Stop()
+		}
+		return err
+	}
+}
+
+// headless is a selector-less headless Service like the ones the controller writes.
+func headless(name string) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: corev1.ClusterIPNone,
+			Ports:     []corev1.ServicePort{{Name: "db", Port: 5432, Protocol: corev1.ProtocolTCP}},
+		},
+	}
+}
+
+func crdGVR() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+}
+
+func rbacGVR(resource string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: resource}
+}
