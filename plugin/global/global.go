@@ -198,15 +198,59 @@ func (g *Global) soa(zi int, zone string) dns.RR {
 	}
 }
 
-// matchZone returns the index of the longest configured zone qname is in, or -1.
+// matchZone returns the index of the longest configured zone qname is in, or
+// -1. It is dns.IsSubDomain (case-insensitive, label-wise, escapes honoured)
+// without its allocations.
 func (g *Global) matchZone(qname string) int {
 	best := -1
 	for i, z := range g.zones {
-		if dns.IsSubDomain(z, qname) && (best < 0 || len(z) > len(g.zones[best])) {
+		if inZone(qname, z) && (best < 0 || len(z) > len(g.zones[best])) {
 			best = i
 		}
 	}
 	return best
+}
+
+// inZone reports whether name (fully qualified) is zone or below it.
+func inZone(name, zone string) bool {
+	if zone == "." {
+		return true
+	}
+	if len(name) < len(zone) || !equalASCIIFold(name[len(name)-len(zone):], zone) {
+		return false
+	}
+	if len(name) == len(zone) {
+		return true
+	}
+	// The zone must start at a label boundary: an unescaped dot before it.
+	dot := len(name) - len(zone) - 1
+	if name[dot] != '.' {
+		return false
+	}
+	backslashes := 0
+	for i := dot - 1; i >= 0 && name[i] == '\\'; i-- {
+		backslashes++
+	}
+	return backslashes%2 == 0
+}
+
+func equalASCIIFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 // parseName reports whether name (lower case) is one this plugin may own:
