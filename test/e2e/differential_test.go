@@ -159,10 +159,9 @@ func TestDifferential(t *testing.T) {
 
 // differ asks two servers the same questions.
 type differ struct {
-	t                      *testing.T
-	source                 *localkube.Cluster
-	global, kube, metrics  string
-	ownedSent, ownedPhases int
+	t                     *testing.T
+	source                *localkube.Cluster
+	global, kube, metrics string
 }
 
 // converge waits until both servers agree on every question about the globals
