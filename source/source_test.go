@@ -183,9 +183,12 @@ func TestEventsMapToBases(t *testing.T) {
 
 	// A user's Service named like the global affects its base, though it is no member.
 	create(t, client, service("db-global", nil, "None"))
+	// Wait for the object itself: a late event from an earlier step could
+	// satisfy the notification alone.
+	eventually(t, "user-owned db-global in the cache", func() bool { return src.Service("ns", "db-global") != nil })
 	eventually(t, "user-owned db-global → db", func() bool { return rec.reset()[db] > 0 })
-	if s := src.Service("ns", "db-global"); s == nil || aggregate.IsManaged(s.Labels) {
-		t.Fatalf("user-owned db-global should be visible and unmanaged: %+v", s)
+	if s := src.Service("ns", "db-global"); aggregate.IsManaged(s.Labels) {
+		t.Fatalf("user-owned db-global should be unmanaged: %+v", s)
 	}
 
 	// Relabelling a mirror to another cluster notifies both old and new bases.
