@@ -15,6 +15,8 @@ import (
 	"github.com/coredns/coredns/plugin/pkg/dnstest"
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/globalmirror/globalmirror/aggregate"
+	ctrlmetrics "github.com/globalmirror/globalmirror/controller/metrics"
+	ctrlslices "github.com/globalmirror/globalmirror/controller/slices"
 	"github.com/globalmirror/globalmirror/source"
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	endpointsliceutil "k8s.io/endpointslice/util"
 )
 
 // Fixture objects, the way Linkerd's service mirror (headless mode), the
@@ -150,6 +154,7 @@ func endpointMirror(ns, name, cluster, headless string, gatewayUp bool) (*corev1
 //   - managed: east, with the controller's Service managed-global
 //   - lonely: a local service only (no global)
 //   - v6only: east, IPv6 only
+//   - dup: members listing the same endpoints (written once by the controller)
 func fixture() []runtime.Object {
 	const ns = "ns"
 	var objs []runtime.Object
@@ -205,6 +210,17 @@ func fixture() []runtime.Object {
 
 	lonely := localService(ns, "lonely", peer)
 	add(lonely, slice(lonely, "lonely-1", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready("l-0", "192.0.2.80")))
+
+	// Two members listing one address without hostnames (once not ready),
+	// and a member listing one endpoint twice: the controller writes each once.
+	dupLocal := localService(ns, "dup", peer)
+	add(dupLocal, slice(dupLocal, "dup-1", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready("", "192.0.2.160"), ready("", "192.0.2.161")))
+	dupEast := headlessMirror(ns, "dup", "east", peer)
+	add(dupEast, slice(dupEast, "dup-east-1", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready("", "192.0.2.160"), notReady("", "192.0.2.162")),
+		slice(dupEast, "dup-east-2", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready("d-1", "192.0.2.163")),
+		slice(dupEast, "dup-east-3", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready("d-1", "192.0.2.163")))
+	dupWest := headlessMirror(ns, "dup", "west", peer)
+	add(dupWest, slice(dupWest, "dup-west-1", discoveryv1.AddressTypeIPv4, slicePorts(peer), notReady("", "192.0.2.161"), ready("", "192.0.2.162")))
 
 	v6 := headlessMirror(ns, "v6only", "east", peer)
 	add(v6, slice(v6, "v6only-east-1", discoveryv1.AddressTypeIPv6, slicePorts(peer),
@@ -272,35 +288,41 @@ func serve(h plugin.Handler, qname string, qtype uint16, tcp bool) (*dns.Msg, in
 
 // ---- the reference: CoreDNS's kubernetes plugin on the converged objects ----
 
-// converge writes what the controller writes for the views: the global
-// Service (headless) and its EndpointSlices, one per member endpoint group.
-// Each endpoint keeps its member slice's ports; not-ready endpoints are
-// written not ready.
-func converge(views []aggregate.View) (svcs []*object.Service, eps []*object.Endpoints) {
+// converge writes what the controller writes for the views, with the
+// controller's own slice reconciler: the global Service (headless) and its
+// EndpointSlices. It returns them as the kubernetes plugin's informers
+// would hold them.
+func converge(t testing.TB, views []aggregate.View) (svcs []*object.Service, eps []*object.Endpoints) {
+	t.Helper()
+	ctx := context.Background()
+	client := fake.NewClientset()
+	n := 0
+	client.PrependReactor("create", "endpointslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if s := a.(k8stesting.CreateAction).GetObject().(*discoveryv1.EndpointSlice); s.Name == "" {
+			n++ // the fake does not do generateName
+			s.Name = fmt.Sprintf("%s%d", s.GenerateName, n)
+		}
+		return false, nil, nil
+	})
+	rec := ctrlslices.NewReconciler(client, endpointsliceutil.NewEndpointSliceTracker(), ctrlmetrics.New(), 7)
 	for _, v := range views {
 		svc := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: v.Name, Namespace: v.Namespace},
+			ObjectMeta: metav1.ObjectMeta{Name: v.Name, Namespace: v.Namespace, UID: uid()},
 			Spec:       corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, ClusterIPs: []string{corev1.ClusterIPNone}, Ports: v.Ports},
 		}
-		o, _ := object.ToService(svc)
-		svcs = append(svcs, o.(*object.Service))
-		for i, e := range v.Endpoints {
-			sl := &discoveryv1.EndpointSlice{
-				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", v.Name, i), Namespace: v.Namespace,
-					Labels: map[string]string{discoveryv1.LabelServiceName: v.Name}},
-				AddressType: e.AddressType,
-				Ports:       e.Ports,
-				Endpoints: []discoveryv1.Endpoint{{
-					Addresses:  e.Addresses,
-					Conditions: discoveryv1.EndpointConditions{Ready: new(e.Ready)},
-				}},
-			}
-			if e.Hostname != "" {
-				sl.Endpoints[0].Hostname = new(e.Hostname)
-			}
-			o, _ := object.EndpointSliceToEndpoints(sl)
-			eps = append(eps, o.(*object.Endpoints))
+		if _, err := rec.Reconcile(ctx, svc, v, nil); err != nil {
+			t.Fatalf("controller reconcile of %s/%s: %v", v.Namespace, v.Name, err)
 		}
+		o, _ := object.ToService(svc.DeepCopy())
+		svcs = append(svcs, o.(*object.Service))
+	}
+	list, err := client.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		o, _ := object.EndpointSliceToEndpoints(&list.Items[i])
+		eps = append(eps, o.(*object.Endpoints))
 	}
 	return svcs, eps
 }
@@ -365,7 +387,7 @@ func reference(t testing.TB, src *source.Source, zones []string, extra ...*objec
 		}
 		views = append(views, aggregate.Aggregate(in))
 	}
-	svcs, eps := converge(views)
+	svcs, eps := converge(t, views)
 	k := kubernetes.New(zones)
 	k.APIConn = &refConn{svcs: append(svcs, extra...), eps: eps}
 	k.Next = test.NextHandler(passedOn, nil)

@@ -107,7 +107,7 @@ func TestNotSyncedServfail(t *testing.T) {
 		}
 	}
 	// Names that cannot be globals are not held up.
-	for _, name := range []string{"db.ns.svc.cluster.local.", "example.org.", "db-global.ns.pod.cluster.local."} {
+	for _, name := range []string{"db.ns.svc.cluster.local.", "example.org.", "db-global.ns.pod.cluster.local.", "-global.ns.svc.cluster.local.", "db-global.svc.cluster.local."} {
 		if got := summary(t, g, name, dns.TypeA); got != "next:"+strconv.Itoa(passedOn) {
 			t.Errorf("%s before sync: %s, want next plugin", name, got)
 		}
@@ -357,12 +357,13 @@ func TestMetrics(t *testing.T) {
 	if d := testutil.ToFloat64(requestsTotal.WithLabelValues("", "other", "NXDOMAIN")) - beforeNX; d != 1 {
 		t.Errorf("requests_total{other,NXDOMAIN} +%v, want +1", d)
 	}
-	// db (4 v4 endpoints + 1 v6), nohost 3, portless 1, empty 0, managed 1, v6only 1.
-	if d := testutil.ToFloat64(globalsGauge) - globals0; d != 6 {
-		t.Errorf("globals +%v, want +6", d)
+	// db (4 v4 endpoints + 1 v6), nohost 3, portless 1, empty 0, managed 1,
+	// v6only 1, dup 4.
+	if d := testutil.ToFloat64(globalsGauge) - globals0; d != 7 {
+		t.Errorf("globals +%v, want +7", d)
 	}
-	if d := testutil.ToFloat64(endpointsGauge) - endpoints0; d != 11 {
-		t.Errorf("endpoints +%v, want +11", d)
+	if d := testutil.ToFloat64(endpointsGauge) - endpoints0; d != 15 {
+		t.Errorf("endpoints +%v, want +15", d)
 	}
 	h.cancel()
 	if g, e := testutil.ToFloat64(globalsGauge), testutil.ToFloat64(endpointsGauge); g != globals0 || e != endpoints0 {
