@@ -80,6 +80,23 @@ const corefile = `.:{$DNS_PORT} {
 }
 `
 
+// corefileKubernetesFirst lists kubernetes first: the plugin order is
+// CoreDNS's directive order (global right before kubernetes), not the file's.
+const corefileKubernetesFirst = `.:{$DNS_PORT} {
+    bind 127.0.0.1
+    ready 127.0.0.1:{$READY_PORT}
+    prometheus 127.0.0.1:{$METRICS_PORT}
+    kubernetes cluster.local {
+        kubeconfig {$SOURCE_KUBECONFIG}
+        namespaces {$NS}
+    }
+    global cluster.local {
+        kubeconfig {$SOURCE_KUBECONFIG}
+        namespaces {$NS}
+    }
+}
+`
+
 // startCoreDNS runs bin/coredns against source for namespace ns and waits
 // until it is ready (informers synced).
 func startCoreDNS(t *testing.T, source *localkube.Cluster, ns, conf string) *run.CoreDNS {
