@@ -77,7 +77,7 @@ func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg)
 	state := request.Request{W: w, Req: r}
 	qname := state.QName()
 	zi := g.matchZone(qname)
-	if zi < 0 {
+	if zi < 0 || len(qname) < len(g.zones[zi]) || !dns.IsFqdn(qname) {
 		return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
 	}
 	// The kubernetes plugin keeps the query's spelling of the zone.
@@ -90,7 +90,8 @@ func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg)
 	qtype := state.QType()
 
 	var set *answerSet
-	if g.idx.ready() {
+	synced := g.idx.ready() // once: the answer below must agree with it
+	if synced {
 		if set = g.idx.get(q.key); set == nil {
 			// Not a global service we know (or one a user owns): not ours.
 			return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
@@ -124,7 +125,7 @@ func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg)
 		return g.negative(ctx, state, zi, zone, dns.RcodeSuccess)
 	}
 	if !rs.exists() {
-		return g.nameError(ctx, state, zi, zone)
+		return g.nameError(ctx, state, zi, zone, synced)
 	}
 
 	var answer, extra []dns.RR
@@ -158,11 +159,11 @@ func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg)
 
 // nameError answers for a name that does not exist: NXDOMAIN, or the next
 // plugin with fallthrough, or SERVFAIL before the first sync.
-func (g *Global) nameError(ctx context.Context, state request.Request, zi int, zone string) (int, error) {
+func (g *Global) nameError(ctx context.Context, state request.Request, zi int, zone string, synced bool) (int, error) {
 	if g.fall.Through(state.Name()) {
 		return plugin.NextOrFailure(g.Name(), g.Next, ctx, state.W, state.Req)
 	}
-	if !g.idx.ready() {
+	if !synced {
 		return g.negative(ctx, state, zi, zone, dns.RcodeServerFailure)
 	}
 	return g.negative(ctx, state, zi, zone, dns.RcodeNameError)

@@ -241,3 +241,20 @@ func TestNoQuestionPassesOn(t *testing.T) {
 		t.Fatalf("empty question: rcode %d, want next plugin", rcode)
 	}
 }
+
+// TestRootZoneAndOddNames: zone "." works, and names no wire message carries
+// (empty, not fully qualified) are passed on without a panic.
+func TestRootZoneAndOddNames(t *testing.T) {
+	h := startHarness(t, configFrom(t, "global ."), fixture()...)
+	if got := summary(t, h.g, "db-0-east.db-global.ns.svc.", dns.TypeA); got != "NOERROR 192.0.2.10" {
+		t.Errorf("zone .: %q", got)
+	}
+	for _, name := range []string{"", "db-global.ns.svc", "x"} {
+		m := new(dns.Msg)
+		m.Question = []dns.Question{{Name: name, Qtype: dns.TypeA, Qclass: dns.ClassINET}}
+		rec := dnstest.NewRecorder(&test.ResponseWriter{})
+		if rcode, _ := h.g.ServeDNS(context.Background(), rec, m); rcode != passedOn {
+			t.Errorf("%q: rcode %d, want the next plugin", name, rcode)
+		}
+	}
+}
