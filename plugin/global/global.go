@@ -131,9 +131,9 @@ func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg)
 	var answer, extra []dns.RR
 	switch qtype {
 	case dns.TypeA:
-		answer = copyA(rs.a, qname)
+		answer = copyRecords(rs.a, qname)
 	case dns.TypeAAAA:
-		answer = copyAAAA(rs.aaaa, qname)
+		answer = copyRecords(rs.aaaa, qname)
 	case dns.TypeSRV:
 		var srv srvSet
 		if zi < len(rs.srv) && zone == g.zones[zi] {
@@ -329,30 +329,22 @@ func stripUnderscore(s string) string {
 	return s
 }
 
-func copyA(src []dns.A, owner string) []dns.RR {
+// copyRecords copies precomputed A or AAAA records with the query's owner
+// name: one allocation for the records, one for the slice of them.
+func copyRecords[T any, PT interface {
+	*T
+	dns.RR
+}](src []T, owner string) []dns.RR {
 	if len(src) == 0 {
 		return nil
 	}
-	recs := make([]dns.A, len(src))
+	recs := make([]T, len(src))
 	copy(recs, src)
 	out := make([]dns.RR, len(recs))
 	for i := range recs {
-		recs[i].Hdr.Name = owner
-		out[i] = &recs[i]
-	}
-	return out
-}
-
-func copyAAAA(src []dns.AAAA, owner string) []dns.RR {
-	if len(src) == 0 {
-		return nil
-	}
-	recs := make([]dns.AAAA, len(src))
-	copy(recs, src)
-	out := make([]dns.RR, len(recs))
-	for i := range recs {
-		recs[i].Hdr.Name = owner
-		out[i] = &recs[i]
+		rr := PT(&recs[i])
+		rr.Header().Name = owner
+		out[i] = rr
 	}
 	return out
 }
