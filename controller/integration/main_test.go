@@ -8,7 +8,6 @@ package integration
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -24,27 +23,7 @@ import (
 
 var env *localkube.Env
 
-func TestMain(m *testing.M) {
-	os.Exit(runMain(m))
-}
-
-func runMain(m *testing.M) int {
-	flag.Parse() // for testing.Short
-	if !testing.Short() {
-		var err error
-		env, err = localkube.Start(context.Background(), localkube.Options{
-			Clusters:     []string{"source", "east", "west"},
-			Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-			StopOnSignal: true,
-		})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "integration: clusters did not start:", err)
-			return 1
-		}
-		defer func() { _ = env.Stop() }()
-	}
-	return m.Run()
-}
+func TestMain(m *testing.M) { os.Exit(localkube.Main(m, &env, "source", "east", "west")) }
 
 // scenario is one test's world: a namespace in every cluster, a mirror
 // simulator linking east and west into source for that namespace, and the

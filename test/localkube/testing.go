@@ -3,6 +3,8 @@ package localkube
 import (
 	"bytes"
 	"context"
+	"flag"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -35,6 +37,29 @@ func StartT(t testing.TB, names ...string) *Env {
 		}
 	})
 	return env
+}
+
+// Main runs a test package whose tests share the named clusters: call it from
+// TestMain as os.Exit(localkube.Main(m, &env, "source", "east")). It starts the
+// clusters into *env, runs the tests and stops them. Under -short it starts
+// nothing and leaves *env nil; the tests that need clusters skip themselves
+// there. Clusters that do not start fail the package.
+func Main(m *testing.M, env **Env, names ...string) int {
+	flag.Parse() // testing.Short needs the flags before m.Run parses them
+	if !testing.Short() {
+		e, err := Start(context.Background(), Options{
+			Clusters:     names,
+			Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			StopOnSignal: true,
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "localkube: clusters did not start:", err)
+			return 1
+		}
+		defer func() { _ = e.Stop() }()
+		*env = e
+	}
+	return m.Run()
 }
 
 // LogTails returns the last n lines of every control plane log under dir.

@@ -31,29 +31,7 @@ import (
 
 var env *localkube.Env
 
-func TestMain(m *testing.M) { os.Exit(runMain(m)) }
-
-func runMain(m *testing.M) int {
-	if !parseShort() {
-		var err error
-		env, err = localkube.Start(context.Background(), localkube.Options{
-			Clusters:     []string{"source", "east", "west"},
-			Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-			StopOnSignal: true,
-		})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "integration: clusters did not start:", err)
-			return 1
-		}
-		defer func() { _ = env.Stop() }()
-	}
-	return m.Run()
-}
-
-// parseShort reads -test.short before flag parsing (TestMain runs first).
-func parseShort() bool {
-	return slices.Contains(os.Args[1:], "-test.short") || slices.Contains(os.Args[1:], "-test.short=true")
-}
+func TestMain(m *testing.M) { os.Exit(localkube.Main(m, &env, "source", "east", "west")) }
 
 var nonDNS = regexp.MustCompile(`[^a-z0-9]+`)
 
