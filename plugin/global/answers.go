@@ -3,120 +3,183 @@ package global
 import (
 	"math"
 	"net"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
-	"github.com/miekg/dns"
 )
 
-// entry is one "service" as the kubernetes plugin's findServices builds them
-// for a headless service: one per ready endpoint address and port of its slice.
-type entry struct {
-	ip       string
-	addr     net.IP // 4 bytes for A, 16 for AAAA, as msg.Service.HostType gives them
-	v4       bool
-	host     string // endpoint hostname, or the dashed IP when it has none
-	port     int32  // -1: the endpoint's slice has no ports
-	portName string
-	proto    string
-}
-
 // answerSet is everything one global service answers, immutable once built.
-// ServeDNS copies its records and sets the owner name; nothing else is done
-// per query for the common names (the service and its per-pod names).
+// It is compact: records are built per query from it (see reply.go), with the
+// addresses of A and AAAA records sub-slices of its address slab.
+//
+// Its entries are, as the kubernetes plugin's findServices builds "services"
+// for a headless service, one per ready endpoint address and port of the
+// endpoint's slice (one without a port when the slice has none); an entry is
+// a record here and one of its port set's ports.
 type answerSet struct {
 	name      string // global service name
 	namespace string
 	key       string // "name.namespace", the index key
-	all       *rrset
-	hosts     map[string]*rrset // by (lower case) endpoint hostname
+
+	// slab holds every distinct address once, the n4 IPv4 addresses (4 bytes
+	// each) first, then the IPv6 ones (16 bytes), each family in the order
+	// the entries first give it. It is never written after it is built:
+	// records handed out point into it.
+	slab []byte
+	n4   uint32
+	// names holds the distinct hostnames (or dashed IPs) of the records.
+	names string
+	recs  []rec
+	// byHost is the records sorted by lower-case host, then by position.
+	byHost []uint32
+	// keys are the lower-case hosts of the records, only when some host is
+	// not lower case; otherwise a record's host is its key.
+	keys    []string
+	ports   [][]portSpec // distinct port sets of the records
+	entries int          // entries of all records, for the SRV weight
+
 	endpoints int               // ready endpoints, for the gauge
 	problems  map[string]string // detail -> reason, to count each problem once
 	trigger   time.Time
 }
 
-// rrset holds the answers of one name.
-type rrset struct {
-	entries []entry
-	a       []dns.A
-	aaaa    []dns.AAAA
-	srv     []srvSet // one per configured zone, in config order
+// rec is one ready endpoint address.
+type rec struct {
+	addr    uint32 // address index: < n4 IPv4, else IPv6
+	host    uint32 // offset of the host in names
+	ports   uint32 // index of the port set
+	hostLen uint16
 }
 
-// exists reports whether the name exists (has entries): NODATA rather than NXDOMAIN.
-func (r *rrset) exists() bool { return r != nil && len(r.entries) > 0 }
-
-type srvSet struct {
-	srv       []dns.SRV
-	extraA    []dns.A
-	extraAAAA []dns.AAAA
+// portSpec is one port of an endpoint's slice, as the kubernetes plugin sees it.
+type portSpec struct {
+	port  int32 // -1: no port number
+	name  string
+	proto string
 }
 
-// newAnswerSet turns a view into an answer set for the configured zones.
-func newAnswerSet(v aggregate.View, ttl uint32, zones []string) *answerSet {
+// noPort is the one entry of a record whose slice has no ports.
+var noPort = []portSpec{{port: -1}}
+
+// newAnswerSet turns a view into an answer set.
+func newAnswerSet(v aggregate.View) *answerSet {
 	s := &answerSet{
 		name:      v.Name,
 		namespace: v.Namespace,
 		key:       v.Name + "." + v.Namespace,
-		hosts:     map[string]*rrset{},
 		trigger:   v.TriggerTime,
 	}
-	var entries []entry
+
+	// Distinct addresses by family, hosts and port sets, in first-seen order.
+	type pending struct {
+		addr  int // index in v4 or v6
+		v4    bool
+		host  int // index in hosts
+		ports uint32
+	}
+	var (
+		v4, v6    []net.IP
+		addrIdx   = map[string]int{} // address as the slice spells it -> index in its family
+		hosts     []string
+		hostIdx   = map[string]int{}
+		portIdx   = map[string]uint32{}
+		pend      []pending
+		namesLen  int
+		lowerKeys bool
+	)
 	for _, ep := range v.Endpoints {
 		if !ep.Ready {
 			continue
 		}
 		s.endpoints++
+		ps, pkey := portSet(ep)
+		pi, ok := portIdx[pkey]
+		if !ok {
+			pi = uint32(len(s.ports)) // #nosec G115 -- fewer port sets than endpoints
+			portIdx[pkey] = pi
+			s.ports = append(s.ports, ps)
+		}
 		for _, ip := range ep.Addresses {
 			addr := net.ParseIP(ip)
 			if addr == nil {
 				continue // aggregate only passes canonical addresses
 			}
-			e := entry{ip: ip, host: ep.Hostname}
-			if a4 := addr.To4(); a4 != nil {
-				e.addr, e.v4 = a4, true
-			} else {
-				e.addr = addr.To16()
-			}
-			if e.host == "" {
-				e.host = dashedIP(ip)
-			}
-			if len(ep.Ports) == 0 {
-				e.port = -1
-				entries = append(entries, e)
-				continue
-			}
-			for _, p := range ep.Ports {
-				pe := e
-				pe.port = -1
-				if p.Port != nil {
-					pe.port = *p.Port
+			p := pending{ports: pi}
+			a4 := addr.To4()
+			p.v4 = a4 != nil
+			// The same address spelled two ways (a.b.c.d, ::ffff:a.b.c.d) is
+			// two addresses, as in the kubernetes plugin.
+			ai, seen := addrIdx[ip]
+			if !seen {
+				if p.v4 {
+					ai = len(v4)
+					v4 = append(v4, a4)
+				} else {
+					ai = len(v6)
+					v6 = append(v6, addr.To16())
 				}
-				if p.Name != nil {
-					pe.portName = *p.Name
-				}
-				if p.Protocol != nil {
-					pe.proto = string(*p.Protocol)
-				}
-				entries = append(entries, pe)
+				addrIdx[ip] = ai
 			}
+			p.addr = ai
+			host := ep.Hostname
+			if host == "" {
+				host = dashedIP(ip)
+			}
+			hi, seen := hostIdx[host]
+			if !seen {
+				hi = len(hosts)
+				hostIdx[host] = hi
+				hosts = append(hosts, host)
+				namesLen += len(host)
+				lowerKeys = lowerKeys || strings.ToLower(host) != host
+			}
+			p.host = hi
+			pend = append(pend, p)
 		}
 	}
-	s.all = buildRRSet(entries, s.name, s.namespace, ttl, zones)
 
-	byHost := map[string][]entry{}
-	var order []string
-	for _, e := range entries {
-		h := strings.ToLower(e.host)
-		if _, ok := byHost[h]; !ok {
-			order = append(order, h)
+	s.n4 = uint32(len(v4)) // #nosec G115 -- addresses are far fewer than 2^32
+	s.slab = make([]byte, 0, 4*len(v4)+16*len(v6))
+	for _, a := range v4 {
+		s.slab = append(s.slab, a...)
+	}
+	for _, a := range v6 {
+		s.slab = append(s.slab, a...)
+	}
+	var b strings.Builder
+	b.Grow(namesLen)
+	offsets := make([]uint32, len(hosts))
+	for i, h := range hosts {
+		offsets[i] = uint32(b.Len()) // #nosec G115 -- hostnames are short
+		b.WriteString(h)
+	}
+	s.names = b.String()
+
+	s.recs = make([]rec, len(pend))
+	for i, p := range pend {
+		r := rec{ports: p.ports, host: offsets[p.host], hostLen: uint16(len(hosts[p.host]))} // #nosec G115 -- DNS labels are short
+		r.addr = uint32(p.addr)                                                              // #nosec G115 -- see n4
+		if !p.v4 {
+			r.addr += s.n4
 		}
-		byHost[h] = append(byHost[h], e)
+		s.recs[i] = r
+		s.entries += max(1, len(s.ports[p.ports]))
 	}
-	for _, h := range order {
-		s.hosts[h] = buildRRSet(byHost[h], s.name, s.namespace, ttl, zones)
+	if lowerKeys {
+		s.keys = make([]string, len(s.recs))
+		for i := range s.recs {
+			s.keys[i] = strings.ToLower(s.host(&s.recs[i]))
+		}
 	}
+	s.byHost = make([]uint32, len(s.recs))
+	for i := range s.byHost {
+		s.byHost[i] = uint32(i) // #nosec G115 -- see n4
+	}
+	slices.SortStableFunc(s.byHost, func(a, b uint32) int { return strings.Compare(s.hostKey(a), s.hostKey(b)) })
+
 	if len(v.Problems) > 0 {
 		s.problems = make(map[string]string, len(v.Problems))
 		for _, p := range v.Problems {
@@ -125,6 +188,81 @@ func newAnswerSet(v aggregate.View, ttl uint32, zones []string) *answerSet {
 	}
 	return s
 }
+
+// portSet is an endpoint's ports and a key that identifies them.
+func portSet(ep aggregate.Endpoint) ([]portSpec, string) {
+	if len(ep.Ports) == 0 {
+		return nil, ""
+	}
+	ps := make([]portSpec, len(ep.Ports))
+	var key strings.Builder
+	for i, p := range ep.Ports {
+		ps[i].port = -1
+		if p.Port != nil {
+			ps[i].port = *p.Port
+		}
+		if p.Name != nil {
+			ps[i].name = *p.Name
+		}
+		if p.Protocol != nil {
+			ps[i].proto = string(*p.Protocol)
+		}
+		// Lengths first: names and protocols may hold any byte.
+		for _, f := range []string{ps[i].name, ps[i].proto} {
+			key.WriteString(strconv.Itoa(len(f)))
+			key.WriteByte(':')
+			key.WriteString(f)
+		}
+		key.WriteString(strconv.Itoa(int(ps[i].port)))
+		key.WriteByte(';')
+	}
+	return ps, key.String()
+}
+
+// host is the hostname (or dashed IP) of r.
+func (s *answerSet) host(r *rec) string { return s.names[r.host : r.host+uint32(r.hostLen)] }
+
+// hostKey is the lower-case host of record i.
+func (s *answerSet) hostKey(i uint32) string {
+	if s.keys != nil {
+		return s.keys[i]
+	}
+	return s.host(&s.recs[i])
+}
+
+// hostRecords are the records of host (lower case), in order.
+func (s *answerSet) hostRecords(host string) []uint32 {
+	lo, _ := slices.BinarySearchFunc(s.byHost, host, func(i uint32, h string) int { return strings.Compare(s.hostKey(i), h) })
+	hi := lo
+	for hi < len(s.byHost) && s.hostKey(s.byHost[hi]) == host {
+		hi++
+	}
+	return s.byHost[lo:hi:hi]
+}
+
+// recPorts is the entries' ports of r: its port set, or one without a port.
+func (s *answerSet) recPorts(r *rec) []portSpec {
+	if ps := s.ports[r.ports]; len(ps) > 0 {
+		return ps
+	}
+	return noPort
+}
+
+// isV4 reports whether address index a is an IPv4 address.
+func (s *answerSet) isV4(a uint32) bool { return a < s.n4 }
+
+// ip is address a, a sub-slice of the slab that cannot grow into it.
+func (s *answerSet) ip(a uint32) net.IP {
+	if a < s.n4 {
+		o := 4 * a
+		return net.IP(s.slab[o : o+4 : o+4])
+	}
+	o := 4*s.n4 + 16*(a-s.n4)
+	return net.IP(s.slab[o : o+16 : o+16])
+}
+
+// naddrs is the number of distinct addresses.
+func (s *answerSet) naddrs() int { return int(s.n4) + (len(s.slab)-4*int(s.n4))/16 }
 
 // dashedIP is the kubernetes plugin's endpoint name for an address without a hostname.
 func dashedIP(ip string) string {
@@ -141,32 +279,6 @@ func dashedIP(ip string) string {
 	return ""
 }
 
-// buildRRSet computes the records for entries, the way plugin.A, plugin.AAAA
-// and plugin.SRV (backend_lookup.go) compute them from the kubernetes plugin's
-// services. Owner names of answers are left empty: they are the query name.
-func buildRRSet(entries []entry, name, namespace string, ttl uint32, zones []string) *rrset {
-	r := &rrset{entries: entries}
-	seen := make(map[string]struct{}, len(entries))
-	for _, e := range entries {
-		if _, dup := seen[e.ip]; dup {
-			continue
-		}
-		seen[e.ip] = struct{}{}
-		if e.v4 {
-			r.a = append(r.a, dns.A{Hdr: dns.RR_Header{Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl}, A: e.addr})
-		} else {
-			r.aaaa = append(r.aaaa, dns.AAAA{Hdr: dns.RR_Header{Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: ttl}, AAAA: e.addr})
-		}
-	}
-	if len(zones) > 0 {
-		r.srv = make([]srvSet, len(zones))
-	}
-	for i, z := range zones {
-		r.srv[i] = buildSRV(entries, name, namespace, ttl, z)
-	}
-	return r
-}
-
 // srvWeight is plugin.SRV's weight for n services of priority 0 and weight 0
 // (each counts as 100), computed the same way, in floating point.
 func srvWeight(n int) uint16 {
@@ -179,65 +291,198 @@ func srvWeight(n int) uint16 {
 	return weight
 }
 
-type srvKey struct {
-	target string
-	port   uint16
-	addr   string
+// selection is the entries a name selects: every record's (all), one host's,
+// or those with a named port and protocol.
+type selection struct {
+	s *answerSet
+	// recs are the selected records; nil: all of them.
+	recs []uint32
+	// filter: only entries whose port matches port and proto ("" matches any).
+	filter      bool
+	port, proto string
 }
 
-// buildSRV computes SRV records and their additional addresses for zone (as
-// the query spells it: the kubernetes plugin keeps the query's case there).
-func buildSRV(entries []entry, name, namespace string, ttl uint32, zone string) srvSet {
-	var out srvSet
-	if len(entries) == 0 {
-		return out
+// len is the number of records the selection looks at.
+func (sel *selection) len() int {
+	if sel.recs != nil {
+		return len(sel.recs)
 	}
-	weight := srvWeight(len(entries))
-	suffix := "." + name + "." + namespace + ".svc." + zone
-	dup := make(map[srvKey]struct{}, 2*len(entries))
-	targets := make(map[string]string)
-	for _, e := range entries {
-		if e.port == -1 {
+	return len(sel.s.recs)
+}
+
+// rec is the k-th record the selection looks at.
+func (sel *selection) rec(k int) *rec {
+	if sel.recs != nil {
+		return &sel.s.recs[sel.recs[k]]
+	}
+	return &sel.s.recs[k]
+}
+
+// selects reports whether the selection holds entry p (of one of its records).
+func (sel *selection) selects(p *portSpec) bool {
+	return !sel.filter || (sel.port == "" || match(sel.port, p.name)) && (sel.proto == "" || match(sel.proto, p.proto))
+}
+
+// entries counts the selected entries: 0 means the name does not exist.
+func (sel *selection) entries() int {
+	if sel.recs == nil && !sel.filter {
+		return sel.s.entries
+	}
+	n := 0
+	for k := range sel.len() {
+		ps := sel.s.recPorts(sel.rec(k))
+		if !sel.filter {
+			n += len(ps)
 			continue
 		}
-		target, ok := targets[e.host]
-		if !ok {
-			target = e.host + suffix
-			targets[e.host] = target
-		}
-		port := uint16(e.port)
-		if _, d := dup[srvKey{target: target, port: port}]; !d {
-			dup[srvKey{target: target, port: port}] = struct{}{}
-			out.srv = append(out.srv, dns.SRV{
-				Hdr:      dns.RR_Header{Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: ttl},
-				Priority: 0, Weight: weight, Port: port, Target: target,
-			})
-		}
-		if _, d := dup[srvKey{target: target, addr: e.ip}]; !d {
-			dup[srvKey{target: target, addr: e.ip}] = struct{}{}
-			hdr := dns.RR_Header{Name: target, Class: dns.ClassINET, Ttl: ttl}
-			if e.v4 {
-				hdr.Rrtype = dns.TypeA
-				out.extraA = append(out.extraA, dns.A{Hdr: hdr, A: e.addr})
-			} else {
-				hdr.Rrtype = dns.TypeAAAA
-				out.extraAAAA = append(out.extraAAAA, dns.AAAA{Hdr: hdr, AAAA: e.addr})
+		for i := range ps {
+			if sel.selects(&ps[i]) {
+				n++
 			}
 		}
 	}
-	return out
+	return n
 }
 
-// filterPort returns the entries a `_port._proto` name selects; an empty port
-// or protocol matches any, as in the kubernetes plugin.
-func filterPort(entries []entry, port, proto string) []entry {
-	var out []entry
-	for _, e := range entries {
-		if (port == "" || match(port, e.portName)) && (proto == "" || match(proto, e.proto)) {
-			out = append(out, e)
+// selectsAny reports whether the selection holds an entry of r.
+func (sel *selection) selectsAny(r *rec) bool {
+	if !sel.filter {
+		return true
+	}
+	ps := sel.s.recPorts(r)
+	for i := range ps {
+		if sel.selects(&ps[i]) {
+			return true
 		}
 	}
-	return out
+	return false
+}
+
+// addrs appends the distinct addresses of one family the selection holds to
+// buf, in the order of its entries.
+func (sel *selection) addrs(v4 bool, buf []uint32) []uint32 {
+	s := sel.s
+	if sel.recs == nil && !sel.filter {
+		lo, hi := uint32(0), s.n4
+		if !v4 {
+			lo, hi = s.n4, uint32(s.naddrs()) // #nosec G115 -- see n4
+		}
+		for a := lo; a < hi; a++ {
+			buf = append(buf, a)
+		}
+		return buf
+	}
+	var bits []uint64
+	if sel.len() > 16 {
+		bits = make([]uint64, (s.naddrs()+63)/64)
+	}
+	for k := range sel.len() {
+		r := sel.rec(k)
+		if s.isV4(r.addr) != v4 || !sel.selectsAny(r) {
+			continue
+		}
+		if bits != nil {
+			w, m := r.addr/64, uint64(1)<<(r.addr%64)
+			if bits[w]&m != 0 {
+				continue
+			}
+			bits[w] |= m
+		} else if slices.Contains(buf, r.addr) {
+			continue
+		}
+		buf = append(buf, r.addr)
+	}
+	return buf
 }
 
 func match(a, b string) bool { return a == b || strings.EqualFold(a, b) }
+
+// smallSet is a set of uint64 keys with a value each, on the stack while it
+// is small.
+type smallSet struct {
+	n    int
+	keys [16]uint64
+	vals [16]uint32
+	m    map[uint64]uint32
+}
+
+func (s *smallSet) get(k uint64) (uint32, bool) {
+	if s.m != nil {
+		v, ok := s.m[k]
+		return v, ok
+	}
+	for i := range s.n {
+		if s.keys[i] == k {
+			return s.vals[i], true
+		}
+	}
+	return 0, false
+}
+
+// add adds k with value v unless k is there; it reports whether it added it.
+func (s *smallSet) add(k uint64, v uint32) bool {
+	if _, ok := s.get(k); ok {
+		return false
+	}
+	if s.m == nil && s.n < len(s.keys) {
+		s.keys[s.n], s.vals[s.n] = k, v
+		s.n++
+		return true
+	}
+	if s.m == nil {
+		s.m = make(map[uint64]uint32, 2*len(s.keys))
+		for i := range s.n {
+			s.m[s.keys[i]] = s.vals[i]
+		}
+	}
+	s.m[k] = v
+	return true
+}
+
+// srvItem is one SRV record or additional address to write: a record of
+// the answer set and, for SRV, a port.
+type srvItem struct {
+	rec  *rec
+	port uint16
+}
+
+// srvPlan is what plugin.SRV answers for a selection, as record references:
+// SRV deduplicated by (target, port), additional addresses by (target,
+// address), targets being host + suffix.
+type srvPlan struct {
+	srv, extra []srvItem
+	n4         int // IPv4 additional addresses
+	hostsLen   int // bytes of the distinct hosts of srv
+	hosts      int // distinct hosts of srv
+}
+
+func (sel *selection) planSRV(srvBuf, extraBuf []srvItem) srvPlan {
+	p := srvPlan{srv: srvBuf, extra: extraBuf}
+	var srvSeen, extraSeen, hostSeen smallSet
+	for k := range sel.len() {
+		r := sel.rec(k)
+		ps := sel.s.recPorts(r)
+		for i := range ps {
+			e := &ps[i]
+			if e.port == -1 || !sel.selects(e) {
+				continue
+			}
+			port := uint16(e.port) // #nosec G115 -- the kubernetes plugin converts the same way
+			h := uint64(r.host) << 32
+			if srvSeen.add(h|uint64(port), 0) {
+				p.srv = append(p.srv, srvItem{rec: r, port: port})
+				if hostSeen.add(h, 0) {
+					p.hosts++
+					p.hostsLen += int(r.hostLen)
+				}
+			}
+			if extraSeen.add(h|uint64(r.addr), 0) {
+				p.extra = append(p.extra, srvItem{rec: r})
+				if sel.s.isV4(r.addr) {
+					p.n4++
+				}
+			}
+		}
+	}
+	return p
+}

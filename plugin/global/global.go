@@ -99,19 +99,17 @@ func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg)
 	}
 
 	// Which entries does the name select? (nil: the name does not exist.)
-	var rs *rrset
+	var sel *selection
 	if set != nil {
 		switch q.extra {
 		case 0:
-			rs = set.all
+			sel = &selection{s: set}
 		case 1:
-			rs = set.hosts[q.first]
+			sel = &selection{s: set, recs: set.hostRecords(q.first)}
 		case 2:
-			port, proto := stripUnderscore(q.first), stripUnderscore(q.second)
-			if port == "" && proto == "" {
-				rs = set.all
-			} else if e := filterPort(set.all.entries, port, proto); len(e) > 0 {
-				rs = buildRRSet(e, set.name, set.namespace, g.ttl, nil)
+			sel = &selection{s: set}
+			if port, proto := stripUnderscore(q.first), stripUnderscore(q.second); port != "" || proto != "" {
+				sel.filter, sel.port, sel.proto = true, port, proto
 			}
 		}
 	}
@@ -124,34 +122,22 @@ func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg)
 		// The kubernetes plugin answers SOA only at the apex: NODATA below it.
 		return g.negative(ctx, state, zi, zone, dns.RcodeSuccess)
 	}
-	if !rs.exists() {
+	if sel == nil || sel.entries() == 0 {
 		return g.nameError(ctx, state, zi, zone, synced)
 	}
 
-	var answer, extra []dns.RR
+	var m *dns.Msg
 	switch qtype {
 	case dns.TypeA:
-		answer = copyRecords(rs.a, qname)
+		m = addrReply(sel, r, qname, g.ttl, true, setA)
 	case dns.TypeAAAA:
-		answer = copyRecords(rs.aaaa, qname)
+		m = addrReply(sel, r, qname, g.ttl, false, setAAAA)
 	case dns.TypeSRV:
-		var srv srvSet
-		if zi < len(rs.srv) && zone == g.zones[zi] {
-			srv = rs.srv[zi]
-		} else {
-			srv = buildSRV(rs.entries, set.name, set.namespace, g.ttl, zone)
-		}
-		answer, extra = copySRV(srv, qname)
+		m = srvReply(sel, r, qname, zone, g.ttl)
 	}
-	if len(answer) == 0 {
+	if m == nil {
 		return g.negative(ctx, state, zi, zone, dns.RcodeSuccess)
 	}
-
-	m := new(dns.Msg)
-	m.SetReply(r)
-	m.Authoritative = true
-	m.Answer = answer
-	m.Extra = extra
 	w.WriteMsg(m)
 	requestsTotal.WithLabelValues(metrics.WithServer(ctx), typeLabel(qtype), dns.RcodeToString[dns.RcodeSuccess]).Inc()
 	return dns.RcodeSuccess, nil
@@ -327,53 +313,4 @@ func stripUnderscore(s string) string {
 		return s[1:]
 	}
 	return s
-}
-
-// copyRecords copies precomputed A or AAAA records with the query's owner
-// name: one allocation for the records, one for the slice of them.
-func copyRecords[T any, PT interface {
-	*T
-	dns.RR
-}](src []T, owner string) []dns.RR {
-	if len(src) == 0 {
-		return nil
-	}
-	recs := make([]T, len(src))
-	copy(recs, src)
-	out := make([]dns.RR, len(recs))
-	for i := range recs {
-		rr := PT(&recs[i])
-		rr.Header().Name = owner
-		out[i] = rr
-	}
-	return out
-}
-
-func copySRV(src srvSet, owner string) (answer, extra []dns.RR) {
-	if len(src.srv) == 0 {
-		return nil, nil
-	}
-	recs := make([]dns.SRV, len(src.srv))
-	copy(recs, src.srv)
-	answer = make([]dns.RR, len(recs))
-	for i := range recs {
-		recs[i].Hdr.Name = owner
-		answer[i] = &recs[i]
-	}
-	extra = make([]dns.RR, 0, len(src.extraA)+len(src.extraAAAA))
-	if len(src.extraA) > 0 {
-		a := make([]dns.A, len(src.extraA))
-		copy(a, src.extraA)
-		for i := range a {
-			extra = append(extra, &a[i])
-		}
-	}
-	if len(src.extraAAAA) > 0 {
-		a := make([]dns.AAAA, len(src.extraAAAA))
-		copy(a, src.extraAAAA)
-		for i := range a {
-			extra = append(extra, &a[i])
-		}
-	}
-	return answer, extra
 }

@@ -17,9 +17,7 @@ import (
 // coalescing work queue: each change rebuilds only the affected global's
 // answer set and swaps it in. Queries never wait for a rebuild.
 type index struct {
-	src   *source.Source
-	ttl   uint32
-	zones []string
+	src *source.Source
 
 	sets     sync.Map // string -> *answerSet
 	queue    workqueue.TypedInterface[source.Key]
@@ -36,10 +34,8 @@ type index struct {
 	now func() time.Time
 }
 
-func newIndex(ttl uint32, zones []string) *index {
+func newIndex() *index {
 	x := &index{
-		ttl:     ttl,
-		zones:   zones,
 		queue:   workqueue.NewTyped[source.Key](),
 		stopped: make(chan struct{}),
 		now:     time.Now,
@@ -130,7 +126,7 @@ func (x *index) rebuild(k source.Key) {
 
 	var cur *answerSet
 	if aggregate.Exists(in) && !x.userOwned(k.Namespace, name) {
-		cur = newAnswerSet(aggregate.Aggregate(in), x.ttl, x.zones)
+		cur = newAnswerSet(aggregate.Aggregate(in))
 	}
 	dg, de := 0, 0
 	switch {

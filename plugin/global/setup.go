@@ -72,7 +72,7 @@ func setup(c *caddy.Controller) error {
 
 // newFromClient builds the plugin and its informers (not yet started) on client.
 func newFromClient(cfg *config, client kubernetes.Interface) (*Global, error) {
-	idx := newIndex(cfg.ttl, cfg.zones)
+	idx := newIndex()
 	src, err := source.New(source.Config{
 		Client:        client,
 		Namespaces:    cfg.namespaces,

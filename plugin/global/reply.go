@@ -1,0 +1,184 @@
+package global
+
+import (
+	"net"
+	"strings"
+
+	"github.com/miekg/dns"
+)
+
+// Replies are built per query, in as few allocations as the answer allows:
+// an A or AAAA answer of up to 16 records is one allocation holding the
+// message, its question, the records and the slice of them. Nothing is pooled
+// or reused: plugins before this one (cache) keep the records they are given.
+
+// reply is a message and its question section.
+type reply struct {
+	m dns.Msg
+	q [1]dns.Question
+}
+
+type reply1[T any] struct {
+	reply
+	rr   [1]dns.RR
+	recs [1]T
+}
+
+type reply4[T any] struct {
+	reply
+	rr   [4]dns.RR
+	recs [4]T
+}
+
+type reply16[T any] struct {
+	reply
+	rr   [16]dns.RR
+	recs [16]T
+}
+
+// newReply allocates a reply with room for n records of type T.
+func newReply[T any](n int) (*reply, []dns.RR, []T) {
+	switch {
+	case n <= 1:
+		r := new(reply1[T])
+		return &r.reply, r.rr[:n:n], r.recs[:n:n]
+	case n <= 4:
+		r := new(reply4[T])
+		return &r.reply, r.rr[:n:n], r.recs[:n:n]
+	case n <= 16:
+		r := new(reply16[T])
+		return &r.reply, r.rr[:n:n], r.recs[:n:n]
+	}
+	return new(reply), make([]dns.RR, n), make([]T, n)
+}
+
+// msg sets up the authoritative, successful reply to req, as dns.Msg.SetReply does.
+func (r *reply) msg(req *dns.Msg) *dns.Msg {
+	m := &r.m
+	m.Id = req.Id
+	m.Response = true
+	m.Opcode = req.Opcode
+	if m.Opcode == dns.OpcodeQuery {
+		m.RecursionDesired = req.RecursionDesired
+		m.CheckingDisabled = req.CheckingDisabled
+	}
+	m.Rcode = dns.RcodeSuccess
+	if len(req.Question) > 0 {
+		r.q[0] = req.Question[0]
+		m.Question = r.q[:1:1]
+	}
+	m.Authoritative = true
+	return m
+}
+
+func setA(rr *dns.A, hdr dns.RR_Header, ip net.IP) {
+	hdr.Rrtype = dns.TypeA
+	rr.Hdr, rr.A = hdr, ip
+}
+
+func setAAAA(rr *dns.AAAA, hdr dns.RR_Header, ip net.IP) {
+	hdr.Rrtype = dns.TypeAAAA
+	rr.Hdr, rr.AAAA = hdr, ip
+}
+
+// addrReply is the reply with the selection's addresses of one family, owned
+// by owner; nil when it has none. The addresses point into the answer set's slab.
+func addrReply[T any, PT interface {
+	*T
+	dns.RR
+}](sel *selection, req *dns.Msg, owner string, ttl uint32, v4 bool, set func(PT, dns.RR_Header, net.IP)) *dns.Msg {
+	var buf [16]uint32
+	addrs := sel.addrs(v4, buf[:0])
+	if len(addrs) == 0 {
+		return nil
+	}
+	r, rrs, recs := newReply[T](len(addrs))
+	hdr := dns.RR_Header{Name: owner, Class: dns.ClassINET, Ttl: ttl}
+	for i, a := range addrs {
+		rr := PT(&recs[i])
+		set(rr, hdr, sel.s.ip(a))
+		rrs[i] = rr
+	}
+	m := r.msg(req)
+	m.Answer = rrs
+	return m
+}
+
+// srvReply is the reply with the selection's SRV records, owned by owner,
+// targets in zone (as the query spells it), their addresses in the
+// additional section; nil when it has none.
+func srvReply(sel *selection, req *dns.Msg, owner, zone string, ttl uint32) *dns.Msg {
+	var srvBuf, extraBuf [16]srvItem
+	p := sel.planSRV(srvBuf[:0], extraBuf[:0])
+	if len(p.srv) == 0 {
+		return nil
+	}
+	s := sel.s
+	suffix := [...]string{".", s.name, ".", s.namespace, ".svc.", zone}
+	suffixLen := 0
+	for _, x := range suffix {
+		suffixLen += len(x)
+	}
+	// Every distinct target in one string.
+	var b strings.Builder
+	b.Grow(p.hostsLen + p.hosts*suffixLen)
+	var starts smallSet
+	for _, it := range p.srv {
+		if starts.add(uint64(it.rec.host), uint32(b.Len())) { // #nosec G115 -- DNS names are short
+			b.WriteString(s.host(it.rec))
+			for _, x := range suffix {
+				b.WriteString(x)
+			}
+		}
+	}
+	targets := b.String()
+	target := func(r *rec) string {
+		o, _ := starts.get(uint64(r.host))
+		return targets[o : o+uint32(r.hostLen)+uint32(suffixLen)] // #nosec G115 -- see above
+	}
+
+	weight := srvWeight(sel.entries())
+	r := new(reply)
+	rrs := make([]dns.RR, len(p.srv)+len(p.extra))
+	srv := make([]dns.SRV, len(p.srv))
+	for i, it := range p.srv {
+		srv[i] = dns.SRV{
+			Hdr:      dns.RR_Header{Name: owner, Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: ttl},
+			Priority: 0, Weight: weight, Port: it.port, Target: target(it.rec),
+		}
+		rrs[i] = &srv[i]
+	}
+	extra := rrs[len(p.srv):len(p.srv)]
+	var a []dns.A
+	if p.n4 > 0 {
+		a = make([]dns.A, 0, p.n4)
+	}
+	var aaaa []dns.AAAA
+	if n6 := len(p.extra) - p.n4; n6 > 0 {
+		aaaa = make([]dns.AAAA, 0, n6)
+	}
+	for _, it := range p.extra {
+		hdr := dns.RR_Header{Name: target(it.rec), Class: dns.ClassINET, Ttl: ttl}
+		if s.isV4(it.rec.addr) {
+			a = append(a, dns.A{})
+			setA(&a[len(a)-1], hdr, s.ip(it.rec.addr))
+		}
+	}
+	for i := range a {
+		extra = append(extra, &a[i])
+	}
+	for _, it := range p.extra {
+		hdr := dns.RR_Header{Name: target(it.rec), Class: dns.ClassINET, Ttl: ttl}
+		if !s.isV4(it.rec.addr) {
+			aaaa = append(aaaa, dns.AAAA{})
+			setAAAA(&aaaa[len(aaaa)-1], hdr, s.ip(it.rec.addr))
+		}
+	}
+	for i := range aaaa {
+		extra = append(extra, &aaaa[i])
+	}
+	m := r.msg(req)
+	m.Answer = rrs[:len(p.srv):len(p.srv)]
+	m.Extra = extra
+	return m
+}
