@@ -261,6 +261,15 @@ func (s *answerSet) ip(a uint32) net.IP {
 	return net.IP(s.slab[o : o+16 : o+16])
 }
 
+// family is the range of address indices of one family: every address of it
+// once, in the order the entries give them.
+func (s *answerSet) family(v4 bool) (lo, hi uint32) {
+	if v4 {
+		return 0, s.n4
+	}
+	return s.n4, uint32(s.naddrs()) // #nosec G115 -- see n4
+}
+
 // naddrs is the number of distinct addresses.
 func (s *answerSet) naddrs() int { return int(s.n4) + (len(s.slab)-4*int(s.n4))/16 }
 
@@ -359,19 +368,9 @@ func (sel *selection) selectsAny(r *rec) bool {
 }
 
 // addrs appends the distinct addresses of one family the selection holds to
-// buf, in the order of its entries.
+// buf, in the order of its entries. For all records, family is quicker.
 func (sel *selection) addrs(v4 bool, buf []uint32) []uint32 {
 	s := sel.s
-	if sel.recs == nil && !sel.filter {
-		lo, hi := uint32(0), s.n4
-		if !v4 {
-			lo, hi = s.n4, uint32(s.naddrs()) // #nosec G115 -- see n4
-		}
-		for a := lo; a < hi; a++ {
-			buf = append(buf, a)
-		}
-		return buf
-	}
 	var bits []uint64
 	if sel.len() > 16 {
 		bits = make([]uint64, (s.naddrs()+63)/64)

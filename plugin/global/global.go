@@ -158,22 +158,24 @@ func (g *Global) nameError(ctx context.Context, state request.Request, zi int, z
 // negative writes an authoritative answer without records and with the SOA,
 // as plugin.BackendError does.
 func (g *Global) negative(ctx context.Context, state request.Request, zi int, zone string, rcode int) (int, error) {
-	m := new(dns.Msg)
-	m.SetRcode(state.Req, rcode)
-	m.Authoritative = true
-	m.Ns = []dns.RR{g.soa(zi, zone)}
+	r := new(negReply)
+	m := r.msg(state.Req)
+	m.Rcode = rcode
+	g.soa(&r.soa, zi, zone)
+	r.ns[0] = &r.soa
+	m.Ns = r.ns[:1:1]
 	state.W.WriteMsg(m)
 	requestsTotal.WithLabelValues(metrics.WithServer(ctx), typeLabel(state.QType()), dns.RcodeToString[rcode]).Inc()
 	return dns.RcodeSuccess, nil
 }
 
-// soa is the kubernetes plugin's SOA record for zone (spelled as queried).
-func (g *Global) soa(zi int, zone string) dns.RR {
+// soa sets rr to the kubernetes plugin's SOA record for zone (spelled as queried).
+func (g *Global) soa(rr *dns.SOA, zi int, zone string) {
 	names := g.soas[zi]
 	if zone != g.zones[zi] {
 		names = soaNames{ns: dnsutil.Join("ns.dns", zone), mbox: dnsutil.Join("hostmaster", zone)}
 	}
-	return &dns.SOA{
+	*rr = dns.SOA{
 		Hdr:     dns.RR_Header{Name: zone, Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: min(g.ttl, 300)},
 		Ns:      names.ns,
 		Mbox:    names.mbox,

@@ -18,6 +18,13 @@ type reply struct {
 	q [1]dns.Question
 }
 
+// negReply is a reply without answers and with the zone's SOA.
+type negReply struct {
+	reply
+	ns  [1]dns.RR
+	soa dns.SOA
+}
+
 type reply1[T any] struct {
 	reply
 	rr   [1]dns.RR
@@ -87,14 +94,24 @@ func addrReply[T any, PT interface {
 	*T
 	dns.RR
 }](sel *selection, req *dns.Msg, owner string, ttl uint32, v4 bool, set func(PT, dns.RR_Header, net.IP)) *dns.Msg {
-	var buf [16]uint32
-	addrs := sel.addrs(v4, buf[:0])
-	if len(addrs) == 0 {
+	lo, hi := sel.s.family(v4)
+	n := int(hi - lo)
+	var list []uint32 // nil: all addresses of the family, lo to hi
+	if sel.recs != nil || sel.filter {
+		var buf [16]uint32
+		list = sel.addrs(v4, buf[:0])
+		n = len(list)
+	}
+	if n == 0 {
 		return nil
 	}
-	r, rrs, recs := newReply[T](len(addrs))
+	r, rrs, recs := newReply[T](n)
 	hdr := dns.RR_Header{Name: owner, Class: dns.ClassINET, Ttl: ttl}
-	for i, a := range addrs {
+	for i := range n {
+		a := lo + uint32(i) // #nosec G115 -- i < n, a uint32 range
+		if list != nil {
+			a = list[i]
+		}
 		rr := PT(&recs[i])
 		set(rr, hdr, sel.s.ip(a))
 		rrs[i] = rr
