@@ -25,6 +25,16 @@ type negReply struct {
 	soa dns.SOA
 }
 
+// srvReply4 is an SRV reply of up to 4 records and 4 additional addresses
+// of each family.
+type srvReply4 struct {
+	reply
+	rr   [12]dns.RR
+	srv  [4]dns.SRV
+	a    [4]dns.A
+	aaaa [4]dns.AAAA
+}
+
 type reply1[T any] struct {
 	reply
 	rr   [1]dns.RR
@@ -155,9 +165,29 @@ func srvReply(sel *selection, req *dns.Msg, owner, zone string, ttl uint32) *dns
 	}
 
 	weight := srvWeight(sel.entries())
-	r := new(reply)
-	rrs := make([]dns.RR, len(p.srv)+len(p.extra))
-	srv := make([]dns.SRV, len(p.srv))
+	n6 := len(p.extra) - p.n4
+	var (
+		r    *reply
+		rrs  []dns.RR
+		srv  []dns.SRV
+		a    []dns.A
+		aaaa []dns.AAAA
+	)
+	if len(p.srv) <= 4 && p.n4 <= 4 && n6 <= 4 {
+		sr := new(srvReply4)
+		r, rrs, srv = &sr.reply, sr.rr[:len(p.srv)+len(p.extra)], sr.srv[:len(p.srv)]
+		a, aaaa = sr.a[:0:p.n4], sr.aaaa[:0:n6]
+	} else {
+		r = new(reply)
+		rrs = make([]dns.RR, len(p.srv)+len(p.extra))
+		srv = make([]dns.SRV, len(p.srv))
+		if p.n4 > 0 {
+			a = make([]dns.A, 0, p.n4)
+		}
+		if n6 > 0 {
+			aaaa = make([]dns.AAAA, 0, n6)
+		}
+	}
 	for i, it := range p.srv {
 		srv[i] = dns.SRV{
 			Hdr:      dns.RR_Header{Name: owner, Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: ttl},
@@ -166,14 +196,6 @@ func srvReply(sel *selection, req *dns.Msg, owner, zone string, ttl uint32) *dns
 		rrs[i] = &srv[i]
 	}
 	extra := rrs[len(p.srv):len(p.srv)]
-	var a []dns.A
-	if p.n4 > 0 {
-		a = make([]dns.A, 0, p.n4)
-	}
-	var aaaa []dns.AAAA
-	if n6 := len(p.extra) - p.n4; n6 > 0 {
-		aaaa = make([]dns.AAAA, 0, n6)
-	}
 	for _, it := range p.extra {
 		hdr := dns.RR_Header{Name: target(it.rec), Class: dns.ClassINET, Ttl: ttl}
 		if s.isV4(it.rec.addr) {
@@ -196,6 +218,6 @@ func srvReply(sel *selection, req *dns.Msg, owner, zone string, ttl uint32) *dns
 	}
 	m := r.msg(req)
 	m.Answer = rrs[:len(p.srv):len(p.srv)]
-	m.Extra = extra
+	m.Extra = extra[:len(extra):len(extra)]
 	return m
 }
