@@ -96,9 +96,9 @@ func BenchmarkServeDNS(b *testing.B) {
 	})
 }
 
-// TestAllocations keeps the query path lean: an A answer of up to 16 records
+// TestAllocations keeps the query path lean: an A answer of up to 4 records
 // is one allocation (the message, its question, the records and their slice
-// together), a negative answer one (with the SOA), a small SRV answer two
+// together; three beyond), a negative answer one (with the SOA), a small SRV answer two
 // (the records, and every target in one string), and nothing per lookup
 // beyond that.
 func TestAllocations(t *testing.T) {

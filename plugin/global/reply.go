@@ -7,8 +7,8 @@ import (
 	"github.com/miekg/dns"
 )
 
-// Replies are built per query, in as few allocations as the answer allows:
-// an A or AAAA answer of up to 16 records is one allocation holding the
+// Replies are built per query, in few allocations of the size they need:
+// an A or AAAA answer of up to 4 records is one allocation holding the
 // message, its question, the records and the slice of them. Nothing is pooled
 // or reused: plugins before this one (cache) keep the records they are given.
 
@@ -25,14 +25,12 @@ type negReply struct {
 	soa dns.SOA
 }
 
-// srvReply4 is an SRV reply of up to 4 records and 4 additional addresses
-// of each family.
+// srvReply4 is an SRV reply of up to 4 records and 4 additional IPv4 addresses.
 type srvReply4 struct {
 	reply
-	rr   [12]dns.RR
-	srv  [4]dns.SRV
-	a    [4]dns.A
-	aaaa [4]dns.AAAA
+	rr  [8]dns.RR
+	srv [4]dns.SRV
+	a   [4]dns.A
 }
 
 type reply1[T any] struct {
@@ -41,30 +39,42 @@ type reply1[T any] struct {
 	recs [1]T
 }
 
+type reply2[T any] struct {
+	reply
+	rr   [2]dns.RR
+	recs [2]T
+}
+
+type reply3[T any] struct {
+	reply
+	rr   [3]dns.RR
+	recs [3]T
+}
+
 type reply4[T any] struct {
 	reply
 	rr   [4]dns.RR
 	recs [4]T
 }
 
-type reply16[T any] struct {
-	reply
-	rr   [16]dns.RR
-	recs [16]T
-}
-
-// newReply allocates a reply with room for n records of type T.
+// newReply allocates a reply with room for n records of type T: one
+// allocation up to 4 records, three (each of its exact size) beyond. Bytes
+// count as much as allocations: every byte allocated brings the next garbage
+// collection, which marks the whole index, nearer.
 func newReply[T any](n int) (*reply, []dns.RR, []T) {
-	switch {
-	case n <= 1:
+	switch n {
+	case 1:
 		r := new(reply1[T])
-		return &r.reply, r.rr[:n:n], r.recs[:n:n]
-	case n <= 4:
+		return &r.reply, r.rr[:], r.recs[:]
+	case 2:
+		r := new(reply2[T])
+		return &r.reply, r.rr[:], r.recs[:]
+	case 3:
+		r := new(reply3[T])
+		return &r.reply, r.rr[:], r.recs[:]
+	case 4:
 		r := new(reply4[T])
-		return &r.reply, r.rr[:n:n], r.recs[:n:n]
-	case n <= 16:
-		r := new(reply16[T])
-		return &r.reply, r.rr[:n:n], r.recs[:n:n]
+		return &r.reply, r.rr[:], r.recs[:]
 	}
 	return new(reply), make([]dns.RR, n), make([]T, n)
 }
@@ -173,10 +183,10 @@ func srvReply(sel *selection, req *dns.Msg, owner, zone string, ttl uint32) *dns
 		a    []dns.A
 		aaaa []dns.AAAA
 	)
-	if len(p.srv) <= 4 && p.n4 <= 4 && n6 <= 4 {
+	if len(p.srv) <= 4 && p.n4 <= 4 && n6 == 0 {
 		sr := new(srvReply4)
 		r, rrs, srv = &sr.reply, sr.rr[:len(p.srv)+len(p.extra)], sr.srv[:len(p.srv)]
-		a, aaaa = sr.a[:0:p.n4], sr.aaaa[:0:n6]
+		a = sr.a[:0:p.n4]
 	} else {
 		r = new(reply)
 		rrs = make([]dns.RR, len(p.srv)+len(p.extra))
