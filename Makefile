@@ -139,5 +139,17 @@ demo: tools build
 	CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/demo ./test/cmd/demo
 	DEMO_DNS_PORT=$(DEMO_DNS_PORT) $(BIN)/demo
 
+## bench: DNS throughput, programming latency, memory, controller scale and Go
+## micro-benchmarks into test/bench/RESULTS.md (and stdout); see test/bench/README.md.
+BENCH_ROUNDS   ?= 5
+BENCH_DURATION ?= 10
+BENCH_SIZES    ?= 1000,10000
+BENCH_CHANGES  ?= 200
+BENCH_FLAGS    ?=
+bench: tools build
+	CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/bench ./test/bench/cmd/bench
+	$(BIN)/bench -rounds=$(BENCH_ROUNDS) -duration=$(BENCH_DURATION) -sizes=$(BENCH_SIZES) \
+		-changes=$(BENCH_CHANGES) -go=$(GO) -out=test/bench/RESULTS.md $(BENCH_FLAGS)
+
 clean:
 	rm -rf $(BIN)

@@ -1,0 +1,109 @@
+package global
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/coredns/caddy"
+	"github.com/globalmirror/globalmirror/aggregate"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// The large world of the memory and scale benchmarks, the shape `make bench`
+// loads into a real API server: globals s000000, s000001, ... in "bench",
+// each mirrored from three clusters with three ready pods apiece. Built here
+// rather than with the shared test helpers so that these benchmarks depend
+// only on the plugin's own code.
+
+var largeClusters = []string{"east", "west", "north"}
+
+const largePods = 3
+
+// largeEndpoints is the number of ready endpoints of n globals.
+func largeEndpoints(n int) int { return n * len(largeClusters) * largePods }
+
+func largeBase(i int) string { return fmt.Sprintf("s%06d", i) }
+
+// largeAddr is the address of pod p of base i in cluster c.
+func largeAddr(i, c, p int) string {
+	k := (i*len(largeClusters)+c)*largePods + p
+	return fmt.Sprintf("10.%d.%d.%d", k>>16&255, k>>8&255, k&255)
+}
+
+// largeWorld is the mirror Services and EndpointSlices of n globals, as
+// Linkerd and Kubernetes' mirroring controller write them.
+func largeWorld(n int) []k8sruntime.Object {
+	objs := make([]k8sruntime.Object, 0, 2*n*len(largeClusters))
+	proto, port, portName := corev1.ProtocolTCP, int32(7000), "peer"
+	for i := range n {
+		base := largeBase(i)
+		for c, cluster := range largeClusters {
+			name := base + "-" + cluster
+			svc := &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{
+					Name: name, Namespace: "bench", UID: k8stypes.UID("svc/" + name), ResourceVersion: "1",
+					Labels:      map[string]string{aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: cluster},
+					Annotations: map[string]string{aggregate.AnnotationRemoteFQName: base + ".bench.svc.cluster.local"},
+				},
+				Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone,
+					Ports: []corev1.ServicePort{{Name: portName, Port: port, Protocol: proto}}},
+			}
+			sl := &discoveryv1.EndpointSlice{
+				ObjectMeta: metav1.ObjectMeta{
+					Name: name + "-1", Namespace: "bench", UID: k8stypes.UID("slice/" + name), ResourceVersion: "1",
+					Labels: map[string]string{discoveryv1.LabelServiceName: name,
+						aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: cluster},
+				},
+				AddressType: discoveryv1.AddressTypeIPv4,
+				Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &port, Protocol: &proto}},
+			}
+			for p := range largePods {
+				sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{
+					Addresses: []string{largeAddr(i, c, p)}, Hostname: new(fmt.Sprintf("%s-%d", base, p)),
+				})
+			}
+			objs = append(objs, svc, sl)
+		}
+	}
+	return objs
+}
+
+// startLarge builds and starts the plugin on a clientset holding n large
+// globals and waits until it answers for all of them; baseline, if not nil,
+// runs once the clientset is filled, before the plugin exists. stop ends the
+// plugin's informers and worker; the caches and answer sets stay in g.
+func startLarge(b *testing.B, n int, baseline func()) (g *Global, client *fake.Clientset, stop func()) {
+	b.Helper()
+	client = fake.NewClientset(largeWorld(n)...)
+	cfg, err := parse(caddy.NewTestController("dns", "global"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if baseline != nil {
+		baseline()
+	}
+	if g, err = newFromClient(cfg, client); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.start(ctx)
+	deadline := time.Now().Add(5 * time.Minute)
+	for !g.Ready() {
+		if time.Now().After(deadline) {
+			cancel()
+			b.Fatal("index not ready after 5 minutes")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return g, client, func() {
+		cancel()
+		<-g.idx.stopped
+	}
+}

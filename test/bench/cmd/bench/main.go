@@ -1,0 +1,105 @@
+// Command bench runs globalmirror's benchmarks (`make bench`) and writes the
+// results as markdown to stdout and to -out. Run it from the repository root
+// with GLOBALMIRROR_KUBE_ASSETS and GLOBALMIRROR_BIN set, as make does.
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/globalmirror/globalmirror/test/bench"
+)
+
+func main() {
+	cfg := bench.Config{}
+	sizes := flag.String("sizes", "1000,10000", "globals per throughput step, ascending; the first also runs the controller checks and programming latency")
+	flag.IntVar(&cfg.Rounds, "rounds", 5, "interleaved dnsperf rounds per size")
+	cfg.Duration = 10 * time.Second
+	flag.Var((*seconds)(&cfg.Duration), "duration", "one dnsperf run (QPS, CPU per query): a duration or whole seconds")
+	flag.DurationVar(&cfg.LatencyDuration, "latency-duration", 5*time.Second, "one verbose dnsperf run (latency percentiles); 0: none")
+	flag.IntVar(&cfg.Changes, "changes", 200, "endpoint changes for programming latency")
+	flag.DurationVar(&cfg.Idle, "idle", time.Minute, "controller idle window (overlaps the first size's throughput runs)")
+	flag.IntVar(&cfg.RSSRounds, "rss-rounds", 2, "CoreDNS RSS samples with the plugin off and on")
+	flag.IntVar(&cfg.GoBenchCount, "gobench-count", 3, "go test -count for the micro-benchmarks; 0: skip them")
+	flag.StringVar(&cfg.ServerCPUs, "server-cpus", "0", "taskset CPU list for CoreDNS under load")
+	flag.StringVar(&cfg.ClientCPUs, "client-cpus", "1", "taskset CPU list for dnsperf")
+	flag.IntVar(&cfg.ControllerQPS, "controller-qps", 1000, "the controller's --kube-api-qps (burst twice that)")
+	flag.IntVar(&cfg.LoadWorkers, "load-workers", 16, "concurrent writes while loading mirrors")
+	flag.BoolVar(&cfg.Profile, "profile", false, "record CoreDNS CPU profiles per block at the largest size")
+	flag.StringVar(&cfg.GoCmd, "go", "go", "the go command")
+	flag.StringVar(&cfg.Dir, "dir", filepath.Join(os.TempDir(), "globalmirror-bench"), "work directory: logs, query files, dnsperf output, profiles")
+	out := flag.String("out", "test/bench/RESULTS.md", "markdown results file")
+	flag.Parse()
+
+	var err error
+	if cfg.Sizes, err = parseSizes(*sizes); err != nil {
+		fail(err)
+	}
+	if err := os.RemoveAll(cfg.Dir); err != nil {
+		fail(err)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		fail(err)
+	}
+	start := time.Now()
+	cfg.Log = func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "bench %6s  %s\n", time.Since(start).Round(time.Second), fmt.Sprintf(format, args...))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	cfg.Log("work directory %s", cfg.Dir)
+	res, err := bench.Run(ctx, cfg)
+	if err != nil {
+		fail(fmt.Errorf("%w (logs in %s)", err, cfg.Dir))
+	}
+	var md bytes.Buffer
+	bench.Report(&md, res)
+	os.Stdout.Write(md.Bytes())
+	if err := os.WriteFile(*out, md.Bytes(), 0o644); err != nil {
+		fail(err)
+	}
+	cfg.Log("wrote %s", *out)
+}
+
+// seconds is a duration flag that also takes a bare number of seconds
+// (BENCH_DURATION=10).
+type seconds time.Duration
+
+func (s *seconds) String() string { return time.Duration(*s).String() }
+
+func (s *seconds) Set(v string) error {
+	if n, err := strconv.Atoi(v); err == nil {
+		*s = seconds(time.Duration(n) * time.Second)
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	*s = seconds(d)
+	return err
+}
+
+func parseSizes(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > bench.MaxBases || (len(out) > 0 && n <= out[len(out)-1]) {
+			return nil, fmt.Errorf("-sizes %q: want ascending counts between 1 and %d", s, bench.MaxBases)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}

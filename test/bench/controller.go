@@ -1,0 +1,107 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/globalmirror/globalmirror/test/run"
+)
+
+// Writes are the controller's API writes by "resource/verb".
+type Writes map[string]float64
+
+// Total of all writes.
+func (w Writes) Total() float64 {
+	var t float64
+	for _, v := range w {
+		t += v
+	}
+	return t
+}
+
+// Minus is the writes since before.
+func (w Writes) Minus(before Writes) Writes {
+	out := Writes{}
+	for k, v := range w {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// ControllerWrites scrapes globalmirror_api_writes_total.
+func ControllerWrites(ctrl *run.Controller) (Writes, error) {
+	s, err := Scrape(ctrl.BaseURL + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	w := Writes{}
+	for _, res := range []string{"services", "endpointslices"} {
+		for _, verb := range []string{"create", "update", "delete"} {
+			if v := s.Sum("globalmirror_api_writes_total", `resource="`+res+`"`, `verb="`+verb+`"`); v != 0 {
+				w[res+"/"+verb] = v
+			}
+		}
+	}
+	return w, nil
+}
+
+// Converged waits until the controller manages bases globals holding every
+// endpoint and its queue is empty, and returns when it first saw that.
+func Converged(ctx context.Context, ctrl *run.Controller, bases int, timeout time.Duration) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		s, err := Scrape(ctrl.BaseURL + "/metrics")
+		now := time.Now()
+		if err == nil {
+			g, e := s.Sum("globalmirror_globals"), s.Sum("globalmirror_endpoints")
+			depth := s.Sum("workqueue_depth", `name="globalmirror"`)
+			if int(g) == bases && int(e) == bases*Records && depth == 0 {
+				return now, nil
+			}
+			last = fmt.Sprintf("%v globals, %v endpoints, queue depth %v", g, e, depth)
+		} else {
+			last = err.Error()
+		}
+		if now.After(deadline) {
+			return now, fmt.Errorf("controller not converged on %d bases after %v: %s", bases, timeout, last)
+		}
+		select {
+		case <-ctx.Done():
+			return now, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Settle waits until the controller's write count has not moved for quiet,
+// and returns the writes then.
+func Settle(ctx context.Context, ctrl *run.Controller, quiet, timeout time.Duration) (Writes, error) {
+	deadline := time.Now().Add(timeout)
+	prev, err := ControllerWrites(ctrl)
+	if err != nil {
+		return nil, err
+	}
+	since := time.Now()
+	for time.Since(since) < quiet {
+		if time.Now().After(deadline) {
+			return prev, fmt.Errorf("controller still writing after %v", timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+		cur, err := ControllerWrites(ctrl)
+		if err != nil {
+			return nil, err
+		}
+		if cur.Total() != prev.Total() {
+			prev, since = cur, time.Now()
+		}
+	}
+	return prev, nil
+}

@@ -1,0 +1,130 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/miekg/dns"
+	"k8s.io/client-go/kubernetes"
+)
+
+// LatencyOptions say what to change and where to look.
+type LatencyOptions struct {
+	Changes int
+	Bases   int // changes cycle through bases [0, Bases)
+	// Poll is the pause between two queries of one poller.
+	Poll time.Duration
+	// Timeout bounds the wait for one change.
+	Timeout time.Duration
+	Log     func(format string, args ...any)
+}
+
+// LatencyResult holds, per change, the time from the API write to the new
+// answer.
+type LatencyResult struct {
+	Global, Kube []time.Duration
+	// Update is the API server's round trip of each update.
+	Update []time.Duration
+	Poll   time.Duration
+	// Plugin is the plugin's own coredns_global_programming_duration_seconds
+	// over the same changes (from the slices' trigger time).
+	Plugin Histogram
+}
+
+// ProgrammingLatency adds an endpoint to a mirror slice and removes it again,
+// alternately, Changes times; each time it polls the global block (globalAddr)
+// and the kubernetes block answering from the controller's slices (kubeAddr)
+// until both answer the new set, and records how long each took from the
+// moment the write was sent.
+func (w World) ProgrammingLatency(ctx context.Context, client kubernetes.Interface, globalAddr, kubeAddr, metricsURL string, o LatencyOptions) (*LatencyResult, error) {
+	before, err := Scrape(metricsURL)
+	if err != nil {
+		return nil, err
+	}
+	res := &LatencyResult{Poll: o.Poll}
+	for k := range o.Changes {
+		i, add := (k/2)%o.Bases, k%2 == 0
+		var extra []Endpoint
+		want := Records
+		if add {
+			extra = []Endpoint{{Hostname: fmt.Sprintf("%s-%d", Base(i), Pods), Addr: ChangeAddr(k / 2)}}
+			want++
+		}
+		name := w.FQDN(Global(i))
+		pctx, cancel := context.WithTimeout(ctx, o.Timeout)
+		seen := make([]chan observed, 2)
+		for j, addr := range []string{globalAddr, kubeAddr} {
+			seen[j] = make(chan observed, 1)
+			go func() {
+				at, err := pollUntil(pctx, addr, name, want, o.Poll)
+				seen[j] <- observed{at, err}
+			}()
+		}
+		start, rtt, err := w.SetExtra(ctx, client, i, 0, extra...)
+		if err != nil {
+			cancel()
+		}
+		g, kube := <-seen[0], <-seen[1]
+		cancel()
+		for _, e := range []error{err, g.err, kube.err} {
+			if e != nil {
+				return nil, fmt.Errorf("change %d (%s to %d records): %w", k+1, name, want, e)
+			}
+		}
+		res.Global = append(res.Global, g.at.Sub(start))
+		res.Kube = append(res.Kube, kube.at.Sub(start))
+		res.Update = append(res.Update, rtt)
+		if (k+1)%50 == 0 {
+			o.Log("programming latency: %d/%d changes", k+1, o.Changes)
+		}
+	}
+	after, err := Scrape(metricsURL)
+	if err != nil {
+		return nil, err
+	}
+	res.Plugin = after.Histogram("coredns_global_programming_duration_seconds").Minus(before.Histogram("coredns_global_programming_duration_seconds"))
+	return res, nil
+}
+
+type observed struct {
+	at  time.Time
+	err error
+}
+
+// pollUntil queries addr for name's A records every poll until there are
+// want of them, and returns when it saw that.
+func pollUntil(ctx context.Context, addr, name string, want int, poll time.Duration) (time.Time, error) {
+	conn, err := net.Dial("udp", addr)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer conn.Close()
+	co := &dns.Conn{Conn: conn, UDPSize: dns.DefaultMsgSize}
+	m := new(dns.Msg)
+	m.SetQuestion(name, dns.TypeA)
+	last := "no answer"
+	for {
+		m.Id = dns.Id()
+		_ = conn.SetDeadline(time.Now().Add(time.Second))
+		if err := co.WriteMsg(m); err != nil {
+			return time.Time{}, err
+		}
+		r, err := co.ReadMsg()
+		now := time.Now()
+		switch {
+		case err != nil:
+			last = err.Error()
+		case r.Id == m.Id && len(r.Answer) == want:
+			return now, nil
+		case r.Id == m.Id:
+			last = fmt.Sprintf("%d records", len(r.Answer))
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("%s: still %s: %w", addr, last, ctx.Err())
+		case <-time.After(poll):
+		}
+	}
+}

@@ -1,0 +1,155 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Samples are one scrape of a Prometheus text endpoint, by series
+// (`name{labels}` as exposed).
+type Samples map[string]float64
+
+// Scrape reads url.
+func Scrape(url string) (Samples, error) {
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	s := Samples{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q: %w", url, line, err)
+		}
+		s[line[:i]] = v
+	}
+	return s, sc.Err()
+}
+
+// Sum adds every series of the metric name whose labels contain all of match
+// (each a `key="value"` string).
+func (s Samples) Sum(name string, match ...string) float64 {
+	var sum float64
+	for series, v := range s {
+		n, labels, _ := strings.Cut(series, "{")
+		if n != name {
+			continue
+		}
+		ok := true
+		for _, m := range match {
+			ok = ok && strings.Contains(labels, m)
+		}
+		if ok {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// Histogram is a Prometheus histogram: cumulative counts by upper bound.
+type Histogram struct {
+	Bounds []float64 // ascending, +Inf last
+	Counts []float64
+	Sum    float64
+}
+
+// Histogram reads the classic histogram name (one label set).
+func (s Samples) Histogram(name string) Histogram {
+	var h Histogram
+	type bucket struct{ le, n float64 }
+	var bs []bucket
+	for series, v := range s {
+		rest, ok := strings.CutPrefix(series, name+"_bucket{")
+		if !ok {
+			continue
+		}
+		_, le, ok := strings.Cut(rest, `le="`)
+		if !ok {
+			continue
+		}
+		le, _, _ = strings.Cut(le, `"`)
+		bound, err := strconv.ParseFloat(le, 64)
+		if err != nil {
+			continue
+		}
+		bs = append(bs, bucket{bound, v})
+	}
+	sort.Slice(bs, func(i, j int) bool { return bs[i].le < bs[j].le })
+	for _, b := range bs {
+		h.Bounds = append(h.Bounds, b.le)
+		h.Counts = append(h.Counts, b.n)
+	}
+	h.Sum = s.Sum(name + "_sum")
+	return h
+}
+
+// Count is the number of observations.
+func (h Histogram) Count() float64 {
+	if len(h.Counts) == 0 {
+		return 0
+	}
+	return h.Counts[len(h.Counts)-1]
+}
+
+// Minus is the histogram of observations since before (same buckets).
+func (h Histogram) Minus(before Histogram) Histogram {
+	out := Histogram{Bounds: h.Bounds, Counts: make([]float64, len(h.Counts)), Sum: h.Sum - before.Sum}
+	for i := range h.Counts {
+		out.Counts[i] = h.Counts[i]
+		if i < len(before.Counts) {
+			out.Counts[i] -= before.Counts[i]
+		}
+	}
+	return out
+}
+
+// Quantile estimates the q-quantile by linear interpolation inside its
+// bucket, as Prometheus's histogram_quantile does.
+func (h Histogram) Quantile(q float64) float64 {
+	n := h.Count()
+	if n == 0 {
+		return math.NaN()
+	}
+	rank := q * n
+	for i, c := range h.Counts {
+		if c < rank {
+			continue
+		}
+		if math.IsInf(h.Bounds[i], 1) {
+			if i == 0 {
+				return math.NaN()
+			}
+			return h.Bounds[i-1]
+		}
+		lo, below := 0.0, 0.0
+		if i > 0 {
+			lo, below = h.Bounds[i-1], h.Counts[i-1]
+		}
+		if c == below {
+			return h.Bounds[i]
+		}
+		return lo + (h.Bounds[i]-lo)*(rank-below)/(c-below)
+	}
+	return math.NaN()
+}

@@ -1,0 +1,355 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Report writes the results as markdown.
+func Report(out io.Writer, r *Results) {
+	p := func(format string, a ...any) { fmt.Fprintf(out, format, a...) }
+	c := r.Config
+	p("# globalmirror benchmarks\n\n")
+	p("`make bench`, %s, %s in all. Sizes %s globals (each %d clusters × %d pods); %d interleaved rounds of %v "+
+		"dnsperf runs (latency percentiles from separate %v verbose runs); medians throughout.\n\n",
+		r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Elapsed.Round(time.Second), joinInts(c.Sizes),
+		len(Clusters), Pods, c.Rounds, c.Duration, c.LatencyDuration)
+
+	m := r.Machine
+	p("| machine | |\n|---|---|\n")
+	p("| CPUs | %d × %s |\n| memory | %s |\n| kernel | %s |\n", m.CPUs, m.CPUModel, m.MemTotal, m.Kernel)
+	p("| load average (1, 5, 15 min) | %s at the start, %s at the end: other work shares the machine, so compare ratios within a round, not absolute figures across runs |\n", m.LoadStart, m.LoadEnd)
+	p("| Go | %s |\n| CoreDNS | %s |\n| Kubernetes | %s (kube-apiserver); client-go %s |\n| dnsperf | %s |\n\n",
+		m.Go, m.CoreDNS, m.Kubernetes, m.ClientGo, m.Dnsperf)
+
+	p("## Floors\n\n| floor | measured | holds |\n|---|---|---|\n")
+	for _, f := range floors(r) {
+		p("| %s | %s | %s |\n", f.what, f.measured, yesNo(f.holds, f.known))
+	}
+
+	p("\n## 1. DNS throughput\n\n")
+	p("One `bin/coredns`, pinned with `taskset -c %s` (so GOMAXPROCS 1), one server block per plugin; dnsperf on CPU %s, "+
+		"`-c 4 -q 100`, closed loop, UDP over loopback. (a) `global` answering `*-global`; (b) the stock `kubernetes` plugin "+
+		"answering the mirrors' own headless names (3 records: smaller answers); (c) the same `kubernetes` plugin answering "+
+		"`*-global` from the controller's slices (the controller-only alternative, same answers as (a)); (d) `hosts` serving "+
+		"the `*-global` names with the same addresses and TTL (the ceiling for an in-memory answerer). "+
+		"The last column is the median over rounds of global's QPS divided by the block's QPS in the same round.\n\n", c.ServerCPUs, c.ClientCPUs)
+	p("| globals | block | A records | response bytes | QPS | server CPU / query | p50 | p99 | global ÷ block, QPS | global ÷ block, CPU |\n")
+	p("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	labels := map[string]string{
+		BlockGlobal: "(a) `global`, `*-global`", BlockKubeMirror: "(b) `kubernetes`, mirrors' names",
+		BlockKubeGlobal: "(c) `kubernetes`, controller's `*-global`", BlockHosts: "(d) `hosts` (ceiling), `*-global`",
+	}
+	for _, t := range r.Throughput {
+		for _, b := range t.Blocks {
+			ratio, cpuRatio := "—", "—"
+			if rs := t.Ratios[b.Key]; len(rs) > 0 {
+				ratio = fmt.Sprintf("%.2f×", Median(rs))
+			}
+			if rs := t.CPURatios[b.Key]; len(rs) > 0 {
+				cpuRatio = fmt.Sprintf("%.2f×", Median(rs))
+			}
+			p("| %s | %s | %d | %.0f | %s | %s | %s | %s | %s | %s |\n", thousands(t.Bases), labels[b.Key], b.Records,
+				Median(field(b.Quiet, func(x Perf) float64 { return x.RespBytes })),
+				thousands(int(Median(field(b.Quiet, func(x Perf) float64 { return x.QPS })))),
+				micros(dur(Median(field(b.Quiet, func(x Perf) float64 { return float64(x.CPUPerQuery) })))),
+				millis(dur(Median(field(b.Verbose, func(x Perf) float64 { return float64(x.P50) })))),
+				millis(dur(Median(field(b.Verbose, func(x Perf) float64 { return float64(x.P99) })))),
+				ratio, cpuRatio)
+		}
+	}
+	p("\nThe CPU column is the block's server CPU per query over global's: the QPS ratio each would reach with a whole core, " +
+		"which other work on the machine disturbs less than QPS. Per-round ratios, QPS (CPU):\n\n")
+	for _, t := range r.Throughput {
+		for _, k := range []string{BlockKubeGlobal, BlockKubeMirror, BlockHosts} {
+			p("- %s globals, global ÷ %s: %s (%s)\n", thousands(t.Bases), k, joinFloats(t.Ratios[k], "%.2f"), joinFloats(t.CPURatios[k], "%.2f"))
+		}
+	}
+	if scale := goBenchByPrefix(r.GoBench, "ServeDNSScale/"); len(scale) > 0 {
+		p("\nThe same lookups in process (`BenchmarkServeDNSScale`, plugin/global: ServeDNS alone, no network, packing or "+
+			"other blocks; names in shuffled order), median of %d interleaved runs:\n\n", c.GoBenchCount)
+		p("| globals | global ns/op | hosts ns/op | global ÷ hosts, speed | global allocs/op | hosts allocs/op |\n|---:|---:|---:|---:|---:|---:|\n")
+		for _, n := range c.Sizes {
+			var g, h *GoBench
+			for i := range scale {
+				switch scale[i].Name {
+				case fmt.Sprintf("ServeDNSScale/globals=%d/global", n):
+					g = &scale[i]
+				case fmt.Sprintf("ServeDNSScale/globals=%d/hosts", n):
+					h = &scale[i]
+				}
+			}
+			if g != nil && h != nil {
+				p("| %s | %.0f | %.0f | %.2f× | %.0f | %.0f |\n", thousands(n), g.Values["ns/op"], h.Values["ns/op"],
+					h.Values["ns/op"]/g.Values["ns/op"], g.Values["allocs/op"], h.Values["allocs/op"])
+			}
+		}
+	}
+	if len(r.Profiles) > 0 {
+		p("\nCPU profiles of the largest size (`go tool pprof -top bin/coredns FILE`): %s\n", strings.Join(r.Profiles, ", "))
+	}
+
+	if l := r.Latency; l != nil {
+		p("\n## 2. Programming latency\n\n")
+		p("Both paths start with the same API write, so the global path (write, watch, rebuild) is about half of the " +
+			"controller's (write, watch, sync, write, watch) by construction; the columns after the API server's answer show " +
+			"what each path adds once the write is acknowledged.\n\n")
+		p("%d changes at %s globals: an endpoint added to, then removed from, one mirror's EndpointSlice (an API update), "+
+			"alternately; two UDP clients poll for the new answer, pausing %v between queries. Time from sending the update "+
+			"to the first new answer.\n\n", len(l.Global), thousands(r.Config.Sizes[0]), l.Poll)
+		p("| path | p50 | p99 | max | p50 after the API server's answer | p99 after it |\n|---|---:|---:|---:|---:|---:|\n")
+		row := func(name string, ds []time.Duration) {
+			after := make([]time.Duration, len(ds))
+			for i := range ds {
+				after[i] = ds[i] - l.Update[i]
+			}
+			p("| %s | %s | %s | %s | %s | %s |\n", name, millis(DurationQuantile(ds, .5)), millis(DurationQuantile(ds, .99)),
+				millis(DurationQuantile(ds, 1)), millis(DurationQuantile(after, .5)), millis(DurationQuantile(after, .99)))
+		}
+		row("(a) `global` plugin, from the mirror slices", l.Global)
+		row("(b) controller → global slices → `kubernetes` plugin", l.Kube)
+		p("| the API server's round trip of the update itself | %s | %s | %s | | |\n", millis(DurationQuantile(l.Update, .5)), millis(DurationQuantile(l.Update, .99)), millis(DurationQuantile(l.Update, 1)))
+		if h := l.Plugin; h.Count() > 0 {
+			p("| plugin's `coredns_global_programming_duration_seconds` (trigger time → answer set swapped in; bucket-interpolated) | %s | %s | mean %s | | |\n",
+				millis(dur(h.Quantile(.5)*1e9)), millis(dur(h.Quantile(.99)*1e9)), millis(dur(h.Sum/h.Count()*1e9)))
+		}
+	}
+
+	p("\n## 3. Memory\n\n")
+	mem := goBenchByPrefix(r.GoBench, "IndexMemory/")
+	if len(mem) > 0 {
+		p("Heap the plugin keeps, built through its real path (fake clientset → informers → source → index), after GC " +
+			"(`BenchmarkIndexMemory` in plugin/global):\n\n")
+		p("| endpoints | index: answer sets, B/endpoint | informer caches, B/endpoint | total, B/endpoint |\n|---:|---:|---:|---:|\n")
+		for _, b := range mem {
+			p("| %s | %.0f | %.0f | %.0f |\n", strings.TrimPrefix(b.Name, "IndexMemory/endpoints="),
+				b.Values["answers-B/endpoint"], b.Values["informers-B/endpoint"], b.Values["total-B/endpoint"])
+		}
+	}
+	if s := r.RSS; s != nil {
+		off, on := medianInt(s.Off), medianInt(s.On)
+		p("\nCoreDNS at %s globals (%s ready endpoints), one block `global` + `kubernetes` vs `kubernetes` alone, "+
+			"%v after both answer the last names; %d samples each, medians:\n\n", thousands(s.Bases), thousands(s.Bases*Records), s.SettleAfter, len(s.On))
+		p("| CoreDNS | VmRSS | live Go heap (after a GC forced through pprof) |\n|---|---:|---:|\n")
+		p("| `kubernetes` only | %s | %s |\n", mib(float64(off)), mib(Median(s.OffHeap)))
+		p("| `global` + `kubernetes` | %s | %s |\n", mib(float64(on)), mib(Median(s.OnHeap)))
+		d := float64(on - off)
+		dh := Median(s.OnHeap) - Median(s.OffHeap)
+		p("| global's share | %s (%.0f B per endpoint) | %s (%.0f B per endpoint) |\n", mib(d), d/float64(s.Bases*Records), mib(dh), dh/float64(s.Bases*Records))
+	}
+
+	p("\n## 4. Controller scale\n\n")
+	p("`globalmirror-controller --kube-api-qps=%d --kube-api-burst=%d`, writes from `globalmirror_api_writes_total`.\n\n", c.ControllerQPS, 2*c.ControllerQPS)
+	p("| step | wall time | API writes | expected |\n|---|---:|---|---|\n")
+	for _, s := range r.Scale {
+		wall := "—"
+		if s.Wall > 0 {
+			wall = s.Wall.Round(10 * time.Millisecond).String()
+		}
+		p("| %s | %s | %s | %s |\n", s.What, wall, s.Writes.String(), s.Want)
+	}
+	for _, l := range r.Loads {
+		p("\nMirrors of bases %d–%d: %s objects created in %v (%.0f/s, the harness's writes, not the controller's).\n",
+			l.From, l.To-1, thousands(l.Objects), l.Elapsed.Round(100*time.Millisecond), float64(l.Objects)/l.Elapsed.Seconds())
+	}
+
+	if len(r.GoBench) > 0 {
+		p("\n## 5. Go micro-benchmarks\n\n`go test -bench -benchmem`, median of %d runs.\n\n", c.GoBenchCount)
+		p("| package | benchmark | ns/op | B/op | allocs/op |\n|---|---|---:|---:|---:|\n")
+		for _, b := range r.GoBench {
+			if strings.HasPrefix(b.Name, "IndexMemory/") {
+				continue
+			}
+			p("| %s | %s | %.0f | %.0f | %.0f |\n", strings.TrimPrefix(b.Pkg, "./"), b.Name, b.Values["ns/op"], b.Values["B/op"], b.Values["allocs/op"])
+		}
+	}
+
+	p("\n## Phases\n\n| phase | time |\n|---|---:|\n")
+	for _, ph := range r.Phases {
+		p("| %s | %v |\n", ph.Name, ph.Elapsed.Round(100*time.Millisecond))
+	}
+	p("| **total** | **%v** |\n", r.Elapsed.Round(time.Second))
+}
+
+type floor struct {
+	what, measured string
+	holds, known   bool
+}
+
+// aRecords is how many A records each lookup benchmark in plugin/global
+// returns: bench_test.go's world has three pods per global, the scale
+// benchmark's the same nine as `make bench`.
+var aRecords = map[string]int{
+	"ServeDNS/global/A": 3, "ServeDNS/global/pod-A": 1,
+	"ServeDNSScale/globals=1000/global": Records, "ServeDNSScale/globals=10000/global": Records,
+}
+
+func floors(r *Results) []floor {
+	var fs []floor
+	for _, t := range r.Throughput {
+		for _, f := range []struct {
+			key  string
+			min  float64
+			what string
+		}{{BlockKubeGlobal, 1.0, "≥ 1.0× kubernetes (c)"}, {BlockHosts, 0.9, "≥ 0.9× hosts (d)"}} {
+			rs, cs := t.Ratios[f.key], t.CPURatios[f.key]
+			m := Median(rs)
+			fs = append(fs, floor{
+				what: fmt.Sprintf("global QPS %s, same answers, %s globals", f.what, thousands(t.Bases)),
+				measured: fmt.Sprintf("%.2f× (rounds %s); by CPU per query %.2f× (rounds %s)",
+					m, joinFloats(rs, "%.2f"), Median(cs), joinFloats(cs, "%.2f")),
+				holds: m >= f.min, known: len(rs) > 0,
+			})
+		}
+	}
+	if l := r.Latency; l != nil {
+		g, k := DurationQuantile(l.Global, .99), DurationQuantile(l.Kube, .99)
+		fs = append(fs,
+			floor{"programming latency p99 of global ≤ 100 ms", millis(g), g <= 100*time.Millisecond, true},
+			floor{"programming latency p99 of global ≤ 0.5× controller path", fmt.Sprintf("%s vs %s (%.2f×)", millis(g), millis(k), float64(g)/float64(k)), 2*g <= k, true})
+	}
+	for _, b := range goBenchByPrefix(r.GoBench, "IndexMemory/") {
+		v := b.Values["answers-B/endpoint"]
+		fs = append(fs, floor{
+			what:     fmt.Sprintf("index ≤ 300 B per endpoint, %s endpoints", strings.TrimPrefix(b.Name, "IndexMemory/endpoints=")),
+			measured: fmt.Sprintf("%.0f B (answer sets; %.0f B with the informer caches)", v, b.Values["total-B/endpoint"]),
+			holds:    v <= 300, known: true,
+		})
+	}
+	for _, s := range r.Scale {
+		switch {
+		case strings.HasPrefix(s.What, "idle"):
+			fs = append(fs, floor{"controller writes while idle: 0", s.Writes.String(), s.Writes.Total() == 0, true})
+		case strings.HasPrefix(s.What, "one endpoint"):
+			fs = append(fs, floor{"controller writes for one endpoint change: exactly 1", s.Writes.String(), s.Writes.Total() == 1, true})
+		}
+	}
+	names := make([]string, 0, len(aRecords))
+	for n := range aRecords {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		for _, b := range r.GoBench {
+			if b.Name == n {
+				a := b.Values["allocs/op"]
+				fs = append(fs, floor{fmt.Sprintf("allocations of an A lookup ≤ records returned (%s)", n),
+					fmt.Sprintf("%.0f allocs, %d records", a, aRecords[n]), a <= float64(aRecords[n]), true})
+			}
+		}
+	}
+	return fs
+}
+
+func yesNo(holds, known bool) string {
+	switch {
+	case !known:
+		return "not measured"
+	case holds:
+		return "yes"
+	}
+	return "**no**"
+}
+
+// String lists writes as "total (resource/verb n, ...)".
+func (w Writes) String() string {
+	if w.Total() == 0 {
+		return "0"
+	}
+	keys := make([]string, 0, len(w))
+	for k := range w {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %s", k, thousands(int(w[k])))
+	}
+	return fmt.Sprintf("%s (%s)", thousands(int(w.Total())), strings.Join(parts, ", "))
+}
+
+func goBenchByPrefix(bs []GoBench, prefix string) []GoBench {
+	var out []GoBench
+	for _, b := range bs {
+		if strings.HasPrefix(b.Name, prefix) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func field[T any](xs []T, f func(T) float64) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
+	}
+	return out
+}
+
+func medianInt(xs []int64) int64 {
+	return int64(Median(field(xs, func(x int64) float64 { return float64(x) })))
+}
+
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	if n < 0 {
+		return "-" + thousands(-n)
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// missing is a duration that was not measured.
+const missing = time.Duration(math.MinInt64)
+
+// dur converts a float of nanoseconds, NaN (no samples) to missing.
+func dur(ns float64) time.Duration {
+	if math.IsNaN(ns) {
+		return missing
+	}
+	return time.Duration(ns)
+}
+
+func millis(d time.Duration) string {
+	if d == missing {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+}
+
+func micros(d time.Duration) string {
+	if d == missing {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond))
+}
+
+func mib(b float64) string {
+	if math.IsNaN(b) {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f MiB", b/(1<<20))
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = thousands(x)
+	}
+	return strings.Join(s, " and ")
+}
+
+func joinFloats(xs []float64, format string) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprintf(format, x)
+	}
+	return strings.Join(slices.Clip(s), ", ")
+}

@@ -1,0 +1,323 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/globalmirror/globalmirror/test/localkube"
+	"github.com/globalmirror/globalmirror/test/run"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Config is what `make bench` sets.
+type Config struct {
+	Sizes           []int         // globals per throughput step, ascending; the first is also the controller scale step
+	Rounds          int           // interleaved throughput rounds
+	Duration        time.Duration // one quiet dnsperf run
+	LatencyDuration time.Duration // one verbose dnsperf run (latency percentiles)
+	Changes         int           // programming latency changes
+	Idle            time.Duration // controller idle window
+	RSSRounds       int
+	GoBenchCount    int
+	ServerCPUs      string // CoreDNS under load: taskset list
+	ClientCPUs      string // dnsperf
+	ControllerQPS   int
+	LoadWorkers     int
+	Profile         bool // CPU profiles of CoreDNS per block at the largest size
+	GoCmd           string
+	Dir             string // logs, query files, profiles
+	Log             func(format string, args ...any)
+}
+
+// Results is everything the report shows.
+type Results struct {
+	Config     Config
+	Machine    Machine
+	Started    time.Time
+	Elapsed    time.Duration
+	Phases     []Phase
+	Loads      []Load
+	Throughput []*ThroughputResult
+	Latency    *LatencyResult
+	Scale      []ScaleStep
+	RSS        *RSSResult
+	GoBench    []GoBench
+	Profiles   []string
+}
+
+// Phase is a timed part of the run.
+type Phase struct {
+	Name    string
+	Elapsed time.Duration
+}
+
+// Load is the bulk creation of mirrors.
+type Load struct {
+	From, To int
+	Objects  int
+	Elapsed  time.Duration
+}
+
+// ScaleStep is one controller measurement.
+type ScaleStep struct {
+	What   string
+	Wall   time.Duration // 0: not timed
+	Writes Writes
+	Want   string // what the writes should be, for the report
+}
+
+// namespace of the world.
+const namespace = "bench"
+
+// Run runs every phase and returns the results; on error, what it has so far.
+func Run(ctx context.Context, cfg Config) (*Results, error) {
+	res := &Results{Config: cfg, Started: time.Now()}
+	phase := func(name string, start time.Time) {
+		res.Phases = append(res.Phases, Phase{name, time.Since(start)})
+		cfg.Log("%s: %v", name, time.Since(start).Round(100*time.Millisecond))
+	}
+	t := time.Now()
+	goPkgs := []string{"./plugin/global", "./aggregate"}
+	if cfg.GoBenchCount > 0 {
+		if err := CompileTests(ctx, cfg.GoCmd, cfg.Dir, goPkgs...); err != nil {
+			return res, err
+		}
+		phase("compile Go benchmarks", t)
+	}
+
+	t = time.Now()
+	env, err := localkube.Start(ctx, localkube.Options{
+		Clusters: []string{"source"}, Dir: filepath.Join(cfg.Dir, "cluster"),
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), StopOnSignal: true,
+	})
+	if err != nil {
+		return res, err
+	}
+	defer env.Stop()
+	cluster := env.Cluster("source")
+	phase("start the cluster", t)
+	res.Machine = Describe(ctx, cfg.GoCmd, cluster.Client)
+
+	client, err := bulkClient(cluster.Config)
+	if err != nil {
+		return res, err
+	}
+	w := World{Namespace: namespace}
+	env2 := []string{"BENCH_KUBECONFIG=" + cluster.Kubeconfig}
+	ctrlArgs := []string{"--leader-elect=false", "--namespaces=" + namespace,
+		"--kube-api-qps=" + strconv.Itoa(cfg.ControllerQPS), "--kube-api-burst=" + strconv.Itoa(2*cfg.ControllerQPS)}
+
+	var ctrl *run.Controller
+	defer func() {
+		if ctrl != nil {
+			ctrl.Stop()
+		}
+	}()
+	loaded := 0
+	for si, n := range cfg.Sizes {
+		// Mirrors for this size, with the controller stopped: it then starts
+		// from what is there, as after a deployment or a restart.
+		if ctrl != nil {
+			ctrl.Stop()
+			ctrl = nil
+		}
+		t = time.Now()
+		if err := w.Load(ctx, client, loaded, n, cfg.LoadWorkers); err != nil {
+			return res, err
+		}
+		res.Loads = append(res.Loads, Load{From: loaded, To: n, Objects: 2 * len(Clusters) * (n - loaded), Elapsed: time.Since(t)})
+		phase(fmt.Sprintf("load mirrors of bases %d-%d", loaded, n-1), t)
+
+		t = time.Now()
+		ctrl, err = run.StartController(ctx, cfg.Dir, fmt.Sprintf("controller-%d.log", n), cluster.Kubeconfig, ctrlArgs...)
+		if err != nil {
+			return res, err
+		}
+		if _, err := Converged(ctx, ctrl, n, 20*time.Minute); err != nil {
+			return res, err
+		}
+		wall := time.Since(t)
+		writes, err := Settle(ctx, ctrl, 2*time.Second, time.Minute)
+		if err != nil {
+			return res, err
+		}
+		what, want := fmt.Sprintf("%s bases, no global objects → converged", thousands(n)), fmt.Sprintf("%s (a Service and a slice per base)", thousands(2*n))
+		if loaded > 0 {
+			what = fmt.Sprintf("restart on %s bases (%s converged, %s new) → converged", thousands(n), thousands(loaded), thousands(n-loaded))
+			want = fmt.Sprintf("%s (nothing for the converged ones)", thousands(2*(n-loaded)))
+		}
+		res.Scale = append(res.Scale, ScaleStep{What: what, Wall: wall, Writes: writes, Want: want})
+		phase(fmt.Sprintf("controller converges on %d bases", n), t)
+		idleFrom := time.Now()
+		loaded = n
+
+		t = time.Now()
+		tp, srv, err := w.throughputStep(ctx, cfg, n, env2, si == len(cfg.Sizes)-1, res)
+		if err != nil {
+			return res, err
+		}
+		res.Throughput = append(res.Throughput, tp)
+		phase(fmt.Sprintf("throughput at %d globals", n), t)
+
+		if si == 0 {
+			err = w.controllerChecks(ctx, cfg, client, ctrl, srv, idleFrom, writes, res)
+			if err == nil {
+				t = time.Now()
+				res.Latency, err = w.latencyStep(ctx, cfg, client, ctrl, srv, n, res)
+				phase("programming latency", t)
+			}
+		}
+		srv.Stop()
+		if err != nil {
+			return res, err
+		}
+	}
+
+	t = time.Now()
+	res.RSS, err = w.RSS(ctx, cfg.Dir, loaded, cfg.RSSRounds, 10*time.Second, env2)
+	if err != nil {
+		return res, err
+	}
+	phase(fmt.Sprintf("CoreDNS RSS at %d globals", loaded), t)
+
+	t = time.Now()
+	ctrl.Stop()
+	ctrl = nil
+	if err := env.Stop(); err != nil {
+		cfg.Log("stopping the cluster: %v", err)
+	}
+	res.Machine.LoadEnd = LoadAvg()
+	phase("stop the cluster", t)
+
+	if cfg.GoBenchCount > 0 {
+		t = time.Now()
+		for _, s := range []GoBenchSpec{
+			{Pkg: "./plugin/global", Pattern: "^BenchmarkServeDNS$", Count: cfg.GoBenchCount},
+			{Pkg: "./plugin/global", Pattern: "^BenchmarkServeDNSScale$", Count: cfg.GoBenchCount},
+			{Pkg: "./aggregate", Pattern: ".", Count: cfg.GoBenchCount},
+			{Pkg: "./plugin/global", Pattern: "^BenchmarkIndexMemory$", Benchtime: "1x", Count: 1},
+		} {
+			b, err := RunGoBench(ctx, cfg.Dir, s)
+			if errors.Is(err, errNoBenchmarks) {
+				cfg.Log("warning: %v", err) // renamed or removed: report the rest
+				continue
+			}
+			if err != nil {
+				return res, err
+			}
+			res.GoBench = append(res.GoBench, b...)
+		}
+		phase("Go benchmarks", t)
+	}
+	res.Elapsed = time.Since(res.Started)
+	return res, nil
+}
+
+// bulkClient is an unthrottled protobuf client for loading and changing mirrors.
+func bulkClient(c *rest.Config) (kubernetes.Interface, error) {
+	c = rest.CopyConfig(c)
+	c.QPS, c.Burst = -1, 0
+	c.ContentType = "application/vnd.kubernetes.protobuf"
+	return kubernetes.NewForConfig(c)
+}
+
+// throughputStep starts the pinned CoreDNS with every block for n globals and
+// runs the interleaved rounds; the server stays up for the caller.
+func (w World) throughputStep(ctx context.Context, cfg Config, n int, env []string, largest bool, res *Results) (*ThroughputResult, *CoreDNS, error) {
+	blocks, hosts, err := w.Blocks(cfg.Dir, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	srv, err := StartCoreDNS(ctx, cfg.Dir, fmt.Sprintf("throughput-%d", n), throughputCorefile, cfg.ServerCPUs,
+		[]string{"GLOBAL_PORT", "KUBE_PORT", "HOSTS_PORT"}, append(slices.Clone(env), "BENCH_HOSTS="+hosts))
+	if err != nil {
+		return nil, nil, err
+	}
+	perf := Dnsperf{CPUs: cfg.ClientCPUs, Clients: 4, Inflight: 100}
+	tp, err := Throughput(ctx, srv, n, blocks, ThroughputOptions{
+		Rounds: cfg.Rounds, Duration: cfg.Duration, Latency: cfg.LatencyDuration, Perf: perf, Dir: cfg.Dir, Log: cfg.Log,
+	})
+	if err == nil && cfg.Profile && largest {
+		var paths []string
+		paths, err = profileBlocks(ctx, srv, blocks, perf, cfg)
+		res.Profiles = append(res.Profiles, paths...)
+	}
+	if err != nil {
+		srv.Stop()
+		return nil, nil, err
+	}
+	return tp, srv, nil
+}
+
+// controllerChecks: no writes while idle, exactly one for one endpoint change.
+func (w World) controllerChecks(ctx context.Context, cfg Config, client kubernetes.Interface, ctrl *run.Controller, srv *CoreDNS, idleFrom time.Time, base Writes, res *Results) error {
+	if rest := cfg.Idle - time.Since(idleFrom); rest > 0 {
+		cfg.Log("controller idle: %v more", rest.Round(time.Second))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(rest):
+		}
+	}
+	idle, err := ControllerWrites(ctrl)
+	if err != nil {
+		return err
+	}
+	res.Scale = append(res.Scale, ScaleStep{
+		What:   fmt.Sprintf("idle %v (DNS throughput runs meanwhile)", time.Since(idleFrom).Round(time.Second)),
+		Writes: idle.Minus(base), Want: "0",
+	})
+
+	kube := srv.Addr("KUBE_PORT")
+	change := func(extra ...Endpoint) (Writes, error) {
+		before, err := ControllerWrites(ctrl)
+		if err != nil {
+			return nil, err
+		}
+		if _, _, err := w.SetExtra(ctx, client, 0, 0, extra...); err != nil {
+			return nil, err
+		}
+		if err := WaitAnswer(ctx, kube, w.FQDN(Global(0)), Records+len(extra), time.Minute); err != nil {
+			return nil, err
+		}
+		after, err := Settle(ctx, ctrl, 3*time.Second, time.Minute)
+		return after.Minus(before), err
+	}
+	one, err := change(Endpoint{Hostname: Base(0) + "-x", Addr: ChangeAddr(changeAddrs - 1)})
+	if err != nil {
+		return err
+	}
+	res.Scale = append(res.Scale, ScaleStep{What: "one endpoint added to one mirror slice", Writes: one, Want: "1"})
+	_, err = change() // back to the loaded state, uncounted
+	return err
+}
+
+func (w World) latencyStep(ctx context.Context, cfg Config, client kubernetes.Interface, ctrl *run.Controller, srv *CoreDNS, n int, res *Results) (*LatencyResult, error) {
+	before, err := ControllerWrites(ctrl)
+	if err != nil {
+		return nil, err
+	}
+	lat, err := w.ProgrammingLatency(ctx, client, srv.Addr("GLOBAL_PORT"), srv.Addr("KUBE_PORT"), srv.MetricsURL, LatencyOptions{
+		Changes: cfg.Changes, Bases: n, Poll: 500 * time.Microsecond, Timeout: time.Minute, Log: cfg.Log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	after, err := Settle(ctx, ctrl, 2*time.Second, time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	res.Scale = append(res.Scale, ScaleStep{
+		What: fmt.Sprintf("%d endpoint changes (programming latency)", cfg.Changes), Writes: after.Minus(before),
+		Want: strconv.Itoa(cfg.Changes),
+	})
+	return lat, nil
+}

@@ -1,0 +1,180 @@
+// Package bench is the harness behind `make bench`: DNS throughput of the
+// global plugin against the kubernetes and hosts plugins, programming latency
+// of both halves, memory, controller scale and Go micro-benchmarks, written
+// up as a markdown table. See test/bench/README.md.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/globalmirror/globalmirror/aggregate"
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Zone is the cluster DNS zone every block serves.
+const Zone = "cluster.local."
+
+// Clusters mirror every base; each has Pods pods.
+var Clusters = []string{"east", "west", "north"}
+
+// Pods per base per cluster.
+const Pods = 3
+
+// Records in the A answer of a global name: every pod of every cluster.
+var Records = len(Clusters) * Pods
+
+// Pod addresses come from 198.18.0.0/15, the range set aside for
+// benchmarks (RFC 2544): data only, never contacted. Base i, cluster c, pod p
+// owns one address; the top changeAddrs are for endpoints the latency
+// phase adds.
+var addrBase = netip.MustParseAddr("198.18.0.0")
+
+const (
+	addrSpace   = 1 << 17
+	changeAddrs = 1 << 13
+	// MaxBases is the largest world the address range holds.
+	MaxBases = (addrSpace - changeAddrs) / 9
+)
+
+// sliceManagedBy marks the mirror slices as written by this harness, not by
+// kube-controller-manager's mirroring controller, which would delete them:
+// here there are no v1 Endpoints to mirror them from.
+const sliceManagedBy = "bench.globalmirror.io"
+
+// World is the benchmark's data in one namespace: bases s00000, s00001, ...,
+// each exported from every cluster and mirrored headless by Linkerd.
+type World struct {
+	Namespace string
+}
+
+// Base is the name of base i.
+func Base(i int) string { return fmt.Sprintf("s%05d", i) }
+
+// Global is the global service of base i.
+func Global(i int) string { return Base(i) + aggregate.DefaultSuffix }
+
+// Mirror is Linkerd's headless mirror of base i from cluster c.
+func Mirror(i, c int) string { return Base(i) + "-" + Clusters[c] }
+
+// FQDN is a service's name in the zone.
+func (w World) FQDN(service string) string {
+	return service + "." + w.Namespace + ".svc." + Zone
+}
+
+// Addr is the address of pod p of base i in cluster c.
+func Addr(i, c, p int) netip.Addr { return offset((i*len(Clusters)+c)*Pods + p) }
+
+// ChangeAddr is the k-th address the latency phase adds.
+func ChangeAddr(k int) netip.Addr { return offset(addrSpace - changeAddrs + k%changeAddrs) }
+
+func offset(n int) netip.Addr {
+	b := addrBase.As4()
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) + uint32(n) // #nosec G115 -- n < 1<<17
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+var peerPort = corev1.ServicePort{Name: "peer", Port: 7000, Protocol: corev1.ProtocolTCP}
+
+func mirrorLabels(c int) map[string]string {
+	return map[string]string{aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: Clusters[c]}
+}
+
+// MirrorService is the headless mirror of base i from cluster c, as Linkerd's
+// service mirror writes it.
+func (w World) MirrorService(i, c int) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: Mirror(i, c), Namespace: w.Namespace, Labels: mirrorLabels(c),
+			Annotations: map[string]string{aggregate.AnnotationRemoteFQName: Base(i) + "." + w.Namespace + ".svc.cluster.local"},
+		},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{peerPort}},
+	}
+}
+
+// MirrorSlice is the EndpointSlice of that mirror as Kubernetes' mirroring
+// controller writes it from Linkerd's Endpoints: the Linkerd labels copied,
+// one ready endpoint with a hostname per pod, plus extra endpoints.
+func (w World) MirrorSlice(i, c int, extra ...Endpoint) *discoveryv1.EndpointSlice {
+	lbl := mirrorLabels(c)
+	lbl[discoveryv1.LabelServiceName] = Mirror(i, c)
+	lbl[discoveryv1.LabelManagedBy] = sliceManagedBy
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: Mirror(i, c) + "-m", Namespace: w.Namespace, Labels: lbl},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports: []discoveryv1.EndpointPort{{
+			Name: new(peerPort.Name), Port: new(peerPort.Port), Protocol: new(peerPort.Protocol),
+		}},
+	}
+	eps := make([]Endpoint, 0, Pods+len(extra))
+	for p := range Pods {
+		eps = append(eps, Endpoint{Hostname: fmt.Sprintf("%s-%d", Base(i), p), Addr: Addr(i, c, p)})
+	}
+	for _, e := range append(eps, extra...) {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
+			Addresses:  []string{e.Addr.String()},
+			Hostname:   new(e.Hostname),
+			Conditions: discoveryv1.EndpointConditions{Ready: new(true)},
+		})
+	}
+	return s
+}
+
+// Endpoint is one pod of a mirror slice.
+type Endpoint struct {
+	Hostname string
+	Addr     netip.Addr
+}
+
+// Load creates the namespace (if missing) and the mirrors of bases [from, to)
+// with up to workers requests in flight.
+func (w World) Load(ctx context.Context, client kubernetes.Interface, from, to, workers int) error {
+	if to > MaxBases {
+		return fmt.Errorf("%d bases: the address range holds at most %d", to, MaxBases)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.Namespace}}
+	if _, err := client.CoreV1().Namespaces().Get(ctx, w.Namespace, metav1.GetOptions{}); err != nil {
+		if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for i := from; i < to; i++ {
+		for c := range Clusters {
+			g.Go(func() error {
+				if _, err := client.CoreV1().Services(w.Namespace).Create(gctx, w.MirrorService(i, c), metav1.CreateOptions{}); err != nil {
+					return fmt.Errorf("service %s: %w", Mirror(i, c), err)
+				}
+				if _, err := client.DiscoveryV1().EndpointSlices(w.Namespace).Create(gctx, w.MirrorSlice(i, c), metav1.CreateOptions{}); err != nil {
+					return fmt.Errorf("slice of %s: %w", Mirror(i, c), err)
+				}
+				return nil
+			})
+		}
+	}
+	return g.Wait()
+}
+
+// SetExtra rewrites the slice of base i from cluster c with extra endpoints
+// after its pods, stamped with the trigger time the plugin's programming
+// duration metric starts from. It returns once the API server answered the
+// update, with the time just before it was sent and its round trip.
+func (w World) SetExtra(ctx context.Context, client kubernetes.Interface, i, c int, extra ...Endpoint) (time.Time, time.Duration, error) {
+	cur, err := client.DiscoveryV1().EndpointSlices(w.Namespace).Get(ctx, Mirror(i, c)+"-m", metav1.GetOptions{})
+	if err != nil {
+		return time.Time{}, 0, err
+	}
+	s := w.MirrorSlice(i, c, extra...)
+	s.ResourceVersion = cur.ResourceVersion
+	start := time.Now()
+	s.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: start.UTC().Format(time.RFC3339Nano)}
+	_, err = client.DiscoveryV1().EndpointSlices(w.Namespace).Update(ctx, s, metav1.UpdateOptions{})
+	return start, time.Since(start), err
+}
