@@ -230,7 +230,9 @@ func (s *answerSet) hostKey(i uint32) string {
 	return s.host(&s.recs[i])
 }
 
-// hostRecords are the records of host (lower case), in order.
+// hostRecords are the records of host (lower case), in order. The result is
+// never nil (byHost is made even when empty): a selection with nil recs is
+// one of all records.
 func (s *answerSet) hostRecords(host string) []uint32 {
 	lo, _ := slices.BinarySearchFunc(s.byHost, host, func(i uint32, h string) int { return strings.Compare(s.hostKey(i), h) })
 	hi := lo
