@@ -40,10 +40,9 @@ func indexMemory(b *testing.B, globals int) (total, answers int64, endpoints int
 	// Nothing allocates while measuring: informers and worker are stopped,
 	// their caches and answer sets stay reachable through g.
 	stop()
-	g.idx.sets.Range(func(_, v any) bool {
-		endpoints += v.(*answerSet).endpoints
-		return true
-	})
+	for _, s := range g.idx.sets {
+		endpoints += s.endpoints
+	}
 	if want := largeEndpoints(globals); endpoints != want {
 		b.Fatalf("index holds %d endpoints, want %d", endpoints, want)
 	}
@@ -51,7 +50,7 @@ func indexMemory(b *testing.B, globals int) (total, answers int64, endpoints int
 	if path := os.Getenv(heapProfileEnv); path != "" {
 		writeHeapProfile(b, path)
 	}
-	g.idx.sets.Clear()
+	clear(g.idx.sets)
 	withoutSets := liveHeap()
 	runtime.KeepAlive(g)
 	runtime.KeepAlive(client)
