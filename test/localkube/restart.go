@@ -27,18 +27,20 @@ func (c *Cluster) StopAPIServer() error {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("kill kube-apiserver %d: %w", pid, err)
 	}
-	// envtest reaps it; then its Stop has nothing left to do.
+	// envtest's Stop signals the process group unless its own Wait has
+	// already marked the process exited; until then the signal fails with
+	// ESRCH, so retry until envtest has noticed the death.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); errors.Is(err, os.ErrNotExist) {
-			break
+		err := c.apis.Stop()
+		if !errors.Is(err, syscall.ESRCH) {
+			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("kube-apiserver %d not reaped after SIGKILL", pid)
+			return fmt.Errorf("kube-apiserver %d: envtest did not notice its death: %w", pid, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return c.apis.Stop()
 }
 
 // StartAPIServer starts a kube-apiserver stopped by StopAPIServer again, on the
