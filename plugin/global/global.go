@@ -82,7 +82,8 @@ func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg)
 	}
 	// The kubernetes plugin keeps the query's spelling of the zone.
 	zone := qname[len(qname)-len(g.zones[zi]):]
-	name := state.Name()
+	// state.Name() would unescape the question a second time.
+	name := strings.ToLower(qname)
 	q, ok := g.parseName(name, g.zones[zi])
 	if !ok {
 		return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
