@@ -2,7 +2,7 @@
 // services and assembles aggregate.Input for each base. Both the controller and
 // the CoreDNS plugin build on it, so they see the same members the same way.
 //
-// Services are watched whole (stripped to the fields used): a Service named
+// Services are watched whole (stripped to the fields used, see strip.go): a Service named
 // like a global that globalmirror did not write has no label to select it by,
 // and both halves must see it to leave it alone. EndpointSlices, the bulk of
 // the data, are label-selected: Linkerd's mirror labels (copied onto mirrored
@@ -84,9 +84,10 @@ func New(cfg Config, h Handler) (*Source, error) {
 		namespaces = []string{metav1.NamespaceAll}
 	}
 	mirrorSel := labels.SelectorFromSet(labels.Set{aggregate.LabelMirroredService: "true"}).String()
+	stripService := newServiceStripper(cfg.LocalSelector).strip
 	for _, ns := range namespaces {
 		svcFactory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.Resync,
-			informers.WithNamespace(ns), informers.WithTransform(StripService))
+			informers.WithNamespace(ns), informers.WithTransform(stripService))
 		svc := svcFactory.Core().V1().Services().Informer()
 		if err := svc.AddIndexers(cache.Indexers{indexBase: s.baseIndex}); err != nil {
 			return nil, err
@@ -100,7 +101,7 @@ func New(cfg Config, h Handler) (*Source, error) {
 		}
 		for _, sel := range selectors {
 			f := informers.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.Resync,
-				informers.WithNamespace(ns), informers.WithTransform(StripEndpointSlice),
+				informers.WithNamespace(ns), informers.WithTransform(StripMemberSlice),
 				informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
 			inf := f.Discovery().V1().EndpointSlices().Informer()
 			if err := inf.AddIndexers(cache.Indexers{indexService: serviceIndex, indexHeadlessMirror: headlessMirrorIndex}); err != nil {

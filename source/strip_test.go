@@ -1,0 +1,117 @@
+package source
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/globalmirror/globalmirror/aggregate"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+func TestStripServiceKeepsWhatClassifies(t *testing.T) {
+	local, err := labels.Parse("team in (db), tier")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newServiceStripper(local)
+	ports := []corev1.ServicePort{{Name: "peer", Port: 7000}}
+	full := func(name, clusterIP string, lbl map[string]string) *corev1.Service {
+		return &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name, Namespace: "ns", UID: "u", ResourceVersion: "7", Labels: lbl,
+				Annotations:     map[string]string{aggregate.AnnotationRemoteFQName: "db.ns.svc.cluster.local", "other": "x"},
+				OwnerReferences: []metav1.OwnerReference{{Name: "owner"}},
+				ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "m"}},
+			},
+			Spec: corev1.ServiceSpec{ClusterIP: clusterIP, Ports: ports, Selector: map[string]string{"app": "db"}, Type: corev1.ServiceTypeClusterIP},
+		}
+	}
+	for _, tc := range []struct {
+		name       string
+		in         *corev1.Service
+		wantLabels bool
+		wantPorts  bool
+	}{
+		{"headless mirror", full("db-east", corev1.ClusterIPNone, map[string]string{aggregate.LabelMirroredService: "true", "x": "y"}), true, true},
+		{"local member", full("db", corev1.ClusterIPNone, map[string]string{"team": "db", "tier": "1"}), true, true},
+		{"headless with a selector key only", full("db2", corev1.ClusterIPNone, map[string]string{"tier": "1"}), true, true},
+		{"managed global", full("db-global", corev1.ClusterIPNone, map[string]string{aggregate.LabelManagedBy: aggregate.ManagedBy}), true, true},
+		{"unrelated headless", full("web", corev1.ClusterIPNone, map[string]string{"app": "web"}), false, true},
+		{"unrelated ClusterIP service", full("api", "10.0.0.1", map[string]string{"app": "api"}), false, false},
+		{"ClusterIP mirror", full("api-east", "10.0.0.2", map[string]string{aggregate.LabelMirroredService: "true"}), true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj, err := st.strip(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := obj.(*corev1.Service)
+			if got.Name != tc.in.Name || got.Namespace != "ns" || got.UID != "u" || got.ResourceVersion != "7" || got.Spec.ClusterIP != tc.in.Spec.ClusterIP {
+				t.Errorf("identity or cluster IP lost: %+v", got.ObjectMeta)
+			}
+			if (got.Labels != nil) != tc.wantLabels || (tc.wantLabels && !reflect.DeepEqual(got.Labels, tc.in.Labels)) {
+				t.Errorf("labels = %v, want kept: %v", got.Labels, tc.wantLabels)
+			}
+			if (got.Spec.Ports != nil) != tc.wantPorts || (got.Spec.Selector != nil) != tc.wantPorts {
+				t.Errorf("ports %v, selector %v; want kept: %v", got.Spec.Ports, got.Spec.Selector, tc.wantPorts)
+			}
+			if want := map[string]string{aggregate.AnnotationRemoteFQName: "db.ns.svc.cluster.local"}; !reflect.DeepEqual(got.Annotations, want) {
+				t.Errorf("annotations = %v, want %v", got.Annotations, want)
+			}
+			if got.OwnerReferences != nil || got.ManagedFields != nil || got.Spec.Type != "" {
+				t.Errorf("kept fields nothing reads: %+v", got)
+			}
+			// Classification must not change by stripping.
+			wantC, wantWhy := aggregate.Classify(tc.in, local)
+			gotC, gotWhy := aggregate.Classify(got, local)
+			if gotC != wantC || gotWhy != wantWhy {
+				t.Errorf("Classify after strip = %+v %q, before %+v %q", gotC, gotWhy, wantC, wantWhy)
+			}
+		})
+	}
+	if obj, _ := st.strip("not a service"); obj != "not a service" {
+		t.Errorf("non-Service passed as %v", obj)
+	}
+}
+
+func TestStripMemberSliceKeepsAddressesHostnamesReadiness(t *testing.T) {
+	ready, host := false, "db-0"
+	in := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "db-east-abc", Namespace: "ns", UID: "u", ResourceVersion: "9",
+			Labels:          map[string]string{discoveryv1.LabelServiceName: "db-east"},
+			Annotations:     map[string]string{corev1.EndpointsLastChangeTriggerTime: "2026-01-01T00:00:00Z", "other": "x"},
+			OwnerReferences: []metav1.OwnerReference{{Name: "db-east"}},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: new("peer"), Port: new(int32(7000))}},
+		Endpoints: []discoveryv1.Endpoint{{
+			Addresses: []string{"10.1.0.1"}, Hostname: &host,
+			Conditions: discoveryv1.EndpointConditions{Ready: &ready, Serving: new(true)},
+			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Name: "db-0"}, NodeName: new("node"), Zone: new("z"),
+		}},
+	}
+	obj, err := StripMemberSlice(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "db-east-abc", Namespace: "ns", UID: "u", ResourceVersion: "9",
+			Labels:      map[string]string{discoveryv1.LabelServiceName: "db-east"},
+			Annotations: map[string]string{corev1.EndpointsLastChangeTriggerTime: "2026-01-01T00:00:00Z"},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       in.Ports,
+		Endpoints: []discoveryv1.Endpoint{{
+			Addresses: []string{"10.1.0.1"}, Hostname: &host,
+			Conditions: discoveryv1.EndpointConditions{Ready: &ready},
+		}},
+	}
+	if got := obj.(*discoveryv1.EndpointSlice); !reflect.DeepEqual(got, want) {
+		t.Errorf("StripMemberSlice =\n%+v\nwant\n%+v", got, want)
+	}
+}
