@@ -144,7 +144,7 @@ demo: tools build
 BENCH_ROUNDS   ?= 5
 BENCH_DURATION ?= 10
 BENCH_SIZES    ?= 1000,10000
-BENCH_CHANGES  ?= 200
+BENCH_CHANGES  ?= 1000
 BENCH_FLAGS    ?=
 bench: tools build
 	CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/bench ./test/bench/cmd/bench

@@ -88,6 +88,16 @@ func (w World) ProgrammingLatency(ctx context.Context, client kubernetes.Interfa
 	return res, nil
 }
 
+// afterAck is ds, each minus its change's API round trip: the time from the
+// change being committed (at the latest) to the new answer.
+func (l *LatencyResult) afterAck(ds []time.Duration) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i := range ds {
+		out[i] = ds[i] - l.Update[i]
+	}
+	return out
+}
+
 type observed struct {
 	at  time.Time
 	err error

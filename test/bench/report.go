@@ -39,6 +39,7 @@ func Report(out io.Writer, r *Results) {
 		"`*-global` from the controller's slices (the controller-only alternative, same answers as (a)); (d) `hosts` serving "+
 		"the `*-global` names with the same addresses and TTL (the ceiling for an in-memory answerer). "+
 		"The last column is the median over rounds of global's QPS divided by the block's QPS in the same round.\n\n", c.ServerCPUs, c.ClientCPUs)
+	p("%s\n\n", settleText(c, r.Throughput))
 	p("| globals | block | A records | response bytes | QPS | server CPU / query | p50 | p99 | global ÷ block, QPS | global ÷ block, CPU |\n")
 	p("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	labels := map[string]string{
@@ -96,18 +97,17 @@ func Report(out io.Writer, r *Results) {
 
 	if l := r.Latency; l != nil {
 		p("\n## 2. Programming latency\n\n")
-		p("Both paths start with the same API write, so the global path (write, watch, rebuild) is about half of the " +
-			"controller's (write, watch, sync, write, watch) by construction; the columns after the API server's answer show " +
-			"what each path adds once the write is acknowledged.\n\n")
+		p("Both paths start with the same API write: the global path is write, watch, rebuild; the controller's is write, " +
+			"watch, sync, write, watch, rebuild. The change exists in the API server once that first write is committed, which " +
+			"the API server's answer to it confirms; the columns after that answer are each path's programming latency " +
+			"proper. Measured from the moment the writer sent the change, both paths also carry the write itself, which on " +
+			"loopback is most of either, so their ratio stays above one half whatever the paths do after it.\n\n")
 		p("%d changes at %s globals: an endpoint added to, then removed from, one mirror's EndpointSlice (an API update), "+
 			"alternately; two UDP clients poll for the new answer, pausing %v between queries. Time from sending the update "+
 			"to the first new answer.\n\n", len(l.Global), thousands(r.Config.Sizes[0]), l.Poll)
 		p("| path | p50 | p99 | max | p50 after the API server's answer | p99 after it |\n|---|---:|---:|---:|---:|---:|\n")
 		row := func(name string, ds []time.Duration) {
-			after := make([]time.Duration, len(ds))
-			for i := range ds {
-				after[i] = ds[i] - l.Update[i]
-			}
+			after := l.afterAck(ds)
 			p("| %s | %s | %s | %s | %s | %s |\n", name, millis(DurationQuantile(ds, .5)), millis(DurationQuantile(ds, .99)),
 				millis(DurationQuantile(ds, 1)), millis(DurationQuantile(after, .5)), millis(DurationQuantile(after, .99)))
 		}
@@ -209,9 +209,13 @@ func floors(r *Results) []floor {
 	}
 	if l := r.Latency; l != nil {
 		g, k := DurationQuantile(l.Global, .99), DurationQuantile(l.Kube, .99)
+		ga, ka := DurationQuantile(l.afterAck(l.Global), .99), DurationQuantile(l.afterAck(l.Kube), .99)
 		fs = append(fs,
 			floor{"programming latency p99 of global ≤ 100 ms", millis(g), g <= 100*time.Millisecond, true},
-			floor{"programming latency p99 of global ≤ 0.5× controller path", fmt.Sprintf("%s vs %s (%.2f×)", millis(g), millis(k), float64(g)/float64(k)), 2*g <= k, true})
+			floor{"programming latency p99 of global ≤ 0.5× controller path, from the change committed (the API server's answer to the write)",
+				fmt.Sprintf("%s vs %s (%.2f×)", millis(ga), millis(ka), float64(ga)/float64(ka)), 2*ga <= ka, true},
+			floor{"the same, from the writer sending the change (both paths then include that one API write, most of each)",
+				fmt.Sprintf("%s vs %s (%.2f×)", millis(g), millis(k), float64(g)/float64(k)), 2*g <= k, true})
 	}
 	for _, b := range goBenchByPrefix(r.GoBench, "IndexMemory/") {
 		v := b.Values["answers-B/endpoint"]
@@ -352,4 +356,27 @@ func joinFloats(xs []float64, format string) string {
 		s[i] = fmt.Sprintf(format, x)
 	}
 	return strings.Join(slices.Clip(s), ", ")
+}
+
+// settleText says how the machine was readied for the rounds.
+func settleText(c Config, tps []*ThroughputResult) string {
+	var parts []string
+	if c.Warmup > 0 {
+		parts = append(parts, fmt.Sprintf("Each block ran once for %v, unrecorded, before the first round.", c.Warmup))
+	}
+	if !c.NoPinOthers {
+		parts = append(parts, fmt.Sprintf("During the rounds every other process the harness started (control planes, controller) "+
+			"was moved to CPU %s, so CoreDNS had CPU %s to itself.", c.ClientCPUs, c.ServerCPUs))
+	}
+	for _, t := range tps {
+		if q := t.Quiet; q != nil {
+			state := "settled"
+			if !q.Quiet {
+				state = fmt.Sprintf("had not settled below %.2f CPUs", c.QuietLimit)
+			}
+			parts = append(parts, fmt.Sprintf("At %s globals the machine %s after %v: %.2f CPUs busy over the last 3s (%s).",
+				thousands(t.Bases), state, q.Waited.Round(time.Second), q.Busy, q.Top))
+		}
+	}
+	return strings.Join(parts, " ")
 }

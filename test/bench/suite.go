@@ -27,8 +27,12 @@ type Config struct {
 	Idle            time.Duration // controller idle window
 	RSSRounds       int
 	GoBenchCount    int
-	ServerCPUs      string // CoreDNS under load: taskset list
-	ClientCPUs      string // dnsperf
+	ServerCPUs      string        // CoreDNS under load: taskset list
+	ClientCPUs      string        // dnsperf
+	Warmup          time.Duration // one unrecorded run per block before the rounds
+	QuietLimit      float64       // CPUs the machine may use before the rounds start
+	QuietMax        time.Duration // longest wait for that
+	NoPinOthers     bool          // leave the control planes on every CPU during the rounds
 	ControllerQPS   int
 	LoadWorkers     int
 	Profile         bool // CPU profiles of CoreDNS per block at the largest size
@@ -171,7 +175,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			err = w.controllerChecks(ctx, cfg, client, ctrl, srv, idleFrom, writes, res)
 			if err == nil {
 				t = time.Now()
-				res.Latency, err = w.latencyStep(ctx, cfg, client, ctrl, srv, n, res)
+				res.Latency, err = w.latencyStep(ctx, cfg, client, ctrl, n, env2, res)
 				phase("programming latency", t)
 			}
 		}
@@ -242,9 +246,14 @@ func (w World) throughputStep(ctx context.Context, cfg Config, n int, env []stri
 		return nil, nil, err
 	}
 	perf := Dnsperf{CPUs: cfg.ClientCPUs, Clients: 4, Inflight: 100}
-	tp, err := Throughput(ctx, srv, n, blocks, ThroughputOptions{
+	o := ThroughputOptions{
 		Rounds: cfg.Rounds, Duration: cfg.Duration, Latency: cfg.LatencyDuration, Perf: perf, Dir: cfg.Dir, Log: cfg.Log,
-	})
+		Warmup: cfg.Warmup, QuietLimit: cfg.QuietLimit, QuietMax: cfg.QuietMax,
+	}
+	if !cfg.NoPinOthers {
+		o.OtherCPUs = cfg.ClientCPUs
+	}
+	tp, err := Throughput(ctx, srv, n, blocks, o)
 	if err == nil && cfg.Profile && largest {
 		var paths []string
 		paths, err = profileBlocks(ctx, srv, blocks, perf, cfg)
@@ -300,13 +309,45 @@ func (w World) controllerChecks(ctx context.Context, cfg Config, client kubernet
 	return err
 }
 
-func (w World) latencyStep(ctx context.Context, cfg Config, client kubernetes.Interface, ctrl *run.Controller, srv *CoreDNS, n int, res *Results) (*LatencyResult, error) {
+// latencyPoll is the pause between two queries of one poller: the
+// resolution of the latency figures, small next to them.
+const latencyPoll = 200 * time.Microsecond
+
+// latencyCorefile: the global block and the kubernetes block, on a CoreDNS
+// that runs as in a cluster, on every CPU.
+const latencyCorefile = `.:{$GLOBAL_PORT} {
+    bind 127.0.0.1
+    global cluster.local {
+        kubeconfig {$BENCH_KUBECONFIG}
+        ttl 5
+    }
+}
+.:{$KUBE_PORT} {
+    bind 127.0.0.1
+    kubernetes cluster.local {
+        kubeconfig {$BENCH_KUBECONFIG}
+        ttl 5
+    }
+}
+`
+
+func (w World) latencyStep(ctx context.Context, cfg Config, client kubernetes.Interface, ctrl *run.Controller, n int, env []string, res *Results) (*LatencyResult, error) {
+	srv, err := StartCoreDNS(ctx, cfg.Dir, fmt.Sprintf("latency-%d", n), latencyCorefile, "", []string{"GLOBAL_PORT", "KUBE_PORT"}, env)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Stop()
+	for _, port := range []string{"GLOBAL_PORT", "KUBE_PORT"} {
+		if err := WaitAnswer(ctx, srv.Addr(port), w.FQDN(Global(n-1)), Records, 3*time.Minute); err != nil {
+			return nil, err
+		}
+	}
 	before, err := ControllerWrites(ctrl)
 	if err != nil {
 		return nil, err
 	}
 	lat, err := w.ProgrammingLatency(ctx, client, srv.Addr("GLOBAL_PORT"), srv.Addr("KUBE_PORT"), srv.MetricsURL, LatencyOptions{
-		Changes: cfg.Changes, Bases: n, Poll: 500 * time.Microsecond, Timeout: time.Minute, Log: cfg.Log,
+		Changes: cfg.Changes, Bases: n, Poll: latencyPoll, Timeout: time.Minute, Log: cfg.Log,
 	})
 	if err != nil {
 		return nil, err

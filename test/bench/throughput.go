@@ -115,6 +115,16 @@ type ThroughputOptions struct {
 	Perf     Dnsperf
 	Dir      string // dnsperf outputs
 	Log      func(format string, args ...any)
+	// Warmup runs each block once this long, unrecorded, before the first
+	// round: the first run after start-up pays for heap growth and cold caches.
+	Warmup time.Duration
+	// QuietLimit, QuietMax: before the rounds, wait up to QuietMax for the
+	// machine to use less than QuietLimit CPUs (see WaitQuiet); 0: don't.
+	QuietLimit float64
+	QuietMax   time.Duration
+	// OtherCPUs, if set, is where every other process this one started runs
+	// during the rounds (see PinOthers), so CoreDNS has its CPUs to itself.
+	OtherCPUs string
 }
 
 // BlockResult is every run of one block.
@@ -130,6 +140,8 @@ type ThroughputResult struct {
 	Blocks []*BlockResult
 	// Ratios of global's QPS to other blocks', one per round.
 	Ratios map[string][]float64
+	// Quiet is how the machine settled before the rounds.
+	Quiet *QuietResult
 	// CPURatios are other blocks' server CPU per query over global's, one per
 	// round: the QPS ratio with a whole core each, whatever else runs.
 	CPURatios map[string][]float64
@@ -157,6 +169,30 @@ func Throughput(ctx context.Context, srv *CoreDNS, bases int, blocks []Block, o 
 			return nil, fmt.Errorf("block %s: %w", b.Key, err)
 		}
 		res.Blocks = append(res.Blocks, &BlockResult{Block: b})
+	}
+	if o.QuietLimit > 0 {
+		q, err := WaitQuiet(ctx, o.QuietLimit, 3*time.Second, o.QuietMax)
+		if err != nil {
+			return nil, err
+		}
+		res.Quiet = &q
+		o.Log("%d bases: machine busy %.2f CPUs (%s) after waiting %v; quiet: %v", bases, q.Busy, q.Top, q.Waited.Round(time.Second), q.Quiet)
+	}
+	if o.OtherCPUs != "" {
+		restore, err := PinOthers(ctx, o.OtherCPUs, srv.PID)
+		if err != nil {
+			return nil, err
+		}
+		defer restore()
+	}
+	if o.Warmup > 0 {
+		for _, b := range res.Blocks {
+			out := filepath.Join(scratchDir(o.Dir), fmt.Sprintf("dnsperf-%d-%s-warmup.txt", bases, b.Key))
+			if _, err := o.Perf.Run(ctx, srv.Ports[b.Port], b.Queries, o.Warmup, false, out, srv.PID); err != nil {
+				return nil, err
+			}
+			_ = os.Remove(out)
+		}
 	}
 	for r := range o.Rounds {
 		qps, cpu := map[string]float64{}, map[string]time.Duration{}
