@@ -5,21 +5,20 @@ import (
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
 func (s *Source) serviceHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if svc, ok := obj.(*corev1.Service); ok {
+			if svc, ok := asService(obj); ok {
 				s.reportService(svc)
 				s.notifyService(svc)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
-			old, ok1 := oldObj.(*corev1.Service)
-			cur, ok2 := newObj.(*corev1.Service)
+			old, ok1 := asService(oldObj)
+			cur, ok2 := asService(newObj)
 			if !ok1 || !ok2 {
 				return
 			}
@@ -32,10 +31,7 @@ func (s *Source) serviceHandler() cache.ResourceEventHandler {
 			s.notifyService(cur)
 		},
 		DeleteFunc: func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			if svc, ok := obj.(*corev1.Service); ok {
+			if svc, ok := asService(obj); ok {
 				s.notifyService(svc)
 			}
 		},
@@ -71,24 +67,21 @@ func (s *Source) reportService(svc *corev1.Service) {
 func (s *Source) sliceHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if sl, ok := obj.(*discoveryv1.EndpointSlice); ok {
+			if sl, ok := asSlice(obj); ok {
 				s.notifySlice(sl)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
-			old, ok1 := oldObj.(*discoveryv1.EndpointSlice)
-			cur, ok2 := newObj.(*discoveryv1.EndpointSlice)
-			if !ok1 || !ok2 || old.ResourceVersion == cur.ResourceVersion {
+			old, ok1 := asSlice(oldObj)
+			cur, ok2 := asSlice(newObj)
+			if !ok1 || !ok2 || old.resourceVersion == cur.resourceVersion {
 				return
 			}
 			s.notifySlice(old)
 			s.notifySlice(cur)
 		},
 		DeleteFunc: func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			if sl, ok := obj.(*discoveryv1.EndpointSlice); ok {
+			if sl, ok := asSlice(obj); ok {
 				s.notifySlice(sl)
 			}
 		},
@@ -98,15 +91,15 @@ func (s *Source) sliceHandler() cache.ResourceEventHandler {
 // notifySlice maps a slice to the base of its service, or of the headless mirror
 // its endpoint mirror belongs to. A slice whose service is not cached yet maps to
 // nothing: the service's own add event will cover it.
-func (s *Source) notifySlice(sl *discoveryv1.EndpointSlice) {
-	name := sl.Labels[aggregate.LabelHeadlessMirrorName]
+func (s *Source) notifySlice(sl *cachedSlice) {
+	name := sl.headlessMirror
 	if name == "" {
-		name = sl.Labels[discoveryv1.LabelServiceName]
+		name = sl.serviceName
 	}
 	if name == "" {
 		return
 	}
-	if svc := s.Service(sl.Namespace, name); svc != nil {
+	if svc := s.Service(sl.namespace, name); svc != nil {
 		if k, ok := s.memberKey(svc); ok {
 			s.handler.Changed(k)
 		}

@@ -2,12 +2,13 @@
 // services and assembles aggregate.Input for each base. Both the controller and
 // the CoreDNS plugin build on it, so they see the same members the same way.
 //
-// Services are watched whole (stripped to the fields used, see strip.go): a Service named
-// like a global that globalmirror did not write has no label to select it by,
-// and both halves must see it to leave it alone. EndpointSlices, the bulk of
-// the data, are label-selected: Linkerd's mirror labels (copied onto mirrored
-// slices by Kubernetes' mirroring controller) and the local selector (copied
-// from the Service by the EndpointSlice controller).
+// Services are watched whole: a Service named like a global that globalmirror
+// did not write has no label to select it by, and both halves must see it to
+// leave it alone. EndpointSlices, the bulk of the data, are label-selected:
+// Linkerd's mirror labels (copied onto mirrored slices by Kubernetes'
+// mirroring controller) and the local selector (copied from the Service by
+// the EndpointSlice controller). The caches hold minimal types, not API
+// objects (object.go).
 package source
 
 import (
@@ -18,9 +19,9 @@ import (
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -101,7 +102,7 @@ func New(cfg Config, h Handler) (*Source, error) {
 		}
 		for _, sel := range selectors {
 			f := informers.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.Resync,
-				informers.WithNamespace(ns), informers.WithTransform(StripMemberSlice),
+				informers.WithNamespace(ns), informers.WithTransform(stripMemberSlice),
 				informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
 			inf := f.Discovery().V1().EndpointSlices().Informer()
 			if err := inf.AddIndexers(cache.Indexers{indexService: serviceIndex, indexHeadlessMirror: headlessMirrorIndex}); err != nil {
@@ -151,12 +152,15 @@ func (s *Source) WaitForSync(ctx context.Context) bool {
 // Suffix is the global name suffix in use.
 func (s *Source) Suffix() string { return s.cfg.Suffix }
 
-// Service returns the cached (stripped) Service, or nil.
+// Service returns the cached Service as a sparse API object (see object.go),
+// or nil.
 func (s *Source) Service(namespace, name string) *corev1.Service {
 	for _, inf := range s.services {
 		obj, ok, err := inf.GetIndexer().GetByKey(namespace + "/" + name)
 		if err == nil && ok {
-			return obj.(*corev1.Service)
+			if svc, ok := asService(obj); ok {
+				return svc
+			}
 		}
 	}
 	return nil
@@ -182,26 +186,25 @@ func (s *Source) Keys() []Key {
 func (s *Source) Input(k Key) aggregate.Input {
 	in := aggregate.Input{Namespace: k.Namespace, Base: k.Base, Suffix: s.cfg.Suffix}
 	for _, svc := range s.byIndex(s.services, indexBase, k.String()) {
-		svc := svc.(*corev1.Service)
+		svc, _ := asService(svc)
 		c, _ := aggregate.Classify(svc, s.cfg.LocalSelector)
 		if c.Base != k.Base || (c.Role != aggregate.RoleHeadlessMirror && c.Role != aggregate.RoleLocal) {
 			continue // the managed global itself, indexed under the same base
 		}
 		m := aggregate.Member{Cluster: c.Cluster, Service: svc}
 		for _, obj := range s.byIndex(s.slices, indexService, k.Namespace+"/"+svc.Name) {
-			m.Slices = append(m.Slices, obj.(*discoveryv1.EndpointSlice))
+			m.Slices = append(m.Slices, obj.(*cachedSlice).slice())
 		}
 		in.Members = append(in.Members, m)
 		if c.Role != aggregate.RoleHeadlessMirror {
 			continue
 		}
 		for _, obj := range s.byIndex(s.slices, indexHeadlessMirror, k.Namespace+"/"+svc.Name) {
-			sl := obj.(*discoveryv1.EndpointSlice)
-			name := sl.Labels[discoveryv1.LabelServiceName]
+			sl := obj.(*cachedSlice)
 			if in.EndpointMirrors == nil {
 				in.EndpointMirrors = map[string]bool{}
 			}
-			in.EndpointMirrors[name] = in.EndpointMirrors[name] || anyReady(sl)
+			in.EndpointMirrors[sl.serviceName] = in.EndpointMirrors[sl.serviceName] || sl.anyReady()
 		}
 	}
 	return in
@@ -217,7 +220,7 @@ func (s *Source) byIndex(infs []cache.SharedIndexInformer, index, value string) 
 			continue
 		}
 		for _, o := range objs {
-			uid := string(o.(metav1.Object).GetUID())
+			uid := string(o.(interface{ objUID() types.UID }).objUID())
 			if len(infs) > 1 && seen[uid] {
 				continue
 			}
@@ -228,15 +231,9 @@ func (s *Source) byIndex(infs []cache.SharedIndexInformer, index, value string) 
 	return out
 }
 
-func anyReady(s *discoveryv1.EndpointSlice) bool {
-	return slices.ContainsFunc(s.Endpoints, func(e discoveryv1.Endpoint) bool {
-		return e.Conditions.Ready == nil || *e.Conditions.Ready
-	})
-}
-
 // baseIndex files members under their base and globals under theirs.
 func (s *Source) baseIndex(obj any) ([]string, error) {
-	svc, ok := obj.(*corev1.Service)
+	svc, ok := asService(obj)
 	if !ok {
 		return nil, nil
 	}
@@ -269,20 +266,20 @@ func (s *Source) globalBase(svc *corev1.Service) (string, bool) {
 }
 
 func serviceIndex(obj any) ([]string, error) {
-	sl, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok || sl.Labels[discoveryv1.LabelServiceName] == "" {
+	sl, ok := asSlice(obj)
+	if !ok || sl.serviceName == "" {
 		return nil, nil
 	}
-	return []string{sl.Namespace + "/" + sl.Labels[discoveryv1.LabelServiceName]}, nil
+	return []string{sl.namespace + "/" + sl.serviceName}, nil
 }
 
 func headlessMirrorIndex(obj any) ([]string, error) {
-	sl, ok := obj.(*discoveryv1.EndpointSlice)
+	sl, ok := asSlice(obj)
 	if !ok {
 		return nil, nil
 	}
-	if hm := sl.Labels[aggregate.LabelHeadlessMirrorName]; hm != "" {
-		return []string{sl.Namespace + "/" + hm}, nil
+	if sl.headlessMirror != "" {
+		return []string{sl.namespace + "/" + sl.headlessMirror}, nil
 	}
 	return nil, nil
 }

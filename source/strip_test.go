@@ -9,6 +9,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
 )
 
 func TestStripServiceKeepsWhatClassifies(t *testing.T) {
@@ -48,7 +49,10 @@ func TestStripServiceKeepsWhatClassifies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := obj.(*corev1.Service)
+			got, ok := asService(obj)
+			if !ok {
+				t.Fatalf("strip gave %T", obj)
+			}
 			if got.Name != tc.in.Name || got.Namespace != "ns" || got.UID != "u" || got.ResourceVersion != "7" || got.Spec.ClusterIP != tc.in.Spec.ClusterIP {
 				t.Errorf("identity or cluster IP lost: %+v", got.ObjectMeta)
 			}
@@ -94,10 +98,21 @@ func TestStripMemberSliceKeepsAddressesHostnamesReadiness(t *testing.T) {
 			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Name: "db-0"}, NodeName: new("node"), Zone: new("z"),
 		}},
 	}
-	obj, err := StripMemberSlice(in)
+	obj, err := stripMemberSlice(in)
 	if err != nil {
 		t.Fatal(err)
 	}
+	c, ok := asSlice(cache.DeletedFinalStateUnknown{Key: "ns/db-east-abc", Obj: obj})
+	if !ok {
+		t.Fatalf("stripMemberSlice gave %T", obj)
+	}
+	if c.anyReady() {
+		t.Error("anyReady with the only endpoint not ready")
+	}
+	if c.endpoints[0].ready = nil; !c.anyReady() {
+		t.Error("an endpoint without a ready condition is ready")
+	}
+	c.endpoints[0].ready = &ready
 	want := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "db-east-abc", Namespace: "ns", UID: "u", ResourceVersion: "9",
@@ -111,7 +126,7 @@ func TestStripMemberSliceKeepsAddressesHostnamesReadiness(t *testing.T) {
 			Conditions: discoveryv1.EndpointConditions{Ready: &ready},
 		}},
 	}
-	if got := obj.(*discoveryv1.EndpointSlice); !reflect.DeepEqual(got, want) {
+	if got := c.slice(); !reflect.DeepEqual(got, want) {
 		t.Errorf("StripMemberSlice =\n%+v\nwant\n%+v", got, want)
 	}
 }

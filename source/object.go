@@ -1,0 +1,217 @@
+package source
+
+import (
+	"github.com/globalmirror/globalmirror/aggregate"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+)
+
+// The informer caches hold minimal types, not API objects, the way the
+// kubernetes plugin's object package does: the Service cache holds every
+// Service of the watched namespaces, both caches live in every CoreDNS, and
+// an API object's struct alone is several times what is read of it. They are
+// turned back into (sparse) API objects only to aggregate one base, or when
+// asked for one.
+
+// objectMeta is the identity the caches key, index and compare by.
+type objectMeta struct {
+	name, namespace string
+	uid             types.UID
+	resourceVersion string
+}
+
+func metaOf(m *metav1.ObjectMeta) objectMeta {
+	return objectMeta{name: m.Name, namespace: m.Namespace, uid: m.UID, resourceVersion: m.ResourceVersion}
+}
+
+func (m *objectMeta) objUID() types.UID { return m.uid }
+
+// GetObjectMeta lets cache.MetaNamespaceKeyFunc (through meta.Accessor) key
+// the object.
+func (m *objectMeta) GetObjectMeta() metav1.Object { return m.objectMeta() }
+
+func (m *objectMeta) objectMeta() *metav1.ObjectMeta {
+	return &metav1.ObjectMeta{Name: m.name, Namespace: m.namespace, UID: m.uid, ResourceVersion: m.resourceVersion}
+}
+
+// cachedService is what the cache keeps of a Service: what Classify, IsManaged
+// and the controller's ownership checks read. Labels are kept only when they
+// hold a key any of those read; ports and selector only of headless Services
+// (members and globals are headless).
+type cachedService struct {
+	objectMeta
+	labels            map[string]string
+	remoteFQName      string // Linkerd's remote-svc-fq-name annotation
+	clusterIP         string
+	ports             []corev1.ServicePort
+	selector          map[string]string
+	deletionTimestamp *metav1.Time
+}
+
+// service is c as a sparse Service; read-only, like everything from a cache.
+func (c *cachedService) service() *corev1.Service {
+	svc := &corev1.Service{
+		ObjectMeta: *c.objectMeta.objectMeta(),
+		Spec:       corev1.ServiceSpec{ClusterIP: c.clusterIP, Ports: c.ports, Selector: c.selector},
+	}
+	svc.Labels = c.labels
+	svc.DeletionTimestamp = c.deletionTimestamp
+	if c.remoteFQName != "" {
+		svc.Annotations = map[string]string{aggregate.AnnotationRemoteFQName: c.remoteFQName}
+	}
+	return svc
+}
+
+// serviceStripper turns Services into cachedServices.
+type serviceStripper struct {
+	labels []string // the label keys Classify, IsManaged and the local selector read
+}
+
+func newServiceStripper(local labels.Selector) serviceStripper {
+	keep := []string{
+		aggregate.LabelMirroredService, aggregate.LabelClusterName, aggregate.LabelHeadlessMirrorName,
+		aggregate.LabelManagedBy, aggregate.LabelBase,
+	}
+	if local != nil {
+		reqs, _ := local.Requirements()
+		for _, r := range reqs {
+			keep = append(keep, r.Key())
+		}
+	}
+	return serviceStripper{labels: keep}
+}
+
+// strip is the Service informer's transform.
+func (st serviceStripper) strip(obj any) (any, error) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return obj, nil // DeletedFinalStateUnknown holds an already stripped object
+	}
+	c := &cachedService{
+		objectMeta:        metaOf(&svc.ObjectMeta),
+		labels:            ifAnyKey(svc.Labels, st.labels...),
+		remoteFQName:      svc.Annotations[aggregate.AnnotationRemoteFQName],
+		clusterIP:         svc.Spec.ClusterIP,
+		deletionTimestamp: svc.DeletionTimestamp,
+	}
+	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		c.ports, c.selector = svc.Spec.Ports, svc.Spec.Selector
+	}
+	return c, nil
+}
+
+// cachedSlice is what the cache keeps of a member's EndpointSlice.
+type cachedSlice struct {
+	objectMeta
+	serviceName    string // kubernetes.io/service-name
+	headlessMirror string // Linkerd's headless-mirror-svc-name, on endpoint mirrors' slices
+	triggerTime    string // endpoints.kubernetes.io/last-change-trigger-time
+	addressType    discoveryv1.AddressType
+	ports          []discoveryv1.EndpointPort
+	endpoints      []cachedEndpoint
+}
+
+type cachedEndpoint struct {
+	addresses []string
+	hostname  *string
+	ready     *bool
+}
+
+// stripMemberSlice is the member EndpointSlice informers' transform.
+func stripMemberSlice(obj any) (any, error) {
+	sl, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return obj, nil
+	}
+	c := &cachedSlice{
+		objectMeta:     metaOf(&sl.ObjectMeta),
+		serviceName:    sl.Labels[discoveryv1.LabelServiceName],
+		headlessMirror: sl.Labels[aggregate.LabelHeadlessMirrorName],
+		triggerTime:    sl.Annotations[corev1.EndpointsLastChangeTriggerTime],
+		addressType:    sl.AddressType,
+		ports:          sl.Ports,
+		endpoints:      make([]cachedEndpoint, len(sl.Endpoints)),
+	}
+	for i, e := range sl.Endpoints {
+		c.endpoints[i] = cachedEndpoint{addresses: e.Addresses, hostname: e.Hostname, ready: e.Conditions.Ready}
+	}
+	return c, nil
+}
+
+// slice is c as a sparse EndpointSlice: what the aggregation reads.
+func (c *cachedSlice) slice() *discoveryv1.EndpointSlice {
+	sl := &discoveryv1.EndpointSlice{
+		ObjectMeta:  *c.objectMeta.objectMeta(),
+		AddressType: c.addressType,
+		Ports:       c.ports,
+		Endpoints:   make([]discoveryv1.Endpoint, len(c.endpoints)),
+	}
+	if c.serviceName != "" || c.headlessMirror != "" {
+		sl.Labels = map[string]string{}
+		if c.serviceName != "" {
+			sl.Labels[discoveryv1.LabelServiceName] = c.serviceName
+		}
+		if c.headlessMirror != "" {
+			sl.Labels[aggregate.LabelHeadlessMirrorName] = c.headlessMirror
+		}
+	}
+	if c.triggerTime != "" {
+		sl.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: c.triggerTime}
+	}
+	for i, e := range c.endpoints {
+		sl.Endpoints[i] = discoveryv1.Endpoint{
+			Addresses: e.addresses, Hostname: e.hostname, Conditions: discoveryv1.EndpointConditions{Ready: e.ready},
+		}
+	}
+	return sl
+}
+
+// anyReady reports whether some endpoint of c is ready (no condition counts
+// as ready, as Kubernetes defines it).
+func (c *cachedSlice) anyReady() bool {
+	for _, e := range c.endpoints {
+		if e.ready == nil || *e.ready {
+			return true
+		}
+	}
+	return false
+}
+
+// asService is a Service informer's object (or the one a
+// DeletedFinalStateUnknown holds) as a sparse Service.
+func asService(obj any) (*corev1.Service, bool) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	c, ok := obj.(*cachedService)
+	if !ok {
+		return nil, false
+	}
+	return c.service(), true
+}
+
+// asSlice is a member slice informer's object (or the one a
+// DeletedFinalStateUnknown holds).
+func asSlice(obj any) (*cachedSlice, bool) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	c, ok := obj.(*cachedSlice)
+	return c, ok
+}
+
+// ifAnyKey is m if it holds any of keys, else nil. A map is kept whole, not
+// filtered: a new small map costs as much as the decoded one it replaces;
+// only dropping it saves.
+func ifAnyKey(m map[string]string, keys ...string) map[string]string {
+	for _, k := range keys {
+		if _, ok := m[k]; ok {
+			return m
+		}
+	}
+	return nil
+}
