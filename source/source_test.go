@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 )
 
@@ -217,5 +218,36 @@ func TestMalformedMirrorIsSkippedAndReported(t *testing.T) {
 	})
 	if keys := src.Keys(); len(keys) != 0 {
 		t.Fatalf("a malformed mirror made bases: %v", keys)
+	}
+}
+
+// A delete the informer missed arrives as a tombstone holding the cached
+// (minimal) object; it must still map to its base.
+func TestTombstonesMapToBases(t *testing.T) {
+	src, _, rec := start(t,
+		service("db-east", mirrorLabels("east"), "None"),
+		service("db-0-east", mirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), "10.96.0.1"),
+	)
+	db := Key{"ns", "db"}
+	adds := 0 // one per Service: no late add may count as a tombstone's
+	eventually(t, "both adds", func() bool { adds += rec.reset()[db]; return adds >= 2 })
+
+	cached := func(kind string, infs []cache.SharedIndexInformer, key string) any {
+		obj, ok, err := infs[0].GetIndexer().GetByKey(key)
+		if err != nil || !ok {
+			t.Fatalf("%s %s not cached: %v", kind, key, err)
+		}
+		return obj
+	}
+	svc := cached("Service", src.services, "ns/db-east")
+	src.serviceHandler().OnDelete(cache.DeletedFinalStateUnknown{Key: "ns/db-east", Obj: svc})
+	if n := rec.reset()[db]; n == 0 {
+		t.Error("Service tombstone did not map to db")
+	}
+
+	sl, _ := stripMemberSlice(epSlice("db-0-east-x", "db-0-east", mirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), true, "", "192.0.2.1"))
+	src.sliceHandler().OnDelete(cache.DeletedFinalStateUnknown{Key: "ns/db-0-east-x", Obj: sl})
+	if n := rec.reset()[db]; n == 0 {
+		t.Error("endpoint mirror slice tombstone did not map to db")
 	}
 }
