@@ -229,8 +229,13 @@ func TestTombstonesMapToBases(t *testing.T) {
 		service("db-0-east", mirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), "10.96.0.1"),
 	)
 	db := Key{"ns", "db"}
-	adds := 0 // one per Service: no late add may count as a tombstone's
-	eventually(t, "both adds", func() bool { adds += rec.reset()[db]; return adds >= 2 })
+	eventually(t, "initial adds", func() bool { return rec.reset()[db] > 0 })
+	// No late add may count as a tombstone's: wait for a quiet 300ms.
+	for quiet := time.Now(); time.Since(quiet) < 300*time.Millisecond; time.Sleep(20 * time.Millisecond) {
+		if rec.reset()[db] > 0 {
+			quiet = time.Now()
+		}
+	}
 
 	cached := func(kind string, infs []cache.SharedIndexInformer, key string) any {
 		obj, ok, err := infs[0].GetIndexer().GetByKey(key)
