@@ -313,26 +313,8 @@ func (w World) controllerChecks(ctx context.Context, cfg Config, client kubernet
 // resolution of the latency figures, small next to them.
 const latencyPoll = 200 * time.Microsecond
 
-// latencyCorefile: the global block and the kubernetes block, on a CoreDNS
-// that runs as in a cluster, on every CPU.
-const latencyCorefile = `.:{$GLOBAL_PORT} {
-    bind 127.0.0.1
-    global cluster.local {
-        kubeconfig {$BENCH_KUBECONFIG}
-        ttl 5
-    }
-}
-.:{$KUBE_PORT} {
-    bind 127.0.0.1
-    kubernetes cluster.local {
-        kubeconfig {$BENCH_KUBECONFIG}
-        ttl 5
-    }
-}
-`
-
 func (w World) latencyStep(ctx context.Context, cfg Config, client kubernetes.Interface, ctrl *run.Controller, n int, env []string, res *Results) (*LatencyResult, error) {
-	srv, err := StartCoreDNS(ctx, cfg.Dir, fmt.Sprintf("latency-%d", n), latencyCorefile, "", []string{"GLOBAL_PORT", "KUBE_PORT"}, env)
+	srv, err := StartCoreDNS(ctx, cfg.Dir, fmt.Sprintf("latency-%d", n), answererBlocks, "" /* every CPU, as in a cluster */, []string{"GLOBAL_PORT", "KUBE_PORT"}, env)
 	if err != nil {
 		return nil, err
 	}

@@ -18,12 +18,10 @@ const (
 	BlockHosts      = "hosts"
 )
 
-// throughputCorefile serves the same zone from three blocks of one process:
-// the global plugin; the stock kubernetes plugin, which answers both the
-// mirrors' own names and the controller's global Services; and the hosts
-// plugin with the global names and the same addresses, the ceiling for an
-// in-memory answerer. TTLs are equal, so equal answers are equal bytes.
-const throughputCorefile = `.:{$GLOBAL_PORT} {
+// answererBlocks are the two blocks both the throughput and the latency
+// CoreDNS serve: the global plugin, and the stock kubernetes plugin, which
+// answers both the mirrors' own names and the controller's global Services.
+const answererBlocks = `.:{$GLOBAL_PORT} {
     bind 127.0.0.1
     global cluster.local {
         kubeconfig {$BENCH_KUBECONFIG}
@@ -37,7 +35,13 @@ const throughputCorefile = `.:{$GLOBAL_PORT} {
         ttl 5
     }
 }
-.:{$HOSTS_PORT} {
+`
+
+// throughputCorefile serves the same zone from three blocks of one process:
+// answererBlocks and the hosts plugin with the global names and the same
+// addresses, the ceiling for an in-memory answerer. TTLs are equal, so equal
+// answers are equal bytes.
+const throughputCorefile = answererBlocks + `.:{$HOSTS_PORT} {
     bind 127.0.0.1
     hosts {$BENCH_HOSTS} cluster.local {
         ttl 5
