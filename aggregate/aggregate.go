@@ -30,9 +30,9 @@ type Input struct {
 	Suffix    string
 	Members   []Member
 	// EndpointMirrors maps the name of each Linkerd endpoint mirror ("db-0-east")
-	// that has EndpointSlices to whether any of their endpoints is ready. A mirror
-	// endpoint whose endpoint mirror is present here with false is behind a dead
-	// gateway. Names absent from the map say nothing about readiness.
+	// that has EndpointSlices to whether any of their endpoints is ready. Where
+	// a mirror endpoint's endpoint mirror is listed, that decides its readiness
+	// (see MirrorEndpointReady); names absent from the map say nothing.
 	EndpointMirrors map[string]bool
 }
 
@@ -166,11 +166,7 @@ func (v *View) addMember(m Member, endpointMirrors map[string]bool) {
 				ep.Hostname = *src.Hostname
 				if !m.Local() {
 					ep.Hostname += "-" + m.Cluster
-					// Linkerd reports an unreachable gateway only on the endpoint
-					// mirror; the headless mirror stays ready.
-					if anyReady, known := endpointMirrors[ep.Hostname]; known && !anyReady {
-						ep.Ready = false
-					}
+					ep.Ready = MirrorEndpointReady(ep.Ready, ep.Hostname, endpointMirrors)
 				}
 				if errs := validation.IsDNS1123Label(ep.Hostname); len(errs) > 0 {
 					v.Problems = append(v.Problems, Problem{ReasonInvalidHostname,
@@ -181,6 +177,22 @@ func (v *View) addMember(m Member, endpointMirrors map[string]bool) {
 			v.Endpoints = append(v.Endpoints, ep)
 		}
 	}
+}
+
+// MirrorEndpointReady is the readiness of a mirror endpoint whose global
+// hostname (the name of its Linkerd endpoint mirror, "db-0-east") is host,
+// given the headless mirror's own condition. Where the endpoint mirror has
+// EndpointSlices, they decide, in both directions: ready if any of their
+// endpoints is. Linkerd marks a dead gateway only on the endpoint mirrors,
+// leaving the headless mirror ready; and a headless mirror written while the
+// gateway was down stays not ready after it returns (Linkerd's endpoint
+// repair skips headless mirrors) while its endpoint mirrors are repaired.
+// Only without an endpoint mirror does the headless mirror's condition count.
+func MirrorEndpointReady(headlessReady bool, host string, endpointMirrors map[string]bool) bool {
+	if anyReady, known := endpointMirrors[host]; known {
+		return anyReady
+	}
+	return headlessReady
 }
 
 // resolveCollisions removes the hostname from every endpoint whose name an

@@ -121,6 +121,27 @@ func TestAggregate(t *testing.T) {
 			"IPv4 east db-2-east 10.0.1.3 ready", // no endpoint mirror slices: unknown, stays ready
 		},
 	}, {
+		name: "gateway back: a ready endpoint mirror heals a headless mirror Linkerd left not ready",
+		in: Input{
+			Members:         []Member{member("east", slice("e", v4, dbPorts, "!db-0=10.0.1.1", "!db-1=10.0.1.2", "!db-2=10.0.1.3"))},
+			EndpointMirrors: map[string]bool{"db-0-east": true, "db-1-east": false},
+		},
+		want: []string{
+			"IPv4 east db-0-east 10.0.1.1 ready",
+			"IPv4 east db-1-east 10.0.1.2 not-ready",
+			"IPv4 east db-2-east 10.0.1.3 not-ready", // no endpoint mirror: the headless mirror decides
+		},
+	}, {
+		name: "endpoint mirrors never decide for local endpoints or endpoints without a hostname",
+		in: Input{
+			Members: []Member{
+				member("", slice("l", v4, dbPorts, "!db-0-east=10.0.0.1")),
+				member("east", slice("e", v4, dbPorts, "!10.0.1.1")),
+			},
+			EndpointMirrors: map[string]bool{"db-0-east": true},
+		},
+		want: []string{"IPv4 local db-0-east 10.0.0.1 not-ready", "IPv4 east - 10.0.1.1 not-ready"},
+	}, {
 		name: "collision: local wins over a mirror",
 		in: Input{Members: []Member{
 			member("", slice("l", v4, dbPorts, "db-0-east=10.0.0.9")),
