@@ -41,6 +41,10 @@ type answerSet struct {
 	ports   [][]portSpec // distinct port sets of the records
 	entries int          // entries of all records, for the SRV weight
 
+	// absent: the global does not exist, but globalmirror's Service for it
+	// still does; every name under it is NXDOMAIN.
+	absent bool
+
 	endpoints int               // ready endpoints, for the gauge
 	problems  map[string]string // detail -> reason, to count each problem once
 	trigger   time.Time
@@ -187,6 +191,29 @@ func newAnswerSet(v aggregate.View) *answerSet {
 		}
 	}
 	return s
+}
+
+// absentSet answers NXDOMAIN for every name under the global name.namespace.
+func absentSet(name, namespace string) *answerSet {
+	return &answerSet{name: name, namespace: namespace, key: name + "." + namespace, absent: true, byHost: []uint32{}}
+}
+
+// counts is what s adds to the globals and endpoints gauges.
+func (s *answerSet) counts() (globals, endpoints int) {
+	if s == nil || s.absent {
+		return 0, 0
+	}
+	return 1, s.endpoints
+}
+
+// sameAnswers reports whether a and b give the same records to every query.
+// No set and a set without records both answer nothing.
+func sameAnswers(a, b *answerSet) bool {
+	if a == nil || b == nil {
+		return (a == nil || len(a.recs) == 0) && (b == nil || len(b.recs) == 0)
+	}
+	return a.n4 == b.n4 && string(a.slab) == string(b.slab) && a.names == b.names &&
+		slices.Equal(a.recs, b.recs) && slices.EqualFunc(a.ports, b.ports, slices.Equal)
 }
 
 // portSet is an endpoint's ports and a key that identifies them.

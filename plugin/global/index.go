@@ -28,6 +28,13 @@ type index struct {
 	synced   atomic.Bool
 	modified atomic.Int64 // unix seconds of the last change, the SOA serial
 
+	// pending holds, per base, when the informers first delivered a change
+	// not yet built into its answers: where a member slice carries no
+	// last-change-trigger-time (Linkerd's never do), programming latency is
+	// measured from there.
+	pendingMu sync.Mutex
+	pending   map[source.Key]time.Time
+
 	// Owned by the worker goroutine.
 	globals, endpoints int
 
@@ -41,6 +48,7 @@ type index struct {
 func newIndex() *index {
 	x := &index{
 		sets:    map[string]*answerSet{},
+		pending: map[source.Key]time.Time{},
 		queue:   workqueue.NewTyped[source.Key](),
 		stopped: make(chan struct{}),
 		now:     time.Now,
@@ -50,7 +58,23 @@ func newIndex() *index {
 }
 
 // Changed implements source.Handler.
-func (x *index) Changed(k source.Key) { x.queue.Add(k) }
+func (x *index) Changed(k source.Key) {
+	x.pendingMu.Lock()
+	if _, ok := x.pending[k]; !ok {
+		x.pending[k] = x.now()
+	}
+	x.pendingMu.Unlock()
+	x.queue.Add(k)
+}
+
+// takePending returns and forgets when a change of k was first delivered.
+func (x *index) takePending(k source.Key) (time.Time, bool) {
+	x.pendingMu.Lock()
+	defer x.pendingMu.Unlock()
+	t, ok := x.pending[k]
+	delete(x.pending, k)
+	return t, ok
+}
 
 // Skipped implements source.Handler.
 func (x *index) Skipped(obj metav1.Object, kind, reason string) {
@@ -128,42 +152,49 @@ func (x *index) processNext() bool {
 
 // rebuild recomputes the answer set of one base from the informer caches.
 func (x *index) rebuild(k source.Key) {
-	rebuildsTotal.Inc()
+	defer rebuildsTotal.Inc() // once done: tests wait on it
+	// Before reading the caches: a change delivered from here on is built
+	// by the next rebuild and timed from its own delivery.
+	delivered, wasDelivered := x.takePending(k)
+	synced := x.synced.Load()
 	in := x.src.Input(k)
 	name := aggregate.GlobalName(k.Base, x.src.Suffix())
 	key := name + "." + k.Namespace
 	old := x.get(key)
 
 	var cur *answerSet
-	if aggregate.Exists(in) && !x.userOwned(k.Namespace, name) {
+	switch svc := x.src.Service(k.Namespace, name); {
+	case svc != nil && !aggregate.IsManaged(svc.Labels):
+		// A user's Service holds the name: it is not ours to answer.
+	case aggregate.Exists(in):
 		cur = newAnswerSet(aggregate.Aggregate(in))
+	case svc != nil:
+		// globalmirror's Service outlives the global while the controller
+		// is down or behind: every name under it is answered NXDOMAIN from
+		// here, never from those stale objects by the next plugin.
+		cur = absentSet(name, k.Namespace)
 	}
-	dg, de := 0, 0
-	switch {
-	case cur == nil && old == nil:
+	if cur == nil && old == nil {
 		return
-	case cur == nil:
+	}
+	if cur == nil {
 		x.mu.Lock()
 		delete(x.sets, key)
 		x.mu.Unlock()
-		dg, de = -1, -old.endpoints
-	case old == nil:
+	} else {
 		x.store(key, cur)
-		dg, de = 1, cur.endpoints
-	default:
-		x.store(key, cur)
-		de = cur.endpoints - old.endpoints
 	}
-	x.addCounts(dg, de)
+	dg, de := cur.counts()
+	og, oe := old.counts()
+	x.addCounts(dg-og, de-oe)
 	now := x.now()
 	x.modified.Store(now.Unix())
+
+	if synced && !sameAnswers(old, cur) {
+		x.observeProgramming(now, old, cur, delivered, wasDelivered)
+	}
 	if cur == nil {
 		return
-	}
-	if !cur.trigger.IsZero() && (old == nil || !cur.trigger.Equal(old.trigger)) {
-		if d := now.Sub(cur.trigger); d >= 0 {
-			programmingDuration.Observe(d.Seconds())
-		}
 	}
 	for detail, reason := range cur.problems {
 		if old != nil {
@@ -176,9 +207,20 @@ func (x *index) rebuild(k source.Key) {
 	}
 }
 
-// userOwned reports whether a Service named like the global exists that
-// globalmirror did not write: the name is the user's, not ours.
-func (x *index) userOwned(namespace, name string) bool {
-	svc := x.src.Service(namespace, name)
-	return svc != nil && !aggregate.IsManaged(svc.Labels)
+// observeProgramming records how long a change took to reach the answers:
+// from the newest member slice's last-change-trigger-time when this change
+// brought a newer one (the whole path from the pod's change, as kube-proxy
+// measures it), otherwise from the informers' delivery of the change.
+// Nothing is observed during the initial sync: old trigger times and the
+// initial list are not changes.
+func (x *index) observeProgramming(now time.Time, old, cur *answerSet, delivered time.Time, wasDelivered bool) {
+	from := delivered
+	if cur != nil && old != nil && !cur.trigger.IsZero() && cur.trigger.After(old.trigger) {
+		from = cur.trigger
+	} else if !wasDelivered {
+		return
+	}
+	if d := now.Sub(from); d >= 0 {
+		programmingDuration.Observe(d.Seconds())
+	}
 }

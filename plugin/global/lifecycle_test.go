@@ -16,6 +16,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -415,4 +416,167 @@ func TestProblemsAndSkipped(t *testing.T) {
 	if got := summary(t, h.g, "192-0-2-151.col-global.ns.svc.cluster.local.", dns.TypeA); got != "NOERROR 192.0.2.151" {
 		t.Errorf("dashed name of an endpoint whose hostname is invalid: %q", got)
 	}
+}
+
+// TestManagedGlobalWithoutMembers: once the last headless mirror of a base is
+// gone, a Service globalmirror wrote for it (left behind by a controller that
+// is down or behind) does not send its names to the next plugin, which would
+// answer from those stale objects: the plugin answers NXDOMAIN itself. A
+// user's Service of that name still goes to the next plugin.
+func TestManagedGlobalWithoutMembers(t *testing.T) {
+	objs := fixture()
+	// A controller's leftover with no member at all from the start.
+	objs = append(objs, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "ghost-global", Namespace: "ns", UID: uid(), ResourceVersion: "1",
+			Labels: map[string]string{aggregate.LabelManagedBy: aggregate.ManagedBy, aggregate.LabelBase: "ghost"}},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: servicePorts(peer)},
+	})
+	globals0 := testutil.ToFloat64(globalsGauge)
+	h := startHarness(t, defaultConfig(), objs...)
+	ctx := context.Background()
+	nx := func(name string) {
+		t.Helper()
+		for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeSRV} {
+			for _, tcp := range []bool{false, true} {
+				resp, _, err := serve(h.g, name, qtype, tcp)
+				if err != nil || resp == nil {
+					t.Fatalf("%s %s: passed on or failed (%v); want NXDOMAIN from the plugin", name, dns.TypeToString[qtype], err)
+				}
+				tc := test.Case{Qname: name, Qtype: qtype, Rcode: dns.RcodeNameError, Authoritative: true, Ns: soa()}
+				if err := test.SortAndCheck(resp, tc); err != nil {
+					t.Errorf("%s %s: %v", name, dns.TypeToString[qtype], err)
+				}
+			}
+		}
+	}
+	nx("ghost-global.ns.svc.cluster.local.")
+	nx("g-0.ghost-global.ns.svc.cluster.local.")
+	nx("_peer._tcp.ghost-global.ns.svc.cluster.local.")
+	if d := testutil.ToFloat64(globalsGauge) - globals0; d != 7 {
+		t.Errorf("globals +%v, want +7: a global without members is not counted", d)
+	}
+
+	// managed-global answers while its mirror exists ...
+	eventually(t, h.g, "managed-global.ns.svc.cluster.local.", dns.TypeA, "NOERROR 192.0.2.70")
+	// ... and is NXDOMAIN the moment the mirror goes, whatever its Service says.
+	if err := h.client.CoreV1().Services("ns").Delete(ctx, "managed-east", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, h.g, "managed-global.ns.svc.cluster.local.", dns.TypeA, "NXDOMAIN ")
+	nx("managed-global.ns.svc.cluster.local.")
+	nx("m-0-east.managed-global.ns.svc.cluster.local.")
+	nx("_peer._tcp.managed-global.ns.svc.cluster.local.")
+	if d := testutil.ToFloat64(globalsGauge) - globals0; d != 6 {
+		t.Errorf("globals +%v, want +6", d)
+	}
+	// A local service alone makes no global: NXDOMAIN too while our Service is there.
+	local := localService("ns", "managed", peer)
+	if _, err := h.client.CoreV1().Services("ns").Create(ctx, local, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r0 := testutil.ToFloat64(rebuildsTotal)
+	if _, err := h.client.DiscoveryV1().EndpointSlices("ns").Create(ctx, slice(local, "managed-1", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready("m-0", "192.0.2.71")), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRebuilt(t, r0)
+	nx("managed-global.ns.svc.cluster.local.")
+	nx("m-0.managed-global.ns.svc.cluster.local.")
+
+	// Once the controller deleted its Service, the name is nobody's: next plugin.
+	if err := h.client.CoreV1().Services("ns").Delete(ctx, "managed-global", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, h.g, "managed-global.ns.svc.cluster.local.", dns.TypeA, "next:"+strconv.Itoa(passedOn))
+	eventually(t, h.g, "m-0.managed-global.ns.svc.cluster.local.", dns.TypeA, "next:"+strconv.Itoa(passedOn))
+
+	// A user's Service of a global's name is still theirs, members or not.
+	if got := summary(t, h.g, "taken-global.ns.svc.cluster.local.", dns.TypeA); got != "next:"+strconv.Itoa(passedOn) {
+		t.Errorf("user-owned taken-global: %s, want next plugin", got)
+	}
+	r0 = testutil.ToFloat64(rebuildsTotal)
+	if err := h.client.CoreV1().Services("ns").Delete(ctx, "taken-east", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRebuilt(t, r0)
+	if got := summary(t, h.g, "taken-global.ns.svc.cluster.local.", dns.TypeA); got != "next:"+strconv.Itoa(passedOn) {
+		t.Errorf("user-owned taken-global without members: %s, want next plugin", got)
+	}
+}
+
+// TestProgrammingDuration: the histogram observes changes after the initial
+// sync only: from the informers' delivery where the slice carries no
+// last-change-trigger-time (Linkerd's never do), from the trigger time where
+// a change brings a newer one; a change that leaves the answers as they were
+// is no programming.
+func TestProgrammingDuration(t *testing.T) {
+	sample := func() (uint64, float64) {
+		var m dto.Metric
+		if err := programmingDuration.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+	}
+	objs := fixture()
+	// Old trigger times in the initial list must not be observed.
+	for _, o := range objs {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+			s.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: time.Now().Add(-time.Hour).Format(time.RFC3339Nano)}
+		}
+	}
+	n0, _ := sample()
+	h := startHarness(t, defaultConfig(), objs...)
+	if n, _ := sample(); n != n0 {
+		t.Fatalf("the initial sync observed %d programming durations, want none", n-n0)
+	}
+	ctx := context.Background()
+	slices_ := h.client.DiscoveryV1().EndpointSlices("ns")
+
+	// A Linkerd-like slice (no trigger time) of a new mirror: timed from delivery.
+	north := headlessMirror("ns", "db", "north", peer)
+	if _, err := h.client.CoreV1().Services("ns").Create(ctx, north, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	northSlice := slice(north, "db-north-1", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready("db-0", "192.0.2.100"))
+	if _, err := slices_.Create(ctx, northSlice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, h.g, "db-0-north.db-global.ns.svc.cluster.local.", dns.TypeA, "NOERROR 192.0.2.100")
+	waitFor(t, 5*time.Second, "an observation", func() bool { n, _ := sample(); return n > n0 })
+	n1, sum1 := sample()
+	if sum1 > 5 {
+		t.Errorf("delivery-timed observation took %vs in total, want well under a second", sum1)
+	}
+
+	// A change stamped 30 s ago (a newer trigger than any member's): timed from it.
+	northSlice.Endpoints = append(northSlice.Endpoints, slice(north, "", discoveryv1.AddressTypeIPv4, nil, ready("db-1", "192.0.2.101")).Endpoints...)
+	northSlice.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: time.Now().Add(-30 * time.Second).Format(time.RFC3339Nano)}
+	bump(&northSlice.ObjectMeta)
+	if _, err := slices_.Update(ctx, northSlice, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, h.g, "db-1-north.db-global.ns.svc.cluster.local.", dns.TypeA, "NOERROR 192.0.2.101")
+	waitFor(t, 5*time.Second, "a second observation", func() bool { n, _ := sample(); return n > n1 })
+	n2, sum2 := sample()
+	if n2 != n1+1 || sum2-sum1 < 30 {
+		t.Errorf("trigger-timed change: %d observations adding %vs, want 1 of at least 30s", n2-n1, sum2-sum1)
+	}
+
+	// A change that answers nothing new (a label) observes nothing.
+	northSlice.Labels["unrelated"] = "x"
+	bump(&northSlice.ObjectMeta)
+	r0 := testutil.ToFloat64(rebuildsTotal)
+	if _, err := slices_.Update(ctx, northSlice, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRebuilt(t, r0)
+	if n, _ := sample(); n != n2 {
+		t.Errorf("an update that changed no answer observed %d programming durations", n-n2)
+	}
+}
+
+// waitRebuilt waits until an answer set was rebuilt since the rebuilds
+// counter read r0: the change made after that read has been processed.
+func waitRebuilt(t *testing.T, r0 float64) {
+	t.Helper()
+	waitFor(t, 5*time.Second, "a rebuild", func() bool { return testutil.ToFloat64(rebuildsTotal) > r0 })
 }
