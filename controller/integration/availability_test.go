@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/globalmirror/globalmirror/test/run"
 	"github.com/globalmirror/globalmirror/test/workload"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // TestSteadyStateWritesNothing: once converged, a minute of unchanged members
@@ -120,6 +123,57 @@ func TestLeaderHandover(t *testing.T) {
 	if !isLeader(t, standby) {
 		t.Error("the standby did not become leader")
 	}
+}
+
+// TestTerminateHandsOver: SIGTERM (what Kubernetes sends on a rollout or
+// eviction) stops the leader cleanly: exit status 0, the Lease released, and
+// the standby leading within 2 s of the exit, not after the lease expires.
+func TestTerminateHandsOver(t *testing.T) {
+	s := newScenario(t)
+	ctx := t.Context()
+	src, east, west := s.dbEverywhere("db", 2)
+	a, b := s.startController("--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s"), s.startController("--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s")
+	members := []expect{local(src, 0, true), local(src, 1, true), remote(east, 0, "east", true), remote(east, 1, "east", true),
+		remote(west, 0, "west", true), remote(west, 1, "west", true)}
+	s.expectGlobal("db-global", "db", dbPorts, 1, members...)
+	leader, standby := a, b
+	if isLeader(t, b) {
+		leader, standby = b, a
+	}
+	leases := s.client().CoordinationV1().Leases(s.ns)
+	lease, err := leases.Get(ctx, "globalmirror", metav1.GetOptions{})
+	must(t, err)
+	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
+	if holder == "" {
+		t.Fatal("the Lease has no holder while a controller leads")
+	}
+
+	sent := time.Now()
+	leader.Stop() // SIGTERM, then SIGKILL after 10 s
+	exited := time.Now()
+	if _, err := leader.Exited(); err != nil {
+		t.Errorf("the leader exited with %v after SIGTERM, want status 0", err)
+	}
+	if log := leader.Log(20000); strings.Contains(log, "level=ERROR") {
+		t.Errorf("the leader logged an error on SIGTERM:\n%s", log)
+	}
+	lease, err = leases.Get(ctx, "globalmirror", metav1.GetOptions{})
+	must(t, err)
+	if h := ptr.Deref(lease.Spec.HolderIdentity, ""); h == holder {
+		t.Errorf("the Lease is still held by the stopped leader %q", h)
+	}
+	for !isLeader(t, standby) {
+		if time.Since(exited) > 2*time.Second {
+			t.Fatalf("the standby was not leading 2 s after the leader exited")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("SIGTERM → leader exited in %v; standby leading %v after the exit (lease 15s)",
+		exited.Sub(sent).Round(time.Millisecond), time.Since(exited).Round(time.Millisecond))
+
+	// The new leader does the work.
+	must(t, west.Scale(ctx, 3))
+	s.expectGlobal("db-global", "db", dbPorts, 1, append(members, remote(west, 2, "west", true))...)
 }
 
 func isLeader(t *testing.T, c *run.Controller) bool {

@@ -51,10 +51,16 @@ func run() int {
 		log.Error("exiting", "err", err)
 		return 1
 	}
+	log.Info("stopped", "cause", context.Cause(ctx))
 	return 0
 }
 
+// serve runs until ctx ends (SIGTERM, SIGINT: nil once the Lease is
+// released) or something fails (the error).
 func serve(ctx context.Context, opts options.Options, log *slog.Logger) error {
+	// A failing metrics server stops the leader gracefully too.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	m := metrics.New()
 	m.RegisterClientGo() // before the first client exists
 	m.RegisterLeaderElection()
@@ -121,12 +127,19 @@ func serve(ctx context.Context, opts options.Options, log *slog.Logger) error {
 			Logger:        log,
 		}, lead)
 	}()
-	select {
-	case err := <-errc:
-		return err
-	case err := <-serveErr:
-		return fmt.Errorf("metrics server: %w", err)
+	// serveErr is closed when the server stops; an error comes first if it
+	// failed. Either way, wait for the leader to release the Lease.
+	go func() {
+		if err, failed := <-serveErr; failed && err != nil {
+			cancel(fmt.Errorf("metrics server: %w", err))
+		}
+	}()
+	err = <-errc
+	// A signal's cause Is context.Canceled; the server's failure is not.
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
 	}
+	return err
 }
 
 // restConfig uses --kubeconfig, else $KUBECONFIG, else the in-cluster account.
