@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -57,7 +58,10 @@ type Controller struct {
 	log     *slog.Logger
 	mu      sync.Mutex
 	managed map[source.Key]int // endpoints per managed global, for the gauges
-	leading bool               // events only from the leader; guarded by mu
+	// deleted holds the UIDs of global Services deleted while the cache may
+	// still show them, so that each deletion is sent once.
+	deleted map[source.Key]types.UID
+	leading bool // events only from the leader; guarded by mu
 }
 
 // New builds a Controller and its informers; nothing runs until Start.
@@ -89,6 +93,7 @@ func New(cfg Config) (*Controller, error) {
 		metrics: cfg.Metrics,
 		log:     cfg.Logger,
 		managed: map[source.Key]int{},
+		deleted: map[source.Key]types.UID{},
 	}
 	c.report = newReporter(cfg.Recorder, cfg.Metrics, cfg.Logger, c.isLeading)
 	var err error

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,8 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -362,5 +365,71 @@ func TestInvalidGlobalNameReportedOnce(t *testing.T) {
 	}
 	if w := e.writes(); w != 0 {
 		t.Errorf("%v writes for a base without a valid global name", w)
+	}
+}
+
+// TestDeletionSentOnce: while the caches still show a global this controller
+// has just deleted, another sync of its base sends no second DELETE (which
+// would get 404 and be logged and counted twice). The informers' watches
+// never deliver here, so the caches stay as they were listed.
+func TestDeletionSentOnce(t *testing.T) {
+	global := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-global", UID: "uid-db-global",
+			Labels: map[string]string{aggregate.LabelManagedBy: aggregate.ManagedBy, aggregate.LabelBase: "db"}},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone},
+	}
+	globalSlice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-global-abc", UID: "uid-db-global-abc",
+			Labels: map[string]string{discoveryv1.LabelServiceName: "db-global", discoveryv1.LabelManagedBy: aggregate.EndpointSliceManagedBy,
+				aggregate.LabelManagedBy: aggregate.ManagedBy, aggregate.LabelBase: "db"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+	}
+	for _, tc := range []struct {
+		name        string
+		objs        []runtime.Object
+		wantResults []string
+	}{
+		{"service only", []runtime.Object{global.DeepCopy()}, []string{metrics.ResultSuccess, metrics.ResultSuccess}},
+		{"service and slice", []runtime.Object{global.DeepCopy(), globalSlice.DeepCopy()}, []string{metrics.ResultSuccess, metrics.ResultStale}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset(tc.objs...)
+			client.PrependWatchReactor("*", func(k8stesting.Action) (bool, watch.Interface, error) {
+				return true, watch.NewFake(), nil
+			})
+			m := metrics.New()
+			c, err := New(Config{Client: client, MaxEndpointsPerSlice: 100, Recorder: record.NewFakeRecorder(10),
+				Metrics: m, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := t.Context()
+			c.Start(ctx)
+			if !cache.WaitForCacheSync(ctx.Done(), c.HasSynced) {
+				t.Fatal("caches did not sync")
+			}
+			key := source.Key{Namespace: "ns", Base: "db"}
+			for i, want := range tc.wantResults {
+				if got, _ := c.sync(ctx, key); got != want {
+					t.Errorf("sync %d: %s, want %s", i+1, got, want)
+				}
+			}
+			deletes := map[string]int{}
+			for _, a := range client.Actions() {
+				if a.GetVerb() == "delete" {
+					deletes[a.GetResource().Resource]++
+				}
+			}
+			wantDeletes := map[string]int{"services": 1}
+			if len(tc.objs) > 1 {
+				wantDeletes["endpointslices"] = 1
+			}
+			if !maps.Equal(deletes, wantDeletes) {
+				t.Errorf("DELETEs sent: %v, want %v", deletes, wantDeletes)
+			}
+			if n := testutil.ToFloat64(m.APIWrites.WithLabelValues("services", "delete")); n != 1 {
+				t.Errorf("api_writes_total{services,delete} = %v, want 1", n)
+			}
+		})
 	}
 }

@@ -8,9 +8,11 @@ import (
 	"slices"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/source"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -120,17 +122,44 @@ func (c *Controller) ensureService(ctx context.Context, view aggregate.View, cac
 }
 
 // deleteService deletes the global Service if globalmirror created it, and
-// only the very object the cache showed (UID precondition).
-func (c *Controller) deleteService(ctx context.Context, cached *corev1.Service) error {
+// only the very object the cache showed (UID precondition). A Service it
+// deleted already, which a lagging cache still shows, is not deleted again.
+func (c *Controller) deleteService(ctx context.Context, key source.Key, cached *corev1.Service) error {
 	if cached == nil || !aggregate.IsManaged(cached.Labels) || cached.DeletionTimestamp != nil {
+		return nil
+	}
+	if c.deletedService(key) == cached.UID {
 		return nil
 	}
 	c.metrics.Write("services", "delete")
 	err := c.client.CoreV1().Services(cached.Namespace).Delete(ctx, cached.Name,
 		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cached.UID}})
-	if err != nil && !apierrors.IsNotFound(err) {
+	switch {
+	case apierrors.IsNotFound(err):
+		c.log.Info("global Service already gone", "service", cached.Namespace+"/"+cached.Name)
+	case err != nil:
 		return fmt.Errorf("delete Service %s/%s: %w", cached.Namespace, cached.Name, err)
+	default:
+		c.log.Info("deleted global Service: no headless mirror left", "service", cached.Namespace+"/"+cached.Name)
 	}
-	c.log.Info("deleted global Service: no headless mirror left", "service", cached.Namespace+"/"+cached.Name)
+	c.setDeletedService(key, cached.UID)
 	return nil
+}
+
+// deletedService is the UID of the global Service of key this controller
+// deleted and the cache may still show; empty when there is none.
+func (c *Controller) deletedService(key source.Key) types.UID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.deleted[key]
+}
+
+func (c *Controller) setDeletedService(key source.Key, uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if uid == "" {
+		delete(c.deleted, key)
+	} else {
+		c.deleted[key] = uid
+	}
 }

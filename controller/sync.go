@@ -19,6 +19,9 @@ func (c *Controller) sync(ctx context.Context, key source.Key) (string, error) {
 	name := aggregate.GlobalName(key.Base, c.suffix)
 	in := c.src.Input(key)
 	cached := c.src.Service(key.Namespace, name)
+	if deleted := c.deletedService(key); deleted != "" && (cached == nil || cached.UID != deleted) {
+		c.setDeletedService(key, "") // the cache has seen the deletion
+	}
 
 	if cached != nil && !aggregate.IsManaged(cached.Labels) {
 		// Someone else's Service holds the name: leave the base alone entirely.
@@ -69,7 +72,7 @@ func (c *Controller) deleteGlobal(ctx context.Context, key source.Key, name stri
 	if _, err := c.slices.DeleteAll(ctx, key.Namespace, name, c.owned.forService(key.Namespace, name)); err != nil {
 		return err
 	}
-	if err := c.deleteService(ctx, cached); err != nil {
+	if err := c.deleteService(ctx, key, cached); err != nil {
 		return err
 	}
 	c.setManaged(key, 0, false)

@@ -76,7 +76,8 @@ func (m sliceMeta) build(existing *discoveryv1.EndpointSlice, addressType discov
 		Endpoints:   endpoints,
 	}
 	if existing != nil {
-		s.Name, s.ResourceVersion = existing.Name, existing.ResourceVersion
+		// The UID makes an update of a slice re-created since fail, not land.
+		s.Name, s.UID, s.ResourceVersion = existing.Name, existing.UID, existing.ResourceVersion
 		if t, ok := existing.Annotations[corev1.EndpointsLastChangeTriggerTime]; ok {
 			s.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: t}
 		}

@@ -104,16 +104,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, svc *corev1.Service, view ag
 }
 
 // DeleteAll deletes the managed slices among existing, for a global Service
-// that goes away.
+// that goes away. While the cache still shows slices it already deleted (or
+// lacks ones it wrote), it deletes nothing and returns ErrStale, so that no
+// deletion is sent twice.
 func (r *Reconciler) DeleteAll(ctx context.Context, namespace, service string, existing []*discoveryv1.EndpointSlice) (int, error) {
+	existing = Managed(existing)
+	ref := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: service}}
+	if r.tracker.StaleSlices(ref, existing) {
+		return 0, ErrStale
+	}
+	if len(existing) == 0 {
+		r.tracker.DeleteService(namespace, service) // every deletion seen: forget the service
+		return 0, nil
+	}
 	n := 0
-	for _, s := range Managed(existing) {
+	for _, s := range existing {
 		if err := r.delete(ctx, s); err != nil {
 			return n, err
 		}
 		n++
 	}
-	r.tracker.DeleteService(namespace, service)
 	return n, nil
 }
 
