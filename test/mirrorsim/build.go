@@ -153,8 +153,9 @@ func gatewayEndpoints(svc *corev1.Service, gw Gateway) *corev1.Endpoints {
 // headlessEndpoints are the Endpoints of the headless mirror: for each ready
 // remote address with a hostname, the ClusterIP of its endpoint mirror, with
 // the hostname and the remote ports. Addresses whose endpoint mirror has no
-// ClusterIP yet are left out.
-func (m mirror) headlessEndpoints(svc *corev1.Service, remote *corev1.Endpoints, clusterIPs map[string]string) *corev1.Endpoints {
+// ClusterIP yet are left out. Not ready, every address is a notReadyAddress,
+// as Linkerd's updateReadiness moves them while the gateway is dead.
+func (m mirror) headlessEndpoints(svc *corev1.Service, remote *corev1.Endpoints, clusterIPs map[string]string, ready bool) *corev1.Endpoints {
 	eps := &corev1.Endpoints{ObjectMeta: endpointsMeta(svc)}
 	if remote == nil {
 		return eps
@@ -170,10 +171,24 @@ func (m mirror) headlessEndpoints(svc *corev1.Service, remote *corev1.Endpoints,
 			continue
 		}
 		slices.SortFunc(subset.Addresses, func(a, b corev1.EndpointAddress) int { return cmp.Compare(a.Hostname, b.Hostname) })
+		if !ready {
+			subset.Addresses, subset.NotReadyAddresses = nil, subset.Addresses
+		}
 		subset.Ports = slices.Clone(rs.Ports)
 		eps.Subsets = append(eps.Subsets, subset)
 	}
 	return eps
+}
+
+// allNotReady reports whether eps has addresses and none of them is ready:
+// what Linkerd leaves after writing them while the gateway was dead.
+func allNotReady(eps *corev1.Endpoints) bool {
+	ready, notReady := 0, 0
+	for _, s := range eps.Subsets {
+		ready += len(s.Addresses)
+		notReady += len(s.NotReadyAddresses)
+	}
+	return ready == 0 && notReady > 0
 }
 
 // readyHostnames are the hostnames of the ready remote addresses, sorted and
@@ -216,13 +231,11 @@ func (m mode) String() string { return [...]string{"none", "headless", "clusterI
 
 // mirrorMode decides, as Linkerd's service mirror does, how to mirror remote
 // (nil: not exported), given its Endpoints (nil: not seen yet) and the
-// existing mirror (nil: none). A headless Service is mirrored headless only
-// if its Endpoints have a ready address with a hostname when it is first
-// mirrored; otherwise, like any other Service, it gets a ClusterIP mirror.
-// The choice sticks while the mirror exists: a headless Service exported
-// before its pods are ready stays a ClusterIP mirror until it is unexported.
-// Linkerd decides headless Services on their Endpoints, so until those are
-// seen there is no mirror.
+// existing mirror (nil: none). Linkerd decides a headless Service on its
+// Endpoints once they have subsets (cluster_watcher_headless.go:
+// createRemoteHeadlessService): headless if some address, ready or not, has
+// a hostname (shouldExportAsHeadlessService), otherwise a ClusterIP mirror;
+// without ports, not at all. The choice sticks while the mirror exists.
 func mirrorMode(remote *corev1.Service, eps *corev1.Endpoints, existing *corev1.Service) mode {
 	switch {
 	case remote == nil:
@@ -233,13 +246,25 @@ func mirrorMode(remote *corev1.Service, eps *corev1.Endpoints, existing *corev1.
 		return modeHeadless
 	case existing != nil:
 		return modeClusterIP
-	case eps == nil:
+	case len(remote.Spec.Ports) == 0, eps == nil, len(eps.Subsets) == 0:
 		return modeNone
-	case len(readyHostnames(eps)) > 0 && len(remote.Spec.Ports) > 0:
+	case hasHostname(eps):
 		return modeHeadless
 	default:
 		return modeClusterIP
 	}
+}
+
+// hasHostname reports whether any address of eps, ready or not, has a hostname.
+func hasHostname(eps *corev1.Endpoints) bool {
+	for _, s := range eps.Subsets {
+		for _, a := range slices.Concat(s.Addresses, s.NotReadyAddresses) {
+			if a.Hostname != "" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func isHeadless(svc *corev1.Service) bool { return svc.Spec.ClusterIP == corev1.ClusterIPNone }

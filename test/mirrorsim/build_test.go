@@ -143,7 +143,7 @@ func TestHeadlessEndpoints(t *testing.T) {
 		t.Errorf("readyHostnames = %v, want %v", got, want)
 	}
 	// db-2's endpoint mirror has no ClusterIP yet: it is left out.
-	got := m.headlessEndpoints(svc, remote, map[string]string{"db-0": "10.96.0.10"})
+	got := m.headlessEndpoints(svc, remote, map[string]string{"db-0": "10.96.0.10"}, true)
 	want := &corev1.Endpoints{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "db-west", Namespace: "shop", Labels: svc.Labels,
@@ -157,12 +157,23 @@ func TestHeadlessEndpoints(t *testing.T) {
 	if diff := objectDiff(want, got); diff != "" {
 		t.Errorf("headless endpoints (-want +got):\n%s", diff)
 	}
-	got = m.headlessEndpoints(svc, remote, map[string]string{"db-0": "10.96.0.10", "db-2": "10.96.0.12"})
+	got = m.headlessEndpoints(svc, remote, map[string]string{"db-0": "10.96.0.10", "db-2": "10.96.0.12"}, true)
 	if n := len(got.Subsets[0].Addresses); n != 2 || got.Subsets[0].Addresses[1].Hostname != "db-2" {
 		t.Errorf("addresses = %+v, want db-0 and db-2 in order", got.Subsets[0].Addresses)
 	}
-	if got := m.headlessEndpoints(svc, nil, nil); len(got.Subsets) != 0 {
+	if got := m.headlessEndpoints(svc, nil, nil, true); len(got.Subsets) != 0 {
 		t.Errorf("no remote endpoints: subsets %+v", got.Subsets)
+	}
+	// Written while the gateway is dead: every address not ready.
+	got = m.headlessEndpoints(svc, remote, map[string]string{"db-0": "10.96.0.10", "db-2": "10.96.0.12"}, false)
+	if s := got.Subsets[0]; len(s.Addresses) != 0 || len(s.NotReadyAddresses) != 2 || s.NotReadyAddresses[0].Hostname != "db-0" {
+		t.Errorf("not ready: subset %+v, want both addresses not ready", s)
+	}
+	if !allNotReady(got) {
+		t.Error("allNotReady = false for Endpoints with only not-ready addresses")
+	}
+	if allNotReady(m.headlessEndpoints(svc, nil, nil, false)) {
+		t.Error("allNotReady = true for Endpoints without addresses")
 	}
 }
 
@@ -170,6 +181,8 @@ func TestMirrorMode(t *testing.T) {
 	headless := remoteDB()
 	clusterIP := remoteDB()
 	clusterIP.Spec.ClusterIP = "10.0.0.1"
+	noPorts := remoteDB()
+	noPorts.Spec.Ports = nil
 	named := remoteEndpoints(map[string]string{"db-0": "203.0.113.1"}, nil)
 	unnamed := remoteEndpoints(map[string]string{"": "203.0.113.1"}, map[string]string{"db-1": "203.0.113.2"})
 	empty := &corev1.Endpoints{}
@@ -185,8 +198,10 @@ func TestMirrorMode(t *testing.T) {
 		{"not exported", nil, named, headlessMirror, modeNone},
 		{"headless with a ready hostname", headless, named, nil, modeHeadless},
 		{"headless, endpoints not seen yet", headless, nil, nil, modeNone},
-		{"headless, no ready hostname", headless, unnamed, nil, modeClusterIP},
-		{"headless, not ready yet", headless, empty, nil, modeClusterIP},
+		{"headless, a hostname only on a not-ready address", headless, unnamed, nil, modeHeadless},
+		{"headless, no hostname at all", headless, remoteEndpoints(map[string]string{"": "203.0.113.1"}, nil), nil, modeClusterIP},
+		{"headless, no pods yet", headless, empty, nil, modeNone},
+		{"headless without ports", noPorts, named, nil, modeNone},
 		{"headless mirror stays headless", headless, empty, headlessMirror, modeHeadless},
 		{"ClusterIP mirror of a headless service sticks", headless, named, clusterIPMirror, modeClusterIP},
 		{"ClusterIP service", clusterIP, named, nil, modeClusterIP},

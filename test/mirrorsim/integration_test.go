@@ -61,29 +61,29 @@ func TestMirrorsim(t *testing.T) {
 		}
 	}
 	// East was exported before the link, west after.
-	step(t, "east mirrored on link", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2", true) })
+	step(t, "east mirrored on link", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2", true, true) })
 	dbWest, err := workload.Create(ctx, west.Client, ns, "db", 3, workload.Options{
 		Labels: exported, IPv4: netip.MustParsePrefix("203.0.113.0/24"),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	step(t, "west mirrored on export", func() string { return mirrored(ctx, source.Client, west, "db-0 db-1 db-2", true) })
+	step(t, "west mirrored on export", func() string { return mirrored(ctx, source.Client, west, "db-0 db-1 db-2", true, true) })
 
 	if err := dbEast.Scale(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
-	step(t, "east scaled to 4", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3", true) })
+	step(t, "east scaled to 4", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3", true, true) })
 
 	uid := serviceUID(ctx, t, source.Client, "db-1-east")
 	if err := dbEast.SetReady(ctx, "db-1", false); err != nil {
 		t.Fatal(err)
 	}
-	step(t, "east db-1 not ready", func() string { return mirrored(ctx, source.Client, east, "db-0 db-2 db-3", true) })
+	step(t, "east db-1 not ready", func() string { return mirrored(ctx, source.Client, east, "db-0 db-2 db-3", true, true) })
 	if err := dbEast.SetReady(ctx, "db-1", true); err != nil {
 		t.Fatal(err)
 	}
-	step(t, "east db-1 ready again", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3", true) })
+	step(t, "east db-1 ready again", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3", true, true) })
 	if serviceUID(ctx, t, source.Client, "db-1-east") == uid {
 		t.Error("db-1-east was not re-created")
 	}
@@ -91,17 +91,47 @@ func TestMirrorsim(t *testing.T) {
 	if err := sim.SetGatewayAlive("east", false); err != nil {
 		t.Fatal(err)
 	}
-	step(t, "east gateway down", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3", false) })
+	step(t, "east gateway down", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3", false, true) })
 	if err := sim.SetGatewayAlive("east", true); err != nil {
 		t.Fatal(err)
 	}
-	step(t, "east gateway up", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3", true) })
+	step(t, "east gateway up", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3", true, true) })
+
+	// A pod mirrored while the gateway is dead: Linkerd writes the whole
+	// headless mirror not ready, and its repair when the gateway returns
+	// skips headless mirrors.
+	if err := sim.SetGatewayAlive("east", false); err != nil {
+		t.Fatal(err)
+	}
+	step(t, "east gateway down again", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3", false, true) })
+	if err := dbEast.Scale(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	step(t, "east scaled to 5 with the gateway down", func() string {
+		return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3 db-4", false, false)
+	})
+	if err := sim.SetGatewayAlive("east", true); err != nil {
+		t.Fatal(err)
+	}
+	step(t, "east gateway back: endpoint mirrors repaired, headless mirror not", func() string {
+		return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3 db-4", true, false)
+	})
+	idle(t, sim)
+	if diff := mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3 db-4", true, false); diff != "" {
+		t.Fatalf("once the simulator is idle: %s", diff)
+	}
+	if err := dbEast.Scale(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	step(t, "the next remote change rewrites the headless mirror ready", func() string {
+		return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3", true, true)
+	})
 
 	if err := dbWest.Delete(ctx); err != nil {
 		t.Fatal(err)
 	}
 	step(t, "west service deleted", func() string { return gone(ctx, source.Client, "west") })
-	step(t, "east untouched", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3", true) })
+	step(t, "east untouched", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3", true, true) })
 
 	// A restarted simulator converges on what changed while it was down.
 	sim.Stop()
@@ -116,12 +146,51 @@ func TestMirrorsim(t *testing.T) {
 	if err := sim.Link(ctx, "east", east.Config); err != nil {
 		t.Fatal(err)
 	}
-	step(t, "restart converges", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1", true) })
+	step(t, "restart converges", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1", true, true) })
 
 	if err := sim.Unlink(ctx, "east"); err != nil {
 		t.Fatal(err)
 	}
 	step(t, "east unlinked", func() string { return gone(ctx, source.Client, "east") })
+
+	// A gateway down from the start never passed a probe: Linkerd's probe
+	// reports no failure, so nothing is marked not ready.
+	if err := sim.Link(ctx, "west", west.Config, mirrorsim.GatewayDown()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := workload.Create(ctx, west.Client, ns, "db", 2, workload.Options{
+		Labels: exported, IPv4: netip.MustParsePrefix("203.0.113.0/24"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	step(t, "west linked with its gateway down", func() string { return mirrored(ctx, source.Client, west, "db-0 db-1", true, true) })
+	if err := sim.SetGatewayAlive("west", false); err != nil {
+		t.Fatal(err)
+	}
+	idle(t, sim)
+	if diff := mirrored(ctx, source.Client, west, "db-0 db-1", true, true); diff != "" {
+		t.Fatalf("a gateway that never passed a probe was marked dead: %s", diff)
+	}
+	if l := sim.Links(); len(l) != 1 || !l[0].GatewayAlive || l[0].GatewayUp {
+		t.Errorf("links %+v, want west alive to the mirrors while its probes fail", l)
+	}
+	// Its first success, then a failure: now the mirrors say so.
+	for _, up := range []bool{true, false} {
+		if err := sim.SetGatewayAlive("west", up); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(t, "west's gateway up once, then down", func() string { return mirrored(ctx, source.Client, west, "db-0 db-1", false, true) })
+}
+
+// idle waits until the simulator has nothing left to do.
+func idle(t *testing.T, sim *mirrorsim.Simulator) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := sim.WaitIdle(ctx); err != nil {
+		t.Fatalf("simulator not idle: %v", err)
+	}
 }
 
 // step waits up to 60 s for check to report no difference, and logs how long
@@ -145,8 +214,8 @@ func step(t *testing.T, name string, check func() string) {
 // a ClusterIP Service whose Endpoints hold the gateway, ready iff gatewayUp;
 // the headless mirror db-<c> with Linkerd's labels and annotations; its
 // Endpoints and its mirrored EndpointSlices mapping each host to its endpoint
-// mirror's ClusterIP, all ready.
-func mirrored(ctx context.Context, src kubernetes.Interface, c *localkube.Cluster, hosts string, gatewayUp bool) string {
+// mirror's ClusterIP, all ready iff headlessReady, and no trigger times.
+func mirrored(ctx context.Context, src kubernetes.Interface, c *localkube.Cluster, hosts string, gatewayUp, headlessReady bool) string {
 	var diffs []string
 	differ := func(format string, args ...any) { diffs = append(diffs, fmt.Sprintf(format, args...)) }
 	mirrorName := "db-" + c.Name
@@ -226,18 +295,27 @@ func mirrored(ctx context.Context, src kubernetes.Interface, c *localkube.Cluste
 	if !maps.Equal(eps.Labels, svc.Labels) {
 		differ("%s endpoints labels %v, want the service's %v", mirrorName, eps.Labels, svc.Labels)
 	}
-	ready, notReady := map[string]string{}, 0
+	ready, notReady := map[string]string{}, map[string]string{}
 	for _, s := range eps.Subsets {
 		for _, a := range s.Addresses {
 			ready[a.Hostname] = a.IP
 		}
-		notReady += len(s.NotReadyAddresses)
+		for _, a := range s.NotReadyAddresses {
+			notReady[a.Hostname] = a.IP
+		}
 		if len(s.Ports) != 1 || s.Ports[0].Name != "db" || s.Ports[0].Port != 5432 {
 			differ("%s endpoints ports %+v, want db 5432", mirrorName, s.Ports)
 		}
 	}
-	if !maps.Equal(ready, want) || notReady != 0 {
-		differ("%s endpoints ready %v (+%d not ready), want %v", mirrorName, ready, notReady, want)
+	wantReady, wantNotReady := want, map[string]string{}
+	if !headlessReady {
+		wantReady, wantNotReady = wantNotReady, wantReady
+	}
+	if !maps.Equal(ready, wantReady) || !maps.Equal(notReady, wantNotReady) {
+		differ("%s endpoints ready %v, not ready %v; want %v and %v", mirrorName, ready, notReady, wantReady, wantNotReady)
+	}
+	if _, ok := eps.Annotations[corev1.EndpointsLastChangeTriggerTime]; ok {
+		differ("%s endpoints carry a trigger time; Linkerd's do not", mirrorName)
 	}
 
 	// The EndpointSlices kube-controller-manager mirrors from them.
@@ -253,14 +331,17 @@ func mirrored(ctx context.Context, src kubernetes.Interface, c *localkube.Cluste
 			s.Labels["mirror.linkerd.io/cluster-name"] != c.Name || s.Labels["mirror.linkerd.io/mirrored-service"] != "true" {
 			differ("slice %s labels %v, want Linkerd's, managed by the mirroring controller", s.Name, s.Labels)
 		}
+		if _, ok := s.Annotations[corev1.EndpointsLastChangeTriggerTime]; ok {
+			differ("slice %s carries a trigger time; the mirrored slices of Linkerd's Endpoints do not", s.Name)
+		}
 		for _, e := range s.Endpoints {
-			if e.Hostname != nil && (e.Conditions.Ready == nil || *e.Conditions.Ready) {
+			if e.Hostname != nil && (e.Conditions.Ready == nil || *e.Conditions.Ready) == headlessReady {
 				sliced[*e.Hostname] = e.Addresses[0]
 			}
 		}
 	}
 	if !maps.Equal(sliced, want) {
-		differ("%s slices %v, want %v", mirrorName, sliced, want)
+		differ("%s slices %v (ready %v), want %v", mirrorName, sliced, headlessReady, want)
 	}
 	return strings.Join(diffs, "\n")
 }

@@ -19,7 +19,9 @@ import (
 // reconcile makes the source's mirrors of one remote Service match the target
 // and returns how many objects it wrote. Its reads come from caches; a stale
 // cache shows up as a conflict or an AlreadyExists, and the key is retried.
-func (s *Simulator) reconcile(ctx context.Context, l *link, k key) (int, error) {
+// remoteChanged says a remote Endpoints event is being answered: only then is
+// the headless mirror's readiness rewritten, as Linkerd does.
+func (s *Simulator) reconcile(ctx context.Context, l *link, k key, remoteChanged bool) (int, error) {
 	remote, err := l.services.Services(k.Namespace).Get(k.Name)
 	if apierrors.IsNotFound(err) {
 		remote = nil
@@ -86,7 +88,8 @@ func (s *Simulator) reconcile(ctx context.Context, l *link, k key) (int, error) 
 			}
 		}
 		// Hostnames leave the headless mirror before their endpoint mirrors go.
-		w.applyEndpoints(m.headlessEndpoints(svc, remoteEps, clusterIPs))
+		w.applyEndpoints(m.headlessEndpoints(svc, remoteEps, clusterIPs,
+			s.headlessReady(k.Namespace, mirrorSvcName, remoteChanged, gw.Alive)))
 	}
 
 	if len(w.errs) > 0 {
@@ -101,6 +104,25 @@ func (s *Simulator) reconcile(ctx context.Context, l *link, k key) (int, error) 
 		}
 	}
 	return w.writes, errors.Join(w.errs...)
+}
+
+// headlessReady is the readiness Linkerd writes a headless mirror's
+// Endpoints with. Their creation is always ready
+// (cluster_watcher_headless.go: createHeadlessMirrorEndpoints); an update in
+// answer to a remote Endpoints event follows the gateway's liveness
+// (cluster_watcher.go: updateMirrorEndpoints, updateReadiness); and nothing
+// else rewrites them, since the repair on a liveness change skips headless
+// mirrors (cluster_watcher.go: repairEndpoints), so they keep what they have.
+func (s *Simulator) headlessReady(ns, name string, remoteChanged, gatewayAlive bool) bool {
+	current, err := s.mirrorEndpoints.Endpoints(ns).Get(name)
+	switch {
+	case err != nil: // not there yet: created ready
+		return true
+	case remoteChanged:
+		return gatewayAlive
+	default:
+		return !allNotReady(current)
+	}
 }
 
 // cachedService returns the source's mirror Service `name` of cluster, nil if

@@ -1,8 +1,10 @@
 // Package mirrorsim simulates Linkerd's multicluster service mirror for tests
-// and the demo, written from the behaviour documented in DESIGN.md (headless
-// mode): for every Service exported from a linked target cluster it writes
-// into the source cluster the same Services and v1 Endpoints that Linkerd
-// writes, and follows the target's changes, gateway failures and unlinks.
+// and the demo (headless mode), following Linkerd's own source (edge-26.8.3,
+// multicluster/service-mirror/): for every Service exported from a linked
+// target cluster it writes into the source cluster the same Services and v1
+// Endpoints that Linkerd writes, and follows the target's changes, gateway
+// failures and unlinks. The Linkerd behaviours it reproduces, each with the
+// file it follows, are listed in Behaviours.
 //
 // Each link watches the target's exported Services and its Endpoints; the
 // source's mirrors are watched too, so that drift is repaired. One reconcile
@@ -59,10 +61,55 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// Behaviours are the Linkerd service-mirror behaviours the simulator
+// reproduces, with the Linkerd source they follow (edge-26.8.3,
+// multicluster/service-mirror/). `mirrorsim --help` prints them.
+const Behaviours = `Linkerd behaviours reproduced (edge-26.8.3, multicluster/service-mirror/):
+  - An exported headless Service with ports whose Endpoints have an address
+    (ready or not) with a hostname is mirrored headless: db-<cluster>
+    (clusterIP None, remote labels
+    without mirror.linkerd.io/*, mirror labels, remote-svc-fq-name and
+    remote-resource-version annotations), one ClusterIP endpoint mirror
+    <host>-<cluster> per ready named address, whose Endpoints hold the gateway,
+    and Endpoints for db-<cluster> mapping each hostname to its endpoint
+    mirror's ClusterIP; with addresses but no hostname it gets one ClusterIP
+    mirror in front of the gateway; before it has any address, no mirror.
+    The choice sticks. (cluster_watcher_headless.go)
+  - A remote pod that turns not ready leaves the headless mirror and its
+    endpoint mirror is deleted; when ready again, the endpoint mirror is
+    re-created with a new ClusterIP. (cluster_watcher_headless.go:
+    createOrUpdateHeadlessEndpoints)
+  - The gateway probe starts "not alive" and reports a transition only: the
+    first success marks the gateway alive, and failures count only after a
+    success, so a gateway that is down from the start never marks anything
+    not ready. The cluster watcher itself starts with the gateway alive.
+    (probe_worker.go: run; cluster_watcher.go: NewRemoteClusterServiceWatcher)
+  - While the gateway is dead, every Endpoints the mirror writes has its
+    addresses moved to notReadyAddresses: ClusterIP and endpoint mirrors, and
+    the headless mirror's Endpoints whenever a remote Endpoints event makes
+    the mirror update them. Only their first creation is always ready.
+    (cluster_watcher.go: updateReadiness, createMirrorEndpoints,
+    updateMirrorEndpoints; cluster_watcher_headless.go:
+    createHeadlessMirrorEndpoints)
+  - On a gateway liveness change the mirror repairs the Endpoints of the
+    ClusterIP and endpoint mirrors, but skips headless mirrors ("Skipped
+    repairing endpoints for headless mirror"): a headless mirror written while
+    the gateway was dead stays not ready until the next remote Endpoints
+    event. (cluster_watcher.go: repairEndpoints)
+  - The Endpoints it writes carry no endpoints.kubernetes.io/last-change-
+    trigger-time, so neither do the slices mirrored from them.
+  - Unlinking deletes all of a cluster's mirrors. (cluster_watcher.go:
+    cleanupMirroredResources)
+`
+
 // LinkStatus describes one link.
 type LinkStatus struct {
-	Name         string `json:"name"`
-	GatewayAlive bool   `json:"gatewayAlive"`
+	Name string `json:"name"`
+	// GatewayAlive is what the mirrors show: the cluster watcher's view of
+	// the gateway, changed only by the probe's transitions.
+	GatewayAlive bool `json:"gatewayAlive"`
+	// GatewayUp is whether the gateway passes its probes now.
+	GatewayUp bool `json:"gatewayUp"`
 }
 
 // Simulator is a running service mirror for one source cluster.
@@ -74,6 +121,9 @@ type Simulator struct {
 	mirrorServices  corelisters.ServiceLister
 	mirrorEndpoints corelisters.EndpointsLister
 	queue           workqueue.TypedRateLimitingInterface[key]
+	busy            atomic.Int32 // keys being reconciled
+	retryMu         sync.Mutex
+	retrying        map[key]bool // keys waiting to be retried after an error
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -87,13 +137,63 @@ type Simulator struct {
 type key struct{ Cluster, Namespace, Name string }
 
 type link struct {
-	name         string
-	client       kubernetes.Interface
-	services     corelisters.ServiceLister   // exported ones
-	endpoints    corelisters.EndpointsLister // all, to see hostnames before export
+	name      string
+	client    kubernetes.Interface
+	services  corelisters.ServiceLister   // exported ones
+	endpoints corelisters.EndpointsLister // all, to see hostnames before export
+	stop      context.CancelFunc
+	inflight  sync.WaitGroup // reconciles using this link
+
+	mu sync.Mutex
+	// gatewayUp: the gateway passes its probes now.
+	gatewayUp bool
+	// probeAlive is the probe worker's state; it starts false, and only its
+	// transitions reach the cluster watcher (probe_worker.go).
+	probeAlive bool
+	// remoteChanged holds the remote Services whose Endpoints had an event
+	// not yet reconciled: only those rewrite the headless mirror's readiness.
+	remoteChanged map[key]bool
+
+	// gatewayAlive is the cluster watcher's view, which the mirrors'
+	// readiness follows; it starts true (cluster_watcher.go).
 	gatewayAlive atomic.Bool
-	stop         context.CancelFunc
-	inflight     sync.WaitGroup // reconciles using this link
+}
+
+// LinkOption changes how Link starts a link.
+type LinkOption func(*link)
+
+// GatewayDown links a cluster whose gateway fails its probes from the start.
+// As with Linkerd, nothing is marked not ready for it until its gateway has
+// passed a probe once and failed again.
+func GatewayDown() LinkOption { return func(l *link) { l.gatewayUp = false } }
+
+// takeRemoteChanged reports and forgets whether k's remote Endpoints had an event.
+func (l *link) takeRemoteChanged(k key) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	changed := l.remoteChanged[k]
+	delete(l.remoteChanged, k)
+	return changed
+}
+
+func (l *link) setRemoteChanged(k key) {
+	l.mu.Lock()
+	l.remoteChanged[k] = true
+	l.mu.Unlock()
+}
+
+// probe records the outcome of a gateway probe, as Linkerd's probe worker
+// does, and reports whether the cluster watcher heard of a transition.
+func (l *link) probe(up bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.gatewayUp = up
+	if up == l.probeAlive {
+		return false // no transition: the probe worker says nothing
+	}
+	l.probeAlive = up
+	l.gatewayAlive.Store(up)
+	return true
 }
 
 // Start starts a simulator writing into the source cluster, with no link yet.
@@ -111,7 +211,7 @@ func Start(ctx context.Context, source *rest.Config, opts Options) (*Simulator, 
 	if opts.Workers <= 0 {
 		opts.Workers = 4
 	}
-	s := &Simulator{opts: opts, log: opts.Logger, links: map[string]*link{}}
+	s := &Simulator{opts: opts, log: opts.Logger, links: map[string]*link{}, retrying: map[key]bool{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -168,8 +268,9 @@ func (s *Simulator) Stop() {
 
 // Link starts mirroring the target cluster `name` and returns once its caches
 // are synced and every exported Service and existing mirror of the cluster is
-// queued for reconcile.
-func (s *Simulator) Link(ctx context.Context, name string, target *rest.Config) error {
+// queued for reconcile. Its gateway passes its first probe at once unless
+// GatewayDown is given.
+func (s *Simulator) Link(ctx context.Context, name string, target *rest.Config, opts ...LinkOption) error {
 	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
 		return fmt.Errorf("mirrorsim: cluster name %q: %s", name, strings.Join(errs, "; "))
 	}
@@ -177,8 +278,12 @@ func (s *Simulator) Link(ctx context.Context, name string, target *rest.Config) 
 	if err != nil {
 		return fmt.Errorf("mirrorsim: target %s: %w", name, err)
 	}
-	l := &link{name: name, client: client}
+	l := &link{name: name, client: client, gatewayUp: true, remoteChanged: map[key]bool{}}
+	for _, o := range opts {
+		o(l)
+	}
 	l.gatewayAlive.Store(true)
+	l.probe(l.gatewayUp)
 	linkCtx, stop := context.WithCancel(s.ctx)
 	l.stop = stop
 
@@ -191,14 +296,21 @@ func (s *Simulator) Link(ctx context.Context, name string, target *rest.Config) 
 	svcInformer := exported.Core().V1().Services()
 	epInformer := all.Core().V1().Endpoints()
 	l.services, l.endpoints = svcInformer.Lister(), epInformer.Lister()
-	onRemote := s.handler(func(obj metav1.Object) (key, bool) {
+	remoteKey := func(obj metav1.Object) (key, bool) {
 		return key{Cluster: name, Namespace: obj.GetNamespace(), Name: obj.GetName()}, true
-	})
-	if _, err := svcInformer.Informer().AddEventHandler(onRemote); err != nil {
+	}
+	if _, err := svcInformer.Informer().AddEventHandler(s.handler(remoteKey)); err != nil {
 		stop()
 		return err
 	}
-	if _, err := epInformer.Informer().AddEventHandler(onRemote); err != nil {
+	// A remote Endpoints add or update is what makes Linkerd rewrite a
+	// headless mirror's Endpoints (cluster_watcher.go: Start).
+	onRemoteEndpoints := s.handler(func(obj metav1.Object) (key, bool) {
+		k, _ := remoteKey(obj)
+		l.setRemoteChanged(k)
+		return k, true
+	})
+	if _, err := epInformer.Informer().AddEventHandler(onRemoteEndpoints); err != nil {
 		stop()
 		return err
 	}
@@ -258,10 +370,14 @@ func (s *Simulator) Unlink(ctx context.Context, name string) error {
 	return errors.Join(errs...)
 }
 
-// SetGatewayAlive marks cluster `name`'s gateway as passing or failing its
-// probes. A dead gateway's ClusterIP and endpoint mirrors have their
-// Endpoints' address moved to notReadyAddresses; headless mirrors' own
-// Endpoints stay ready.
+// SetGatewayAlive makes cluster `name`'s gateway pass (true) or fail (false)
+// its probes (the failure threshold reached). Only a transition the probe
+// worker reports changes the mirrors: a gateway that never passed a probe
+// is not marked dead. A dead gateway's ClusterIP and endpoint mirrors get
+// their Endpoints' address moved to notReadyAddresses, and so does a
+// headless mirror's Endpoints if a remote change rewrites them meanwhile;
+// when the gateway is back, the ClusterIP and endpoint mirrors are repaired,
+// the headless mirrors are not.
 func (s *Simulator) SetGatewayAlive(name string, alive bool) error {
 	s.mu.Lock()
 	l := s.links[name]
@@ -269,9 +385,40 @@ func (s *Simulator) SetGatewayAlive(name string, alive bool) error {
 	if l == nil {
 		return fmt.Errorf("mirrorsim: %s is not linked", name)
 	}
-	if l.gatewayAlive.Swap(alive) != alive {
-		s.log.Info("gateway", "cluster", name, "alive", alive)
-		s.enqueueLink(name)
+	if l.probe(alive) {
+		s.log.Info("gateway liveness changed", "cluster", name, "alive", alive)
+		s.enqueueLink(name) // Linkerd's RepairEndpoints
+	} else {
+		s.log.Info("gateway probe", "cluster", name, "up", alive, "reported", false)
+	}
+	return nil
+}
+
+func (s *Simulator) setRetrying(k key, retrying bool) {
+	s.retryMu.Lock()
+	defer s.retryMu.Unlock()
+	if retrying {
+		s.retrying[k] = true
+	} else {
+		delete(s.retrying, k)
+	}
+}
+
+func (s *Simulator) idle() bool {
+	s.retryMu.Lock()
+	defer s.retryMu.Unlock()
+	return s.queue.Len() == 0 && s.busy.Load() == 0 && len(s.retrying) == 0
+}
+
+// WaitIdle returns once nothing is queued, being reconciled or waiting for
+// a retry, or ctx ends.
+func (s *Simulator) WaitIdle(ctx context.Context) error {
+	for !s.idle() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 	return nil
 }
@@ -282,7 +429,10 @@ func (s *Simulator) Links() []LinkStatus {
 	defer s.mu.Unlock()
 	var out []LinkStatus
 	for _, l := range s.links {
-		out = append(out, LinkStatus{Name: l.name, GatewayAlive: l.gatewayAlive.Load()})
+		l.mu.Lock()
+		up := l.gatewayUp
+		l.mu.Unlock()
+		out = append(out, LinkStatus{Name: l.name, GatewayAlive: l.gatewayAlive.Load(), GatewayUp: up})
 	}
 	slices.SortFunc(out, func(a, b LinkStatus) int { return cmp.Compare(a.Name, b.Name) })
 	return out
@@ -352,7 +502,9 @@ func (s *Simulator) work() {
 		if shutdown {
 			return
 		}
+		s.busy.Add(1)
 		err := s.reconcileKey(k)
+		s.setRetrying(k, err != nil && s.ctx.Err() == nil)
 		switch {
 		case err == nil:
 			s.queue.Forget(k)
@@ -367,6 +519,7 @@ func (s *Simulator) work() {
 			s.queue.AddRateLimited(k)
 		}
 		s.queue.Done(k)
+		s.busy.Add(-1)
 	}
 }
 
@@ -384,7 +537,11 @@ func (s *Simulator) reconcileKey(k key) error {
 	}
 	defer l.inflight.Done()
 	start := time.Now()
-	changes, err := s.reconcile(s.ctx, l, k)
+	remoteChanged := l.takeRemoteChanged(k)
+	changes, err := s.reconcile(s.ctx, l, k, remoteChanged)
+	if err != nil && remoteChanged {
+		l.setRemoteChanged(k) // the retry still answers that event
+	}
 	if changes > 0 {
 		s.log.Info("mirrored", "cluster", k.Cluster, "namespace", k.Namespace, "service", k.Name,
 			"writes", changes, "elapsed", time.Since(start).Round(time.Microsecond), "err", err)

@@ -41,9 +41,8 @@ type Options struct {
 	// 5432 named "db".
 	Ports []corev1.ServicePort
 	// Labels are added to the Service (e.g. ExportedLabel: "true") once its
-	// Endpoints list every pod ready: Linkerd mirrors a headless Service
-	// exported before it has a ready named endpoint as a ClusterIP Service,
-	// for good. The pods and the Service's selector use app=<name>.
+	// Endpoints list every pod ready, so that a mirror sees the whole
+	// workload at once. The pods and the Service's selector use app=<name>.
 	Labels map[string]string
 	// IPv4 is the prefix pod IPv4 addresses come from: pod N gets the
 	// (N+1)th address. Default 192.0.2.0/24. Give each cluster its own

@@ -15,7 +15,7 @@ import (
 
 // links is what the admin API drives: *mirrorsim.Simulator.
 type links interface {
-	Link(ctx context.Context, name string, cfg *rest.Config) error
+	Link(ctx context.Context, name string, cfg *rest.Config, opts ...mirrorsim.LinkOption) error
 	Unlink(ctx context.Context, name string) error
 	SetGatewayAlive(name string, alive bool) error
 	Links() []mirrorsim.LinkStatus
@@ -23,8 +23,9 @@ type links interface {
 
 const adminUsage = `Admin API, on --admin-addr:
   GET    /healthz                          200 once every --target is linked
-  GET    /links                            [{"name":"east","gatewayAlive":true}, ...]
-  PUT    /links/{name}?kubeconfig=PATH     link a cluster
+  GET    /links                            [{"name":"east","gatewayAlive":true,"gatewayUp":true}, ...]
+  PUT    /links/{name}?kubeconfig=PATH     link a cluster (&gateway=down: its gateway fails
+                                           its probes from the start)
   DELETE /links/{name}                     unlink: delete all of its mirrors
   PUT    /links/{name}/gateway?alive=BOOL  gateway passes (true) or fails (false) its probes
 `
@@ -50,7 +51,16 @@ func adminHandler(sim links, loadConfig func(path string) (*rest.Config, error))
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		reply(w, sim.Link(r.Context(), r.PathValue("name"), cfg))
+		var opts []mirrorsim.LinkOption
+		switch r.URL.Query().Get("gateway") {
+		case "", "up":
+		case "down":
+			opts = append(opts, mirrorsim.GatewayDown())
+		default:
+			http.Error(w, "gateway=up|down", http.StatusBadRequest)
+			return
+		}
+		reply(w, sim.Link(r.Context(), r.PathValue("name"), cfg, opts...))
 	})
 	mux.HandleFunc("DELETE /links/{name}", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, sim.Unlink(r.Context(), r.PathValue("name")))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,8 +17,8 @@ import (
 
 type fakeLinks struct{ calls []string }
 
-func (f *fakeLinks) Link(_ context.Context, name string, cfg *rest.Config) error {
-	f.calls = append(f.calls, "link "+name+" "+cfg.Host)
+func (f *fakeLinks) Link(_ context.Context, name string, cfg *rest.Config, opts ...mirrorsim.LinkOption) error {
+	f.calls = append(f.calls, fmt.Sprintf("link %s %s %d options", name, cfg.Host, len(opts)))
 	return nil
 }
 
@@ -35,7 +36,7 @@ func (f *fakeLinks) SetGatewayAlive(name string, alive bool) error {
 }
 
 func (f *fakeLinks) Links() []mirrorsim.LinkStatus {
-	return []mirrorsim.LinkStatus{{Name: "east", GatewayAlive: true}}
+	return []mirrorsim.LinkStatus{{Name: "east", GatewayAlive: true, GatewayUp: false}}
 }
 
 func TestAdminHandler(t *testing.T) {
@@ -50,8 +51,10 @@ func TestAdminHandler(t *testing.T) {
 		body         string
 	}{
 		{"GET", "/healthz", 200, "ok\n"},
-		{"GET", "/links", 200, `[{"name":"east","gatewayAlive":true}]` + "\n"},
+		{"GET", "/links", 200, `[{"name":"east","gatewayAlive":true,"gatewayUp":false}]` + "\n"},
 		{"PUT", "/links/west?kubeconfig=w.kubeconfig", 200, "ok\n"},
+		{"PUT", "/links/north?kubeconfig=n.kubeconfig&gateway=down", 200, "ok\n"},
+		{"PUT", "/links/north?kubeconfig=n.kubeconfig&gateway=sideways", 400, "gateway=up|down\n"},
 		{"PUT", "/links/west", 400, "kubeconfig=PATH is required\n"},
 		{"PUT", "/links/east/gateway?alive=false", 200, "ok\n"},
 		{"PUT", "/links/east/gateway?alive=true", 200, "ok\n"},
@@ -71,7 +74,7 @@ func TestAdminHandler(t *testing.T) {
 			t.Errorf("%s %s = %d %q, want %d %q", tc.method, tc.path, resp.StatusCode, body, tc.status, tc.body)
 		}
 	}
-	want := "link west host-of-w.kubeconfig|gateway east down|gateway east up|unlink west|unlink nowhere"
+	want := "link west host-of-w.kubeconfig 0 options|link north host-of-n.kubeconfig 1 options|gateway east down|gateway east up|unlink west|unlink nowhere"
 	if got := strings.Join(sim.calls, "|"); got != want {
 		t.Errorf("calls %s\nwant  %s", got, want)
 	}

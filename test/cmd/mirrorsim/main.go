@@ -60,6 +60,7 @@ func main() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
 		fmt.Fprint(fs.Output(), "\n"+adminUsage)
+		fmt.Fprint(fs.Output(), "\n"+mirrorsim.Behaviours)
 	}
 	tgts := targets{}
 	source := fs.String("source", "", "kubeconfig of the source cluster, where mirrors are written (required)")
