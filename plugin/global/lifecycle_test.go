@@ -13,6 +13,7 @@ import (
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -25,29 +26,15 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
-// summary is a short form of an answer: the rcode and the sorted A/AAAA/SRV data.
+// summary is a short form of an answer (see dnsq.Summary), or "next:<rcode>"
+// when the plugin passed the query on.
 func summary(t testing.TB, g *Global, qname string, qtype uint16) string {
 	t.Helper()
 	resp, rcode, err := serve(g, qname, qtype, false)
-	if err != nil {
-		return "error " + err.Error()
-	}
-	if resp == nil {
+	if err == nil && resp == nil {
 		return "next:" + strconv.Itoa(rcode)
 	}
-	var data []string
-	for _, rr := range resp.Answer {
-		switch x := rr.(type) {
-		case *dns.A:
-			data = append(data, x.A.String())
-		case *dns.AAAA:
-			data = append(data, x.AAAA.String())
-		case *dns.SRV:
-			data = append(data, fmt.Sprintf("%d:%s", x.Port, x.Target))
-		}
-	}
-	slices.Sort(data)
-	return dns.RcodeToString[resp.Rcode] + " " + strings.Join(data, ",")
+	return dnsq.Summary(resp, err)
 }
 
 func eventually(t *testing.T, g *Global, qname string, qtype uint16, want string) {
@@ -123,7 +110,7 @@ func TestSyncThenAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.Next = test.NextHandler(passedOn, nil)
-	if got := summary(t, g, dbGlobal, dns.TypeA); got != "SERVFAIL " {
+	if got := summary(t, g, dbGlobal, dns.TypeA); got != "SERVFAIL +soa" {
 		t.Fatalf("before start: %q", got)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -162,7 +149,7 @@ func TestUpdates(t *testing.T) {
 	if _, err := slices_.Update(ctx, northSlice, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, g, "db-1-north.db-global.ns.svc.cluster.local.", dns.TypeA, "NXDOMAIN ")
+	eventually(t, g, "db-1-north.db-global.ns.svc.cluster.local.", dns.TypeA, "NXDOMAIN +soa")
 	eventually(t, g, dbGlobal, dns.TypeA, "NOERROR 192.0.2.1,192.0.2.10,192.0.2.100,192.0.2.11,192.0.2.22")
 
 	// Not ready.
@@ -171,7 +158,7 @@ func TestUpdates(t *testing.T) {
 	if _, err := slices_.Update(ctx, northSlice, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, g, "db-0-north.db-global.ns.svc.cluster.local.", dns.TypeA, "NXDOMAIN ")
+	eventually(t, g, "db-0-north.db-global.ns.svc.cluster.local.", dns.TypeA, "NXDOMAIN +soa")
 	northSlice.Endpoints[0].Conditions.Ready = nil
 	bump(&northSlice.ObjectMeta)
 	if _, err := slices_.Update(ctx, northSlice, metav1.UpdateOptions{}); err != nil {
@@ -194,7 +181,7 @@ func TestUpdates(t *testing.T) {
 	if _, err := slices_.Update(ctx, emSlice, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, g, "db-0-north.db-global.ns.svc.cluster.local.", dns.TypeA, "NXDOMAIN ")
+	eventually(t, g, "db-0-north.db-global.ns.svc.cluster.local.", dns.TypeA, "NXDOMAIN +soa")
 	// ... and back.
 	emSlice.Endpoints[0].Conditions.Ready = nil
 	bump(&emSlice.ObjectMeta)
@@ -234,7 +221,7 @@ func TestUpdates(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, g, "nohost-global.ns.svc.cluster.local.", dns.TypeA, "NXDOMAIN ")
+	eventually(t, g, "nohost-global.ns.svc.cluster.local.", dns.TypeA, "NXDOMAIN +soa")
 }
 
 func configFrom(t *testing.T, stanza string) *config {
@@ -254,10 +241,10 @@ func TestFallthrough(t *testing.T) {
 		qtype uint16
 		want  string
 	}{
-		{"db-9.db-global.ns.svc.cluster.local.", dns.TypeA, next},               // NXDOMAIN -> next
-		{"empty-global.ns.svc.cluster.local.", dns.TypeA, next},                 // NXDOMAIN -> next
-		{"a.b.c.db-global.ns.svc.cluster.local.", dns.TypeA, next},              // NXDOMAIN -> next
-		{"db-1-east.db-global.ns.svc.cluster.local.", dns.TypeAAAA, "NOERROR "}, // NODATA stays
+		{"db-9.db-global.ns.svc.cluster.local.", dns.TypeA, next},                   // NXDOMAIN -> next
+		{"empty-global.ns.svc.cluster.local.", dns.TypeA, next},                     // NXDOMAIN -> next
+		{"a.b.c.db-global.ns.svc.cluster.local.", dns.TypeA, next},                  // NXDOMAIN -> next
+		{"db-1-east.db-global.ns.svc.cluster.local.", dns.TypeAAAA, "NOERROR +soa"}, // NODATA stays
 		{"db-1-east.db-global.ns.svc.cluster.local.", dns.TypeA, "NOERROR 192.0.2.11"},
 	} {
 		if got := summary(t, h.g, q.name, q.qtype); got != q.want {
@@ -267,7 +254,7 @@ func TestFallthrough(t *testing.T) {
 
 	// Fallthrough for other zones only: our NXDOMAIN stays.
 	h = startHarness(t, configFrom(t, "global {\n fallthrough example.org\n}"), fixture()...)
-	if got := summary(t, h.g, "db-9.db-global.ns.svc.cluster.local.", dns.TypeA); got != "NXDOMAIN " {
+	if got := summary(t, h.g, "db-9.db-global.ns.svc.cluster.local.", dns.TypeA); got != "NXDOMAIN +soa" {
 		t.Errorf("fallthrough example.org: %q", got)
 	}
 }
@@ -298,10 +285,10 @@ func TestTTL(t *testing.T) {
 func TestZones(t *testing.T) {
 	h := startHarness(t, configFrom(t, "global local example.org cluster.local"), fixture()...)
 	for _, q := range []struct{ name, want string }{
-		{"db-0-east.db-global.ns.svc.example.org.", "NOERROR 7000:db-0-east.db-global.ns.svc.example.org.,8080:db-0-east.db-global.ns.svc.example.org."},
+		{"db-0-east.db-global.ns.svc.example.org.", "NOERROR 7000 db-0-east.db-global.ns.svc.example.org.,8080 db-0-east.db-global.ns.svc.example.org."},
 		// The longest zone wins: cluster.local, not local.
-		{"db-0-east.db-global.ns.svc.cluster.local.", "NOERROR 7000:db-0-east.db-global.ns.svc.cluster.local.,8080:db-0-east.db-global.ns.svc.cluster.local."},
-		{"db-0-east.db-global.ns.svc.local.", "NOERROR 7000:db-0-east.db-global.ns.svc.local.,8080:db-0-east.db-global.ns.svc.local."},
+		{"db-0-east.db-global.ns.svc.cluster.local.", "NOERROR 7000 db-0-east.db-global.ns.svc.cluster.local.,8080 db-0-east.db-global.ns.svc.cluster.local."},
+		{"db-0-east.db-global.ns.svc.local.", "NOERROR 7000 db-0-east.db-global.ns.svc.local.,8080 db-0-east.db-global.ns.svc.local."},
 		{"db-0-east.db-global.ns.svc.cluster.example.", "next:" + strconv.Itoa(passedOn)},
 	} {
 		if got := summary(t, h.g, q.name, dns.TypeSRV); got != q.want {
@@ -462,7 +449,7 @@ func TestManagedGlobalWithoutMembers(t *testing.T) {
 	if err := h.client.CoreV1().Services("ns").Delete(ctx, "managed-east", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, h.g, "managed-global.ns.svc.cluster.local.", dns.TypeA, "NXDOMAIN ")
+	eventually(t, h.g, "managed-global.ns.svc.cluster.local.", dns.TypeA, "NXDOMAIN +soa")
 	nx("managed-global.ns.svc.cluster.local.")
 	nx("m-0-east.managed-global.ns.svc.cluster.local.")
 	nx("_peer._tcp.managed-global.ns.svc.cluster.local.")

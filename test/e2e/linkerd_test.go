@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/mirrorsim"
 	"github.com/globalmirror/globalmirror/test/run"
@@ -135,38 +136,8 @@ func (w *world) startCoreDNS() {
 // fqdn is name.<ns>.svc.cluster.local.
 func (w *world) fqdn(name string) string { return name + "." + w.ns + ".svc." + zone }
 
-// brief is an answer in one line: rcode, the sorted answer data, and "+soa"
-// when the authority section holds the zone's SOA (a negative answer).
-func brief(m *dns.Msg, err error) string {
-	if err != nil {
-		return "error: " + err.Error()
-	}
-	var data []string
-	for _, rr := range m.Answer {
-		switch x := rr.(type) {
-		case *dns.A:
-			data = append(data, x.A.String())
-		case *dns.AAAA:
-			data = append(data, x.AAAA.String())
-		case *dns.SRV:
-			data = append(data, fmt.Sprintf("%d:%s", x.Port, strings.ToLower(x.Target)))
-		default:
-			data = append(data, dns.TypeToString[rr.Header().Rrtype])
-		}
-	}
-	slices.Sort(data)
-	out := dns.RcodeToString[m.Rcode]
-	if len(data) > 0 {
-		out += " " + strings.Join(data, ",")
-	}
-	if len(m.Ns) == 1 && m.Ns[0].Header().Rrtype == dns.TypeSOA && m.Authoritative {
-		out += " +soa"
-	}
-	return out
-}
-
 func ask(network, addr, name string, qtype uint16) string {
-	return brief(exchange(network, addr, question{name: name, qtype: qtype}))
+	return dnsq.Summary(dnsq.Ask(network, addr, name, qtype, 0))
 }
 
 // await polls addr over UDP until name/qtype answers want, then checks TCP

@@ -37,7 +37,7 @@ func TestLifecycle(t *testing.T) {
 	global := "db-global." + ns + ".svc.cluster.local."
 	pod := func(host string) string { return host + "." + global }
 	cip := func(name string) string { return clusterIP(t, source, ns, name) }
-	nxdomain := "NXDOMAIN"
+	nxdomain := "NXDOMAIN +soa"
 
 	// East is linked: the local pod and east's pods, under their global names,
 	// with the addresses of Linkerd's endpoint mirrors.
@@ -58,7 +58,7 @@ func TestLifecycle(t *testing.T) {
 	expect(t, dnsSrv, global, dns.TypeSRV, srv("db-0", "db-0-east", "db-1-east", "db-2-east"))
 	expect(t, dnsSrv, "_db._tcp."+global, dns.TypeSRV, srv("db-0", "db-0-east", "db-1-east", "db-2-east"))
 	expect(t, dnsSrv, pod("db-0-west"), dns.TypeA, nxdomain)
-	expect(t, dnsSrv, global, dns.TypeAAAA, "NOERROR") // NODATA
+	expect(t, dnsSrv, global, dns.TypeAAAA, "NOERROR +soa") // NODATA
 	// Other names go to the kubernetes plugin: the local headless service.
 	expect(t, dnsSrv, "db."+ns+".svc.cluster.local.", dns.TypeA, a(localIP))
 
@@ -144,7 +144,7 @@ func TestUserOwnedName(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(t, dnsSrv, global, dns.TypeA, a(created.Spec.ClusterIP))
-	expect(t, dnsSrv, "cache-0-east."+global, dns.TypeA, "NXDOMAIN")
+	expect(t, dnsSrv, "cache-0-east."+global, dns.TypeA, "NXDOMAIN +soa")
 	if err := source.Client.CoreV1().Services(ns).Delete(ctx, "cache-global", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,21 +63,21 @@ func TestLargeMember(t *testing.T) {
 	// TCP: all 500, no TC.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if got := answer(query(dnsSrv.Addr, "tcp", global, dns.TypeA, 0)); got == a(want...) {
+		if got := dnsq.Summary(dnsq.Ask("tcp", dnsSrv.Addr, global, dns.TypeA, 0)); got == a(want...) {
 			break
 		} else if time.Now().After(deadline) {
 			t.Fatalf("TCP A: got %.200q..., want all %d addresses", got, n)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	r, err := query(dnsSrv.Addr, "tcp", global, dns.TypeSRV, 0)
+	r, err := dnsq.Ask("tcp", dnsSrv.Addr, global, dns.TypeSRV, 0)
 	if err != nil || r.Truncated || len(r.Answer) != n || len(r.Extra) != n {
 		t.Fatalf("TCP SRV: err %v, TC %v, %d answers, %d additional; want %d and %d", err, r != nil && r.Truncated, lenAnswer(r), lenExtra(r), n, n)
 	}
 	// UDP: truncated to the client's buffer, with TC, both without EDNS (512) and with 1232.
 	for _, bufsize := range []uint16{0, 1232} {
 		for _, qt := range []uint16{dns.TypeA, dns.TypeSRV} {
-			r, err := query(dnsSrv.Addr, "udp", global, qt, bufsize)
+			r, err := dnsq.Ask("udp", dnsSrv.Addr, global, qt, bufsize)
 			if err != nil {
 				t.Fatalf("UDP %s bufsize %d: %v", dns.TypeToString[qt], bufsize, err)
 			}

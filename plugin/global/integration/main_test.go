@@ -9,7 +9,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/mirrorsim"
 	"github.com/globalmirror/globalmirror/test/run"
@@ -127,54 +127,13 @@ func newWorkload(t *testing.T, c *localkube.Cluster, ns, name string, replicas i
 
 // ---- DNS ----
 
-func query(addr, net, name string, qtype uint16, bufsize uint16) (*dns.Msg, error) {
-	m := new(dns.Msg)
-	m.SetQuestion(name, qtype)
-	if bufsize > 0 {
-		m.SetEdns0(bufsize, false)
-	}
-	c := &dns.Client{Net: net, Timeout: 2 * time.Second}
-	r, _, err := c.Exchange(m, addr)
-	return r, err
-}
-
-// answer is an answer's rcode and sorted record data, e.g.
-// "NOERROR 192.0.2.1,198.51.100.3" or "NXDOMAIN".
-func answer(r *dns.Msg, err error) string {
-	if err != nil {
-		return "error: " + err.Error()
-	}
-	var data []string
-	for _, rr := range r.Answer {
-		switch x := rr.(type) {
-		case *dns.A:
-			data = append(data, x.A.String())
-		case *dns.AAAA:
-			data = append(data, x.AAAA.String())
-		case *dns.SRV:
-			data = append(data, fmt.Sprintf("%d %s", x.Port, x.Target))
-		default:
-			data = append(data, rr.String())
-		}
-	}
-	slices.Sort(data)
-	out := dns.RcodeToString[r.Rcode]
-	if r.Truncated {
-		out += " TC"
-	}
-	if len(data) > 0 {
-		out += " " + strings.Join(data, ",")
-	}
-	return out
-}
-
 // expect waits until name/qtype answers want over both UDP and TCP.
 func expect(t *testing.T, c *run.CoreDNS, name string, qtype uint16, want string) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for _, net := range []string{"udp", "tcp"} {
 		for {
-			got := answer(query(c.Addr, net, name, qtype, 0))
+			got := dnsq.Summary(dnsq.Ask(net, c.Addr, name, qtype, 0))
 			if got == want {
 				break
 			}

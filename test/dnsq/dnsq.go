@@ -1,0 +1,60 @@
+// Package dnsq asks a DNS server questions for the tests and the demo, and
+// sums an answer up in one line that tests can compare.
+package dnsq
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// Ask sends one question to addr over network ("udp" or "tcp"). bufsize > 0
+// adds an EDNS0 record advertising that buffer size.
+func Ask(network, addr, name string, qtype, bufsize uint16) (*dns.Msg, error) {
+	m := new(dns.Msg).SetQuestion(name, qtype)
+	if bufsize > 0 {
+		m.SetEdns0(bufsize, false)
+	}
+	c := &dns.Client{Net: network, Timeout: 2 * time.Second}
+	r, _, err := c.Exchange(m, addr)
+	return r, err
+}
+
+// Summary is an answer in one line: the rcode, " TC" when truncated, the
+// sorted answer data ("192.0.2.1", "5432 db-0.db-global.ns.svc.cluster.local.",
+// other types by name), and " +soa" when the answer is authoritative with
+// the zone's SOA alone in the authority section, as negative answers are.
+// For example "NOERROR 192.0.2.1,198.51.100.3" or "NXDOMAIN +soa".
+func Summary(m *dns.Msg, err error) string {
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	var data []string
+	for _, rr := range m.Answer {
+		switch x := rr.(type) {
+		case *dns.A:
+			data = append(data, x.A.String())
+		case *dns.AAAA:
+			data = append(data, x.AAAA.String())
+		case *dns.SRV:
+			data = append(data, fmt.Sprintf("%d %s", x.Port, strings.ToLower(x.Target)))
+		default:
+			data = append(data, dns.TypeToString[rr.Header().Rrtype])
+		}
+	}
+	slices.Sort(data)
+	out := dns.RcodeToString[m.Rcode]
+	if m.Truncated {
+		out += " TC"
+	}
+	if len(data) > 0 {
+		out += " " + strings.Join(data, ",")
+	}
+	if m.Authoritative && len(m.Ns) == 1 && m.Ns[0].Header().Rrtype == dns.TypeSOA {
+		out += " +soa"
+	}
+	return out
+}

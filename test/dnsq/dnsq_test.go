@@ -1,0 +1,36 @@
+package dnsq
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/miekg/dns"
+)
+
+func TestSummary(t *testing.T) {
+	rr := func(s string) dns.RR {
+		r, err := dns.NewRR(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	soa := rr("cluster.local. 5 IN SOA ns.dns.cluster.local. hostmaster.cluster.local. 1 7200 1800 86400 5")
+	for _, tc := range []struct {
+		msg  *dns.Msg
+		want string
+	}{
+		{&dns.Msg{Answer: []dns.RR{rr("a. 5 IN A 198.51.100.3"), rr("a. 5 IN A 192.0.2.1")}}, "NOERROR 192.0.2.1,198.51.100.3"},
+		{&dns.Msg{MsgHdr: dns.MsgHdr{Rcode: dns.RcodeNameError, Authoritative: true}, Ns: []dns.RR{soa}}, "NXDOMAIN +soa"},
+		{&dns.Msg{MsgHdr: dns.MsgHdr{Rcode: dns.RcodeNameError}, Ns: []dns.RR{soa}}, "NXDOMAIN"},
+		{&dns.Msg{MsgHdr: dns.MsgHdr{Truncated: true}, Answer: []dns.RR{rr("_p._tcp.a. 5 IN SRV 0 50 5432 DB-0.a.")}}, "NOERROR TC 5432 db-0.a."},
+		{&dns.Msg{Answer: []dns.RR{rr("a. 5 IN TXT \"x\""), rr("a. 5 IN AAAA 2001:db8::1")}}, "NOERROR 2001:db8::1,TXT"},
+	} {
+		if got := Summary(tc.msg, nil); got != tc.want {
+			t.Errorf("Summary = %q, want %q", got, tc.want)
+		}
+	}
+	if got := Summary(nil, errors.New("timeout")); got != "error: timeout" {
+		t.Errorf("Summary of an error = %q", got)
+	}
+}
