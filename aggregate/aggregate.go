@@ -29,11 +29,11 @@ type Input struct {
 	Base      string
 	Suffix    string
 	Members   []Member
-	// EndpointMirrors maps the name of each Linkerd endpoint mirror ("db-0-east")
-	// that has EndpointSlices to whether any of their endpoints is ready. Where
-	// a mirror endpoint's endpoint mirror is listed, that decides its readiness
-	// (see MirrorEndpointReady); names absent from the map say nothing.
-	EndpointMirrors map[string]bool
+	// EndpointMirrors holds the EndpointSlices of the members' Linkerd
+	// endpoint mirrors, by endpoint mirror name ("db-0-east"). Where a mirror
+	// endpoint's endpoint mirror has slices, they decide its readiness (see
+	// MirrorEndpointReady).
+	EndpointMirrors map[string][]*discoveryv1.EndpointSlice
 }
 
 // Endpoint is one endpoint of the global service.
@@ -88,6 +88,11 @@ func Exists(in Input) bool {
 	if errs := validation.IsDNS1035Label(GlobalName(in.Base, in.Suffix)); len(errs) > 0 {
 		return false
 	}
+	return in.HasMirror()
+}
+
+// HasMirror reports whether a headless mirror is among the members.
+func (in Input) HasMirror() bool {
 	return slices.ContainsFunc(in.Members, func(m Member) bool { return !m.Local() })
 }
 
@@ -133,7 +138,7 @@ func (v *View) dedupe() {
 	v.Endpoints = out
 }
 
-func (v *View) addMember(m Member, endpointMirrors map[string]bool) {
+func (v *View) addMember(m Member, endpointMirrors map[string][]*discoveryv1.EndpointSlice) {
 	slices := slices.Clone(m.Slices)
 	// Deterministic order whatever the informer gave us.
 	sortSlices(slices)
@@ -157,7 +162,7 @@ func (v *View) addMember(m Member, endpointMirrors map[string]bool) {
 			ep := Endpoint{
 				Addresses:   addrs,
 				AddressType: s.AddressType,
-				Ready:       src.Conditions.Ready == nil || *src.Conditions.Ready,
+				Ready:       EndpointReady(src),
 				Cluster:     m.Cluster,
 				Ports:       s.Ports,
 				Source:      src,
@@ -166,7 +171,7 @@ func (v *View) addMember(m Member, endpointMirrors map[string]bool) {
 				ep.Hostname = *src.Hostname
 				if !m.Local() {
 					ep.Hostname += "-" + m.Cluster
-					ep.Ready = MirrorEndpointReady(ep.Ready, ep.Hostname, endpointMirrors)
+					ep.Ready = MirrorEndpointReady(ep.Ready, endpointMirrors[ep.Hostname])
 				}
 				if errs := validation.IsDNS1123Label(ep.Hostname); len(errs) > 0 {
 					v.Problems = append(v.Problems, Problem{ReasonInvalidHostname,
@@ -179,20 +184,34 @@ func (v *View) addMember(m Member, endpointMirrors map[string]bool) {
 	}
 }
 
-// MirrorEndpointReady is the readiness of a mirror endpoint whose global
-// hostname (the name of its Linkerd endpoint mirror, "db-0-east") is host,
-// given the headless mirror's own condition. Where the endpoint mirror has
-// EndpointSlices, they decide, in both directions: ready if any of their
-// endpoints is. Linkerd marks a dead gateway only on the endpoint mirrors,
-// leaving the headless mirror ready; and a headless mirror written while the
-// gateway was down stays not ready after it returns (Linkerd's endpoint
-// repair skips headless mirrors) while its endpoint mirrors are repaired.
-// Only without an endpoint mirror does the headless mirror's condition count.
-func MirrorEndpointReady(headlessReady bool, host string, endpointMirrors map[string]bool) bool {
-	if anyReady, known := endpointMirrors[host]; known {
-		return anyReady
+// EndpointReady reports whether e is ready: unless its condition says
+// otherwise, as Kubernetes defines it.
+func EndpointReady(e *discoveryv1.Endpoint) bool {
+	return e.Conditions.Ready == nil || *e.Conditions.Ready
+}
+
+// MirrorEndpointReady is the readiness of a mirror endpoint, given the
+// headless mirror's own condition and the EndpointSlices of its Linkerd
+// endpoint mirror ("db-0-east" for the endpoint db-0 of cluster east).
+// Where the endpoint mirror has slices, they decide, in both directions:
+// ready if any of their endpoints is. Linkerd marks a dead gateway only on
+// the endpoint mirrors, leaving the headless mirror ready; and a headless
+// mirror written while the gateway was down stays not ready after it returns
+// (Linkerd's endpoint repair skips headless mirrors) while its endpoint
+// mirrors are repaired. Only without an endpoint mirror does the headless
+// mirror's condition count.
+func MirrorEndpointReady(headlessReady bool, endpointMirror []*discoveryv1.EndpointSlice) bool {
+	if len(endpointMirror) == 0 {
+		return headlessReady
 	}
-	return headlessReady
+	for _, s := range endpointMirror {
+		for i := range s.Endpoints {
+			if EndpointReady(&s.Endpoints[i]) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // resolveCollisions removes the hostname from every endpoint whose name an

@@ -83,6 +83,41 @@ func reasons(v View) []string {
 	return out
 }
 
+// endpointMirrors gives each named endpoint mirror a slice with one gateway
+// endpoint, ready or not, and one more slice with a not-ready endpoint.
+func endpointMirrors(ready map[string]bool) map[string][]*discoveryv1.EndpointSlice {
+	out := map[string][]*discoveryv1.EndpointSlice{}
+	for name, r := range ready {
+		gw := "192.0.2.254"
+		if !r {
+			gw = "!" + gw
+		}
+		out[name] = []*discoveryv1.EndpointSlice{
+			slice(name+"-a", discoveryv1.AddressTypeIPv4, dbPorts, "!192.0.2.253"),
+			slice(name+"-b", discoveryv1.AddressTypeIPv4, dbPorts, gw),
+		}
+	}
+	return out
+}
+
+func TestMirrorEndpointReady(t *testing.T) {
+	for _, tc := range []struct {
+		headless bool
+		mirror   []*discoveryv1.EndpointSlice
+		want     bool
+	}{
+		{true, nil, true},
+		{false, nil, false},
+		{true, endpointMirrors(map[string]bool{"m": false})["m"], false},
+		{false, endpointMirrors(map[string]bool{"m": true})["m"], true},
+		{true, []*discoveryv1.EndpointSlice{slice("empty", discoveryv1.AddressTypeIPv4, dbPorts)}, false},
+	} {
+		if got := MirrorEndpointReady(tc.headless, tc.mirror); got != tc.want {
+			t.Errorf("MirrorEndpointReady(%v, %d slices) = %v, want %v", tc.headless, len(tc.mirror), got, tc.want)
+		}
+	}
+}
+
 func TestAggregate(t *testing.T) {
 	v4 := discoveryv1.AddressTypeIPv4
 	v6 := discoveryv1.AddressTypeIPv6
@@ -113,7 +148,7 @@ func TestAggregate(t *testing.T) {
 		name: "dead gateway: endpoint mirror without ready endpoints makes the mirror endpoint not ready",
 		in: Input{
 			Members:         []Member{member("east", slice("e", v4, dbPorts, "db-0=10.0.1.1", "db-1=10.0.1.2", "db-2=10.0.1.3"))},
-			EndpointMirrors: map[string]bool{"db-0-east": false, "db-1-east": true},
+			EndpointMirrors: endpointMirrors(map[string]bool{"db-0-east": false, "db-1-east": true}),
 		},
 		want: []string{
 			"IPv4 east db-0-east 10.0.1.1 not-ready",
@@ -124,7 +159,7 @@ func TestAggregate(t *testing.T) {
 		name: "gateway back: a ready endpoint mirror heals a headless mirror Linkerd left not ready",
 		in: Input{
 			Members:         []Member{member("east", slice("e", v4, dbPorts, "!db-0=10.0.1.1", "!db-1=10.0.1.2", "!db-2=10.0.1.3"))},
-			EndpointMirrors: map[string]bool{"db-0-east": true, "db-1-east": false},
+			EndpointMirrors: endpointMirrors(map[string]bool{"db-0-east": true, "db-1-east": false}),
 		},
 		want: []string{
 			"IPv4 east db-0-east 10.0.1.1 ready",
@@ -138,7 +173,7 @@ func TestAggregate(t *testing.T) {
 				member("", slice("l", v4, dbPorts, "!db-0-east=10.0.0.1")),
 				member("east", slice("e", v4, dbPorts, "!10.0.1.1")),
 			},
-			EndpointMirrors: map[string]bool{"db-0-east": true},
+			EndpointMirrors: endpointMirrors(map[string]bool{"db-0-east": true}),
 		},
 		want: []string{"IPv4 local db-0-east 10.0.0.1 not-ready", "IPv4 east - 10.0.1.1 not-ready"},
 	}, {
@@ -179,6 +214,13 @@ func TestAggregate(t *testing.T) {
 			slice("e1", v4, dbPorts, "!db-0=10.0.1.1", "db-1=10.0.1.2"),
 			slice("e2", v4, dbPorts, "db-0=10.0.1.1"))}},
 		want: []string{"IPv4 east db-0-east 10.0.1.1 ready", "IPv4 east db-1-east 10.0.1.2 ready"},
+	}, {
+		name: "two members listing one address without a name: once, ready if either copy is",
+		in: Input{Members: []Member{
+			member("east", slice("e", v4, dbPorts, "!10.0.1.1")),
+			member("west", slice("w", v4, dbPorts, "10.0.1.1")),
+		}},
+		want: []string{"IPv4 east - 10.0.1.1 ready"},
 	}, {
 		name: "FQDN slices are ignored; no hostname, no name",
 		in: Input{Members: []Member{member("east",

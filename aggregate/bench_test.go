@@ -9,7 +9,7 @@ import (
 
 // benchInput is one base with a local member and clusters × pods mirrored pods.
 func benchInput(clusters, pods int) Input {
-	in := Input{Namespace: "ns", Base: "db", Suffix: DefaultSuffix, EndpointMirrors: map[string]bool{}}
+	in := Input{Namespace: "ns", Base: "db", Suffix: DefaultSuffix, EndpointMirrors: map[string][]*discoveryv1.EndpointSlice{}}
 	for c := 0; c <= clusters; c++ {
 		cluster := ""
 		if c > 0 {
@@ -19,7 +19,8 @@ func benchInput(clusters, pods int) Input {
 		for p := 0; p < pods; p++ {
 			eps = append(eps, fmt.Sprintf("db-%d=10.%d.%d.%d", p, c, p/250, p%250+1))
 			if cluster != "" {
-				in.EndpointMirrors[fmt.Sprintf("db-%d-%s", p, cluster)] = true
+				name := fmt.Sprintf("db-%d-%s", p, cluster)
+				in.EndpointMirrors[name] = []*discoveryv1.EndpointSlice{slice(name, discoveryv1.AddressTypeIPv4, dbPorts, "192.0.2.254")}
 			}
 		}
 		in.Members = append(in.Members, member(cluster, slice("s", discoveryv1.AddressTypeIPv4, dbPorts, eps...)))

@@ -79,59 +79,113 @@ type Classification struct {
 	HeadlessMirror string
 }
 
+// SkipReason says why a Service that claims to be a Linkerd mirror is
+// ignored: CamelCase and low in cardinality, for event reasons and metric
+// labels.
+type SkipReason string
+
+// Skip reasons.
+const (
+	SkipMissingClusterName SkipReason = "MissingClusterName"
+	SkipInvalidClusterName SkipReason = "InvalidClusterName"
+	SkipInvalidRemoteName  SkipReason = "InvalidRemoteName"
+	SkipUnknownBase        SkipReason = "UnknownBase"
+)
+
+// Skip is why a malformed object is ignored.
+type Skip struct {
+	Reason SkipReason
+	Detail string // human readable, names what is wrong
+}
+
 // Classify decides whether svc is a member of a global service and of which.
 // local selects local services; nil means none are members (include-local off).
 // A Service that looks like a mirror but is malformed is returned as RoleNone
-// with a reason, so callers can report it instead of guessing.
-func Classify(svc *corev1.Service, local labels.Selector) (Classification, string) {
+// with a Skip, so callers can report it instead of guessing.
+func Classify(svc *corev1.Service, local labels.Selector) (Classification, *Skip) {
 	lbl := svc.Labels
 	if lbl[LabelMirroredService] == "true" {
 		cluster := lbl[LabelClusterName]
 		if cluster == "" {
-			return Classification{}, "mirror without " + LabelClusterName + " label"
+			return Classification{}, &Skip{SkipMissingClusterName, "mirror without " + LabelClusterName + " label"}
 		}
 		if errs := validation.IsDNS1123Label(cluster); len(errs) > 0 {
-			return Classification{}, "invalid cluster name " + quote(cluster) + ": " + errs[0]
+			return Classification{}, &Skip{SkipInvalidClusterName, "invalid cluster name " + quote(cluster) + ": " + errs[0]}
 		}
 		if hm, ok := lbl[LabelHeadlessMirrorName]; ok {
-			return Classification{Role: RoleEndpointMirror, Cluster: cluster, HeadlessMirror: hm}, ""
+			return Classification{Role: RoleEndpointMirror, Cluster: cluster, HeadlessMirror: hm}, nil
 		}
 		if svc.Spec.ClusterIP != corev1.ClusterIPNone {
-			return Classification{}, "" // a ClusterIP or gateway mirror: not ours, not an error
+			return Classification{}, nil // a ClusterIP or gateway mirror: not ours, not an error
 		}
-		base, why := mirrorBase(svc, cluster)
-		if why != "" {
-			return Classification{}, why
+		base, skip := mirrorBase(svc, cluster)
+		if skip != nil {
+			return Classification{}, skip
 		}
-		return Classification{Role: RoleHeadlessMirror, Base: base, Cluster: cluster}, ""
+		return Classification{Role: RoleHeadlessMirror, Base: base, Cluster: cluster}, nil
 	}
 	if local != nil && svc.Spec.ClusterIP == corev1.ClusterIPNone && local.Matches(labels.Set(lbl)) {
-		return Classification{Role: RoleLocal, Base: svc.Name}, ""
+		return Classification{Role: RoleLocal, Base: svc.Name}, nil
 	}
-	return Classification{}, ""
+	return Classification{}, nil
 }
 
 // mirrorBase is the first label of the remote FQDN, or the name minus "-cluster".
-func mirrorBase(svc *corev1.Service, cluster string) (string, string) {
+func mirrorBase(svc *corev1.Service, cluster string) (string, *Skip) {
 	if fq := svc.Annotations[AnnotationRemoteFQName]; fq != "" {
 		base, _, _ := strings.Cut(fq, ".")
 		if errs := validation.IsDNS1035Label(base); len(errs) > 0 {
-			return "", "invalid " + AnnotationRemoteFQName + " " + quote(fq) + ": " + errs[0]
+			return "", &Skip{SkipInvalidRemoteName, "invalid " + AnnotationRemoteFQName + " " + quote(fq) + ": " + errs[0]}
 		}
-		return base, ""
+		return base, nil
 	}
 	base, ok := strings.CutSuffix(svc.Name, "-"+cluster)
 	if !ok || base == "" {
-		return "", "name " + quote(svc.Name) + " does not end in -" + cluster + " and has no " + AnnotationRemoteFQName
+		return "", &Skip{SkipUnknownBase, "name " + quote(svc.Name) + " does not end in -" + cluster + " and has no " + AnnotationRemoteFQName}
 	}
-	return base, ""
+	return base, nil
 }
 
 // GlobalName is the name of the global service of base.
 func GlobalName(base, suffix string) string { return base + suffix }
 
+// BaseOf is the base whose global service is called name: GlobalName's
+// inverse. ok is false for a name that is not a global name.
+func BaseOf(name, suffix string) (string, bool) {
+	if base, ok := strings.CutSuffix(name, suffix); ok && base != "" {
+		return base, true
+	}
+	return "", false
+}
+
 // IsManaged reports whether globalmirror wrote an object with these labels.
 func IsManaged(lbl map[string]string) bool { return lbl[LabelManagedBy] == ManagedBy }
+
+// Owner says who holds a global name.
+type Owner int
+
+const (
+	// OwnerNone: no Service has the name.
+	OwnerNone Owner = iota
+	// OwnerGlobalmirror: the Service of that name is globalmirror's.
+	OwnerGlobalmirror
+	// OwnerUser: someone else's Service has the name; globalmirror leaves the
+	// name alone, whether or not the global should exist.
+	OwnerUser
+)
+
+// OwnerOf is who holds a global name, given the Service of that name (nil
+// when there is none).
+func OwnerOf(svc *corev1.Service) Owner {
+	switch {
+	case svc == nil:
+		return OwnerNone
+	case IsManaged(svc.Labels):
+		return OwnerGlobalmirror
+	default:
+		return OwnerUser
+	}
+}
 
 func quote(s string) string {
 	if len(s) > 80 {

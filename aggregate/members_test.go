@@ -1,7 +1,6 @@
 package aggregate
 
 import (
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,7 +33,7 @@ func TestClassify(t *testing.T) {
 		clusterIP   string
 		selector    labels.Selector
 		want        Classification
-		wantWhy     string
+		wantWhy     SkipReason
 	}{
 		{"headless mirror, base from annotation", "db-east", mirror, fq, "None", local,
 			Classification{Role: RoleHeadlessMirror, Base: "db", Cluster: "east"}, ""},
@@ -51,13 +50,13 @@ func TestClassify(t *testing.T) {
 		{"local ClusterIP is not a member", "db", map[string]string{LabelExported: "true"}, nil, "10.96.0.12", local, Classification{}, ""},
 		{"include-local off", "db", map[string]string{LabelExported: "true"}, nil, "None", nil, Classification{}, ""},
 		{"mirror without cluster label", "db-east", map[string]string{LabelMirroredService: "true"}, nil, "None", local,
-			Classification{}, "without " + LabelClusterName},
+			Classification{}, SkipMissingClusterName},
 		{"hostile cluster label", "db-east", with(mirror, LabelClusterName, "East_1"), nil, "None", local,
-			Classification{}, "invalid cluster name"},
+			Classification{}, SkipInvalidClusterName},
 		{"hostile fq-name", "db-east", mirror, map[string]string{AnnotationRemoteFQName: "DB!.ns"}, "None", local,
-			Classification{}, "invalid " + AnnotationRemoteFQName},
+			Classification{}, SkipInvalidRemoteName},
 		{"name without suffix and no annotation", "db", mirror, nil, "None", local,
-			Classification{}, "does not end in -east"},
+			Classification{}, SkipUnknownBase},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,13 +64,47 @@ func TestClassify(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Name: tt.svcName, Namespace: "ns", Labels: tt.labels, Annotations: tt.annotations},
 				Spec:       corev1.ServiceSpec{ClusterIP: tt.clusterIP},
 			}
-			got, why := Classify(s, tt.selector)
+			got, skip := Classify(s, tt.selector)
 			if got != tt.want {
 				t.Errorf("Classify = %+v, want %+v", got, tt.want)
 			}
-			if (tt.wantWhy == "") != (why == "") || !strings.Contains(why, tt.wantWhy) {
-				t.Errorf("reason = %q, want it to contain %q", why, tt.wantWhy)
+			switch {
+			case tt.wantWhy == "" && skip != nil:
+				t.Errorf("skipped (%+v), want a classification", skip)
+			case tt.wantWhy != "" && (skip == nil || skip.Reason != tt.wantWhy || skip.Detail == ""):
+				t.Errorf("skip = %+v, want reason %s with a detail", skip, tt.wantWhy)
 			}
 		})
+	}
+}
+
+func TestGlobalNameAndBaseOf(t *testing.T) {
+	for _, tc := range []struct {
+		name, suffix, base string
+		ok                 bool
+	}{
+		{"db-global", DefaultSuffix, "db", true},
+		{"kafka-all", "-all", "kafka", true},
+		{"-global", DefaultSuffix, "", false}, // nothing before the suffix
+		{"db", DefaultSuffix, "", false},
+		{"db-globalx", DefaultSuffix, "", false},
+	} {
+		base, ok := BaseOf(tc.name, tc.suffix)
+		if base != tc.base || ok != tc.ok {
+			t.Errorf("BaseOf(%q, %q) = %q, %v; want %q, %v", tc.name, tc.suffix, base, ok, tc.base, tc.ok)
+		}
+		if ok && GlobalName(base, tc.suffix) != tc.name {
+			t.Errorf("GlobalName(BaseOf(%q)) = %q", tc.name, GlobalName(base, tc.suffix))
+		}
+	}
+}
+
+func TestOwnerOf(t *testing.T) {
+	ours := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{LabelManagedBy: ManagedBy}}}
+	theirs := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{LabelManagedBy: "helm"}}}
+	for svc, want := range map[*corev1.Service]Owner{nil: OwnerNone, ours: OwnerGlobalmirror, theirs: OwnerUser, {}: OwnerUser} {
+		if got := OwnerOf(svc); got != want {
+			t.Errorf("OwnerOf(%v) = %v, want %v", svc, got, want)
+		}
 	}
 }

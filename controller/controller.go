@@ -195,8 +195,8 @@ type handler struct{ c *Controller }
 
 func (h handler) Changed(k source.Key) { h.c.queue.Add(k) }
 
-func (h handler) Skipped(obj metav1.Object, kind, reason string) {
-	h.c.report.skipped(obj, kind, reason)
+func (h handler) Skipped(obj metav1.Object, kind string, skip aggregate.Skip) {
+	h.c.report.skipped(obj, kind, skip)
 }
 
 func waitFor(ctx context.Context, cond func() bool) bool {

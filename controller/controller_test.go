@@ -325,28 +325,6 @@ func TestSkippedObjectsCounted(t *testing.T) {
 	})
 }
 
-func TestSkipReasonsAreShort(t *testing.T) {
-	svc := func(mut func(*corev1.Service)) *corev1.Service {
-		s := mirror("db", "east")
-		mut(s)
-		return s
-	}
-	for want, s := range map[string]*corev1.Service{
-		"MissingClusterName": svc(func(s *corev1.Service) { delete(s.Labels, aggregate.LabelClusterName) }),
-		"InvalidClusterName": svc(func(s *corev1.Service) { s.Labels[aggregate.LabelClusterName] = "Bad_Name" }),
-		"InvalidRemoteName":  svc(func(s *corev1.Service) { s.Annotations[aggregate.AnnotationRemoteFQName] = "1db.ns" }),
-		"UnknownBase":        svc(func(s *corev1.Service) { s.Annotations = nil; s.Name = "db" }),
-	} {
-		_, why := aggregate.Classify(s, nil)
-		if why == "" {
-			t.Fatalf("%s: Classify found nothing wrong", want)
-		}
-		if got := skipReason(why); got != want {
-			t.Errorf("skipReason(%q) = %s, want %s", why, got, want)
-		}
-	}
-}
-
 func baseKey(b string) source.Key { return source.Key{Namespace: "ns", Base: b} }
 
 func TestInvalidGlobalNameReportedOnce(t *testing.T) {

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"strings"
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/source"
@@ -118,7 +117,7 @@ func baseOf(s *discoveryv1.EndpointSlice, suffix string) (source.Key, bool) {
 	if b := s.Labels[aggregate.LabelBase]; b != "" {
 		return source.Key{Namespace: s.Namespace, Base: b}, true
 	}
-	if b, ok := strings.CutSuffix(s.Labels[discoveryv1.LabelServiceName], suffix); ok && b != "" {
+	if b, ok := aggregate.BaseOf(s.Labels[discoveryv1.LabelServiceName], suffix); ok {
 		return source.Key{Namespace: s.Namespace, Base: b}, true
 	}
 	return source.Key{}, false

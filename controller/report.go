@@ -3,7 +3,6 @@ package controller
 import (
 	"log/slog"
 	"maps"
-	"strings"
 	"sync"
 
 	"github.com/globalmirror/globalmirror/aggregate"
@@ -118,27 +117,10 @@ func (r *reporter) noConflict(key source.Key) {
 }
 
 // skipped reports an object source ignored as malformed.
-func (r *reporter) skipped(obj metav1.Object, kind, reason string) {
-	short := skipReason(reason)
-	r.metrics.Skipped.WithLabelValues(kind, short).Inc()
-	r.log.Warn("ignoring malformed object", "kind", kind, "object", obj.GetNamespace()+"/"+obj.GetName(), "reason", reason)
+func (r *reporter) skipped(obj metav1.Object, kind string, skip aggregate.Skip) {
+	r.metrics.Skipped.WithLabelValues(kind, string(skip.Reason)).Inc()
+	r.log.Warn("ignoring malformed object", "kind", kind, "object", obj.GetNamespace()+"/"+obj.GetName(), "reason", skip.Reason, "detail", skip.Detail)
 	if ro, ok := obj.(runtime.Object); ok && r.leading() {
-		r.recorder.Event(ro, corev1.EventTypeWarning, short, "globalmirror ignores this "+kind+": "+reason)
+		r.recorder.Event(ro, corev1.EventTypeWarning, string(skip.Reason), "globalmirror ignores this "+kind+": "+skip.Detail)
 	}
-}
-
-// skipReason condenses aggregate.Classify's explanation (which names the
-// object) into a CamelCase reason fit for an event reason and a metric label.
-func skipReason(reason string) string {
-	for _, r := range []struct{ prefix, short string }{
-		{"mirror without ", "MissingClusterName"},
-		{"invalid cluster name", "InvalidClusterName"},
-		{"invalid " + aggregate.AnnotationRemoteFQName, "InvalidRemoteName"},
-		{"name ", "UnknownBase"},
-	} {
-		if strings.HasPrefix(reason, r.prefix) {
-			return r.short
-		}
-	}
-	return "Malformed"
 }

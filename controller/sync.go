@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"errors"
-	stdslices "slices"
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/controller/metrics"
@@ -23,7 +22,7 @@ func (c *Controller) sync(ctx context.Context, key source.Key) (string, error) {
 		c.setDeletedService(key, "") // the cache has seen the deletion
 	}
 
-	if cached != nil && !aggregate.IsManaged(cached.Labels) {
+	if aggregate.OwnerOf(cached) == aggregate.OwnerUser {
 		// Someone else's Service holds the name: leave the base alone entirely.
 		// The slices of an earlier global of ours are owned by a Service that is
 		// gone; the garbage collector removes them.
@@ -45,7 +44,7 @@ func (c *Controller) sync(ctx context.Context, key source.Key) (string, error) {
 		// Mirrors without a global: the name is invalid (a base too long for
 		// the suffix). Say so once; otherwise this clears what was reported.
 		var problems []aggregate.Problem
-		if stdslices.ContainsFunc(in.Members, func(m aggregate.Member) bool { return !m.Local() }) {
+		if in.HasMirror() {
 			problems = aggregate.Aggregate(in).Problems
 		}
 		c.report.problems(key, nil, problems)
@@ -60,9 +59,9 @@ func (c *Controller) sync(ctx context.Context, key source.Key) (string, error) {
 		return c.result(err)
 	}
 	c.report.problems(key, svc, view.Problems)
-	res, err := c.slices.Reconcile(ctx, svc, view, c.owned.forService(key.Namespace, name))
+	endpoints, err := c.slices.Reconcile(ctx, svc, view, c.owned.forService(key.Namespace, name))
 	if err == nil {
-		c.setManaged(key, res.Endpoints, true)
+		c.setManaged(key, endpoints, true)
 	}
 	return c.result(err)
 }

@@ -1,8 +1,6 @@
 package source
 
 import (
-	"strings"
-
 	"github.com/globalmirror/globalmirror/aggregate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -52,15 +50,15 @@ func (s *Source) notifyService(svc *corev1.Service) {
 		}
 	}
 	// Any Service named like a global (ours, or a user's that blocks ours).
-	if base, ok := strings.CutSuffix(svc.Name, s.cfg.Suffix); ok && base != "" {
+	if base, ok := aggregate.BaseOf(svc.Name, s.cfg.Suffix); ok {
 		s.handler.Changed(Key{svc.Namespace, base})
 	}
 }
 
 // reportService reports a Service that claims to be a mirror but cannot be used.
 func (s *Source) reportService(svc *corev1.Service) {
-	if _, why := aggregate.Classify(svc, s.cfg.LocalSelector); why != "" {
-		s.handler.Skipped(svc, "Service", why)
+	if _, skip := aggregate.Classify(svc, s.cfg.LocalSelector); skip != nil {
+		s.handler.Skipped(svc, "Service", *skip)
 	}
 }
 

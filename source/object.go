@@ -170,17 +170,6 @@ func (c *cachedSlice) slice() *discoveryv1.EndpointSlice {
 	return sl
 }
 
-// anyReady reports whether some endpoint of c is ready (no condition counts
-// as ready, as Kubernetes defines it).
-func (c *cachedSlice) anyReady() bool {
-	for _, e := range c.endpoints {
-		if e.ready == nil || *e.ready {
-			return true
-		}
-	}
-	return false
-}
-
 // asService is a Service informer's object (or the one a
 // DeletedFinalStateUnknown holds) as a sparse Service.
 func asService(obj any) (*corev1.Service, bool) {

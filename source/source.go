@@ -19,6 +19,7 @@ import (
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -53,7 +54,7 @@ type Handler interface {
 	// Changed is called with the base whose inputs may have changed.
 	Changed(Key)
 	// Skipped is called once per object version that is malformed and ignored.
-	Skipped(obj metav1.Object, kind, reason string)
+	Skipped(obj metav1.Object, kind string, skip aggregate.Skip)
 }
 
 // Source is a set of informers and the indexes that map objects to bases.
@@ -202,9 +203,9 @@ func (s *Source) Input(k Key) aggregate.Input {
 		for _, obj := range s.byIndex(s.slices, indexHeadlessMirror, k.Namespace+"/"+svc.Name) {
 			sl := obj.(*cachedSlice)
 			if in.EndpointMirrors == nil {
-				in.EndpointMirrors = map[string]bool{}
+				in.EndpointMirrors = map[string][]*discoveryv1.EndpointSlice{}
 			}
-			in.EndpointMirrors[sl.serviceName] = in.EndpointMirrors[sl.serviceName] || sl.anyReady()
+			in.EndpointMirrors[sl.serviceName] = append(in.EndpointMirrors[sl.serviceName], sl.slice())
 		}
 	}
 	return in

@@ -29,10 +29,10 @@ func (r *recorder) Changed(k Key) {
 	r.changed[k]++
 }
 
-func (r *recorder) Skipped(obj metav1.Object, kind, reason string) {
+func (r *recorder) Skipped(obj metav1.Object, kind string, skip aggregate.Skip) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.skipped = append(r.skipped, kind+" "+obj.GetName()+": "+reason)
+	r.skipped = append(r.skipped, kind+" "+obj.GetName()+": "+string(skip.Reason)+": "+skip.Detail)
 }
 
 func (r *recorder) reset() map[Key]int {
@@ -157,8 +157,8 @@ func TestInputGathersMembersAndEndpointMirrors(t *testing.T) {
 			t.Errorf("member %s has %d slices, want %d", k, got[k], n)
 		}
 	}
-	if ready, ok := in.EndpointMirrors["db-0-east"]; !ok || ready {
-		t.Errorf("EndpointMirrors = %v, want db-0-east known and not ready", in.EndpointMirrors)
+	if em := in.EndpointMirrors["db-0-east"]; len(em) != 1 || aggregate.MirrorEndpointReady(true, em) {
+		t.Errorf("EndpointMirrors = %v, want db-0-east's one slice, not ready", in.EndpointMirrors)
 	}
 	if !aggregate.Exists(in) {
 		t.Error("global should exist")

@@ -120,20 +120,16 @@ func (o Options) Validate() error {
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 
 	for _, ns := range o.Namespaces {
-		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
-			bad("--namespaces: %q is not a namespace name: %s", ns, msgs[0])
+		if err := aggregate.ValidateNamespace(ns); err != nil {
+			bad("--namespaces: %q: %v", ns, err)
 		}
 	}
-	if o.Suffix == "" {
-		bad("--suffix must not be empty: the global service would take the base service's own name")
-	} else if msgs := validation.IsDNS1035Label("a" + o.Suffix); len(msgs) > 0 {
-		bad("--suffix %q cannot end a service name: %s", o.Suffix, msgs[0])
+	if err := aggregate.ValidateSuffix(o.Suffix); err != nil {
+		bad("--suffix %q: %v", o.Suffix, err)
 	}
 	if o.IncludeLocal {
-		if sel, err := labels.Parse(o.LocalSelector); err != nil {
-			bad("--local-selector %q: %v", o.LocalSelector, err)
-		} else if sel.Empty() {
-			bad("--local-selector must select something when --include-local is set (it would make every headless Service named like a base a member)")
+		if _, err := aggregate.ParseLocalSelector(o.LocalSelector); err != nil {
+			bad("--local-selector %q: %v (--include-local=false leaves local services out)", o.LocalSelector, err)
 		}
 	}
 	if o.MaxEndpointsPerSlice < 1 || o.MaxEndpointsPerSlice > 1000 {
@@ -185,7 +181,7 @@ func (o Options) Selector() labels.Selector {
 	if !o.IncludeLocal {
 		return nil
 	}
-	sel, err := labels.Parse(o.LocalSelector)
+	sel, err := aggregate.ParseLocalSelector(o.LocalSelector)
 	if err != nil {
 		return nil // Validate reported it
 	}

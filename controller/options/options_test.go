@@ -43,10 +43,10 @@ func TestValidate(t *testing.T) {
 		want string // substring of the error
 	}{
 		{[]string{"--namespaces=Bad_NS"}, "--namespaces"},
-		{[]string{"--suffix="}, "--suffix must not be empty"},
+		{[]string{"--suffix="}, "--suffix \"\": must not be empty"},
 		{[]string{"--suffix=_x"}, "--suffix"},
 		{[]string{"--local-selector=a in (b"}, "--local-selector"},
-		{[]string{"--local-selector="}, "must select something"},
+		{[]string{"--local-selector="}, "selects every headless service"},
 		{[]string{"--max-endpoints-per-slice=0"}, "between 1 and 1000"},
 		{[]string{"--max-endpoints-per-slice=1001"}, "between 1 and 1000"},
 		{[]string{"--kube-api-qps=0"}, "--kube-api-qps"},

@@ -35,7 +35,8 @@ func keyOf(addressType discoveryv1.AddressType, ports []discoveryv1.EndpointPort
 }
 
 // desiredGroups turns the view's endpoints into slice endpoints grouped by
-// address family and ports.
+// address family and ports. The view lists each endpoint once (aggregate
+// merged the duplicates).
 func desiredGroups(endpoints []aggregate.Endpoint) map[groupKey]*group {
 	groups := map[groupKey]*group{}
 	for i := range endpoints {
@@ -45,14 +46,6 @@ func desiredGroups(endpoints []aggregate.Endpoint) map[groupKey]*group {
 		if g == nil {
 			g = &group{ports: ports, set: endpointsliceutil.EndpointSet{}}
 			groups[k] = g
-		}
-		if prev := g.set.Get(ep); prev != nil {
-			// Same addresses and name twice (two members listing one IP): DNS
-			// answers it once, and answers it while either copy is ready.
-			if *ep.Conditions.Ready {
-				prev.Conditions.Ready = ep.Conditions.Ready
-			}
-			continue
 		}
 		g.set.Insert(ep)
 		g.order = append(g.order, ep)

@@ -37,28 +37,19 @@ func NewReconciler(client kubernetes.Interface, tracker *endpointsliceutil.Endpo
 	return &Reconciler{client: client, tracker: tracker, metrics: m, limit: maxPerSlice}
 }
 
-// Result tells what a Reconcile did.
-type Result struct {
-	Endpoints                 int // endpoints in the slices now
-	Created, Updated, Deleted int
-}
-
-// Writes is the number of API writes made.
-func (r Result) Writes() int { return r.Created + r.Updated + r.Deleted }
-
 // Reconcile makes the slices of the global Service svc hold exactly the view's
-// endpoints. existing are the cached slices labelled with svc's name; slices
-// not managed by globalmirror among them are left alone.
-func (r *Reconciler) Reconcile(ctx context.Context, svc *corev1.Service, view aggregate.View, existing []*discoveryv1.EndpointSlice) (Result, error) {
+// endpoints, and returns how many endpoints they hold. existing are the
+// cached slices labelled with svc's name; slices not managed by globalmirror
+// among them are left alone.
+func (r *Reconciler) Reconcile(ctx context.Context, svc *corev1.Service, view aggregate.View, existing []*discoveryv1.EndpointSlice) (endpoints int, err error) {
 	existing = Managed(existing)
 	if r.tracker.StaleSlices(svc, existing) {
-		return Result{}, ErrStale
+		return 0, ErrStale
 	}
 	desired := desiredGroups(view.Endpoints)
 	p := planner{meta: newSliceMeta(svc, view.Base, view.TriggerTime), limit: r.limit}.plan(desired, existing)
-	res := Result{}
 	for _, g := range desired {
-		res.Endpoints += len(g.order)
+		endpoints += len(g.order)
 	}
 	if p.empty() {
 		// Track what we did not write, so later stale caches are noticed.
@@ -67,7 +58,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, svc *corev1.Service, view ag
 				r.tracker.Update(s)
 			}
 		}
-		return res, nil
+		return endpoints, nil
 	}
 	api := r.client.DiscoveryV1().EndpointSlices(svc.Namespace)
 	// Creates and updates before deletes, so no endpoint is missing in between.
@@ -77,30 +68,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, svc *corev1.Service, view ag
 			got, err := api.Create(ctx, s, metav1.CreateOptions{})
 			if err != nil {
 				if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-					return res, nil // nothing to do in a namespace going away
+					return endpoints, nil // nothing to do in a namespace going away
 				}
-				return res, fmt.Errorf("create EndpointSlice for %s/%s: %w", svc.Namespace, svc.Name, err)
+				return endpoints, fmt.Errorf("create EndpointSlice for %s/%s: %w", svc.Namespace, svc.Name, err)
 			}
 			r.tracker.Update(got)
-			res.Created++
 		}
 	}
 	for _, s := range p.update {
 		r.metrics.Write("endpointslices", "update")
 		got, err := api.Update(ctx, s, metav1.UpdateOptions{})
 		if err != nil {
-			return res, fmt.Errorf("update EndpointSlice %s/%s: %w", s.Namespace, s.Name, err)
+			return endpoints, fmt.Errorf("update EndpointSlice %s/%s: %w", s.Namespace, s.Name, err)
 		}
 		r.tracker.Update(got)
-		res.Updated++
 	}
 	for _, s := range p.delete {
 		if err := r.delete(ctx, s); err != nil {
-			return res, err
+			return endpoints, err
 		}
-		res.Deleted++
 	}
-	return res, nil
+	return endpoints, nil
 }
 
 // DeleteAll deletes the managed slices among existing, for a global Service

@@ -171,9 +171,6 @@ func TestReconcile(t *testing.T) {
 			want:  []string{"update"}, sizes: []int{3}},
 		{name: "limit lowered splits", limit: 2, before: view(three...), after: view(three...),
 			want: []string{"create", "update"}, sizes: []int{2, 1}},
-		{name: "duplicate address and name written once, ready if any copy is", limit: 100,
-			after: view(ep("192.0.2.1", "", false, tcp80), ep("192.0.2.1", "", true, tcp80)),
-			want:  []string{"create"}, sizes: []int{1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
