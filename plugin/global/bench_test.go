@@ -75,7 +75,7 @@ func benchServe(b *testing.B, h plugin.Handler, qname string, qtype uint16) {
 func BenchmarkServeDNS(b *testing.B) {
 	const n = 1000
 	h := startHarness(b, defaultConfig(), world(n)...)
-	ref := reference(b, h.g.idx.src, []string{"cluster.local."})
+	ref := reference(b, h.g.ctrl.src, []string{"cluster.local."})
 	hosts := hostsPlugin(b, n)
 	name := "svc500-global.ns.svc.cluster.local."
 	b.Run("global/A", func(b *testing.B) { benchServe(b, h.g, name, dns.TypeA) })

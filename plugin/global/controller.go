@@ -12,11 +12,13 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
-// index holds the answer set of every global service, keyed by the lower-case
-// "name.namespace" a query carries. It is fed by source's informers through a
-// coalescing work queue: each change rebuilds only the affected global's
-// answer set and swaps it in. Queries never wait for a rebuild.
-type index struct {
+// dnsController is the plugin's controller loop, as dnsControl is the
+// kubernetes plugin's: source's informers tell it which bases changed, a
+// coalescing work queue dedupes them, and one worker rebuilds the answer set
+// of each changed global and swaps it in. It holds every answer set, keyed
+// by the lower-case "name.namespace" a query carries. Queries never wait for
+// a rebuild.
+type dnsController struct {
 	src *source.Source
 
 	// sets maps "name.namespace" to an immutable answer set. A plain map under
@@ -38,137 +40,132 @@ type index struct {
 	// Owned by the worker goroutine.
 	globals, endpoints int
 
-	// stopped is closed when run returns.
-	stopped chan struct{}
-
 	// now is time.Now, replaceable in tests.
 	now func() time.Time
 }
 
-func newIndex() *index {
-	x := &index{
+func newDNSController() *dnsController {
+	dc := &dnsController{
 		sets:    map[string]*answerSet{},
 		pending: map[source.Key]time.Time{},
 		queue:   workqueue.NewTyped[source.Key](),
-		stopped: make(chan struct{}),
 		now:     time.Now,
 	}
-	x.modified.Store(time.Now().Unix())
-	return x
+	dc.modified.Store(time.Now().Unix())
+	return dc
 }
 
 // Changed implements source.Handler.
-func (x *index) Changed(k source.Key) {
-	x.pendingMu.Lock()
-	if _, ok := x.pending[k]; !ok {
-		x.pending[k] = x.now()
+func (dc *dnsController) Changed(k source.Key) {
+	dc.pendingMu.Lock()
+	if _, ok := dc.pending[k]; !ok {
+		dc.pending[k] = dc.now()
 	}
-	x.pendingMu.Unlock()
-	x.queue.Add(k)
+	dc.pendingMu.Unlock()
+	dc.queue.Add(k)
 }
 
 // takePending returns and forgets when a change of k was first delivered.
-func (x *index) takePending(k source.Key) (time.Time, bool) {
-	x.pendingMu.Lock()
-	defer x.pendingMu.Unlock()
-	t, ok := x.pending[k]
-	delete(x.pending, k)
+func (dc *dnsController) takePending(k source.Key) (time.Time, bool) {
+	dc.pendingMu.Lock()
+	defer dc.pendingMu.Unlock()
+	t, ok := dc.pending[k]
+	delete(dc.pending, k)
 	return t, ok
 }
 
 // Skipped implements source.Handler.
-func (x *index) Skipped(obj metav1.Object, kind, reason string) {
-	skippedTotal.WithLabelValues(kind).Inc()
-	log.Warningf("Ignoring %s %s/%s: %s", kind, obj.GetNamespace(), obj.GetName(), reason)
+func (dc *dnsController) Skipped(obj metav1.Object, kind string, skip aggregate.Skip) {
+	skippedTotal.WithLabelValues(kind, string(skip.Reason)).Inc()
+	log.Warningf("Ignoring %s %s/%s: %s: %s", kind, obj.GetNamespace(), obj.GetName(), skip.Reason, skip.Detail)
 }
 
 // get returns the answer set of the global "name.namespace", or nil.
-func (x *index) get(key string) *answerSet {
-	x.mu.RLock()
-	s := x.sets[key]
-	x.mu.RUnlock()
+func (dc *dnsController) get(key string) *answerSet {
+	dc.mu.RLock()
+	s := dc.sets[key]
+	dc.mu.RUnlock()
 	return s
 }
 
-func (x *index) store(key string, s *answerSet) {
-	x.mu.Lock()
-	x.sets[key] = s
-	x.mu.Unlock()
+func (dc *dnsController) store(key string, s *answerSet) {
+	dc.mu.Lock()
+	dc.sets[key] = s
+	dc.mu.Unlock()
 }
 
 // ready reports whether the informers have synced and the answer sets of
 // everything they listed are built.
-func (x *index) ready() bool { return x.synced.Load() }
+func (dc *dnsController) ready() bool { return dc.synced.Load() }
 
 // run builds answer sets until ctx is done. It waits for the informers to
 // sync, queues every known base, and reports ready once those are built.
-func (x *index) run(ctx context.Context) {
+func (dc *dnsController) run(ctx context.Context) {
 	go func() {
 		<-ctx.Done()
-		x.queue.ShutDown()
+		dc.queue.ShutDown()
 	}()
-	defer close(x.stopped)
 	// This instance's share leaves the gauges with it.
-	defer func() { x.addCounts(-x.globals, -x.endpoints) }()
-	if !x.src.WaitForSync(ctx) {
+	defer func() { dc.addCounts(-dc.globals, -dc.endpoints) }()
+	if !dc.src.WaitForSync(ctx) {
 		return
 	}
-	for _, k := range x.src.Keys() {
-		x.queue.Add(k)
+	for _, k := range dc.src.Keys() {
+		dc.queue.Add(k)
 	}
-	if x.queue.Len() == 0 {
-		x.markSynced()
+	if dc.queue.Len() == 0 {
+		dc.markSynced()
 	}
-	for x.processNext() {
-		if !x.synced.Load() && x.queue.Len() == 0 {
-			x.markSynced()
+	for dc.processNext() {
+		if !dc.synced.Load() && dc.queue.Len() == 0 {
+			dc.markSynced()
 		}
 	}
 }
 
 // addCounts keeps the gauges, which sum over every instance of the plugin
 // (server blocks, and the old and new instance during a reload).
-func (x *index) addCounts(globals, endpoints int) {
-	x.globals += globals
-	x.endpoints += endpoints
+func (dc *dnsController) addCounts(globals, endpoints int) {
+	dc.globals += globals
+	dc.endpoints += endpoints
 	globalsGauge.Add(float64(globals))
 	endpointsGauge.Add(float64(endpoints))
 }
 
-func (x *index) markSynced() {
-	x.synced.Store(true)
-	log.Infof("Synced: answering for %d global services", x.globals)
+func (dc *dnsController) markSynced() {
+	dc.synced.Store(true)
+	log.Infof("Synced: answering for %d global services", dc.globals)
 }
 
-func (x *index) processNext() bool {
-	k, shutdown := x.queue.Get()
+func (dc *dnsController) processNext() bool {
+	k, shutdown := dc.queue.Get()
 	if shutdown {
 		return false
 	}
-	defer x.queue.Done(k)
-	x.rebuild(k)
+	defer dc.queue.Done(k)
+	dc.rebuild(k)
 	return true
 }
 
 // rebuild recomputes the answer set of one base from the informer caches.
-func (x *index) rebuild(k source.Key) {
+func (dc *dnsController) rebuild(k source.Key) {
 	defer rebuildsTotal.Inc() // once done: tests wait on it
 	// Before reading the caches: a change delivered from here on is built
 	// by the next rebuild and timed from its own delivery.
-	delivered, wasDelivered := x.takePending(k)
-	synced := x.synced.Load()
-	in := x.src.Input(k)
-	name := aggregate.GlobalName(k.Base, x.src.Suffix())
+	delivered, wasDelivered := dc.takePending(k)
+	synced := dc.synced.Load()
+	in := dc.src.Input(k)
+	name := aggregate.GlobalName(k.Base, dc.src.Suffix())
 	key := name + "." + k.Namespace
-	old := x.get(key)
+	old := dc.get(key)
 
 	var cur *answerSet
-	switch svc := x.src.Service(k.Namespace, name); {
-	case svc != nil && !aggregate.IsManaged(svc.Labels):
+	switch owner := aggregate.OwnerOf(dc.src.Service(k.Namespace, name)); {
+	case owner == aggregate.OwnerUser:
 		// A user's Service holds the name: it is not ours to answer.
 	case aggregate.Exists(in):
 		cur = newAnswerSet(aggregate.Aggregate(in))
-	case svc != nil:
+	case owner == aggregate.OwnerGlobalmirror:
 		// globalmirror's Service outlives the global while the controller
 		// is down or behind: every name under it is answered NXDOMAIN from
 		// here, never from those stale objects by the next plugin.
@@ -178,20 +175,20 @@ func (x *index) rebuild(k source.Key) {
 		return
 	}
 	if cur == nil {
-		x.mu.Lock()
-		delete(x.sets, key)
-		x.mu.Unlock()
+		dc.mu.Lock()
+		delete(dc.sets, key)
+		dc.mu.Unlock()
 	} else {
-		x.store(key, cur)
+		dc.store(key, cur)
 	}
 	dg, de := cur.counts()
 	og, oe := old.counts()
-	x.addCounts(dg-og, de-oe)
-	now := x.now()
-	x.modified.Store(now.Unix())
+	dc.addCounts(dg-og, de-oe)
+	now := dc.now()
+	dc.modified.Store(now.Unix())
 
 	if synced && !sameAnswers(old, cur) {
-		x.observeProgramming(now, old, cur, delivered, wasDelivered)
+		dc.observeProgramming(now, old, cur, delivered, wasDelivered)
 	}
 	if cur == nil {
 		return
@@ -213,7 +210,7 @@ func (x *index) rebuild(k source.Key) {
 // measures it), otherwise from the informers' delivery of the change.
 // Nothing is observed during the initial sync: old trigger times and the
 // initial list are not changes.
-func (x *index) observeProgramming(now time.Time, old, cur *answerSet, delivered time.Time, wasDelivered bool) {
+func (dc *dnsController) observeProgramming(now time.Time, old, cur *answerSet, delivered time.Time, wasDelivered bool) {
 	from := delivered
 	if cur != nil && old != nil && !cur.trigger.IsZero() && cur.trigger.After(old.trigger) {
 		from = cur.trigger

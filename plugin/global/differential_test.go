@@ -34,7 +34,7 @@ func userService() *object.Service {
 
 // diffNames are names in, below and around every global the source knows.
 func diffNames(h *harness) []string {
-	src := h.g.idx.src
+	src := h.g.ctrl.src
 	var names []string
 	bases := []string{"unknown", "lonely", "taken"}
 	for _, k := range src.Keys() {
@@ -96,7 +96,7 @@ func exchange(h plugin.Handler, m *dns.Msg) (*dns.Msg, int, error) {
 // answers from the converged global Services and EndpointSlices.
 func TestDifferential(t *testing.T) {
 	h := startHarness(t, defaultConfig(), fixture()...)
-	ref := reference(t, h.g.idx.src, []string{"cluster.local."}, userService())
+	ref := reference(t, h.g.ctrl.src, []string{"cluster.local."}, userService())
 	h.g.Next = ref
 
 	names := diffNames(h)

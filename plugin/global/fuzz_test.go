@@ -34,7 +34,7 @@ func FuzzServeDNS(f *testing.F) {
 	}
 
 	h := startHarness(f, defaultConfig(), fixture()...)
-	ref := reference(f, h.g.idx.src, []string{"cluster.local."}, userService())
+	ref := reference(f, h.g.ctrl.src, []string{"cluster.local."}, userService())
 	h.g.Next = ref
 
 	f.Fuzz(func(t *testing.T, data []byte) {

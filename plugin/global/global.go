@@ -29,19 +29,19 @@ type Global struct {
 	ttl        uint32
 	fall       fall.F
 
-	idx *index
+	ctrl *dnsController
 }
 
 // soaNames are the precomputed names of a zone's SOA record.
 type soaNames struct{ ns, mbox string }
 
-func newGlobal(cfg *config, idx *index) *Global {
+func newGlobal(cfg *config, ctrl *dnsController) *Global {
 	g := &Global{
 		zones:  cfg.zones,
 		suffix: cfg.suffix,
 		ttl:    cfg.ttl,
 		fall:   cfg.fall,
-		idx:    idx,
+		ctrl:   ctrl,
 	}
 	for _, z := range g.zones {
 		g.soas = append(g.soas, soaNames{ns: dnsutil.Join("ns.dns", z), mbox: dnsutil.Join("hostmaster", z)})
@@ -57,17 +57,6 @@ func newGlobal(cfg *config, idx *index) *Global {
 
 // Name implements plugin.Handler.
 func (g *Global) Name() string { return pluginName }
-
-// query is what a name below svc.<zone> says, parsed like the kubernetes
-// plugin's parseRequest (without its pod, multicluster and zonal forms).
-type query struct {
-	key   string // "service.namespace", the index key
-	extra int    // labels left of the service; 3 means three or more
-	// endpoint (extra 1) or port (extra 2), underscore not stripped
-	first string
-	// protocol (extra 2), underscore not stripped
-	second string
-}
 
 // ServeDNS implements plugin.Handler.
 func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
@@ -91,9 +80,9 @@ func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg)
 	qtype := state.QType()
 
 	var set *answerSet
-	synced := g.idx.ready() // once: the answer below must agree with it
+	synced := g.ctrl.ready() // once: the answer below must agree with it
 	if synced {
-		if set = g.idx.get(q.key); set == nil {
+		if set = g.ctrl.get(q.key); set == nil {
 			// Not a global service we know (or one a user owns): not ours.
 			return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
 		}
@@ -180,140 +169,10 @@ func (g *Global) soa(rr *dns.SOA, zi int, zone string) {
 		Hdr:     dns.RR_Header{Name: zone, Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: min(g.ttl, 300)},
 		Ns:      names.ns,
 		Mbox:    names.mbox,
-		Serial:  uint32(g.idx.modified.Load()), // #nosec G115 -- Unix time as SOA serial, like the kubernetes plugin
+		Serial:  uint32(g.ctrl.modified.Load()), // #nosec G115 -- Unix time as SOA serial, like the kubernetes plugin
 		Refresh: 7200,
 		Retry:   1800,
 		Expire:  86400,
 		Minttl:  g.ttl,
 	}
-}
-
-// matchZone returns the index of the longest configured zone qname is in, or
-// -1. It is dns.IsSubDomain (case-insensitive, label-wise, escapes honoured)
-// without its allocations.
-func (g *Global) matchZone(qname string) int {
-	best := -1
-	for i, z := range g.zones {
-		if inZone(qname, z) && (best < 0 || len(z) > len(g.zones[best])) {
-			best = i
-		}
-	}
-	return best
-}
-
-// inZone reports whether name (fully qualified) is zone or below it.
-func inZone(name, zone string) bool {
-	if zone == "." {
-		return true
-	}
-	if len(name) < len(zone) || !equalASCIIFold(name[len(name)-len(zone):], zone) {
-		return false
-	}
-	if len(name) == len(zone) {
-		return true
-	}
-	// The zone must start at a label boundary: an unescaped dot before it.
-	dot := len(name) - len(zone) - 1
-	if name[dot] != '.' {
-		return false
-	}
-	backslashes := 0
-	for i := dot - 1; i >= 0 && name[i] == '\\'; i-- {
-		backslashes++
-	}
-	return backslashes%2 == 0
-}
-
-func equalASCIIFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
-}
-
-// parseName reports whether name (lower case) is one this plugin may own:
-// <labels...>.<service>.<namespace>.svc.<zone> where the service ends in the
-// suffix and the namespace is watched.
-func (g *Global) parseName(name, zone string) (query, bool) {
-	base, err := dnsutil.TrimZone(name, zone)
-	if err != nil || base == "" {
-		return query{}, false
-	}
-	// Up to five labels from the right: svc, namespace, service, then the
-	// endpoint, or the protocol and the port. more: there are others left of them.
-	var labels [5]string
-	n, more := 0, false
-	var key string
-	if strings.IndexByte(base, '\\') < 0 {
-		// Fast path, no allocation: split on dots from the right.
-		var starts [5]int
-		end := len(base)
-		for n < len(labels) {
-			i := strings.LastIndexByte(base[:end], '.')
-			labels[n], starts[n] = base[i+1:end], i+1
-			n++
-			if i < 0 {
-				break
-			}
-			end = i
-		}
-		more = n == len(labels) && starts[n-1] > 0
-		if n >= 3 {
-			key = base[starts[2] : starts[0]-1]
-		}
-	} else {
-		// Escaped characters: split the way the kubernetes plugin does.
-		segs := dns.SplitDomainName(base)
-		for i := len(segs) - 1; i >= 0 && n < len(labels); i-- {
-			labels[n] = segs[i]
-			n++
-		}
-		more = len(segs) > len(labels)
-		if n >= 3 {
-			key = labels[2] + "." + labels[1]
-		}
-	}
-	if n < 3 || labels[0] != "svc" {
-		return query{}, false
-	}
-	service, namespace := labels[2], labels[1]
-	if len(service) <= len(g.suffix) || !strings.HasSuffix(service, g.suffix) {
-		return query{}, false
-	}
-	if g.namespaces != nil {
-		if _, ok := g.namespaces[namespace]; !ok {
-			return query{}, false
-		}
-	}
-	q := query{key: key, extra: n - 3}
-	if more {
-		q.extra = 3
-	}
-	switch q.extra {
-	case 1:
-		q.first = labels[3]
-	case 2:
-		q.first, q.second = labels[4], labels[3]
-	}
-	return q, true
-}
-
-// stripUnderscore removes a leading underscore, as the kubernetes plugin does.
-func stripUnderscore(s string) string {
-	if len(s) > 0 && s[0] == '_' {
-		return s[1:]
-	}
-	return s
 }

@@ -253,12 +253,12 @@ func startHarness(t testing.TB, cfg *config, objs ...runtime.Object) *harness {
 	}
 	g.Next = test.NextHandler(dns.RcodeBadCookie, nil) // a marker rcode: "passed on"
 	ctx, cancel := context.WithCancel(context.Background())
+	stopped := g.start(ctx)
 	stop := func() {
 		cancel()
-		<-g.idx.stopped
+		<-stopped
 	}
 	t.Cleanup(stop)
-	g.start(ctx)
 	waitFor(t, 10*time.Second, "plugin ready", g.Ready)
 	return &harness{g: g, client: client, cancel: stop}
 }

@@ -93,7 +93,7 @@ func startLarge(b *testing.B, n int, baseline func()) (g *Global, client *fake.C
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	g.start(ctx)
+	stopped := g.start(ctx)
 	deadline := time.Now().Add(5 * time.Minute)
 	for !g.Ready() {
 		if time.Now().After(deadline) {
@@ -104,6 +104,6 @@ func startLarge(b *testing.B, n int, baseline func()) (g *Global, client *fake.C
 	}
 	return g, client, func() {
 		cancel()
-		<-g.idx.stopped
+		<-stopped
 	}
 }

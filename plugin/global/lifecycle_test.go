@@ -390,11 +390,11 @@ func TestProblemsAndSkipped(t *testing.T) {
 		// "x-b" from b and a local-looking "x-b" can't collide; make the
 		// names collide through a hostname that already carries the suffix.
 		slice(c2, "col-b", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready(strings.Repeat("h", 62), "192.0.2.151")))
-	skipped0 := testutil.ToFloat64(skippedTotal.WithLabelValues("Service"))
+	skipped0 := testutil.ToFloat64(skippedTotal.WithLabelValues("Service", string(aggregate.SkipMissingClusterName)))
 	problems0 := testutil.ToFloat64(problemsTotal.WithLabelValues(aggregate.ReasonInvalidHostname))
 	h := startHarness(t, defaultConfig(), objs...)
-	if d := testutil.ToFloat64(skippedTotal.WithLabelValues("Service")) - skipped0; d < 1 {
-		t.Errorf("skipped_objects_total{Service} +%v, want >= 1", d)
+	if d := testutil.ToFloat64(skippedTotal.WithLabelValues("Service", string(aggregate.SkipMissingClusterName))) - skipped0; d < 1 {
+		t.Errorf("skipped_objects_total{Service,MissingClusterName} +%v, want >= 1", d)
 	}
 	if d := testutil.ToFloat64(problemsTotal.WithLabelValues(aggregate.ReasonInvalidHostname)) - problems0; d != 1 {
 		t.Errorf("problems_total{InvalidHostname} +%v, want 1", d)

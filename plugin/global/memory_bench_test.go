@@ -40,7 +40,7 @@ func indexMemory(b *testing.B, globals int) (total, answers int64, endpoints int
 	// Nothing allocates while measuring: informers and worker are stopped,
 	// their caches and answer sets stay reachable through g.
 	stop()
-	for _, s := range g.idx.sets {
+	for _, s := range g.ctrl.sets {
 		endpoints += s.endpoints
 	}
 	if want := largeEndpoints(globals); endpoints != want {
@@ -50,7 +50,7 @@ func indexMemory(b *testing.B, globals int) (total, answers int64, endpoints int
 	if path := os.Getenv(heapProfileEnv); path != "" {
 		writeHeapProfile(b, path)
 	}
-	clear(g.idx.sets)
+	clear(g.ctrl.sets)
 	withoutSets := liveHeap()
 	runtime.KeepAlive(g)
 	runtime.KeepAlive(client)

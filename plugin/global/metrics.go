@@ -45,8 +45,8 @@ var (
 		Namespace: plugin.Namespace,
 		Subsystem: "global",
 		Name:      "skipped_objects_total",
-		Help:      "Counter of malformed objects (e.g. mirror Services without a cluster name) the plugin ignored, by kind.",
-	}, []string{"kind"})
+		Help:      "Counter of malformed objects (e.g. mirror Services without a cluster name) the plugin ignored, by kind and reason.",
+	}, []string{"kind", "reason"})
 
 	problemsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
 		Namespace: plugin.Namespace,

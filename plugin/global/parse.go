@@ -1,184 +1,153 @@
 package global
 
 import (
-	"fmt"
-	"strconv"
 	"strings"
 
-	"github.com/coredns/caddy"
-	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/pkg/dnsutil"
-	"github.com/coredns/coredns/plugin/pkg/fall"
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/miekg/dns"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/rest"
 )
 
-const (
-	defaultZone = "cluster.local."
-	defaultTTL  = 5
-	maxTTL      = 3600
-	// noLocal is the local_selector value that leaves local services out.
-	noLocal = "none"
-)
+// Query names are parsed here, as the kubernetes plugin's parse.go parses
+// its requests; the stanza is parsed in setup.go.
 
-// config is one parsed `global` stanza.
-type config struct {
-	zones      []string // normalized: lower case, fully qualified
-	suffix     string
-	kubeconfig string
-	context    string
-	rest       *rest.Config // from the kubeconfig; nil: in-cluster
-	namespaces []string
-	// localSelector selects local member services; nil: none are members.
-	localSelector labels.Selector
-	ttl           uint32
-	fall          fall.F
+// query is what a name below svc.<zone> says, parsed like the kubernetes
+// plugin's parseRequest (without its pod, multicluster and zonal forms).
+type query struct {
+	key   string // "service.namespace", the index key
+	extra int    // labels left of the service; 3 means three or more
+	// endpoint (extra 1) or port (extra 2), underscore not stripped
+	first string
+	// protocol (extra 2), underscore not stripped
+	second string
 }
 
-// parse parses the one `global` stanza of a server block.
-func parse(c *caddy.Controller) (*config, error) {
-	var cfg *config
-	for c.Next() {
-		if cfg != nil {
-			return nil, c.Errf("%v", plugin.ErrOnce)
-		}
-		var err error
-		if cfg, err = parseStanza(c); err != nil {
-			return nil, err
+// matchZone returns the index of the longest configured zone qname is in, or
+// -1. It is dns.IsSubDomain (case-insensitive, label-wise, escapes honoured)
+// without its allocations.
+func (g *Global) matchZone(qname string) int {
+	best := -1
+	for i, z := range g.zones {
+		if inZone(qname, z) && (best < 0 || len(z) > len(g.zones[best])) {
+			best = i
 		}
 	}
-	if cfg == nil {
-		return nil, c.Err("no global stanza")
-	}
-	return cfg, nil
+	return best
 }
 
-func parseStanza(c *caddy.Controller) (*config, error) {
-	sel, err := labels.Parse(aggregate.DefaultLocalSelector)
-	if err != nil {
-		return nil, err
+// inZone reports whether name (fully qualified) is zone or below it.
+func inZone(name, zone string) bool {
+	if zone == "." {
+		return true
 	}
-	cfg := &config{suffix: aggregate.DefaultSuffix, ttl: defaultTTL, localSelector: sel}
+	if len(name) < len(zone) || !equalASCIIFold(name[len(name)-len(zone):], zone) {
+		return false
+	}
+	if len(name) == len(zone) {
+		return true
+	}
+	// The zone must start at a label boundary: an unescaped dot before it.
+	dot := len(name) - len(zone) - 1
+	if name[dot] != '.' {
+		return false
+	}
+	backslashes := 0
+	for i := dot - 1; i >= 0 && name[i] == '\\'; i-- {
+		backslashes++
+	}
+	return backslashes%2 == 0
+}
 
-	for _, z := range c.RemainingArgs() {
-		zone, err := parseZone(z)
-		if err != nil {
-			return nil, c.Errf("%v", err)
+func equalASCIIFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
 		}
-		cfg.zones = append(cfg.zones, zone)
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
 	}
-	if len(cfg.zones) == 0 {
-		cfg.zones = []string{defaultZone}
-	}
+	return true
+}
 
-	seen := map[string]bool{}
-	for c.NextBlock() {
-		opt := c.Val()
-		if seen[opt] {
-			return nil, c.Errf("option '%s' given more than once", opt)
-		}
-		seen[opt] = true
-		args := c.RemainingArgs()
-		switch opt {
-		case "suffix":
-			if len(args) != 1 {
-				return nil, c.ArgErr()
-			}
-			if err := validSuffix(args[0]); err != nil {
-				return nil, c.Errf("invalid suffix '%s': %v", args[0], err)
-			}
-			cfg.suffix = args[0]
-		case "kubeconfig":
-			if len(args) != 1 && len(args) != 2 {
-				return nil, c.ArgErr()
-			}
-			cfg.kubeconfig = args[0]
-			if len(args) == 2 {
-				cfg.context = args[1]
-			}
-			rc, err := kubeconfigRestConfig(cfg.kubeconfig, cfg.context)
-			if err != nil {
-				return nil, c.Errf("%v", err)
-			}
-			cfg.rest = rc
-		case "namespaces":
-			if len(args) == 0 {
-				return nil, c.ArgErr()
-			}
-			for _, ns := range args {
-				if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-					return nil, c.Errf("invalid namespace '%s': %s", ns, errs[0])
-				}
-			}
-			cfg.namespaces = args
-		case "local_selector":
-			if len(args) == 0 {
-				return nil, c.ArgErr()
-			}
-			if len(args) == 1 && args[0] == noLocal {
-				cfg.localSelector = nil
+// parseName reports whether name (lower case) is one this plugin may own:
+// <labels...>.<service>.<namespace>.svc.<zone> where the service ends in the
+// suffix and the namespace is watched.
+func (g *Global) parseName(name, zone string) (query, bool) {
+	base, err := dnsutil.TrimZone(name, zone)
+	if err != nil || base == "" {
+		return query{}, false
+	}
+	// Up to five labels from the right: svc, namespace, service, then the
+	// endpoint, or the protocol and the port. more: there are others left of them.
+	var labels [5]string
+	n, more := 0, false
+	var key string
+	if strings.IndexByte(base, '\\') < 0 {
+		// Fast path, no allocation: split on dots from the right.
+		var starts [5]int
+		end := len(base)
+		for n < len(labels) {
+			i := strings.LastIndexByte(base[:end], '.')
+			labels[n], starts[n] = base[i+1:end], i+1
+			n++
+			if i < 0 {
 				break
 			}
-			s := strings.Join(args, " ")
-			sel, err := labels.Parse(s)
-			if err != nil {
-				return nil, c.Errf("invalid local_selector '%s': %v", s, err)
-			}
-			if sel.Empty() {
-				return nil, c.Errf("local_selector '%s' selects every headless service; use '%s' to leave local services out", s, noLocal)
-			}
-			cfg.localSelector = sel
-		case "ttl":
-			if len(args) != 1 {
-				return nil, c.ArgErr()
-			}
-			t, err := strconv.Atoi(args[0])
-			if err != nil || t < 0 || t > maxTTL {
-				return nil, c.Errf("ttl must be an integer in range [0, %d]: '%s'", maxTTL, args[0])
-			}
-			cfg.ttl = uint32(t)
-		case "fallthrough":
-			for _, z := range args {
-				if _, err := parseZone(z); err != nil {
-					return nil, c.Errf("fallthrough: %v", err)
-				}
-			}
-			cfg.fall.SetZonesFromArgs(args)
-		default:
-			return nil, c.Errf("unknown property '%s'", opt)
+			end = i
+		}
+		more = n == len(labels) && starts[n-1] > 0
+		if n >= 3 {
+			key = base[starts[2] : starts[0]-1]
+		}
+	} else {
+		// Escaped characters: split the way the kubernetes plugin does.
+		segs := dns.SplitDomainName(base)
+		for i := len(segs) - 1; i >= 0 && n < len(labels); i-- {
+			labels[n] = segs[i]
+			n++
+		}
+		more = len(segs) > len(labels)
+		if n >= 3 {
+			key = labels[2] + "." + labels[1]
 		}
 	}
-	return cfg, nil
+	if n < 3 || labels[0] != "svc" {
+		return query{}, false
+	}
+	service, namespace := labels[2], labels[1]
+	if _, ok := aggregate.BaseOf(service, g.suffix); !ok {
+		return query{}, false
+	}
+	if g.namespaces != nil {
+		if _, ok := g.namespaces[namespace]; !ok {
+			return query{}, false
+		}
+	}
+	q := query{key: key, extra: n - 3}
+	if more {
+		q.extra = 3
+	}
+	switch q.extra {
+	case 1:
+		q.first = labels[3]
+	case 2:
+		q.first, q.second = labels[4], labels[3]
+	}
+	return q, true
 }
 
-// parseZone checks and normalizes a zone argument.
-func parseZone(z string) (string, error) {
-	if z == "" || strings.ContainsAny(z, ":/ \t") {
-		return "", fmt.Errorf("invalid zone '%s': want a domain name without scheme or port", z)
+// stripUnderscore removes a leading underscore, as the kubernetes plugin does.
+func stripUnderscore(s string) string {
+	if len(s) > 0 && s[0] == '_' {
+		return s[1:]
 	}
-	if _, ok := dns.IsDomainName(z); !ok {
-		return "", fmt.Errorf("invalid zone '%s': not a domain name", z)
-	}
-	zone := dns.Fqdn(strings.ToLower(z))
-	if strings.Contains(zone, "..") && zone != "." {
-		return "", fmt.Errorf("invalid zone '%s': empty label", z)
-	}
-	if dnsutil.IsReverse(zone) > 0 {
-		return "", fmt.Errorf("invalid zone '%s': reverse zones hold no services", z)
-	}
-	return zone, nil
-}
-
-// validSuffix accepts suffixes that turn a base name into a valid Service name.
-func validSuffix(s string) error {
-	if s == "" {
-		return fmt.Errorf("empty")
-	}
-	if errs := validation.IsDNS1035Label("a" + s); len(errs) > 0 {
-		return fmt.Errorf("%s", errs[0])
-	}
-	return nil
+	return s
 }

@@ -111,7 +111,7 @@ func TestDifferentialRandom(t *testing.T) {
 	for seed := range uint64(worlds) {
 		r := rand.New(rand.NewPCG(seed, 42))
 		h := startHarness(t, defaultConfig(), randomWorld(r)...)
-		ref := reference(t, h.g.idx.src, []string{"cluster.local."})
+		ref := reference(t, h.g.ctrl.src, []string{"cluster.local."})
 		h.g.Next = ref
 		failed := false
 		for _, name := range diffNames(h) {

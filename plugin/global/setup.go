@@ -4,14 +4,21 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/core/dnsserver"
 	"github.com/coredns/coredns/coremain"
 	"github.com/coredns/coredns/plugin"
+	"github.com/coredns/coredns/plugin/pkg/dnsutil"
+	"github.com/coredns/coredns/plugin/pkg/fall"
 	clog "github.com/coredns/coredns/plugin/pkg/log"
+	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/source"
+	"github.com/miekg/dns"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -72,34 +79,43 @@ func setup(c *caddy.Controller) error {
 
 // newFromClient builds the plugin and its informers (not yet started) on client.
 func newFromClient(cfg *config, client kubernetes.Interface) (*Global, error) {
-	idx := newIndex()
+	ctrl := newDNSController()
 	src, err := source.New(source.Config{
 		Client:        client,
 		Namespaces:    cfg.namespaces,
 		Suffix:        cfg.suffix,
 		LocalSelector: cfg.localSelector,
-	}, idx)
+	}, ctrl)
 	if err != nil {
 		return nil, err
 	}
-	idx.src = src
-	return newGlobal(cfg, idx), nil
+	ctrl.src = src
+	return newGlobal(cfg, ctrl), nil
 }
 
-// start runs the informers and the index until ctx is done.
-func (g *Global) start(ctx context.Context) {
-	g.idx.src.Start(ctx)
-	go g.idx.run(ctx)
+// start runs the informers and the controller loop until ctx is done; the
+// channel it returns is closed once the loop has stopped.
+func (g *Global) start(ctx context.Context) <-chan struct{} {
+	g.ctrl.src.Start(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.ctrl.run(ctx)
+	}()
+	return done
 }
 
-// restConfig is the kubeconfig's client config, or the in-cluster one.
+// restConfig is the kubeconfig's client config, or the in-cluster one. A
+// kubeconfig that cannot be loaded is an error naming the Corefile line.
 func restConfig(cfg *config) (*rest.Config, error) {
-	rc := cfg.rest
-	if rc == nil {
-		var err error
-		if rc, err = rest.InClusterConfig(); err != nil {
-			return nil, fmt.Errorf("in-cluster config (use the kubeconfig option outside a cluster): %w", err)
+	var rc *rest.Config
+	var err error
+	if cfg.clientConfig != nil {
+		if rc, err = cfg.clientConfig.ClientConfig(); err != nil {
+			return nil, fmt.Errorf("%s - Error during parsing: kubeconfig '%s': %w", cfg.kubeconfigAt, cfg.kubeconfig, err)
 		}
+	} else if rc, err = rest.InClusterConfig(); err != nil {
+		return nil, fmt.Errorf("in-cluster config (use the kubeconfig option outside a cluster): %w", err)
 	}
 	rc = rest.CopyConfig(rc)
 	rc.ContentType = "application/vnd.kubernetes.protobuf"
@@ -107,13 +123,159 @@ func restConfig(cfg *config) (*rest.Config, error) {
 	return rc, nil
 }
 
-// kubeconfigRestConfig loads a kubeconfig file, with its current context or ctx.
-func kubeconfigRestConfig(path, ctx string) (*rest.Config, error) {
-	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: path},
-		&clientcmd.ConfigOverrides{CurrentContext: ctx}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig '%s': %w", path, err)
+// ---- the stanza ----
+
+const (
+	defaultZone = "cluster.local."
+	defaultTTL  = 5
+	maxTTL      = 3600
+	// noLocal is the local_selector value that leaves local services out.
+	noLocal = "none"
+)
+
+// config is one parsed `global` stanza.
+type config struct {
+	zones      []string // normalized: lower case, fully qualified
+	suffix     string
+	kubeconfig string
+	context    string
+	// clientConfig loads the kubeconfig when the client is made; nil: the
+	// in-cluster configuration.
+	clientConfig clientcmd.ClientConfig
+	kubeconfigAt string // "file:line" of the kubeconfig option, for errors
+	namespaces   []string
+	// localSelector selects local member services; nil: none are members.
+	localSelector labels.Selector
+	ttl           uint32
+	fall          fall.F
+}
+
+// parse parses the one `global` stanza of a server block.
+func parse(c *caddy.Controller) (*config, error) {
+	var cfg *config
+	for c.Next() {
+		if cfg != nil {
+			return nil, c.Errf("%v", plugin.ErrOnce)
+		}
+		var err error
+		if cfg, err = parseStanza(c); err != nil {
+			return nil, err
+		}
 	}
-	return rc, nil
+	if cfg == nil {
+		return nil, c.Err("no global stanza")
+	}
+	return cfg, nil
+}
+
+func parseStanza(c *caddy.Controller) (*config, error) {
+	sel, err := aggregate.ParseLocalSelector(aggregate.DefaultLocalSelector)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &config{suffix: aggregate.DefaultSuffix, ttl: defaultTTL, localSelector: sel}
+
+	for _, z := range c.RemainingArgs() {
+		zone, err := parseZone(z)
+		if err != nil {
+			return nil, c.Errf("%v", err)
+		}
+		cfg.zones = append(cfg.zones, zone)
+	}
+	if len(cfg.zones) == 0 {
+		cfg.zones = []string{defaultZone}
+	}
+
+	seen := map[string]bool{}
+	for c.NextBlock() {
+		opt := c.Val()
+		if seen[opt] {
+			return nil, c.Errf("option '%s' given more than once", opt)
+		}
+		seen[opt] = true
+		args := c.RemainingArgs()
+		switch opt {
+		case "suffix":
+			if len(args) != 1 {
+				return nil, c.ArgErr()
+			}
+			if err := aggregate.ValidateSuffix(args[0]); err != nil {
+				return nil, c.Errf("invalid suffix '%s': %v", args[0], err)
+			}
+			cfg.suffix = args[0]
+		case "kubeconfig":
+			if len(args) != 1 && len(args) != 2 {
+				return nil, c.ArgErr()
+			}
+			cfg.kubeconfig = args[0]
+			if len(args) == 2 {
+				cfg.context = args[1]
+			}
+			cfg.clientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+				&clientcmd.ClientConfigLoadingRules{ExplicitPath: cfg.kubeconfig},
+				&clientcmd.ConfigOverrides{CurrentContext: cfg.context})
+			cfg.kubeconfigAt = fmt.Sprintf("%s:%d", c.File(), c.Line())
+		case "namespaces":
+			if len(args) == 0 {
+				return nil, c.ArgErr()
+			}
+			for _, ns := range args {
+				if err := aggregate.ValidateNamespace(ns); err != nil {
+					return nil, c.Errf("invalid namespace '%s': %v", ns, err)
+				}
+			}
+			cfg.namespaces = args
+		case "local_selector":
+			if len(args) == 0 {
+				return nil, c.ArgErr()
+			}
+			if len(args) == 1 && args[0] == noLocal {
+				cfg.localSelector = nil
+				break
+			}
+			s := strings.Join(args, " ")
+			sel, err := aggregate.ParseLocalSelector(s)
+			if err != nil {
+				return nil, c.Errf("invalid local_selector '%s': %v; '%s' leaves local services out", s, err, noLocal)
+			}
+			cfg.localSelector = sel
+		case "ttl":
+			if len(args) != 1 {
+				return nil, c.ArgErr()
+			}
+			t, err := strconv.Atoi(args[0])
+			if err != nil || t < 0 || t > maxTTL {
+				return nil, c.Errf("ttl must be an integer in range [0, %d]: '%s'", maxTTL, args[0])
+			}
+			cfg.ttl = uint32(t)
+		case "fallthrough":
+			for _, z := range args {
+				if _, err := parseZone(z); err != nil {
+					return nil, c.Errf("fallthrough: %v", err)
+				}
+			}
+			cfg.fall.SetZonesFromArgs(args)
+		default:
+			return nil, c.Errf("unknown property '%s'", opt)
+		}
+	}
+	return cfg, nil
+}
+
+// parseZone checks and normalizes a zone argument.
+func parseZone(z string) (string, error) {
+	if z == "" || strings.ContainsAny(z, ":/ \t") {
+		return "", fmt.Errorf("invalid zone '%s': want a domain name without scheme or port", z)
+	}
+	if _, ok := dns.IsDomainName(z); !ok {
+		return "", fmt.Errorf("invalid zone '%s': not a domain name", z)
+	}
+	zone := dns.Fqdn(strings.ToLower(z))
+	if strings.Contains(zone, "..") && zone != "." {
+		return "", fmt.Errorf("invalid zone '%s': empty label", z)
+	}
+	if dnsutil.IsReverse(zone) > 0 {
+		return "", fmt.Errorf("invalid zone '%s': reverse zones hold no services", z)
+	}
+	return zone, nil
 }

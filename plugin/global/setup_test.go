@@ -46,7 +46,7 @@ func TestParse(t *testing.T) {
 	}{
 		{`global`, func(t *testing.T, c *config) {
 			if !slices.Equal(c.zones, []string{"cluster.local."}) || c.suffix != "-global" || c.ttl != 5 ||
-				c.rest != nil || c.namespaces != nil || c.localSelector == nil ||
+				c.clientConfig != nil || c.namespaces != nil || c.localSelector == nil ||
 				c.localSelector.String() != "mirror.linkerd.io/exported" || c.fall.Zones != nil {
 				t.Errorf("defaults: %+v", c)
 			}
@@ -65,8 +65,8 @@ func TestParse(t *testing.T) {
 			if c.suffix != "-everywhere" || c.ttl != 0 || !slices.Equal(c.namespaces, []string{"ns1", "ns2"}) {
 				t.Errorf("config %+v", c)
 			}
-			if c.rest == nil || c.rest.Host != "https://127.0.0.1:2" {
-				t.Errorf("kubeconfig context not used: %+v", c.rest)
+			if rc, err := restConfig(c); err != nil || rc.Host != "https://127.0.0.1:2" {
+				t.Errorf("kubeconfig context not used: %+v %v", rc, err)
 			}
 			if got := c.localSelector.String(); got != "app in (cache,db),tier!=test" {
 				t.Errorf("selector %q", got)
@@ -81,8 +81,8 @@ func TestParse(t *testing.T) {
 			ttl 3600
 			fallthrough
 		}`, func(t *testing.T, c *config) {
-			if c.rest == nil || c.rest.Host != "https://127.0.0.1:1" {
-				t.Errorf("kubeconfig current context not used: %+v", c.rest)
+			if rc, err := restConfig(c); err != nil || rc.Host != "https://127.0.0.1:1" {
+				t.Errorf("kubeconfig current context not used: %+v %v", rc, err)
 			}
 			if c.localSelector != nil {
 				t.Errorf("local_selector none: %v", c.localSelector)
@@ -103,7 +103,6 @@ func TestParse(t *testing.T) {
 }
 
 func TestParseErrors(t *testing.T) {
-	kc := writeKubeconfig(t)
 	tests := []struct {
 		input string
 		want  string // a substring of the error
@@ -127,8 +126,6 @@ func TestParseErrors(t *testing.T) {
 		{"global {\n local_selector in (\n}", "invalid local_selector"},
 		{"global {\n kubeconfig\n}", "Testfile:2 - Error during parsing: Wrong argument count"},
 		{"global {\n kubeconfig a b c\n}", "Wrong argument count"},
-		{"global {\n kubeconfig /does/not/exist\n}", "Testfile:2 - Error during parsing: kubeconfig '/does/not/exist'"},
-		{"global {\n kubeconfig " + kc + " nosuchcontext\n}", `context "nosuchcontext" does not exist`},
 		{"global {\n fallthrough exa:mple\n}", "Testfile:2 - Error during parsing: fallthrough: invalid zone 'exa:mple'"},
 		{"global cluster..local", "Testfile:1 - Error during parsing: invalid zone 'cluster..local'"},
 		{"global cluster.local:53", "invalid zone 'cluster.local:53'"},
@@ -165,6 +162,16 @@ func TestSetup(t *testing.T) {
 	err := setup(c)
 	if err == nil || !strings.Contains(err.Error(), "plugin/global: Testfile:2 - Error during parsing: unknown property 'bogus'") {
 		t.Fatalf("setup error %v", err)
+	}
+
+	// A kubeconfig is read when the client is made; its errors still name the line.
+	for input, want := range map[string]string{
+		"global {\n kubeconfig /does/not/exist\n}":                  "plugin/global: Testfile:2 - Error during parsing: kubeconfig '/does/not/exist'",
+		"global {\n ttl 1\n kubeconfig " + kc + " nosuchcontext\n}": `Testfile:3 - Error during parsing: kubeconfig '` + kc + `': context "nosuchcontext" does not exist`,
+	} {
+		if err := setup(caddy.NewTestController("dns", input)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: setup error %v, want %q", input, err, want)
+		}
 	}
 
 	// Without a kubeconfig outside a cluster: a clear error, not a crash.

@@ -1,0 +1,328 @@
+package global
+
+import (
+	"math"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/globalmirror/globalmirror/aggregate"
+)
+
+// answerSet is everything one global service answers, immutable once built.
+// It is compact: records are built per query from it (see reply.go), with the
+// addresses of A and AAAA records sub-slices of its address slab.
+//
+// Its entries are, as the kubernetes plugin's findServices builds "services"
+// for a headless service, one per ready endpoint address and port of the
+// endpoint's slice (one without a port when the slice has none); an entry is
+// a record here and one of its port set's ports.
+type answerSet struct {
+	name      string // global service name
+	namespace string
+
+	// slab holds every distinct address once, the n4 IPv4 addresses (4 bytes
+	// each) first, then the IPv6 ones (16 bytes), each family in the order
+	// the entries first give it. It is never written after it is built:
+	// records handed out point into it.
+	slab []byte
+	n4   uint32
+	// names holds the distinct hostnames (or dashed IPs) of the records.
+	names string
+	recs  []rec
+	// byHost is the records sorted by lower-case host, then by position.
+	byHost []uint32
+	// keys are the lower-case hosts of the records, only when some host is
+	// not lower case; otherwise a record's host is its key.
+	keys    []string
+	ports   [][]portSpec // distinct port sets of the records
+	entries int          // entries of all records, for the SRV weight
+
+	// absent: the global does not exist, but globalmirror's Service for it
+	// still does; every name under it is NXDOMAIN.
+	absent bool
+
+	endpoints int               // ready endpoints, for the gauge
+	problems  map[string]string // detail -> reason, to count each problem once
+	trigger   time.Time
+}
+
+// rec is one ready endpoint address.
+type rec struct {
+	addr    uint32 // address index: < n4 IPv4, else IPv6
+	host    uint32 // offset of the host in names
+	ports   uint32 // index of the port set
+	hostLen uint16
+}
+
+// portSpec is one port of an endpoint's slice, as the kubernetes plugin sees it.
+type portSpec struct {
+	port  int32 // -1: no port number
+	name  string
+	proto string
+}
+
+// noPort is the one entry of a record whose slice has no ports.
+var noPort = []portSpec{{port: -1}}
+
+// newAnswerSet turns a view into an answer set.
+func newAnswerSet(v aggregate.View) *answerSet {
+	s := &answerSet{
+		name:      v.Name,
+		namespace: v.Namespace,
+		trigger:   v.TriggerTime,
+	}
+
+	// Distinct addresses by family, hosts and port sets, in first-seen order.
+	type pending struct {
+		addr  int // index in v4 or v6
+		v4    bool
+		host  int // index in hosts
+		ports uint32
+	}
+	var (
+		v4, v6    []net.IP
+		addrIdx   = map[string]int{} // address as the slice spells it -> index in its family
+		hosts     []string
+		hostIdx   = map[string]int{}
+		portIdx   = map[string]uint32{}
+		pend      []pending
+		namesLen  int
+		lowerKeys bool
+	)
+	for _, ep := range v.Endpoints {
+		if !ep.Ready {
+			continue
+		}
+		s.endpoints++
+		ps, pkey := portSet(ep)
+		pi, ok := portIdx[pkey]
+		if !ok {
+			pi = uint32(len(s.ports)) // #nosec G115 -- fewer port sets than endpoints
+			portIdx[pkey] = pi
+			s.ports = append(s.ports, ps)
+		}
+		for _, ip := range ep.Addresses {
+			addr := net.ParseIP(ip)
+			if addr == nil {
+				continue // aggregate only passes canonical addresses
+			}
+			p := pending{ports: pi}
+			a4 := addr.To4()
+			p.v4 = a4 != nil
+			// The same address spelled two ways (a.b.c.d, ::ffff:a.b.c.d) is
+			// two addresses, as in the kubernetes plugin.
+			ai, seen := addrIdx[ip]
+			if !seen {
+				if p.v4 {
+					ai = len(v4)
+					v4 = append(v4, a4)
+				} else {
+					ai = len(v6)
+					v6 = append(v6, addr.To16())
+				}
+				addrIdx[ip] = ai
+			}
+			p.addr = ai
+			host := ep.Hostname
+			if host == "" {
+				host = dashedIP(ip)
+			}
+			hi, seen := hostIdx[host]
+			if !seen {
+				hi = len(hosts)
+				hostIdx[host] = hi
+				hosts = append(hosts, host)
+				namesLen += len(host)
+				lowerKeys = lowerKeys || strings.ToLower(host) != host
+			}
+			p.host = hi
+			pend = append(pend, p)
+		}
+	}
+
+	s.n4 = uint32(len(v4)) // #nosec G115 -- addresses are far fewer than 2^32
+	s.slab = make([]byte, 0, 4*len(v4)+16*len(v6))
+	for _, a := range v4 {
+		s.slab = append(s.slab, a...)
+	}
+	for _, a := range v6 {
+		s.slab = append(s.slab, a...)
+	}
+	var b strings.Builder
+	b.Grow(namesLen)
+	offsets := make([]uint32, len(hosts))
+	for i, h := range hosts {
+		offsets[i] = uint32(b.Len()) // #nosec G115 -- hostnames are short
+		b.WriteString(h)
+	}
+	s.names = b.String()
+
+	s.recs = make([]rec, len(pend))
+	for i, p := range pend {
+		r := rec{ports: p.ports, host: offsets[p.host], hostLen: uint16(len(hosts[p.host]))} // #nosec G115 -- DNS labels are short
+		r.addr = uint32(p.addr)                                                              // #nosec G115 -- see n4
+		if !p.v4 {
+			r.addr += s.n4
+		}
+		s.recs[i] = r
+		s.entries += max(1, len(s.ports[p.ports]))
+	}
+	if lowerKeys {
+		s.keys = make([]string, len(s.recs))
+		for i := range s.recs {
+			s.keys[i] = strings.ToLower(s.host(&s.recs[i]))
+		}
+	}
+	s.byHost = make([]uint32, len(s.recs))
+	for i := range s.byHost {
+		s.byHost[i] = uint32(i) // #nosec G115 -- see n4
+	}
+	slices.SortStableFunc(s.byHost, func(a, b uint32) int { return strings.Compare(s.hostKey(a), s.hostKey(b)) })
+
+	if len(v.Problems) > 0 {
+		s.problems = make(map[string]string, len(v.Problems))
+		for _, p := range v.Problems {
+			s.problems[p.Detail] = p.Reason
+		}
+	}
+	return s
+}
+
+// absentSet answers NXDOMAIN for every name under the global name.namespace.
+func absentSet(name, namespace string) *answerSet {
+	return &answerSet{name: name, namespace: namespace, absent: true, byHost: []uint32{}}
+}
+
+// counts is what s adds to the globals and endpoints gauges.
+func (s *answerSet) counts() (globals, endpoints int) {
+	if s == nil || s.absent {
+		return 0, 0
+	}
+	return 1, s.endpoints
+}
+
+// sameAnswers reports whether a and b give the same records to every query.
+// No set and a set without records both answer nothing.
+func sameAnswers(a, b *answerSet) bool {
+	if a == nil || b == nil {
+		return (a == nil || len(a.recs) == 0) && (b == nil || len(b.recs) == 0)
+	}
+	return a.n4 == b.n4 && string(a.slab) == string(b.slab) && a.names == b.names &&
+		slices.Equal(a.recs, b.recs) && slices.EqualFunc(a.ports, b.ports, slices.Equal)
+}
+
+// portSet is an endpoint's ports and a key that identifies them.
+func portSet(ep aggregate.Endpoint) ([]portSpec, string) {
+	if len(ep.Ports) == 0 {
+		return nil, ""
+	}
+	ps := make([]portSpec, len(ep.Ports))
+	var key strings.Builder
+	for i, p := range ep.Ports {
+		ps[i].port = -1
+		if p.Port != nil {
+			ps[i].port = *p.Port
+		}
+		if p.Name != nil {
+			ps[i].name = *p.Name
+		}
+		if p.Protocol != nil {
+			ps[i].proto = string(*p.Protocol)
+		}
+		// Lengths first: names and protocols may hold any byte.
+		for _, f := range []string{ps[i].name, ps[i].proto} {
+			key.WriteString(strconv.Itoa(len(f)))
+			key.WriteByte(':')
+			key.WriteString(f)
+		}
+		key.WriteString(strconv.Itoa(int(ps[i].port)))
+		key.WriteByte(';')
+	}
+	return ps, key.String()
+}
+
+// host is the hostname (or dashed IP) of r.
+func (s *answerSet) host(r *rec) string { return s.names[r.host : r.host+uint32(r.hostLen)] }
+
+// hostKey is the lower-case host of record i.
+func (s *answerSet) hostKey(i uint32) string {
+	if s.keys != nil {
+		return s.keys[i]
+	}
+	return s.host(&s.recs[i])
+}
+
+// hostRecords are the records of host (lower case), in order. The result is
+// never nil (byHost is made even when empty): a selection with nil recs is
+// one of all records.
+func (s *answerSet) hostRecords(host string) []uint32 {
+	lo, _ := slices.BinarySearchFunc(s.byHost, host, func(i uint32, h string) int { return strings.Compare(s.hostKey(i), h) })
+	hi := lo
+	for hi < len(s.byHost) && s.hostKey(s.byHost[hi]) == host {
+		hi++
+	}
+	return s.byHost[lo:hi:hi]
+}
+
+// recPorts is the entries' ports of r: its port set, or one without a port.
+func (s *answerSet) recPorts(r *rec) []portSpec {
+	if ps := s.ports[r.ports]; len(ps) > 0 {
+		return ps
+	}
+	return noPort
+}
+
+// isV4 reports whether address index a is an IPv4 address.
+func (s *answerSet) isV4(a uint32) bool { return a < s.n4 }
+
+// ip is address a, a sub-slice of the slab that cannot grow into it.
+func (s *answerSet) ip(a uint32) net.IP {
+	if a < s.n4 {
+		o := 4 * a
+		return net.IP(s.slab[o : o+4 : o+4])
+	}
+	o := 4*s.n4 + 16*(a-s.n4)
+	return net.IP(s.slab[o : o+16 : o+16])
+}
+
+// family is the range of address indices of one family: every address of it
+// once, in the order the entries give them.
+func (s *answerSet) family(v4 bool) (lo, hi uint32) {
+	if v4 {
+		return 0, s.n4
+	}
+	return s.n4, uint32(s.naddrs()) // #nosec G115 -- see n4
+}
+
+// naddrs is the number of distinct addresses.
+func (s *answerSet) naddrs() int { return int(s.n4) + (len(s.slab)-4*int(s.n4))/16 }
+
+// dashedIP is the kubernetes plugin's endpoint name for an address without a hostname.
+func dashedIP(ip string) string {
+	if strings.Contains(ip, ".") {
+		return strings.ReplaceAll(ip, ".", "-")
+	}
+	if strings.Contains(ip, ":") {
+		h := strings.ReplaceAll(ip, ":", "-")
+		if strings.HasSuffix(h, "-") {
+			return h + "0"
+		}
+		return h
+	}
+	return ""
+}
+
+// srvWeight is plugin.SRV's weight for n services of priority 0 and weight 0
+// (each counts as 100), computed the same way, in floating point.
+func srvWeight(n int) uint16 {
+	w1 := 100.0 / float64(100*n)
+	w1 *= 100
+	weight := uint16(math.Floor(w1))
+	if weight == 0 {
+		weight = 1
+	}
+	return weight
+}
