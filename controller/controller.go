@@ -19,7 +19,6 @@ import (
 	"github.com/globalmirror/globalmirror/source"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
@@ -30,12 +29,8 @@ import (
 // Config is what a Controller needs.
 type Config struct {
 	Client kubernetes.Interface
-	// Namespaces to watch; empty means all.
-	Namespaces []string
 	// Suffix of global names; empty means aggregate.DefaultSuffix.
 	Suffix string
-	// LocalSelector selects local member Services; nil leaves them out.
-	LocalSelector labels.Selector
 	// MaxEndpointsPerSlice caps the endpoints of one global slice.
 	MaxEndpointsPerSlice int
 	Recorder             record.EventRecorder
@@ -49,7 +44,7 @@ type Controller struct {
 	client  kubernetes.Interface
 	suffix  string
 	src     *source.Source
-	owned   *ownedSlices
+	owned   *OwnedSlices
 	tracker *endpointsliceutil.EndpointSliceTracker
 	slices  *slices.Reconciler
 	queue   workqueue.TypedRateLimitingInterface[source.Key]
@@ -64,8 +59,10 @@ type Controller struct {
 	leading bool // events only from the leader; guarded by mu
 }
 
-// New builds a Controller and its informers; nothing runs until Start.
-func New(cfg Config) (*Controller, error) {
+// New builds a Controller over its informers, as sample-controller's
+// NewController does: src (members and globals, with the same suffix) and
+// owned (the global slices). Nothing runs until Start.
+func New(cfg Config, src *source.Source, owned *OwnedSlices) (*Controller, error) {
 	if cfg.Client == nil || cfg.Metrics == nil || cfg.Recorder == nil {
 		return nil, errors.New("controller: Client, Metrics and Recorder are required")
 	}
@@ -96,20 +93,16 @@ func New(cfg Config) (*Controller, error) {
 		deleted: map[source.Key]types.UID{},
 	}
 	c.report = newReporter(cfg.Recorder, cfg.Metrics, cfg.Logger, c.isLeading)
-	var err error
-	c.src, err = source.New(source.Config{
-		Client:        cfg.Client,
-		Namespaces:    cfg.Namespaces,
-		Suffix:        cfg.Suffix,
-		LocalSelector: cfg.LocalSelector,
-	}, handler{c})
-	if err != nil {
+	if src.Suffix() != cfg.Suffix {
+		return nil, fmt.Errorf("controller: the source's suffix %q is not %q", src.Suffix(), cfg.Suffix)
+	}
+	if err := src.AddHandler(handler{c}); err != nil {
 		return nil, err
 	}
-	c.owned, err = newOwnedSlices(cfg.Client, cfg.Namespaces, c.onOwnedSlice)
-	if err != nil {
+	if err := owned.addHandler(c.onOwnedSlice); err != nil {
 		return nil, err
 	}
+	c.src, c.owned = src, owned
 	return c, nil
 }
 

@@ -56,23 +56,33 @@ func start(t *testing.T, objs ...runtime.Object) *env {
 		}
 		return false, nil, nil
 	})
-	ctrl, err := New(Config{
-		Client:               e.client,
-		LocalSelector:        labels.SelectorFromSet(labels.Set{aggregate.LabelExported: "true"}),
-		MaxEndpointsPerSlice: 100,
-		Recorder:             e.events,
-		Metrics:              e.metrics,
-		Logger:               slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctrl := newController(t, e.client, e.events, e.metrics)
 	ctx, cancel := context.WithCancel(context.Background())
 	e.ctrl, e.cancel = ctrl, cancel
 	ctrl.Start(ctx)
 	go func() { _ = ctrl.Run(ctx, 2) }()
 	t.Cleanup(cancel)
 	return e
+}
+
+// newController builds a Controller over informers of client, as main does.
+func newController(t *testing.T, client *fake.Clientset, events record.EventRecorder, m *metrics.Metrics) *Controller {
+	t.Helper()
+	src, err := source.New(source.Config{Client: client, Suffix: aggregate.DefaultSuffix,
+		LocalSelector: labels.SelectorFromSet(labels.Set{aggregate.LabelExported: "true"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owned, err := NewOwnedSlices(client, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Config{Client: client, MaxEndpointsPerSlice: 100, Recorder: events, Metrics: m,
+		Logger: slog.New(slog.DiscardHandler)}, src, owned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func mirror(name, cluster string) *corev1.Service {
@@ -261,7 +271,9 @@ func TestUserOwnedGlobalIsLeftAlone(t *testing.T) {
 		}
 	}
 	// A resync of the base does not repeat the event.
-	e.ctrl.queue.Add(baseKey("db"))
+	if res, err := e.ctrl.sync(ctx, baseKey("db")); res != metrics.ResultConflict || err != nil {
+		t.Errorf("sync of a base whose name a user holds: %s, %v", res, err)
+	}
 	if again := e.drainEvents(); len(again) != 0 {
 		t.Errorf("conflict reported again: %q", again)
 	}
@@ -303,8 +315,9 @@ func TestProblemsReportedOnceWhenTheyChange(t *testing.T) {
 	if len(events) != 1 || !strings.HasPrefix(events[0], "Warning HostnameCollision ") {
 		t.Errorf("events = %q", events)
 	}
-	e.ctrl.queue.Add(baseKey("db"))
-	time.Sleep(200 * time.Millisecond)
+	if _, err := e.ctrl.sync(context.Background(), baseKey("db")); err != nil {
+		t.Fatal(err)
+	}
 	if n := testutil.ToFloat64(e.metrics.Problems.WithLabelValues(aggregate.ReasonHostnameCollision)); n != 1 {
 		t.Errorf("problem counted again on an unchanged sync: %v", n)
 	}
@@ -336,8 +349,9 @@ func TestInvalidGlobalNameReportedOnce(t *testing.T) {
 		}
 		return nil
 	})
-	e.ctrl.queue.Add(baseKey(strings.Repeat("a", 60)))
-	time.Sleep(200 * time.Millisecond)
+	if _, err := e.ctrl.sync(context.Background(), baseKey(strings.Repeat("a", 60))); err != nil {
+		t.Fatal(err)
+	}
 	if n := testutil.ToFloat64(e.metrics.Problems.WithLabelValues(aggregate.ReasonInvalidName)); n != 1 {
 		t.Errorf("counted again: %v", n)
 	}
@@ -376,11 +390,7 @@ func TestDeletionSentOnce(t *testing.T) {
 				return true, watch.NewFake(), nil
 			})
 			m := metrics.New()
-			c, err := New(Config{Client: client, MaxEndpointsPerSlice: 100, Recorder: record.NewFakeRecorder(10),
-				Metrics: m, Logger: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := newController(t, client, record.NewFakeRecorder(10), m)
 			ctx := t.Context()
 			c.Start(ctx)
 			if !cache.WaitForCacheSync(ctx.Done(), c.HasSynced) {

@@ -15,10 +15,10 @@ import (
 
 const indexService = "globalmirror/global-service"
 
-// ownedSlices caches the EndpointSlices this controller writes, selected by
+// OwnedSlices caches the EndpointSlices the controller writes, selected by
 // their endpointslice managed-by label, so the reconciler can diff against
 // them and so edits or deletions by anyone else get repaired.
-type ownedSlices struct {
+type OwnedSlices struct {
 	factories []informers.SharedInformerFactory
 	informers []cache.SharedIndexInformer
 }
@@ -27,12 +27,14 @@ type ownedSlices struct {
 // or deleted.
 type sliceEvent func(s *discoveryv1.EndpointSlice, deleted bool)
 
-func newOwnedSlices(client kubernetes.Interface, namespaces []string, onEvent sliceEvent) (*ownedSlices, error) {
+// NewOwnedSlices builds the informers of the global EndpointSlices in
+// namespaces (empty: all); New adds its handlers, Controller.Start runs them.
+func NewOwnedSlices(client kubernetes.Interface, namespaces []string) (*OwnedSlices, error) {
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
 	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelManagedBy: aggregate.EndpointSliceManagedBy}).String()
-	o := &ownedSlices{}
+	o := &OwnedSlices{}
 	for _, ns := range namespaces {
 		f := informers.NewSharedInformerFactoryWithOptions(client, 0,
 			informers.WithNamespace(ns), informers.WithTransform(source.StripEndpointSlice),
@@ -41,6 +43,15 @@ func newOwnedSlices(client kubernetes.Interface, namespaces []string, onEvent sl
 		if err := inf.AddIndexers(cache.Indexers{indexService: byServiceName}); err != nil {
 			return nil, err
 		}
+		o.factories = append(o.factories, f)
+		o.informers = append(o.informers, inf)
+	}
+	return o, nil
+}
+
+// addHandler tells onEvent about every change of a global slice.
+func (o *OwnedSlices) addHandler(onEvent sliceEvent) error {
+	for _, inf := range o.informers {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: func(obj any) {
 				if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
@@ -63,21 +74,19 @@ func newOwnedSlices(client kubernetes.Interface, namespaces []string, onEvent sl
 				}
 			},
 		}); err != nil {
-			return nil, err
+			return err
 		}
-		o.factories = append(o.factories, f)
-		o.informers = append(o.informers, inf)
 	}
-	return o, nil
+	return nil
 }
 
-func (o *ownedSlices) start(ctx context.Context) {
+func (o *OwnedSlices) start(ctx context.Context) {
 	for _, f := range o.factories {
 		f.Start(ctx.Done())
 	}
 }
 
-func (o *ownedSlices) hasSynced() bool {
+func (o *OwnedSlices) hasSynced() bool {
 	for _, inf := range o.informers {
 		if !inf.HasSynced() {
 			return false
@@ -87,7 +96,7 @@ func (o *ownedSlices) hasSynced() bool {
 }
 
 // forService lists the cached slices labelled with the given service name.
-func (o *ownedSlices) forService(namespace, name string) []*discoveryv1.EndpointSlice {
+func (o *OwnedSlices) forService(namespace, name string) []*discoveryv1.EndpointSlice {
 	var out []*discoveryv1.EndpointSlice
 	for _, inf := range o.informers {
 		objs, _ := inf.GetIndexer().ByIndex(indexService, namespace+"/"+name)
@@ -99,7 +108,7 @@ func (o *ownedSlices) forService(namespace, name string) []*discoveryv1.Endpoint
 }
 
 // bases lists the base of every cached slice.
-func (o *ownedSlices) bases(suffix string) []source.Key {
+func (o *OwnedSlices) bases(suffix string) []source.Key {
 	var out []source.Key
 	for _, inf := range o.informers {
 		for _, obj := range inf.GetStore().List() {

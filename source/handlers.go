@@ -6,12 +6,12 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-func (s *Source) serviceHandler() cache.ResourceEventHandler {
+func (s *Source) serviceHandler(h Handler) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if svc, ok := asService(obj); ok {
-				s.reportService(svc)
-				s.notifyService(svc)
+				s.reportService(h, svc)
+				s.notifyService(h, svc)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
@@ -23,50 +23,50 @@ func (s *Source) serviceHandler() cache.ResourceEventHandler {
 			if old.ResourceVersion == cur.ResourceVersion {
 				return // resync: nothing changed
 			}
-			s.reportService(cur)
+			s.reportService(h, cur)
 			// Labels or annotations may have moved the service to another base.
-			s.notifyService(old)
-			s.notifyService(cur)
+			s.notifyService(h, old)
+			s.notifyService(h, cur)
 		},
 		DeleteFunc: func(obj any) {
 			if svc, ok := asService(obj); ok {
-				s.notifyService(svc)
+				s.notifyService(h, svc)
 			}
 		},
 	}
 }
 
 // notifyService tells the handler about every base svc can affect.
-func (s *Source) notifyService(svc *corev1.Service) {
+func (s *Source) notifyService(h Handler, svc *corev1.Service) {
 	if k, ok := s.memberKey(svc); ok {
-		s.handler.Changed(k)
+		h.Changed(k)
 	}
 	c, _ := aggregate.Classify(svc, s.cfg.LocalSelector)
 	if c.Role == aggregate.RoleEndpointMirror {
 		if hm := s.Service(svc.Namespace, c.HeadlessMirror); hm != nil {
 			if k, ok := s.memberKey(hm); ok {
-				s.handler.Changed(k)
+				h.Changed(k)
 			}
 		}
 	}
 	// Any Service named like a global (ours, or a user's that blocks ours).
 	if base, ok := aggregate.BaseOf(svc.Name, s.cfg.Suffix); ok {
-		s.handler.Changed(Key{svc.Namespace, base})
+		h.Changed(Key{svc.Namespace, base})
 	}
 }
 
 // reportService reports a Service that claims to be a mirror but cannot be used.
-func (s *Source) reportService(svc *corev1.Service) {
+func (s *Source) reportService(h Handler, svc *corev1.Service) {
 	if _, skip := aggregate.Classify(svc, s.cfg.LocalSelector); skip != nil {
-		s.handler.Skipped(svc, "Service", *skip)
+		h.Skipped(svc, "Service", *skip)
 	}
 }
 
-func (s *Source) sliceHandler() cache.ResourceEventHandler {
+func (s *Source) sliceHandler(h Handler) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if sl, ok := asSlice(obj); ok {
-				s.notifySlice(sl)
+				s.notifySlice(h, sl)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
@@ -75,12 +75,12 @@ func (s *Source) sliceHandler() cache.ResourceEventHandler {
 			if !ok1 || !ok2 || old.resourceVersion == cur.resourceVersion {
 				return
 			}
-			s.notifySlice(old)
-			s.notifySlice(cur)
+			s.notifySlice(h, old)
+			s.notifySlice(h, cur)
 		},
 		DeleteFunc: func(obj any) {
 			if sl, ok := asSlice(obj); ok {
-				s.notifySlice(sl)
+				s.notifySlice(h, sl)
 			}
 		},
 	}
@@ -89,7 +89,7 @@ func (s *Source) sliceHandler() cache.ResourceEventHandler {
 // notifySlice maps a slice to the base of its service, or of the headless mirror
 // its endpoint mirror belongs to. A slice whose service is not cached yet maps to
 // nothing: the service's own add event will cover it.
-func (s *Source) notifySlice(sl *cachedSlice) {
+func (s *Source) notifySlice(h Handler, sl *cachedSlice) {
 	name := sl.headlessMirror
 	if name == "" {
 		name = sl.serviceName
@@ -99,7 +99,7 @@ func (s *Source) notifySlice(sl *cachedSlice) {
 	}
 	if svc := s.Service(sl.namespace, name); svc != nil {
 		if k, ok := s.memberKey(svc); ok {
-			s.handler.Changed(k)
+			h.Changed(k)
 		}
 	}
 }

@@ -63,7 +63,6 @@ type Source struct {
 	factories []informers.SharedInformerFactory
 	services  []cache.SharedIndexInformer
 	slices    []cache.SharedIndexInformer
-	handler   Handler
 }
 
 const (
@@ -72,15 +71,15 @@ const (
 	indexHeadlessMirror = "globalmirror/headless-mirror" // endpoint-mirror slices by namespace/headless mirror
 )
 
-// New builds the informers; call Start to run them. h may be nil.
-func New(cfg Config, h Handler) (*Source, error) {
+// New builds the informers; add handlers with AddHandler, then Start them.
+func New(cfg Config) (*Source, error) {
 	if cfg.Client == nil {
 		return nil, fmt.Errorf("source: no Kubernetes client")
 	}
 	if cfg.Suffix == "" {
 		cfg.Suffix = aggregate.DefaultSuffix
 	}
-	s := &Source{cfg: cfg, handler: h}
+	s := &Source{cfg: cfg}
 	namespaces := cfg.Namespaces
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
@@ -113,19 +112,23 @@ func New(cfg Config, h Handler) (*Source, error) {
 			s.slices = append(s.slices, inf)
 		}
 	}
-	if h != nil {
-		for _, inf := range s.services {
-			if _, err := inf.AddEventHandler(s.serviceHandler()); err != nil {
-				return nil, err
-			}
-		}
-		for _, inf := range s.slices {
-			if _, err := inf.AddEventHandler(s.sliceHandler()); err != nil {
-				return nil, err
-			}
+	return s, nil
+}
+
+// AddHandler tells h about every base whose inputs may change, as the
+// informers deliver their objects. Add handlers before Start.
+func (s *Source) AddHandler(h Handler) error {
+	for _, inf := range s.services {
+		if _, err := inf.AddEventHandler(s.serviceHandler(h)); err != nil {
+			return err
 		}
 	}
-	return s, nil
+	for _, inf := range s.slices {
+		if _, err := inf.AddEventHandler(s.sliceHandler(h)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Start runs the informers until ctx is done.

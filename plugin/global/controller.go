@@ -44,15 +44,20 @@ type dnsController struct {
 	now func() time.Time
 }
 
-func newDNSController() *dnsController {
+// newDNSController builds the loop over src's informers (not yet started).
+func newDNSController(src *source.Source) (*dnsController, error) {
 	dc := &dnsController{
+		src:     src,
 		sets:    map[string]*answerSet{},
 		pending: map[source.Key]time.Time{},
 		queue:   workqueue.NewTyped[source.Key](),
 		now:     time.Now,
 	}
 	dc.modified.Store(time.Now().Unix())
-	return dc
+	if err := src.AddHandler(dc); err != nil {
+		return nil, err
+	}
+	return dc, nil
 }
 
 // Changed implements source.Handler.

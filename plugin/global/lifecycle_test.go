@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,7 +63,9 @@ const dbGlobal = "db-global.ns.svc.cluster.local."
 func TestNotSyncedServfail(t *testing.T) {
 	// An API server that never answers the list: the informers never sync.
 	client := fake.NewClientset(fixture()...)
+	var lists atomic.Int32
 	client.PrependReactor("list", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+		lists.Add(1)
 		return true, nil, errors.New("API server unavailable")
 	})
 	g, err := newFromClient(defaultConfig(), client)
@@ -73,7 +76,8 @@ func TestNotSyncedServfail(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	g.start(ctx)
-	time.Sleep(200 * time.Millisecond)
+	// Every informer has tried to list and failed at least once.
+	waitFor(t, 10*time.Second, "failed lists", func() bool { return lists.Load() >= 3 })
 	if g.Ready() {
 		t.Fatal("Ready() before the informers synced")
 	}
@@ -171,10 +175,11 @@ func TestUpdates(t *testing.T) {
 	if _, err := services.Create(ctx, emSvc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	r0 := testutil.ToFloat64(rebuildsTotal)
 	if _, err := slices_.Create(ctx, emSlice, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	waitRebuilt(t, r0)
 	eventually(t, g, "db-0-north.db-global.ns.svc.cluster.local.", dns.TypeA, "NOERROR 192.0.2.100")
 	emSlice.Endpoints[0].Conditions.Ready = new(false)
 	bump(&emSlice.ObjectMeta)

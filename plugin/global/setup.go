@@ -79,17 +79,19 @@ func setup(c *caddy.Controller) error {
 
 // newFromClient builds the plugin and its informers (not yet started) on client.
 func newFromClient(cfg *config, client kubernetes.Interface) (*Global, error) {
-	ctrl := newDNSController()
 	src, err := source.New(source.Config{
 		Client:        client,
 		Namespaces:    cfg.namespaces,
 		Suffix:        cfg.suffix,
 		LocalSelector: cfg.localSelector,
-	}, ctrl)
+	})
 	if err != nil {
 		return nil, err
 	}
-	ctrl.src = src
+	ctrl, err := newDNSController(src)
+	if err != nil {
+		return nil, err
+	}
 	return newGlobal(cfg, ctrl), nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/globalmirror/globalmirror/controller/metrics"
 	"github.com/globalmirror/globalmirror/controller/options"
 	"github.com/globalmirror/globalmirror/controller/server"
+	"github.com/globalmirror/globalmirror/source"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -84,16 +85,27 @@ func serve(ctx context.Context, opts options.Options, log *slog.Logger) error {
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
 
+	src, err := source.New(source.Config{
+		Client:        client,
+		Namespaces:    opts.Namespaces,
+		Suffix:        opts.Suffix,
+		LocalSelector: opts.Selector(),
+	})
+	if err != nil {
+		return err
+	}
+	owned, err := controller.NewOwnedSlices(client, opts.Namespaces)
+	if err != nil {
+		return err
+	}
 	ctrl, err := controller.New(controller.Config{
 		Client:               client,
-		Namespaces:           opts.Namespaces,
 		Suffix:               opts.Suffix,
-		LocalSelector:        opts.Selector(),
 		MaxEndpointsPerSlice: opts.MaxEndpointsPerSlice,
 		Recorder:             recorder,
 		Metrics:              m,
 		Logger:               log,
-	})
+	}, src, owned)
 	if err != nil {
 		return err
 	}
