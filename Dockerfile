@@ -20,7 +20,14 @@ WORKDIR /src
 RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends libcap2-bin >/dev/null \
     && rm -rf /var/lib/apt/lists/*
 ARG GOPROXY
-ENV CGO_ENABLED=0 GOFLAGS=-mod=readonly GOPROXY=${GOPROXY}
+# The Go module and build caches are the cache mounts below by default, which
+# BuildKit keeps from one build to the next. `make image` with podman or
+# buildah points them instead at this machine's own caches, mounted into the
+# build (-v), so that the image build reuses what `make build` compiled: with
+# the same compiler (GO_IMAGE) and -trimpath the build cache hits.
+ARG GOMODCACHE=/go/pkg/mod
+ARG GOCACHE=/root/.cache/go-build
+ENV CGO_ENABLED=0 GOFLAGS=-mod=readonly GOPROXY=${GOPROXY} GOMODCACHE=${GOMODCACHE} GOCACHE=${GOCACHE}
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
