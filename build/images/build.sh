@@ -86,11 +86,23 @@ else
 		--build-arg TARGETOS="$("$go" env GOOS)" --build-arg TARGETARCH="$("$go" env GOARCH)")
 fi
 
+# id REF prints the image's ID, or nothing.
+id() {
+	case $engine in
+	buildah) buildah inspect --type image --format '{{.FromImageID}}' "$1" 2>/dev/null || true ;;
+	*) "$engine" image inspect --format '{{.Id}}' "$1" 2>/dev/null || true ;;
+	esac
+}
+
 for t in $images; do
 	ref=$IMAGE_REPO/globalmirror-$t:$VERSION
 	echo ">> $engine build --target $t --tag $ref"
-	start=$(date +%s)
+	old=$(id "$ref") start=$(date +%s)
 	"${build[@]}" --target "$t" --tag "$ref" "${args[@]}" \
 		--build-arg GO_BUILD_FLAGS="$GO_BUILD_FLAGS" --build-arg GO_LDFLAGS="$GO_LDFLAGS" .
 	echo ">> $ref: built in $(($(date +%s) - start)) s"
+	# The image this one replaces, unless something else still names or uses it.
+	if [ -n "$old" ] && [ "$old" != "$(id "$ref")" ]; then
+		"$engine" rmi "$old" >/dev/null 2>&1 || true
+	fi
 done
