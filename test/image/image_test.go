@@ -77,27 +77,9 @@ func TestImages(t *testing.T) {
 	checkPort53Free(t)
 
 	health, ready, metrics := freePort(t), freePort(t), freePort(t)
-	values := helmtest.WriteValues(t, fmt.Sprintf(`
-controller:
-  image: {repository: %[1]s/globalmirror-controller, tag: %[2]q}
-coredns:
-  enabled: true
-  image: {repository: %[1]s/globalmirror-coredns, tag: %[2]q}
-  servers:
-    - zones: [{zone: .}]
-      port: 53
-      plugins:
-        - {name: bind, parameters: 127.0.0.1}
-        - {name: errors}
-        - {name: health, parameters: "127.0.0.1:%[3]d"}
-        - {name: ready, parameters: "127.0.0.1:%[4]d"}
-        - {name: global, parameters: cluster.local, configBlock: "ttl %[6]d\nkubeconfig %[7]s"}
-        - {name: kubernetes, parameters: cluster.local, configBlock: "kubeconfig %[7]s"}
-        - {name: prometheus, parameters: "127.0.0.1:%[5]d"}
-`, repo, version, health, ready, metrics, ttl, kubeconfigPath))
-	m := helmtest.Template(t, "gm", chartDir, releaseNamespace, "-f", values)
-	ctrl := translate(t, m, releaseNamespace, controllerName, "controller", dir)
-	dnsc := translate(t, m, releaseNamespace, corednsName, "coredns", dir)
+	m := render(t, repo, version, 53, health, ready, metrics)
+	ctrl := translate(t, m, releaseNamespace, controllerName, "controller", filepath.Join(dir, "port53"))
+	dnsc := translate(t, m, releaseNamespace, corednsName, "coredns", filepath.Join(dir, "port53"))
 	for _, c := range []container{ctrl, dnsc} {
 		pm.requireImage(t, c.Image)
 	}
@@ -162,7 +144,17 @@ coredns:
 		waitHTTP(t, p, probeURL(t, dnsc.Spec.LivenessProbe, "coredns liveness", health))
 		caps := procCaps(t, pm.pid(t, p))
 		t.Logf("coredns as podman starts it: %v", caps)
-		expectAnswers(t, want, p)
+		expectAnswers(t, "127.0.0.1:53", want, p)
+	})
+
+	// CoreDNS beside the cluster DNS, on an unprivileged port: the chart's
+	// pod spec for that must run the image too.
+	t.Run("coredns on a high port", func(t *testing.T) {
+		port := freePort(t)
+		c := translate(t, render(t, repo, version, port, health, ready, metrics), releaseNamespace, corednsName, "coredns", filepath.Join(dir, "highport"))
+		p := pm.run(t, "highport", slices.Concat(c.Flags, mountKubeconfig), c.Image, c.Args...)
+		waitHTTP(t, p, probeURL(t, c.Spec.ReadinessProbe, "coredns readiness", ready))
+		expectAnswers(t, "127.0.0.1:"+strconv.Itoa(port), want, p)
 	})
 
 	// The chart adds NET_BIND_SERVICE for port 53. Without it in the
@@ -202,7 +194,7 @@ coredns:
 				t.Errorf("%s = %s, want %016x", set, caps[set], want)
 			}
 		}
-		expectAnswers(t, want, p)
+		expectAnswers(t, "127.0.0.1:53", want, p)
 	})
 
 	// The same without the file capability: bin/coredns, the identical
@@ -219,6 +211,32 @@ coredns:
 		p := pm.run(t, "kubelet-caps-nosetcap", flags, dnsc.Image, append([]string{"/coredns-without-setcap"}, dnsc.Args...)...)
 		expectBindDenied(t, p)
 	})
+}
+
+// render renders the chart with both images and a CoreDNS server on
+// 127.0.0.1:dnsPort, its health, ready and prometheus plugins on the other
+// ports, and the kubeconfig mounted at kubeconfigPath.
+func render(t *testing.T, repo, version string, dnsPort, health, ready, metrics int) helmtest.Manifest {
+	t.Helper()
+	values := helmtest.WriteValues(t, fmt.Sprintf(`
+controller:
+  image: {repository: %[1]s/globalmirror-controller, tag: %[2]q}
+coredns:
+  enabled: true
+  image: {repository: %[1]s/globalmirror-coredns, tag: %[2]q}
+  servers:
+    - zones: [{zone: .}]
+      port: %[3]d
+      plugins:
+        - {name: bind, parameters: 127.0.0.1}
+        - {name: errors}
+        - {name: health, parameters: "127.0.0.1:%[4]d"}
+        - {name: ready, parameters: "127.0.0.1:%[5]d"}
+        - {name: global, parameters: cluster.local, configBlock: "ttl %[7]d\nkubeconfig %[8]s"}
+        - {name: kubernetes, parameters: cluster.local, configBlock: "kubeconfig %[8]s"}
+        - {name: prometheus, parameters: "127.0.0.1:%[6]d"}
+`, repo, version, dnsPort, health, ready, metrics, ttl, kubeconfigPath))
+	return helmtest.Template(t, "gm", chartDir, releaseNamespace, "-f", values)
 }
 
 // checkContents compares the images' binaries with the ones `make build` put
@@ -353,11 +371,11 @@ func expectGlobalService(t *testing.T, c *localkube.Cluster, want map[string]str
 	}
 }
 
-// expectAnswers waits until CoreDNS on 127.0.0.1:53 answers db-global's A
-// query with every wanted address (its informers sync a moment after it is
+// expectAnswers waits until CoreDNS at server answers db-global's A query
+// with every wanted address (its informers sync a moment after it is
 // ready), then asks, over UDP and TCP, for db-global's A and SRV records and
 // each pod's A record, and requires exactly the wanted answers.
-func expectAnswers(t *testing.T, want map[string]string, p *run.Process) {
+func expectAnswers(t *testing.T, server string, want map[string]string, p *run.Process) {
 	t.Helper()
 	global := "db-global." + ns + ".svc." + zone
 	var addrs []string
@@ -367,7 +385,7 @@ func expectAnswers(t *testing.T, want map[string]string, p *run.Process) {
 	wantA := aRecords(global, addrs...)
 	var last string
 	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		got, err := answer("udp", global, dns.TypeA)
+		got, err := answer(server, "udp", global, dns.TypeA)
 		last = fmt.Sprint(got, err)
 		return err == nil && slices.Equal(got, wantA), nil
 	})
@@ -386,7 +404,7 @@ func expectAnswers(t *testing.T, want map[string]string, p *run.Process) {
 	for _, network := range []string{"udp", "tcp"} {
 		check := func(name string, qtype uint16, want []string, section func(*dns.Msg) []dns.RR) {
 			t.Helper()
-			msg, err := exchange(network, name, qtype)
+			msg, err := exchange(server, network, name, qtype)
 			if err != nil {
 				t.Errorf("%s %s over %s: %v", name, dns.TypeToString[qtype], network, err)
 				return
@@ -415,16 +433,16 @@ func aRecords(name string, addrs ...string) []string {
 	return rrs
 }
 
-func exchange(network, name string, qtype uint16) (*dns.Msg, error) {
+func exchange(server, network, name string, qtype uint16) (*dns.Msg, error) {
 	msg := new(dns.Msg)
 	msg.SetQuestion(name, qtype)
 	c := &dns.Client{Net: network, Timeout: 2 * time.Second}
-	resp, _, err := c.Exchange(msg, "127.0.0.1:53")
+	resp, _, err := c.Exchange(msg, server)
 	return resp, err
 }
 
-func answer(network, name string, qtype uint16) ([]string, error) {
-	resp, err := exchange(network, name, qtype)
+func answer(server, network, name string, qtype uint16) ([]string, error) {
+	resp, err := exchange(server, network, name, qtype)
 	if err != nil {
 		return nil, err
 	}
@@ -532,9 +550,6 @@ func buildDropAmbient(t *testing.T, dir string) string {
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build dropambient: %v\n%s", err, b)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
 	}
 	return out
 }
