@@ -41,19 +41,9 @@ COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 
-FROM build AS build-controller
-ARG TARGETOS
-ARG TARGETARCH
-ARG GOPROXY
-ARG GOMODCACHE
-ARG GOCACHE
-ARG GO_BUILD_FLAGS
-ARG GO_LDFLAGS
-RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    GOOS="${TARGETOS}" GOARCH="${TARGETARCH}" \
-    go build ${GO_BUILD_FLAGS} -ldflags "${GO_LDFLAGS}" -o /out/globalmirror-controller ./controller/cmd/globalmirror-controller
-
-FROM build AS build-coredns
+# Both binaries in one go build, as `make build` builds them; each image's
+# build then reuses this stage.
+FROM build AS binaries
 ARG TARGETOS
 ARG TARGETARCH
 ARG GOPROXY
@@ -62,14 +52,15 @@ ARG GOCACHE
 ARG GO_BUILD_FLAGS
 ARG GO_LDFLAGS
 # setcap lets the non-root CoreDNS bind port 53, as the official CoreDNS image
-# does; the pod must also grant NET_BIND_SERVICE (the chart does).
+# does. The container must be allowed NET_BIND_SERVICE, or the kernel will not
+# execute the binary at all (the chart always allows it).
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     GOOS="${TARGETOS}" GOARCH="${TARGETARCH}" \
-    go build ${GO_BUILD_FLAGS} -ldflags "${GO_LDFLAGS}" -o /out/coredns ./build/coredns \
+    go build ${GO_BUILD_FLAGS} -ldflags "${GO_LDFLAGS}" -o /out/ ./controller/cmd/globalmirror-controller ./build/coredns \
     && setcap cap_net_bind_service=+ep /out/coredns
 
 FROM ${BASE_IMAGE} AS controller
-COPY --from=build-controller /out/globalmirror-controller /globalmirror-controller
+COPY --from=binaries /out/globalmirror-controller /globalmirror-controller
 # distroless's nonroot user; numeric so that runAsNonRoot can verify it.
 USER 65532:65532
 # /metrics, /healthz, /readyz
@@ -77,7 +68,7 @@ EXPOSE 8080
 ENTRYPOINT ["/globalmirror-controller"]
 
 FROM ${BASE_IMAGE} AS coredns
-COPY --from=build-coredns /out/coredns /coredns
+COPY --from=binaries /out/coredns /coredns
 USER 65532:65532
 # DNS; 9153 is the prometheus plugin's metrics port.
 EXPOSE 53/udp 53/tcp 9153
