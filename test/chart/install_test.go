@@ -69,23 +69,9 @@ func TestInstall(t *testing.T) {
 		}
 	}
 	corednsKubeconfig := filepath.Join(dir, "coredns.kubeconfig")
-	values := helmtest.WriteValues(t, fmt.Sprintf(`
-coredns:
-  enabled: true
-  servers:
-    - zones: [{zone: .}]
-      port: %[1]d
-      plugins:
-        - {name: bind, parameters: 127.0.0.1}
-        - {name: errors}
-        - {name: health, parameters: "127.0.0.1:%[2]d"}
-        - {name: ready, parameters: "127.0.0.1:%[3]d"}
-        - {name: global, parameters: cluster.local, configBlock: "ttl 5\nkubeconfig %[5]s"}
-        - {name: kubernetes, parameters: cluster.local, configBlock: "kubeconfig %[5]s\npods insecure"}
-        - {name: prometheus, parameters: "127.0.0.1:%[4]d"}
-serviceMonitor:
-  enabled: true
-`, ports["DNS_PORT"], ports["HEALTH_PORT"], ports["READY_PORT"], ports["METRICS_PORT"], corednsKubeconfig))
+	values := helmtest.WriteValues(t, "coredns:\n  enabled: true\n"+
+		helmtest.CoreDNSServers(ports["DNS_PORT"], ports["HEALTH_PORT"], ports["READY_PORT"], ports["METRICS_PORT"], 5, corednsKubeconfig)+
+		"serviceMonitor:\n  enabled: true\n")
 
 	m := render(t, "-f", values)
 	dryRunStrict(t, dyn, mapper, m)

@@ -81,6 +81,27 @@ func WriteValues(t testing.TB, values string) string {
 	return p
 }
 
+// CoreDNSServers returns values for coredns.servers (indented to go under
+// `coredns:`): one server on 127.0.0.1:dns whose health, ready and
+// prometheus plugins listen on the other loopback ports, and whose global
+// (with a TTL of ttl seconds) and kubernetes plugins reach the API server
+// through kubeconfig. It keeps a test's CoreDNS off the host's ports 53,
+// 8080, 8181 and 9153.
+func CoreDNSServers(dns, health, ready, metrics, ttl int, kubeconfig string) string {
+	return fmt.Sprintf(`  servers:
+    - zones: [{zone: .}]
+      port: %[1]d
+      plugins:
+        - {name: bind, parameters: 127.0.0.1}
+        - {name: errors}
+        - {name: health, parameters: "127.0.0.1:%[2]d"}
+        - {name: ready, parameters: "127.0.0.1:%[3]d"}
+        - {name: global, parameters: cluster.local, configBlock: "ttl %[5]d\nkubeconfig %[6]s"}
+        - {name: kubernetes, parameters: cluster.local, configBlock: "kubeconfig %[6]s\npods insecure"}
+        - {name: prometheus, parameters: "127.0.0.1:%[4]d"}
+`, dns, health, ready, metrics, ttl, kubeconfig)
+}
+
 // Manifest is a rendered chart: its objects in order, and the raw text.
 type Manifest struct {
 	Objects []*unstructured.Unstructured

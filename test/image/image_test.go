@@ -224,18 +224,7 @@ controller:
 coredns:
   enabled: true
   image: {repository: %[1]s/globalmirror-coredns, tag: %[2]q}
-  servers:
-    - zones: [{zone: .}]
-      port: %[3]d
-      plugins:
-        - {name: bind, parameters: 127.0.0.1}
-        - {name: errors}
-        - {name: health, parameters: "127.0.0.1:%[4]d"}
-        - {name: ready, parameters: "127.0.0.1:%[5]d"}
-        - {name: global, parameters: cluster.local, configBlock: "ttl %[7]d\nkubeconfig %[8]s"}
-        - {name: kubernetes, parameters: cluster.local, configBlock: "kubeconfig %[8]s"}
-        - {name: prometheus, parameters: "127.0.0.1:%[6]d"}
-`, repo, version, dnsPort, health, ready, metrics, ttl, kubeconfigPath))
+`, repo, version)+helmtest.CoreDNSServers(dnsPort, health, ready, metrics, ttl, kubeconfigPath))
 	return helmtest.Template(t, "gm", chartDir, releaseNamespace, "-f", values)
 }
 
