@@ -103,6 +103,8 @@ build:
 ## real CoreDNS, and the images (built with podman) run as the chart runs them.
 test: tools build helm image-deps image
 	$(GO) test -count=1 -timeout 45m ./...
+# test/image runs the images with podman, so make test builds them with podman.
+test: CONTAINER_ENGINE = podman
 
 ## test-unit: only the tests that need no control plane.
 test-unit:
@@ -122,8 +124,6 @@ $(HELM):
 
 ## image: $(IMAGE_REPO)/globalmirror-{controller,coredns}:$(VERSION) with the first
 ## working container engine; the steps are in build/images/build.sh.
-# make test runs the images with podman, so it builds them with podman.
-test: CONTAINER_ENGINE = podman
 image:
 	@IMAGE_REPO='$(IMAGE_REPO)' VERSION='$(VERSION)' IMAGES='$(IMAGES)' IMAGE_BASES='$(IMAGE_BASES)' \
 	CONTAINER_ENGINE='$(CONTAINER_ENGINE)' CONTAINER_RUNTIME='$(CONTAINER_RUNTIME)' GO='$(GO)' GOPROXY='$(GOPROXY)' \
