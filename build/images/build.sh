@@ -66,7 +66,9 @@ case ${IMAGE_BASES:-local} in
 local)
 	go_image=localhost/globalmirror/$(sed -n 's/^ARG GO_IMAGE=\(golang:[^@ ]*\).*/\1/p' Dockerfile)
 	base_image=localhost/globalmirror/static-debian12:nonroot
+	start=$(date +%s)
 	"$here/bases.sh" "$engine" "$go_image" "$base_image"
+	echo ">> base images: $(($(date +%s) - start)) s"
 	args+=(--build-arg GO_IMAGE="$go_image" --build-arg BASE_IMAGE="$base_image")
 	;;
 upstream) ;;
