@@ -28,11 +28,21 @@ IMAGE_REPO ?= ghcr.io/globalmirror
 IMAGES     := controller coredns
 # Empty: the first of docker, podman, buildah that works.
 CONTAINER_ENGINE ?=
+# local: make the golang and distroless base images here (build/images/bases.sh),
+# as no registry is reachable on this project's machines; upstream: pull the
+# Dockerfile's defaults, as release images should.
+IMAGE_BASES ?= local
+# The OCI runtime podman and buildah run build steps and containers with:
+# crun rejects the hybrid cgroup layout of this project's machines.
+CONTAINER_RUNTIME ?= runc
 
 # Tests and the demo find the control plane and the project's binaries here.
 export GLOBALMIRROR_KUBE_ASSETS := $(KUBEPLANE_DIR)
 export GLOBALMIRROR_BIN         := $(BIN)
 export GLOBALMIRROR_HELM        := $(HELM)
+# ... and the images `make image` built (test/image runs them with podman).
+export GLOBALMIRROR_IMAGE_REPO    := $(IMAGE_REPO)
+export GLOBALMIRROR_IMAGE_VERSION := $(VERSION)
 
 # `make build` and `make image` (the Dockerfile) build with these, so the
 # binaries in bin/ and in the images are the same: static (CGO_ENABLED=0),
@@ -49,7 +59,7 @@ KUBE_LDFLAGS   := -s -w \
 
 COMMANDS := $(BIN)/globalmirror-controller $(BIN)/coredns $(BIN)/localkube $(BIN)/mirrorsim
 
-.PHONY: all tools apt-deps build test test-unit test-chart lint demo bench clean helm image
+.PHONY: all tools apt-deps image-deps build test test-unit test-chart lint demo bench clean helm image
 
 all: build
 
@@ -63,24 +73,38 @@ $(KUBEPLANE_DIR)/.ok: test/tools/go.mod test/tools/go.sum test/tools/kubeplane/m
 	cd $(KUBEPLANE_DIR) && for n in etcd kube-apiserver kube-controller-manager; do ln -sf kubeplane $$n; done
 	@touch $@
 
-## apt-deps: dig and dnsperf from Debian, installed only when missing.
-apt-deps:
-	@missing=""; command -v dig >/dev/null || missing="$$missing dnsutils"; \
-	command -v dnsperf >/dev/null || missing="$$missing dnsperf"; \
+# apt_install: install the Debian package behind each command:package pair
+# whose command is missing.
+define apt_install
+	@missing=""; for pair in $(1); do \
+		command -v $${pair%%:*} >/dev/null || missing="$$missing $${pair#*:}"; \
+	done; \
 	if [ -n "$$missing" ]; then \
 		echo ">> installing$$missing"; \
 		SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
+endef
+
+## apt-deps: dig and dnsperf from Debian, installed only when missing.
+apt-deps:
+	$(call apt_install,dig:dnsutils dnsperf:dnsperf)
+
+## image-deps: podman, runc and debootstrap (for the local base images) from Debian, installed only when missing.
+image-deps:
+	$(call apt_install,podman:podman runc:runc debootstrap:debootstrap)
 
 ## build: the controller, the custom CoreDNS and the test tools into bin/.
 build:
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -ldflags '$(GO_LDFLAGS)' -o $(BIN)/ ./controller/cmd/globalmirror-controller ./build/coredns ./test/cmd/localkube ./test/cmd/mirrorsim
 
-## test: unit, integration and end-to-end tests against real control planes and a real CoreDNS.
-test: tools build helm
+## test: unit, integration and end-to-end tests against real control planes and a
+## real CoreDNS, and the images (built with podman) run as the chart runs them.
+test: tools build helm image-deps image
 	$(GO) test -count=1 -timeout 45m ./...
+# test/image runs the images with podman, so make test builds them with podman.
+test: CONTAINER_ENGINE = podman
 
 ## test-unit: only the tests that need no control plane.
 test-unit:
@@ -98,28 +122,13 @@ $(HELM):
 	@echo ">> building helm $(HELM_VERSION) (cold: ~6 min)"
 	GOBIN=$(dir $@) CGO_ENABLED=0 $(GO) install -trimpath -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
-## image: $(IMAGE_REPO)/globalmirror-{controller,coredns}:$(VERSION) with the first working container engine.
+## image: $(IMAGE_REPO)/globalmirror-{controller,coredns}:$(VERSION) with the first
+## working container engine; the steps are in build/images/build.sh.
 image:
-	@engine="$(CONTAINER_ENGINE)"; why=""; \
-	if [ -z "$$engine" ]; then \
-		for e in docker podman buildah; do \
-			if ! command -v $$e >/dev/null 2>&1; then why="$$why"$$'\n'"  $$e: not installed"; continue; fi; \
-			if out=$$(timeout 30 $$e info 2>&1 >/dev/null); then engine=$$e; break; fi; \
-			why="$$why"$$'\n'"  $$e: installed, but '$$e info' fails: $$(head -n1 <<<"$$out")"; \
-		done; \
-	fi; \
-	if [ -z "$$engine" ]; then \
-		echo "make image: no working container engine, so no image was built:$$why" >&2; \
-		echo "Start a docker daemon or install podman or buildah (or set CONTAINER_ENGINE=<engine>)." >&2; \
-		exit 1; \
-	fi; \
-	for t in $(IMAGES); do \
-		ref=$(IMAGE_REPO)/globalmirror-$$t:$(VERSION); \
-		echo ">> $$engine build --target $$t -t $$ref"; \
-		DOCKER_BUILDKIT=1 $$engine build --target $$t --tag $$ref \
-			--build-arg GO_BUILD_FLAGS="$(GO_BUILD_FLAGS)" --build-arg GO_LDFLAGS="$(GO_LDFLAGS)" \
-			$(if $(GOPROXY),--build-arg GOPROXY=$(GOPROXY)) . ; \
-	done
+	@IMAGE_REPO='$(IMAGE_REPO)' VERSION='$(VERSION)' IMAGES='$(IMAGES)' IMAGE_BASES='$(IMAGE_BASES)' \
+	CONTAINER_ENGINE='$(CONTAINER_ENGINE)' CONTAINER_RUNTIME='$(CONTAINER_RUNTIME)' GO='$(GO)' GOPROXY='$(GOPROXY)' \
+	GO_BUILD_FLAGS='$(GO_BUILD_FLAGS)' GO_LDFLAGS='$(GO_LDFLAGS)' BASES_CACHE='$(TOOLS_CACHE)/bases' \
+	build/images/build.sh
 
 $(STATICCHECK):
 	@mkdir -p $(dir $@)

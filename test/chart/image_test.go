@@ -8,10 +8,10 @@ import (
 	"testing"
 )
 
-// TestDockerfileMatchesMakefile: no container engine runs here, so the image
-// build cannot be exercised; this keeps the Dockerfile's defaults equal to
-// what `make build` uses, which is what makes the images' binaries the ones
-// the tests ran.
+// TestDockerfileMatchesMakefile keeps the Dockerfile's defaults, which a
+// plain `docker build` uses, equal to what `make build` uses. test/image runs
+// the images `make image` builds (it passes the Makefile's flags) and finds
+// their binaries identical to bin/'s.
 func TestDockerfileMatchesMakefile(t *testing.T) {
 	read := func(path string) string {
 		b, err := os.ReadFile(path)
@@ -47,6 +47,12 @@ func TestDockerfileMatchesMakefile(t *testing.T) {
 	goImage := value(dockerfile, `^ARG GO_IMAGE=golang:(\S+)-bookworm`)
 	if "go"+goImage != runtime.Version() {
 		t.Errorf("Dockerfile builds with golang:%s, the tests with %s: update GO_IMAGE", goImage, runtime.Version())
+	}
+	// Without `make image`'s -v, the Go caches are BuildKit's cache mounts.
+	for _, c := range []struct{ arg, mount string }{{"GOCACHE", "/root/.cache/go-build"}, {"GOMODCACHE", "/go/pkg/mod"}} {
+		if d := value(dockerfile, `^ARG `+c.arg+`=(\S+)`); d != c.mount || !strings.Contains(dockerfile, "--mount=type=cache,target="+c.mount) {
+			t.Errorf("Dockerfile %s defaults to %s, not the cache mount %s", c.arg, d, c.mount)
+		}
 	}
 	if base := value(dockerfile, `^ARG BASE_IMAGE=(\S+)`); base != "gcr.io/distroless/static-debian12:nonroot" {
 		t.Errorf("base image %s", base)

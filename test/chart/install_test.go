@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/globalmirror/globalmirror/test/helmtest"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/run"
 	"github.com/miekg/dns"
@@ -68,28 +69,14 @@ func TestInstall(t *testing.T) {
 		}
 	}
 	corednsKubeconfig := filepath.Join(dir, "coredns.kubeconfig")
-	values := writeValues(t, fmt.Sprintf(`
-coredns:
-  enabled: true
-  servers:
-    - zones: [{zone: .}]
-      port: %[1]d
-      plugins:
-        - {name: bind, parameters: 127.0.0.1}
-        - {name: errors}
-        - {name: health, parameters: "127.0.0.1:%[2]d"}
-        - {name: ready, parameters: "127.0.0.1:%[3]d"}
-        - {name: global, parameters: cluster.local, configBlock: "ttl 5\nkubeconfig %[5]s"}
-        - {name: kubernetes, parameters: cluster.local, configBlock: "kubeconfig %[5]s\npods insecure"}
-        - {name: prometheus, parameters: "127.0.0.1:%[4]d"}
-serviceMonitor:
-  enabled: true
-`, ports["DNS_PORT"], ports["HEALTH_PORT"], ports["READY_PORT"], ports["METRICS_PORT"], corednsKubeconfig))
+	values := helmtest.WriteValues(t, "coredns:\n  enabled: true\n"+
+		helmtest.CoreDNSServers(ports["DNS_PORT"], ports["HEALTH_PORT"], ports["READY_PORT"], ports["METRICS_PORT"], 5, corednsKubeconfig)+
+		"serviceMonitor:\n  enabled: true\n")
 
 	m := render(t, "-f", values)
 	dryRunStrict(t, dyn, mapper, m)
 	start := time.Now()
-	out := mustHelm(t, "install", "gm", chartDir, "--namespace", releaseNamespace, "--kubeconfig", c.Kubeconfig, "-f", values)
+	out := helmtest.Must(t, "install", "gm", chartDir, "--namespace", releaseNamespace, "--kubeconfig", c.Kubeconfig, "-f", values)
 	t.Logf("helm install: %v", time.Since(start).Round(time.Millisecond))
 	if !strings.Contains(out, "STATUS: deployed") || !strings.Contains(out, "writes <base>-global Services in every namespace") {
 		t.Errorf("helm install output (and NOTES.txt):\n%s", out)
@@ -177,13 +164,13 @@ serviceMonitor:
 	// A second release, limited to namespace team: Roles there and nowhere else.
 	t.Run("namespaced", func(t *testing.T) {
 		const name = "gmns-globalmirror-controller"
-		nsValues := writeValues(t, "controller:\n  namespaces: [team]\n")
+		nsValues := helmtest.WriteValues(t, "controller:\n  namespaces: [team]\n")
 		mns := renderRelease(t, "gmns", "-f", nsValues)
-		if mns.get("ClusterRole", "", name) != nil {
+		if mns.Get("ClusterRole", "", name) != nil {
 			t.Fatalf("namespaced release renders a ClusterRole")
 		}
 		dryRunStrict(t, dyn, mapper, mns)
-		mustHelm(t, "install", "gmns", chartDir, "--namespace", releaseNamespace, "--kubeconfig", c.Kubeconfig, "-f", nsValues)
+		helmtest.Must(t, "install", "gmns", chartDir, "--namespace", releaseNamespace, "--kubeconfig", c.Kubeconfig, "-f", nsValues)
 		expectInstalled(t, dyn, mapper, mns)
 
 		sa := "system:serviceaccount:" + releaseNamespace + ":" + name
@@ -208,7 +195,7 @@ serviceMonitor:
 
 	t.Run("uninstall", func(t *testing.T) {
 		for _, release := range []string{"gm", "gmns"} {
-			mustHelm(t, "uninstall", release, "--namespace", releaseNamespace, "--kubeconfig", c.Kubeconfig, "--wait", "--timeout", "60s")
+			helmtest.Must(t, "uninstall", release, "--namespace", releaseNamespace, "--kubeconfig", c.Kubeconfig, "--wait", "--timeout", "60s")
 		}
 		for _, kind := range []string{"clusterroles", "clusterrolebindings"} {
 			list, err := dyn.Resource(rbacGVR(kind)).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=globalmirror"})
@@ -253,9 +240,9 @@ func installServiceMonitorCRD(t *testing.T, dyn dynamic.Interface) {
 
 // dryRunStrict creates every object in a server-side dry run with strict field
 // validation: the API server's own schemas (and the CRD's) check each field.
-func dryRunStrict(t *testing.T, dyn dynamic.Interface, mapper meta.RESTMapper, m manifest) {
+func dryRunStrict(t *testing.T, dyn dynamic.Interface, mapper meta.RESTMapper, m helmtest.Manifest) {
 	t.Helper()
-	for _, o := range m.objects {
+	for _, o := range m.Objects {
 		ri := resourceFor(t, dyn, mapper, o)
 		if _, err := ri.Create(t.Context(), o, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"}); err != nil {
 			t.Errorf("%s %s/%s rejected: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
@@ -267,9 +254,9 @@ func dryRunStrict(t *testing.T, dyn dynamic.Interface, mapper meta.RESTMapper, m
 }
 
 // expectInstalled checks that every rendered object exists after helm install.
-func expectInstalled(t *testing.T, dyn dynamic.Interface, mapper meta.RESTMapper, m manifest) {
+func expectInstalled(t *testing.T, dyn dynamic.Interface, mapper meta.RESTMapper, m helmtest.Manifest) {
 	t.Helper()
-	for _, o := range m.objects {
+	for _, o := range m.Objects {
 		if _, err := resourceFor(t, dyn, mapper, o).Get(t.Context(), o.GetName(), metav1.GetOptions{}); err != nil {
 			t.Errorf("after helm install: %s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
 		}

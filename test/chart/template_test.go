@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/globalmirror/globalmirror/test/helmtest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -29,7 +30,7 @@ func TestLint(t *testing.T) {
 		"coredns only": {"--set", "controller.enabled=false", "--set", "coredns.enabled=true"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			out := mustHelm(t, append([]string{"lint", "--strict", chartDir}, args...)...)
+			out := helmtest.Must(t, append([]string{"lint", "--strict", chartDir}, args...)...)
 			if !strings.Contains(out, "0 chart(s) failed") {
 				t.Errorf("helm lint:\n%s", out)
 			}
@@ -39,7 +40,7 @@ func TestLint(t *testing.T) {
 
 func TestTemplateDefaults(t *testing.T) {
 	m := render(t)
-	ids := m.ids()
+	ids := m.IDs()
 	sort.Strings(ids)
 	want := []string{
 		"ClusterRole /" + controllerName,
@@ -56,7 +57,7 @@ func TestTemplateDefaults(t *testing.T) {
 	}
 
 	var d appsv1.Deployment
-	typed(t, m.mustGet(t, "Deployment", releaseNamespace, controllerName), &d)
+	helmtest.Typed(t, m.MustGet(t, "Deployment", releaseNamespace, controllerName), &d)
 	if *d.Spec.Replicas != 2 {
 		t.Errorf("replicas = %d, want 2", *d.Spec.Replicas)
 	}
@@ -83,7 +84,7 @@ func TestTemplateDefaults(t *testing.T) {
 	}
 
 	var role rbacv1.ClusterRole
-	typed(t, m.mustGet(t, "ClusterRole", "", controllerName), &role)
+	helmtest.Typed(t, m.MustGet(t, "ClusterRole", "", controllerName), &role)
 	wantRules := []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
@@ -94,7 +95,7 @@ func TestTemplateDefaults(t *testing.T) {
 		t.Errorf("controller ClusterRole rules:\n%s\nwant:\n%s", got, want)
 	}
 	var lease rbacv1.Role
-	typed(t, m.mustGet(t, "Role", releaseNamespace, controllerName+"-leader-election"), &lease)
+	helmtest.Typed(t, m.MustGet(t, "Role", releaseNamespace, controllerName+"-leader-election"), &lease)
 	wantLease := []rbacv1.PolicyRule{
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{controllerName}, Verbs: []string{"get", "update"}},
@@ -103,7 +104,7 @@ func TestTemplateDefaults(t *testing.T) {
 		t.Errorf("lease Role rules:\n%s\nwant:\n%s", got, want)
 	}
 	var pdb policyv1.PodDisruptionBudget
-	typed(t, m.mustGet(t, "PodDisruptionBudget", releaseNamespace, controllerName), &pdb)
+	helmtest.Typed(t, m.MustGet(t, "PodDisruptionBudget", releaseNamespace, controllerName), &pdb)
 	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.MinAvailable != nil {
 		t.Errorf("PDB spec = %+v", pdb.Spec)
 	}
@@ -115,7 +116,7 @@ func TestTemplateDefaults(t *testing.T) {
 // TestTemplateEverything renders every optional part: CoreDNS as the cluster
 // DNS, the ServiceMonitor, namespaced RBAC and no local services.
 func TestTemplateEverything(t *testing.T) {
-	m := render(t, "-f", writeValues(t, `
+	m := render(t, "-f", helmtest.WriteValues(t, `
 localSelector: ""
 controller:
   namespaces: [apps, db]
@@ -130,19 +131,19 @@ serviceMonitor:
   labels: {release: prometheus}
 `))
 	// Namespaced controller RBAC: a Role per namespace, no ClusterRole.
-	if m.get("ClusterRole", "", controllerName) != nil || m.get("ClusterRoleBinding", "", controllerName) != nil {
+	if m.Get("ClusterRole", "", controllerName) != nil || m.Get("ClusterRoleBinding", "", controllerName) != nil {
 		t.Errorf("controller ClusterRole rendered with controller.namespaces set")
 	}
 	for _, ns := range []string{"apps", "db"} {
 		var rb rbacv1.RoleBinding
-		typed(t, m.mustGet(t, "RoleBinding", ns, controllerName), &rb)
+		helmtest.Typed(t, m.MustGet(t, "RoleBinding", ns, controllerName), &rb)
 		if rb.RoleRef.Kind != "Role" || rb.Subjects[0].Namespace != releaseNamespace || rb.Subjects[0].Name != controllerName {
 			t.Errorf("RoleBinding %s = %+v", ns, rb)
 		}
-		m.mustGet(t, "Role", ns, controllerName)
+		m.MustGet(t, "Role", ns, controllerName)
 	}
 	var d appsv1.Deployment
-	typed(t, m.mustGet(t, "Deployment", releaseNamespace, controllerName), &d)
+	helmtest.Typed(t, m.MustGet(t, "Deployment", releaseNamespace, controllerName), &d)
 	args := d.Spec.Template.Spec.Containers[0].Args
 	for _, arg := range []string{"--namespaces=apps,db", "--include-local=false"} {
 		if !slices.Contains(args, arg) {
@@ -155,7 +156,7 @@ serviceMonitor:
 
 	// CoreDNS: the Corefile's global stanza carries the controller's settings.
 	var cm corev1.ConfigMap
-	typed(t, m.mustGet(t, "ConfigMap", releaseNamespace, corednsName), &cm)
+	helmtest.Typed(t, m.MustGet(t, "ConfigMap", releaseNamespace, corednsName), &cm)
 	corefile := cm.Data["Corefile"]
 	for _, want := range []string{
 		".:53 {",
@@ -175,7 +176,7 @@ serviceMonitor:
 	}
 
 	var cd appsv1.Deployment
-	typed(t, m.mustGet(t, "Deployment", releaseNamespace, corednsName), &cd)
+	helmtest.Typed(t, m.MustGet(t, "Deployment", releaseNamespace, corednsName), &cd)
 	pod := cd.Spec.Template.Spec
 	c := pod.Containers[0]
 	checkHardened(t, pod, c, []corev1.Capability{"NET_BIND_SERVICE"})
@@ -197,28 +198,28 @@ serviceMonitor:
 	}
 
 	var svc corev1.Service
-	typed(t, m.mustGet(t, "Service", releaseNamespace, "kube-dns"), &svc)
+	helmtest.Typed(t, m.MustGet(t, "Service", releaseNamespace, "kube-dns"), &svc)
 	if svc.Spec.ClusterIP != "10.96.0.10" || len(svc.Spec.Ports) != 2 || !matches(svc.Spec.Selector, cd.Spec.Template.Labels) {
 		t.Errorf("DNS Service spec = %+v", svc.Spec)
 	}
 	var role rbacv1.ClusterRole
-	typed(t, m.mustGet(t, "ClusterRole", "", corednsName), &role)
+	helmtest.Typed(t, m.MustGet(t, "ClusterRole", "", corednsName), &role)
 	for _, r := range role.Rules {
 		if !slices.Equal(r.Verbs, []string{"list", "watch"}) {
 			t.Errorf("CoreDNS may only list and watch: %+v", r)
 		}
 	}
-	m.mustGet(t, "PodDisruptionBudget", releaseNamespace, corednsName)
-	m.mustGet(t, "Service", releaseNamespace, corednsName+"-metrics")
+	m.MustGet(t, "PodDisruptionBudget", releaseNamespace, corednsName)
+	m.MustGet(t, "Service", releaseNamespace, corednsName+"-metrics")
 
-	sm := m.mustGet(t, "ServiceMonitor", releaseNamespace, "gm-globalmirror")
+	sm := m.MustGet(t, "ServiceMonitor", releaseNamespace, "gm-globalmirror")
 	if sm.GetLabels()["release"] != "prometheus" {
 		t.Errorf("ServiceMonitor labels = %v", sm.GetLabels())
 	}
 	// It must select both metrics Services, by labels they carry.
 	sel := sm.Object["spec"].(map[string]any)["selector"].(map[string]any)["matchLabels"].(map[string]any)
 	for _, name := range []string{controllerName + "-metrics", corednsName + "-metrics"} {
-		labels := m.mustGet(t, "Service", releaseNamespace, name).GetLabels()
+		labels := m.MustGet(t, "Service", releaseNamespace, name).GetLabels()
 		for k, v := range sel {
 			if labels[k] != v {
 				t.Errorf("ServiceMonitor selector %s=%v misses Service %s (labels %v)", k, v, name, labels)
@@ -227,9 +228,11 @@ serviceMonitor:
 	}
 }
 
-// TestTemplateCoreDNSHighPort: without a privileged port CoreDNS gets no capability at all.
+// TestTemplateCoreDNSHighPort: without a privileged port CoreDNS still gets
+// NET_BIND_SERVICE, since its image's binary cannot be executed without it
+// (test/image runs it).
 func TestTemplateCoreDNSHighPort(t *testing.T) {
-	m := render(t, "-f", writeValues(t, `
+	m := render(t, "-f", helmtest.WriteValues(t, `
 coredns:
   enabled: true
   servers:
@@ -238,14 +241,14 @@ coredns:
       plugins: [{name: global}, {name: prometheus, parameters: ":9253"}]
 `))
 	var d appsv1.Deployment
-	typed(t, m.mustGet(t, "Deployment", releaseNamespace, corednsName), &d)
+	helmtest.Typed(t, m.MustGet(t, "Deployment", releaseNamespace, corednsName), &d)
 	c := d.Spec.Template.Spec.Containers[0]
-	checkHardened(t, d.Spec.Template.Spec, c, nil)
+	checkHardened(t, d.Spec.Template.Spec, c, []corev1.Capability{"NET_BIND_SERVICE"})
 	if !strings.Contains(toYAML(t, c.Ports), "containerPort: 5353") || !strings.Contains(toYAML(t, c.Ports), "containerPort: 9253") {
 		t.Errorf("ports:\n%s", toYAML(t, c.Ports))
 	}
 	var cm corev1.ConfigMap
-	typed(t, m.mustGet(t, "ConfigMap", releaseNamespace, corednsName), &cm)
+	helmtest.Typed(t, m.MustGet(t, "ConfigMap", releaseNamespace, corednsName), &cm)
 	if want := "cluster.local:5353 example.org:5353 {\n    global {\n"; !strings.HasPrefix(cm.Data["Corefile"], want) {
 		t.Errorf("Corefile:\n%s\nwant prefix:\n%s", cm.Data["Corefile"], want)
 	}
@@ -270,7 +273,7 @@ func TestSchemaRejects(t *testing.T) {
 		{"suffix=_global", "/suffix"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
-			out, err := helm(t, "template", "gm", chartDir, "--set", tc.set)
+			out, err := helmtest.Run(t, "template", "gm", chartDir, "--set", tc.set)
 			if err == nil {
 				t.Fatalf("helm template --set %s succeeded:\n%s", tc.set, out)
 			}
@@ -324,7 +327,7 @@ func appVersion(t testing.TB) string {
 	var c struct {
 		AppVersion string `json:"appVersion"`
 	}
-	if err := yaml.Unmarshal([]byte(mustHelm(t, "show", "chart", chartDir)), &c); err != nil || c.AppVersion == "" {
+	if err := yaml.Unmarshal([]byte(helmtest.Must(t, "show", "chart", chartDir)), &c); err != nil || c.AppVersion == "" {
 		t.Fatalf("appVersion: %v", err)
 	}
 	return c.AppVersion

@@ -47,6 +47,13 @@ type Process struct {
 // Start runs bin with args, extra environment and output to logPath. The child
 // is killed if this process dies (Pdeathsig), so nothing outlives a test.
 func Start(bin string, args, env []string, logPath string) (*Process, error) {
+	return StartWithDeathSignal(bin, args, env, logPath, syscall.SIGKILL)
+}
+
+// StartWithDeathSignal is Start with the signal the child gets when this
+// process dies: SIGTERM for `podman run`, which passes it on to its container,
+// where SIGKILL would end the client and leave the container running.
+func StartWithDeathSignal(bin string, args, env []string, logPath string, sig syscall.Signal) (*Process, error) {
 	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -54,7 +61,7 @@ func Start(bin string, args, env []string, logPath string) (*Process, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: sig}
 	if err := cmd.Start(); err != nil {
 		out.Close()
 		return nil, fmt.Errorf("start %s: %w", bin, err)

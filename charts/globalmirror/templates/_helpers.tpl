@@ -137,13 +137,6 @@ namespaces {{ join " " . }}
 {{- end }}
 {{- end }}
 
-{{/* "true" when a server listens on a privileged port, which needs NET_BIND_SERVICE. */}}
-{{- define "globalmirror.coredns.lowPort" -}}
-{{- range .Values.coredns.servers }}
-{{- if lt (int (default 53 .port)) 1024 }}true{{ end }}
-{{- end }}
-{{- end }}
-
 {{/* The DNS ports of all servers, deduplicated. */}}
 {{- define "globalmirror.coredns.dnsPorts" -}}
 {{- $ports := list }}

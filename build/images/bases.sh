@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# bases.sh ENGINE GO_IMAGE BASE_IMAGE
+#
+# Makes, on this machine, the two base images the Dockerfile builds on, for
+# when no registry can be reached (`make image` with IMAGE_BASES=local):
+#
+#   GO_IMAGE    stands in for golang:<version>-bookworm: Debian bookworm
+#               (minbase plus ca-certificates, debootstrap'd from the apt
+#               mirror) with this machine's own Go toolchain copied to
+#               /usr/local/go, and the golang image's PATH, GOPATH and
+#               GOTOOLCHAIN. Its tag names the Go version, which must be the
+#               one installed here: the image build then compiles with the very
+#               compiler `make build` used, so it can share its build cache.
+#   BASE_IMAGE  stands in for gcr.io/distroless/static-debian12:nonroot: no
+#               shell, no package manager; /etc/passwd and /etc/group with root
+#               and nonroot (65532), nsswitch.conf, services, CA certificates
+#               and time zones from this machine's ca-certificates and tzdata,
+#               /tmp (1777), /home/nonroot (owned by 65532); USER 65532,
+#               WORKDIR /home/nonroot, SSL_CERT_FILE.
+#
+# Each image is made only when the engine lacks it or holds one made by
+# another version of its recipe (label org.globalmirror.base-recipe, a hash of
+# the shell functions below that make it). The builder's root filesystem, the
+# slow part (about a minute of debootstrap), is kept as a tarball in
+# $BASES_CACHE (default ~/.cache/globalmirror/bases), keyed by Go version and
+# recipe. ENGINE is podman, docker or buildah. debootstrap (`make image-deps`
+# installs it) needs root; sudo is used when not root.
+set -euo pipefail
+
+engine=${1:?usage: bases.sh ENGINE GO_IMAGE BASE_IMAGE}
+go_image=${2:?usage: bases.sh ENGINE GO_IMAGE BASE_IMAGE}
+base_image=${3:?usage: bases.sh ENGINE GO_IMAGE BASE_IMAGE}
+cache=${BASES_CACHE:-$HOME/.cache/globalmirror/bases}
+mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+suite=bookworm
+recipe_label=org.globalmirror.base-recipe
+sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+
+say() { echo ">> bases: $*"; }
+die() { echo "bases.sh: $*" >&2; exit 1; }
+
+# recipe_of REF prints the recipe label of an image, or nothing when it is missing.
+recipe_of() {
+	case $engine in
+	buildah) buildah inspect --type image --format "{{ index .OCIv1.Config.Labels \"$recipe_label\" }}" "$1" 2>/dev/null || true ;;
+	*) "$engine" image inspect --format "{{ index .Config.Labels \"$recipe_label\" }}" "$1" 2>/dev/null || true ;;
+	esac
+}
+
+# recipe FUNCTION prints a hash of what makes an image: that function and import.
+recipe() { declare -f "$1" import | sha256sum | cut -c1-12; }
+
+# import TARBALL REF RECIPE CHANGE... makes an image of one layer from a root
+# filesystem tarball, with Dockerfile-style config changes (ENV, USER, ...).
+import() {
+	local tarball=$1 ref=$2 recipe=$3; shift 3
+	local changes=() c
+	for c in "$@" "LABEL $recipe_label=$recipe"; do changes+=(--change "$c"); done
+	case $engine in
+	buildah)
+		local ctr
+		ctr=$(buildah from scratch)
+		buildah add --quiet "$ctr" "$tarball" /
+		for c in "$@" "LABEL $recipe_label=$recipe"; do
+			case $c in
+			"ENV "*) buildah config --env "${c#ENV }" "$ctr" ;;
+			"USER "*) buildah config --user "${c#USER }" "$ctr" ;;
+			"WORKDIR "*) buildah config --workingdir "${c#WORKDIR }" "$ctr" ;;
+			"LABEL "*) buildah config --label "${c#LABEL }" "$ctr" ;;
+			*) die "no buildah equivalent of $c" ;;
+			esac
+		done
+		buildah commit --quiet --rm "$ctr" "$ref" >/dev/null
+		;;
+	podman) podman import --quiet "${changes[@]}" "$tarball" "$ref" >/dev/null ;;
+	*) "$engine" import "${changes[@]}" "$tarball" "$ref" >/dev/null ;;
+	esac
+}
+
+make_builder() {
+	local version
+	version=$(sed -n 's/.*golang:\([0-9][^-]*\)-'"$suite"'$/\1/p' <<<"$go_image")
+	[ -n "$version" ] || die "GO_IMAGE $go_image: want a tag golang:<version>-$suite"
+	local goroot have
+	goroot=$("${GO:-go}" env GOROOT) have=$("${GO:-go}" env GOVERSION)
+	[ "$have" = "go$version" ] || die "the local builder copies this machine's Go toolchain, which is $have, but the Dockerfile pins golang:$version-$suite: install Go $version (or update GO_IMAGE in the Dockerfile)"
+	local recipe tarball
+	recipe=$(recipe make_builder)
+	tarball=$cache/golang-$version-$suite-$recipe.tar
+	if [ ! -s "$tarball" ]; then
+		command -v debootstrap >/dev/null || die "debootstrap is missing: run make image-deps (or apt-get install debootstrap)"
+		root=$(mktemp -d "${TMPDIR:-/tmp}/gm-builder.XXXXXX")
+		trap '$sudo rm -rf "$root"' EXIT
+		say "debootstrap $suite (minbase) from $mirror (about a minute)"
+		$sudo debootstrap --variant=minbase --include=ca-certificates "$suite" "$root/rootfs" "$mirror" >"$root/debootstrap.log" 2>&1 ||
+			die "debootstrap failed; its log:"$'\n'"$(tail -n 20 "$root/debootstrap.log")"
+		# What the golang image adds on top of Debian: the toolchain at
+		# /usr/local/go and a world-writable GOPATH; no apt lists or .debs.
+		$sudo rm -rf "$root"/rootfs/var/cache/apt/archives/*.deb "$root"/rootfs/var/lib/apt/lists/*
+		$sudo mkdir -p "$root/rootfs/usr/local" "$root/rootfs/go/src" "$root/rootfs/go/bin"
+		$sudo chmod -R 1777 "$root/rootfs/go"
+		$sudo cp -a "$goroot" "$root/rootfs/usr/local/go"
+		mkdir -p "$cache"
+		$sudo tar --numeric-owner -C "$root/rootfs" -cf "$tarball.tmp" .
+		$sudo chown "$(id -u):$(id -g)" "$tarball.tmp"
+		rm -f "$cache/golang-$version-$suite"-*.tar # other recipes'
+		mv "$tarball.tmp" "$tarball"
+		$sudo rm -rf "$root"
+		trap - EXIT
+	fi
+	say "importing $go_image"
+	import "$tarball" "$go_image" "$recipe" \
+		"ENV PATH=/go/bin:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+		"ENV GOLANG_VERSION=$version" "ENV GOTOOLCHAIN=local" "ENV GOPATH=/go" "WORKDIR /go"
+}
+
+make_runtime() {
+	local certs=/etc/ssl/certs/ca-certificates.crt
+	[ -s "$certs" ] || die "$certs is missing: install ca-certificates"
+	stage=$(mktemp -d "${TMPDIR:-/tmp}/gm-static.XXXXXX")
+	trap 'rm -rf "$stage" "$stage.tar"' EXIT
+	mkdir -p "$stage"/{etc/ssl/certs,tmp,root,home/nonroot,usr/share}
+	# distroless's users and groups.
+	cat >"$stage/etc/passwd" <<-'PASSWD'
+	root:x:0:0:root:/root:/sbin/nologin
+	nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin
+	nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin
+	PASSWD
+	cat >"$stage/etc/group" <<-'GROUP'
+	root:x:0:
+	nobody:x:65534:
+	tty:x:5:
+	staff:x:50:
+	nonroot:x:65532:
+	GROUP
+	echo "hosts: files dns" >"$stage/etc/nsswitch.conf"
+	cp "$certs" "$stage/etc/ssl/certs/ca-certificates.crt"
+	[ ! -f /etc/services ] || cp /etc/services "$stage/etc/services"
+	[ ! -d /usr/share/zoneinfo ] || cp -a /usr/share/zoneinfo "$stage/usr/share/zoneinfo"
+	chmod 1777 "$stage/tmp"
+	chmod 700 "$stage/root" "$stage/home/nonroot"
+	chmod -R u+rwX,go+rX,go-w "$stage/etc" "$stage/usr"
+	# Owners are set in the archive, so this needs no root: everything is
+	# root's but /home/nonroot.
+	local tarball=$stage.tar
+	tar --numeric-owner --owner=0 --group=0 --sort=name --mtime=@0 -C "$stage" --exclude=./home/nonroot -cf "$tarball" .
+	tar --numeric-owner --owner=65532 --group=65532 --mtime=@0 -C "$stage" -rf "$tarball" ./home/nonroot
+	say "importing $base_image"
+	import "$tarball" "$base_image" "$(recipe make_runtime)" \
+		"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+		"ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt" \
+		"USER 65532" "WORKDIR /home/nonroot"
+	rm -rf "$stage" "$tarball"
+	trap - EXIT
+}
+
+if [ "$(recipe_of "$go_image")" = "$(recipe make_builder)" ]; then say "$go_image is up to date"; else make_builder; fi
+if [ "$(recipe_of "$base_image")" = "$(recipe make_runtime)" ]; then say "$base_image is up to date"; else make_runtime; fi

@@ -1,0 +1,544 @@
+// Package image runs the two container images `make image` builds, with
+// podman, the way the Helm chart's pod specs say: the user, group, read-only
+// root filesystem, no_new_privs, capabilities, seccomp profile, environment,
+// arguments and ConfigMap volumes all come from `helm template` output
+// (translate fails on a security setting it does not know). Against a local
+// cluster with Linkerd's mirrors simulated, the CoreDNS image binds port 53
+// on 127.0.0.1 as UID 65532 and answers *-global names over UDP and TCP, and
+// the controller image converges the cluster and serves /readyz.
+//
+// What differs from a pod, and why: the containers share the host's network
+// (all traffic stays on loopback), the API server is reached through a
+// kubeconfig mounted read-only (there is no ServiceAccount token; it
+// authenticates as an administrator, the chart's RBAC is tested in
+// test/chart), and the servers listen on free loopback ports instead of the
+// chart's 8080, 8181 and 9153, which the probes' paths are asked on.
+package image
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/globalmirror/globalmirror/test/helmtest"
+	"github.com/globalmirror/globalmirror/test/localkube"
+	"github.com/globalmirror/globalmirror/test/mirrorsim"
+	"github.com/globalmirror/globalmirror/test/run"
+	"github.com/globalmirror/globalmirror/test/workload"
+	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+const (
+	releaseNamespace = "globalmirror-system"
+	chartDir         = "../../charts/globalmirror"
+	controllerName   = "gm-globalmirror-controller"
+	corednsName      = "gm-globalmirror-coredns"
+	// Where the containers find the kubeconfig, mounted read-only.
+	kubeconfigPath = "/var/run/globalmirror/kubeconfig"
+	ns             = "app"
+	zone           = "cluster.local."
+	ttl            = 5
+	// netBindService is CAP_NET_BIND_SERVICE's bit.
+	netBindService = uint64(1) << 10
+)
+
+// Image names: the Makefile exports what `make image` tagged.
+const (
+	repoEnv    = "GLOBALMIRROR_IMAGE_REPO"
+	versionEnv = "GLOBALMIRROR_IMAGE_VERSION"
+)
+
+func TestImages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs containers against local clusters")
+	}
+	pm := newPodman(t)
+	dir := t.TempDir()
+	repo, version := os.Getenv(repoEnv), os.Getenv(versionEnv)
+	if repo == "" || version == "" {
+		t.Fatalf("$%s and $%s name the images: run `make test`, which builds them", repoEnv, versionEnv)
+	}
+	checkPort53Free(t)
+
+	health, ready, metrics := freePort(t), freePort(t), freePort(t)
+	m := render(t, repo, version, 53, health, ready, metrics)
+	ctrl := translate(t, m, releaseNamespace, controllerName, "controller", filepath.Join(dir, "port53"))
+	dnsc := translate(t, m, releaseNamespace, corednsName, "coredns", filepath.Join(dir, "port53"))
+	for _, c := range []container{ctrl, dnsc} {
+		pm.requireImage(t, c.Image)
+	}
+	// What the chart asks for, so that the runs below exercise it.
+	for _, want := range []string{"--user 65532:65532", "--read-only", "--security-opt no-new-privileges", "--cap-drop ALL"} {
+		for _, c := range []container{ctrl, dnsc} {
+			if !strings.Contains(strings.Join(c.Flags, " "), want) {
+				t.Errorf("%s: chart's pod spec translates to %q, without %s", c.Image, c.Flags, want)
+			}
+		}
+	}
+	if !strings.Contains(strings.Join(dnsc.Flags, " "), "--cap-add NET_BIND_SERVICE") {
+		t.Errorf("CoreDNS on port 53 without NET_BIND_SERVICE: %q", dnsc.Flags)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	t.Run("contents", func(t *testing.T) { checkContents(t, pm, ctrl, dnsc) })
+
+	t.Run("coredns -version", func(t *testing.T) {
+		commit := gitCommit(t)
+		p := pm.run(t, "version", dnsc.Flags, dnsc.Image, "-version")
+		out := waitExit(t, p, 30*time.Second)
+		if !strings.Contains(out, "CoreDNS-") || !strings.Contains(out, ", "+commit) {
+			t.Errorf("coredns -version does not name commit %s:\n%s", commit, out)
+		}
+	})
+
+	ctx := t.Context()
+	env := localkube.StartT(t, "source", "east")
+	source := env.Cluster("source")
+	want := mirroredDB(ctx, t, env)
+	if _, err := source.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNamespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The cluster's admin kubeconfig, readable by the containers' user.
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	data, err := os.ReadFile(source.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kubeconfig, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mountKubeconfig := []string{"--volume", kubeconfig + ":" + kubeconfigPath + ":ro"}
+
+	t.Run("controller", func(t *testing.T) {
+		port := freePort(t)
+		args := replaceArg(t, ctrl.Args, "--metrics-addr=", "127.0.0.1:"+strconv.Itoa(port))
+		p := pm.run(t, "controller", slices.Concat(ctrl.Flags, mountKubeconfig), ctrl.Image,
+			append(args, "--kubeconfig="+kubeconfigPath)...)
+		waitHTTP(t, p, probeURL(t, ctrl.Spec.ReadinessProbe, "controller readiness", port))
+		waitHTTP(t, p, probeURL(t, ctrl.Spec.LivenessProbe, "controller liveness", port))
+		expectGlobalService(t, source, want, p)
+	})
+
+	dnsFlags := slices.Concat(dnsc.Flags, mountKubeconfig)
+	t.Run("coredns", func(t *testing.T) {
+		p := pm.run(t, "coredns", dnsFlags, dnsc.Image, dnsc.Args...)
+		waitHTTP(t, p, probeURL(t, dnsc.Spec.ReadinessProbe, "coredns readiness", ready))
+		waitHTTP(t, p, probeURL(t, dnsc.Spec.LivenessProbe, "coredns liveness", health))
+		caps := procCaps(t, pm.pid(t, p))
+		t.Logf("coredns as podman starts it: %v", caps)
+		expectAnswers(t, "127.0.0.1:53", want, p)
+	})
+
+	// CoreDNS beside the cluster DNS, on an unprivileged port: the chart's
+	// pod spec for that must run the image too.
+	t.Run("coredns on a high port", func(t *testing.T) {
+		port := freePort(t)
+		c := translate(t, render(t, repo, version, port, health, ready, metrics), releaseNamespace, corednsName, "coredns", filepath.Join(dir, "highport"))
+		p := pm.run(t, "highport", slices.Concat(c.Flags, mountKubeconfig), c.Image, c.Args...)
+		waitHTTP(t, p, probeURL(t, c.Spec.ReadinessProbe, "coredns readiness", ready))
+		expectAnswers(t, "127.0.0.1:"+strconv.Itoa(port), want, p)
+	})
+
+	// The chart adds NET_BIND_SERVICE for port 53. Without it in the
+	// bounding set the kernel refuses to execute /coredns at all: its file
+	// capability has the effective bit, which demands every capability it
+	// names (a pod without it never starts).
+	t.Run("coredns without NET_BIND_SERVICE", func(t *testing.T) {
+		p := pm.run(t, "nocap", without(t, dnsFlags, "--cap-add", "NET_BIND_SERVICE"), dnsc.Image, dnsc.Args...)
+		if log := waitExit(t, p, 30*time.Second); !strings.Contains(log, "exec /coredns: operation not permitted") {
+			t.Errorf("coredns ran without NET_BIND_SERVICE:\n%s", log)
+		}
+	})
+
+	// podman makes added capabilities ambient for a non-root user, so any
+	// binary would have bound port 53 above. Kubernetes does not: there only
+	// the image's file capability (setcap on /coredns) lifts
+	// NET_BIND_SERVICE from the bounding set into a non-root process. Run
+	// the image's entrypoint through dropambient to get Kubernetes'
+	// capability sets.
+	dropambient := buildDropAmbient(t, dir)
+	entrypoint := strings.Fields(strings.Trim(pm.mustOutput(t, "image", "inspect", "--format", "{{range .Config.Entrypoint}}{{.}} {{end}}", dnsc.Image), " \n"))
+	if len(entrypoint) != 1 || entrypoint[0] != "/coredns" {
+		t.Fatalf("CoreDNS image entrypoint %q, want [/coredns]", entrypoint)
+	}
+	kubeletFlags := slices.Concat(dnsFlags, []string{"--volume", dropambient + ":/dropambient:ro", "--entrypoint", "/dropambient"})
+
+	t.Run("coredns with Kubernetes' capabilities", func(t *testing.T) {
+		p := pm.run(t, "kubelet-caps", kubeletFlags, dnsc.Image, append(entrypoint, dnsc.Args...)...)
+		waitHTTP(t, p, probeURL(t, dnsc.Spec.ReadinessProbe, "coredns readiness", ready))
+		caps := procCaps(t, pm.pid(t, p))
+		t.Logf("coredns with ambient capabilities cleared: %v", caps)
+		if caps["Uid"] != "65532 65532 65532 65532" || caps["Gid"] != "65532 65532 65532 65532" || caps["NoNewPrivs"] != "1" {
+			t.Errorf("coredns runs as %v", caps)
+		}
+		for set, want := range map[string]uint64{"CapAmb": 0, "CapPrm": netBindService, "CapEff": netBindService, "CapBnd": netBindService} {
+			if got, err := strconv.ParseUint(caps[set], 16, 64); err != nil || got != want {
+				t.Errorf("%s = %s, want %016x", set, caps[set], want)
+			}
+		}
+		expectAnswers(t, "127.0.0.1:53", want, p)
+	})
+
+	// The same without the file capability: bin/coredns, the identical
+	// binary without setcap, cannot bind port 53.
+	t.Run("coredns with Kubernetes' capabilities, without the file capability", func(t *testing.T) {
+		bin, err := run.Bin("coredns")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := xattr(bin, "security.capability"); err == nil {
+			t.Fatalf("%s has a file capability, so it cannot show its absence", bin)
+		}
+		flags := slices.Concat(kubeletFlags, []string{"--volume", bin + ":/coredns-without-setcap:ro"})
+		p := pm.run(t, "kubelet-caps-nosetcap", flags, dnsc.Image, append([]string{"/coredns-without-setcap"}, dnsc.Args...)...)
+		expectBindDenied(t, p)
+	})
+}
+
+// render renders the chart with both images and a CoreDNS server on
+// 127.0.0.1:dnsPort, its health, ready and prometheus plugins on the other
+// ports, and the kubeconfig mounted at kubeconfigPath.
+func render(t *testing.T, repo, version string, dnsPort, health, ready, metrics int) helmtest.Manifest {
+	t.Helper()
+	values := helmtest.WriteValues(t, fmt.Sprintf(`
+controller:
+  image: {repository: %[1]s/globalmirror-controller, tag: %[2]q}
+coredns:
+  enabled: true
+  image: {repository: %[1]s/globalmirror-coredns, tag: %[2]q}
+`, repo, version)+helmtest.CoreDNSServers(dnsPort, health, ready, metrics, ttl, kubeconfigPath))
+	return helmtest.Template(t, "gm", chartDir, releaseNamespace, "-f", values)
+}
+
+// checkContents compares the images' binaries with the ones `make build` put
+// in bin/ and the tests ran: byte for byte, since both are built by the same
+// compiler with the same flags. It checks CoreDNS's file capability (it must
+// survive the COPY --from into the final stage) and the images' user.
+func checkContents(t *testing.T, pm *podman, ctrl, dnsc container) {
+	for _, c := range []struct {
+		container
+		binary string
+		caps   uint64
+	}{{ctrl, "globalmirror-controller", 0}, {dnsc, "coredns", netBindService}} {
+		bin, err := run.Bin(c.binary)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, ok := pm.files(t, c.Image, c.binary)[c.binary]
+		if !ok {
+			t.Errorf("%s has no /%s", c.Image, c.binary)
+			continue
+		}
+		if want := sha256File(t, bin); f.SHA256 != want {
+			t.Errorf("%s: /%s differs from %s (sha256 %s, want %s): not the binary the tests ran", c.Image, c.binary, bin, f.SHA256, want)
+		}
+		if f.UID != 0 || f.Mode&0o022 != 0 {
+			t.Errorf("%s: /%s owned by %d, mode %o: its user could replace it", c.Image, c.binary, f.UID, f.Mode)
+		}
+		raw, has := f.Xattrs["security.capability"]
+		switch {
+		case c.caps == 0 && has:
+			t.Errorf("%s: /%s has a file capability", c.Image, c.binary)
+		case c.caps != 0:
+			permitted, effective, err := fileCaps(raw)
+			if err != nil || permitted != c.caps || !effective {
+				t.Errorf("%s: /%s file capability: permitted %#x, effective %v, err %v; want %#x, effective (setcap cap_net_bind_service=+ep)",
+					c.Image, c.binary, permitted, effective, err, c.caps)
+			}
+		}
+		if user := strings.TrimSpace(pm.mustOutput(t, "image", "inspect", "--format", "{{.Config.User}}", c.Image)); user != "65532:65532" {
+			t.Errorf("%s: USER %q, want 65532:65532 (numeric, so that runAsNonRoot can check it)", c.Image, user)
+		}
+	}
+}
+
+// mirroredDB makes the global service the test expects: db exported in
+// cluster east (three pods) and in source (two local pods), east linked into
+// source by the mirror simulator. It returns the endpoints db-global must
+// have, by hostname, from the objects themselves: local pods' IPs, and for
+// east's pods the ClusterIPs of Linkerd's endpoint mirrors.
+func mirroredDB(ctx context.Context, t *testing.T, env *localkube.Env) map[string]string {
+	t.Helper()
+	source, east := env.Cluster("source"), env.Cluster("east")
+	exported := map[string]string{mirrorsim.LabelExported: "true"}
+	local, err := workload.Create(ctx, source.Client, ns, "db", 2, workload.Options{Labels: exported, IPv4: netip.MustParsePrefix("192.0.2.0/26")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := workload.Create(ctx, east.Client, ns, "db", 3, workload.Options{Labels: exported, IPv4: netip.MustParsePrefix("198.51.100.0/26")}); err != nil {
+		t.Fatal(err)
+	}
+	sim, err := mirrorsim.Start(ctx, source.Config, mirrorsim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sim.Stop)
+	if err := sim.Link(ctx, "east", east.Config); err != nil {
+		t.Fatal(err)
+	}
+
+	want := map[string]string{}
+	for i := range 2 {
+		ips, err := local.PodIPs(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[fmt.Sprintf("db-%d", i)] = ips[0]
+	}
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		for i := range 3 {
+			host := fmt.Sprintf("db-%d-east", i)
+			svc, err := source.Client.CoreV1().Services(ns).Get(ctx, host, metav1.GetOptions{})
+			if err != nil || svc.Spec.ClusterIP == "" {
+				return false, nil
+			}
+			want[host] = svc.Spec.ClusterIP
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the mirror simulator wrote no endpoint mirrors db-{0,1,2}-east: %v", err)
+	}
+	t.Logf("db-global should hold %v", want)
+	return want
+}
+
+// expectGlobalService waits until the controller has written db-global with
+// exactly the wanted endpoints, all ready.
+func expectGlobalService(t *testing.T, c *localkube.Cluster, want map[string]string, p *run.Process) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		svc, err := c.Client.CoreV1().Services(ns).Get(ctx, "db-global", metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		if svc.Labels["app.kubernetes.io/managed-by"] != "globalmirror" || svc.Spec.ClusterIP != corev1.ClusterIPNone ||
+			len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 5432 {
+			last = fmt.Sprintf("db-global: labels %v, clusterIP %q, ports %v", svc.Labels, svc.Spec.ClusterIP, svc.Spec.Ports)
+			return false, nil
+		}
+		list, err := c.Client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=db-global"})
+		if err != nil {
+			return false, err
+		}
+		got := map[string]string{}
+		for _, s := range list.Items {
+			for _, e := range s.Endpoints {
+				ready := e.Conditions.Ready == nil || *e.Conditions.Ready
+				if e.Hostname == nil || len(e.Addresses) != 1 || !ready {
+					last = fmt.Sprintf("endpoint %+v", e)
+					return false, nil
+				}
+				got[*e.Hostname] = e.Addresses[0]
+			}
+		}
+		last = fmt.Sprintf("db-global endpoints %v", got)
+		return maps.Equal(got, want), nil
+	})
+	if err != nil {
+		t.Fatalf("no db-global with endpoints %v: %v; last: %s\ncontroller log:\n%s", want, err, last, p.Log(4000))
+	}
+}
+
+// expectAnswers waits until CoreDNS at server answers db-global's A query
+// with every wanted address (its informers sync a moment after it is
+// ready), then asks, over UDP and TCP, for db-global's A and SRV records and
+// each pod's A record, and requires exactly the wanted answers.
+func expectAnswers(t *testing.T, server string, want map[string]string, p *run.Process) {
+	t.Helper()
+	global := "db-global." + ns + ".svc." + zone
+	var addrs []string
+	for _, a := range want {
+		addrs = append(addrs, a)
+	}
+	wantA := aRecords(global, addrs...)
+	var last string
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		got, err := answer(server, "udp", global, dns.TypeA)
+		last = fmt.Sprint(got, err)
+		return err == nil && slices.Equal(got, wantA), nil
+	})
+	if err != nil {
+		t.Fatalf("%s A: want %v: %v; last: %s\ncoredns log:\n%s", global, wantA, err, last, p.Log(4000))
+	}
+
+	var srv, extra []string
+	for host, addr := range want {
+		target := host + "." + global
+		srv = append(srv, fmt.Sprintf("%s\t%d\tIN\tSRV\t0 %d 5432 %s", global, ttl, 100/len(want), target))
+		extra = append(extra, aRecords(target, addr)...)
+	}
+	sort.Strings(srv)
+	sort.Strings(extra)
+	for _, network := range []string{"udp", "tcp"} {
+		check := func(name string, qtype uint16, want []string, section func(*dns.Msg) []dns.RR) {
+			t.Helper()
+			msg, err := exchange(server, network, name, qtype)
+			if err != nil {
+				t.Errorf("%s %s over %s: %v", name, dns.TypeToString[qtype], network, err)
+				return
+			}
+			if got := records(section(msg)); msg.Rcode != dns.RcodeSuccess || !msg.Authoritative || !slices.Equal(got, want) {
+				t.Errorf("%s %s over %s: %s, authoritative %v, records\n%s\nwant\n%s", name, dns.TypeToString[qtype], network,
+					dns.RcodeToString[msg.Rcode], msg.Authoritative, strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		}
+		answerSection := func(m *dns.Msg) []dns.RR { return m.Answer }
+		check(global, dns.TypeA, wantA, answerSection)
+		check(global, dns.TypeSRV, srv, answerSection)
+		check(global, dns.TypeSRV, extra, func(m *dns.Msg) []dns.RR { return m.Extra })
+		for host, addr := range want {
+			check(host+"."+global, dns.TypeA, aRecords(host+"."+global, addr), answerSection)
+		}
+	}
+}
+
+func aRecords(name string, addrs ...string) []string {
+	var rrs []string
+	for _, a := range addrs {
+		rrs = append(rrs, fmt.Sprintf("%s\t%d\tIN\tA\t%s", name, ttl, a))
+	}
+	sort.Strings(rrs)
+	return rrs
+}
+
+func exchange(server, network, name string, qtype uint16) (*dns.Msg, error) {
+	msg := new(dns.Msg)
+	msg.SetQuestion(name, qtype)
+	c := &dns.Client{Net: network, Timeout: 2 * time.Second}
+	resp, _, err := c.Exchange(msg, server)
+	return resp, err
+}
+
+func answer(server, network, name string, qtype uint16) ([]string, error) {
+	resp, err := exchange(server, network, name, qtype)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Rcode != dns.RcodeSuccess {
+		return nil, fmt.Errorf("%s", dns.RcodeToString[resp.Rcode])
+	}
+	return records(resp.Answer), nil
+}
+
+// records are the records' text forms, sorted.
+func records(rrs []dns.RR) []string {
+	var out []string
+	for _, rr := range rrs {
+		out = append(out, rr.String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// expectBindDenied waits for CoreDNS to exit because it may not bind port 53.
+func expectBindDenied(t *testing.T, p *run.Process) {
+	t.Helper()
+	log := waitExit(t, p, 30*time.Second)
+	if !strings.Contains(log, "127.0.0.1:53: bind: permission denied") {
+		t.Errorf("coredns did not fail to bind 127.0.0.1:53 for want of permission:\n%s", log)
+	}
+}
+
+// waitExit waits for a container to end and returns its output.
+func waitExit(t *testing.T, p *run.Process, timeout time.Duration) string {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		exited, _ := p.Exited()
+		return exited, nil
+	})
+	if err != nil {
+		t.Fatalf("%s still runs after %v:\n%s", p.Name, timeout, p.Log(4000))
+	}
+	return p.Log(1 << 16)
+}
+
+// waitHTTP waits until url answers 200, failing the test with the
+// container's output if it ends first or does not within a minute.
+func waitHTTP(t *testing.T, p *run.Process, url string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := run.WaitHTTP(ctx, url, p); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	p, err := run.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// checkPort53Free fails the test when something already serves port 53 on
+// 127.0.0.1, where the CoreDNS image listens.
+func checkPort53Free(t *testing.T) {
+	t.Helper()
+	for _, network := range []string{"tcp", "udp"} {
+		var err error
+		if network == "tcp" {
+			var l net.Listener
+			if l, err = net.Listen(network, "127.0.0.1:53"); err == nil {
+				l.Close()
+			}
+		} else {
+			var c net.PacketConn
+			if c, err = net.ListenPacket(network, "127.0.0.1:53"); err == nil {
+				c.Close()
+			}
+		}
+		if err != nil && strings.Contains(err.Error(), "address already in use") {
+			t.Fatalf("%s port 53 on 127.0.0.1 is taken (%v): the CoreDNS image test needs it; stop the local DNS server", network, err)
+		}
+	}
+}
+
+// gitCommit is the commit `make image` stamps into CoreDNS (GIT_COMMIT).
+func gitCommit(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		t.Fatalf("git rev-parse HEAD: %v: the test compares the image's commit with the checkout's", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// buildDropAmbient builds ./internal/dropambient, static, for the containers.
+func buildDropAmbient(t *testing.T, dir string) string {
+	t.Helper()
+	out := filepath.Join(dir, "dropambient")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./internal/dropambient")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build dropambient: %v\n%s", err, b)
+	}
+	return out
+}
