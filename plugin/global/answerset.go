@@ -1,6 +1,7 @@
 package global
 
 import (
+	"cmp"
 	"math"
 	"net"
 	"slices"
@@ -67,10 +68,42 @@ type portSpec struct {
 // noPort is the one entry of a record whose slice has no ports.
 var noPort = []portSpec{{port: -1}}
 
-// newAnswerSet turns a view into an answer set.
-func newAnswerSet(v aggregate.View) *answerSet {
+// hostNaming names a ready endpoint's record for one of its addresses: the
+// label(s) left of the service in its per-pod name.
+type hostNaming func(ep *aggregate.Endpoint, ip string) string
+
+// globalHost is the global view's per-pod name: the global hostname (h, or
+// h-C for a mirror), or the dashed address without one.
+func globalHost(ep *aggregate.Endpoint, ip string) string {
+	if ep.Hostname != "" {
+		return ep.Hostname
+	}
+	return dashedIP(ip)
+}
+
+// clustersetHost names endpoints as KEP-1645's clusterset.local does,
+// "<hostname>.<clusterid>": the pod's own hostname (or the dashed address)
+// and its cluster, the Linkerd cluster name for mirrors and localID for the
+// local cluster. Such names cannot collide across clusters, so the global
+// view's collision rule does not apply.
+func clustersetHost(localID string) hostNaming {
+	return func(ep *aggregate.Endpoint, ip string) string {
+		host := dashedIP(ip)
+		if ep.Source != nil && ep.Source.Hostname != nil && *ep.Source.Hostname != "" {
+			host = *ep.Source.Hostname
+		}
+		return host + "." + cmp.Or(ep.Cluster, localID)
+	}
+}
+
+// newAnswerSet turns a view into the answer set of the global view.
+func newAnswerSet(v aggregate.View) *answerSet { return newNamedAnswerSet(v, v.Name, globalHost) }
+
+// newNamedAnswerSet turns a view into an answer set for the service label
+// service, its records named by hostOf.
+func newNamedAnswerSet(v aggregate.View, service string, hostOf hostNaming) *answerSet {
 	s := &answerSet{
-		name:      v.Name,
+		name:      service,
 		namespace: v.Namespace,
 		trigger:   v.TriggerTime,
 	}
@@ -92,12 +125,13 @@ func newAnswerSet(v aggregate.View) *answerSet {
 		namesLen  int
 		lowerKeys bool
 	)
-	for _, ep := range v.Endpoints {
+	for i := range v.Endpoints {
+		ep := &v.Endpoints[i]
 		if !ep.Ready {
 			continue
 		}
 		s.endpoints++
-		ps, pkey := portSet(ep)
+		ps, pkey := portSet(*ep)
 		pi, ok := portIdx[pkey]
 		if !ok {
 			pi = uint32(len(s.ports)) // #nosec G115 -- fewer port sets than endpoints
@@ -126,10 +160,7 @@ func newAnswerSet(v aggregate.View) *answerSet {
 				addrIdx[ip] = ai
 			}
 			p.addr = ai
-			host := ep.Hostname
-			if host == "" {
-				host = dashedIP(ip)
-			}
+			host := hostOf(ep, ip)
 			hi, seen := hostIdx[host]
 			if !seen {
 				hi = len(hosts)

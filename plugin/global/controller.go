@@ -2,6 +2,8 @@ package global
 
 import (
 	"context"
+	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,8 +26,15 @@ type dnsController struct {
 	// sets maps "name.namespace" to an immutable answer set. A plain map under
 	// a read lock is faster to query than sync.Map (one string hash, no trie
 	// walk); the writer holds the lock only to store or delete one pointer.
-	mu       sync.RWMutex
-	sets     map[string]*answerSet
+	mu   sync.RWMutex
+	sets map[string]*answerSet
+	// clusterset maps "base.namespace" to the answer set of the clusterset
+	// view; nil when that view is off.
+	clusterset map[string]*answerSet
+	// ptr maps an address to the global per-pod names that resolve to it,
+	// sorted; nil when reverse answers are off.
+	ptr map[netip.Addr][]string
+
 	queue    workqueue.TypedInterface[source.Key]
 	synced   atomic.Bool
 	modified atomic.Int64 // unix seconds of the last change, the SOA serial
@@ -39,19 +48,46 @@ type dnsController struct {
 
 	// Owned by the worker goroutine.
 	globals, endpoints int
+	// ptrOf holds what each global put into ptr, by global key.
+	ptrOf map[string][]ptrEntry
+
+	opts controllerOptions
 
 	// now is time.Now, replaceable in tests.
 	now func() time.Time
 }
 
+// controllerOptions say which views besides the global one to keep.
+type controllerOptions struct {
+	// ptrZone, when set, keeps the reverse index; the names it holds are in
+	// this (cluster) zone.
+	ptrZone string
+	// clusterset keeps the clusterset view; clusterID names the local cluster in it.
+	clusterset bool
+	clusterID  string
+}
+
+// ptrEntry is one address and the per-pod name that resolves to it.
+type ptrEntry struct {
+	addr netip.Addr
+	name string
+}
+
 // newDNSController builds the loop over src's informers (not yet started).
-func newDNSController(src *source.Source) (*dnsController, error) {
+func newDNSController(src *source.Source, opts controllerOptions) (*dnsController, error) {
 	dc := &dnsController{
 		src:     src,
 		sets:    map[string]*answerSet{},
 		pending: map[source.Key]time.Time{},
 		queue:   workqueue.NewTyped[source.Key](),
 		now:     time.Now,
+		opts:    opts,
+	}
+	if opts.clusterset {
+		dc.clusterset = map[string]*answerSet{}
+	}
+	if opts.ptrZone != "" {
+		dc.ptr, dc.ptrOf = map[netip.Addr][]string{}, map[string][]ptrEntry{}
 	}
 	dc.modified.Store(time.Now().Unix())
 	if err := src.AddHandler(dc); err != nil {
@@ -93,10 +129,64 @@ func (dc *dnsController) get(key string) *answerSet {
 	return s
 }
 
-func (dc *dnsController) store(key string, s *answerSet) {
+// getClusterset returns the clusterset view's answer set of "base.namespace", or nil.
+func (dc *dnsController) getClusterset(key string) *answerSet {
+	dc.mu.RLock()
+	s := dc.clusterset[key]
+	dc.mu.RUnlock()
+	return s
+}
+
+// reverse returns the per-pod name an address answers PTR with: the least
+// of the names that resolve to it, so that there is exactly one.
+func (dc *dnsController) reverse(ip netip.Addr) (string, bool) {
+	dc.mu.RLock()
+	defer dc.mu.RUnlock()
+	if names := dc.ptr[ip]; len(names) > 0 {
+		return names[0], true
+	}
+	return "", false
+}
+
+// swap stores (or, for nil, deletes) the answer sets of one global in every
+// view at once, so that queries never see one view ahead of another.
+func (dc *dnsController) swap(key string, cur *answerSet, csKey string, cs *answerSet, ptr []ptrEntry) {
 	dc.mu.Lock()
-	dc.sets[key] = s
-	dc.mu.Unlock()
+	defer dc.mu.Unlock()
+	setOrDelete(dc.sets, key, cur)
+	if dc.clusterset != nil {
+		setOrDelete(dc.clusterset, csKey, cs)
+	}
+	if dc.ptr == nil {
+		return
+	}
+	for _, e := range dc.ptrOf[key] {
+		names := slices.DeleteFunc(dc.ptr[e.addr], func(n string) bool { return n == e.name })
+		if len(names) == 0 {
+			delete(dc.ptr, e.addr)
+		} else {
+			dc.ptr[e.addr] = names
+		}
+	}
+	for _, e := range ptr {
+		names := dc.ptr[e.addr]
+		if i, found := slices.BinarySearch(names, e.name); !found {
+			dc.ptr[e.addr] = slices.Insert(names, i, e.name)
+		}
+	}
+	if len(ptr) > 0 {
+		dc.ptrOf[key] = ptr
+	} else {
+		delete(dc.ptrOf, key)
+	}
+}
+
+func setOrDelete(m map[string]*answerSet, key string, s *answerSet) {
+	if s == nil {
+		delete(m, key)
+	} else {
+		m[key] = s
+	}
 }
 
 // ready reports whether the informers have synced and the answer sets of
@@ -164,28 +254,32 @@ func (dc *dnsController) rebuild(k source.Key) {
 	key := name + "." + k.Namespace
 	old := dc.get(key)
 
-	var cur *answerSet
+	var (
+		cur, cs *answerSet
+		ptr     []ptrEntry
+	)
 	switch owner := aggregate.OwnerOf(dc.src.Service(k.Namespace, name)); {
 	case owner == aggregate.OwnerUser:
 		// A user's Service holds the name: it is not ours to answer.
 	case aggregate.Exists(in):
-		cur = newAnswerSet(aggregate.Aggregate(in))
+		view := aggregate.Aggregate(in)
+		cur = newAnswerSet(view)
+		if dc.opts.clusterset {
+			cs = newNamedAnswerSet(view, k.Base, clustersetHost(dc.opts.clusterID))
+		}
+		if dc.opts.ptrZone != "" {
+			ptr = ptrEntries(view, dc.opts.ptrZone)
+		}
 	case owner == aggregate.OwnerGlobalmirror:
 		// globalmirror's Service outlives the global while the controller
 		// is down or behind: every name under it is answered NXDOMAIN from
 		// here, never from those stale objects by the next plugin.
-		cur = absentSet(name, k.Namespace)
+		cur, cs = absentSet(name, k.Namespace), absentSet(k.Base, k.Namespace)
 	}
 	if cur == nil && old == nil {
 		return
 	}
-	if cur == nil {
-		dc.mu.Lock()
-		delete(dc.sets, key)
-		dc.mu.Unlock()
-	} else {
-		dc.store(key, cur)
-	}
+	dc.swap(key, cur, k.Base+"."+k.Namespace, cs, ptr)
 	dg, de := cur.counts()
 	og, oe := old.counts()
 	dc.addCounts(dg-og, de-oe)
@@ -225,4 +319,23 @@ func (dc *dnsController) observeProgramming(now time.Time, old, cur *answerSet, 
 	if d := now.Sub(from); d >= 0 {
 		programmingDuration.Observe(d.Seconds())
 	}
+}
+
+// ptrEntries are the addresses of the view's ready endpoints that have a
+// per-pod name, each with that name in zone. Endpoints without a hostname,
+// or that lost it (collisions, invalid names), have none.
+func ptrEntries(v aggregate.View, zone string) []ptrEntry {
+	var out []ptrEntry
+	for _, ep := range v.Endpoints {
+		if !ep.Ready || ep.Hostname == "" {
+			continue
+		}
+		name := ep.Hostname + "." + v.Name + "." + v.Namespace + ".svc." + zone
+		for _, a := range ep.Addresses {
+			if ip, err := netip.ParseAddr(a); err == nil {
+				out = append(out, ptrEntry{ip, name})
+			}
+		}
+	}
+	return out
 }

@@ -70,3 +70,47 @@ func exchangeNoPanic(t *testing.T, g *Global, m *dns.Msg) (resp *dns.Msg, rcode 
 	}()
 	return exchange(g, m)
 }
+
+// FuzzServeDNSViews feeds arbitrary queries to the plugin with the reverse
+// and clusterset views on: it must never panic, and every reply must pack.
+//
+//	go test ./plugin/global -run '^$' -fuzz FuzzServeDNSViews -fuzztime 60s
+func FuzzServeDNSViews(f *testing.F) {
+	for _, q := range []struct {
+		name  string
+		qtype uint16
+	}{
+		{"10.2.0.192.in-addr.arpa.", dns.TypePTR},
+		{"1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa.", dns.TypePTR},
+		{"2.0.192.in-addr.arpa.", dns.TypeA},
+		{"db.ns.svc.clusterset.local.", dns.TypeA},
+		{"db-0.east.db.ns.svc.clusterset.local.", dns.TypeAAAA},
+		{"_peer._tcp.db.ns.svc.clusterset.local.", dns.TypeSRV},
+		{"dns-version.clusterset.local.", dns.TypeTXT},
+		{"east.db.ns.svc.clusterset.local.", dns.TypeA},
+	} {
+		b, err := new(dns.Msg).SetQuestion(q.name, q.qtype).Pack()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	h := startHarness(f, viewsConfig(f), fixture()...)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m := new(dns.Msg)
+		if err := m.Unpack(data); err != nil {
+			return
+		}
+		resp, _, _ := exchangeNoPanic(t, h.g, m)
+		if resp != nil {
+			if _, err := resp.Pack(); err != nil {
+				t.Errorf("%v: reply does not pack: %v", m.Question, err)
+			}
+		}
+	})
+}
+
+// viewsConfig turns on every view: reverse and clusterset.
+func viewsConfig(t testing.TB) *config {
+	return configFrom(t, "global {\n reverse\n clusterset "+localID+"\n}")
+}

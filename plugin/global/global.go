@@ -22,7 +22,11 @@ import (
 type Global struct {
 	Next plugin.Handler
 
-	zones      []string // lower case, fully qualified
+	// zones are every zone the plugin answers in, lower case and fully
+	// qualified: the cluster zones, then the reverse zones, then the
+	// clusterset zone; kinds says which each is.
+	zones      []string
+	kinds      []zoneKind
 	soas       []soaNames
 	suffix     string
 	namespaces map[string]struct{} // nil: all
@@ -32,16 +36,34 @@ type Global struct {
 	ctrl *dnsController
 }
 
+// zoneKind is what the plugin answers in a zone.
+type zoneKind uint8
+
+const (
+	zoneCluster    zoneKind = iota // the global view: <base>-global.<ns>.svc.<zone>
+	zoneReverse                    // PTR for the global view's per-pod names
+	zoneClusterset                 // KEP-1645's view: <base>.<ns>.svc.clusterset.local
+)
+
 // soaNames are the precomputed names of a zone's SOA record.
 type soaNames struct{ ns, mbox string }
 
 func newGlobal(cfg *config, ctrl *dnsController) *Global {
 	g := &Global{
-		zones:  cfg.zones,
 		suffix: cfg.suffix,
 		ttl:    cfg.ttl,
 		fall:   cfg.fall,
 		ctrl:   ctrl,
+	}
+	add := func(kind zoneKind, zones ...string) {
+		for _, z := range zones {
+			g.zones, g.kinds = append(g.zones, z), append(g.kinds, kind)
+		}
+	}
+	add(zoneCluster, cfg.zones...)
+	add(zoneReverse, cfg.reverseZones...)
+	if cfg.clustersetZone != "" {
+		add(zoneClusterset, cfg.clustersetZone)
 	}
 	for _, z := range g.zones {
 		g.soas = append(g.soas, soaNames{ns: dnsutil.Join("ns.dns", z), mbox: dnsutil.Join("hostmaster", z)})
@@ -71,9 +93,17 @@ func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg)
 	}
 	// The kubernetes plugin keeps the query's spelling of the zone.
 	zone := qname[len(qname)-len(g.zones[zi]):]
+	kind := g.kinds[zi]
+	if kind == zoneReverse {
+		return g.serveReverse(ctx, state, zi, zone)
+	}
 	// state.Name() would unescape the question a second time.
 	name := strings.ToLower(qname)
-	q, ok := g.parseName(name, g.zones[zi])
+	clusterset := kind == zoneClusterset
+	if clusterset && len(name) == len(dnsVersion)+len(g.zones[zi]) && strings.HasPrefix(name, dnsVersion) {
+		return g.serveDNSVersion(ctx, state, zi, zone)
+	}
+	q, ok := g.parseName(name, g.zones[zi], clusterset)
 	if !ok {
 		return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
 	}
@@ -82,7 +112,12 @@ func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg)
 	var set *answerSet
 	synced := g.ctrl.ready() // once: the answer below must agree with it
 	if synced {
-		if set = g.ctrl.get(q.key); set == nil {
+		if clusterset {
+			set = g.ctrl.getClusterset(q.key)
+		} else {
+			set = g.ctrl.get(q.key)
+		}
+		if set == nil {
 			// Not a global service we know (or one a user owns): not ours.
 			return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
 		}
@@ -91,17 +126,21 @@ func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg)
 	// Which entries does the name select? (nil: the name does not exist.)
 	var sel *selection
 	if set != nil {
-		switch q.extra {
-		case 0:
+		switch {
+		case q.extra == 0:
 			sel = &selection{s: set}
-		case 1:
+		case q.extra == 1 && !clusterset:
 			sel = &selection{s: set, recs: set.hostRecords(q.first)}
-		case 2:
+		case clusterset && q.clustersetHostQuery():
+			sel = &selection{s: set, recs: set.hostRecords(q.both)}
+		case q.extra == 2:
 			sel = &selection{s: set}
 			if port, proto := stripUnderscore(q.first), stripUnderscore(q.second); port != "" || proto != "" {
 				sel.filter, sel.port, sel.proto = true, port, proto
 			}
 		}
+		// Anything else does not exist: in the clusterset zone, among
+		// others, a cluster's own name "<clusterid>.<service>...".
 	}
 
 	switch qtype {

@@ -329,23 +329,41 @@ func converge(t testing.TB, views []aggregate.View) (svcs []*object.Service, eps
 
 // refConn is the kubernetes plugin's dnsController interface over fixed objects.
 type refConn struct {
-	svcs []*object.Service
-	eps  []*object.Endpoints
+	svcs    []*object.Service
+	eps     []*object.Endpoints
+	imports []*object.ServiceImport
+	mcEps   []*object.MultiClusterEndpoints
 }
 
-func (c *refConn) ServiceList() []*object.Service                   { return c.svcs }
-func (c *refConn) EndpointsList() []*object.Endpoints               { return c.eps }
-func (c *refConn) ServiceImportList() []*object.ServiceImport       { return nil }
-func (c *refConn) SvcIndexReverse(string) []*object.Service         { return nil }
-func (c *refConn) SvcExtIndexReverse(string) []*object.Service      { return nil }
-func (c *refConn) SvcImportIndex(string) []*object.ServiceImport    { return nil }
-func (c *refConn) PodIndex(string) []*object.Pod                    { return nil }
-func (c *refConn) EpIndexReverse(string) []*object.Endpoints        { return nil }
-func (c *refConn) McEpIndex(string) []*object.MultiClusterEndpoints { return nil }
-func (c *refConn) Run()                                             {}
-func (c *refConn) HasSynced() bool                                  { return true }
-func (c *refConn) Stop() error                                      { return nil }
-func (c *refConn) Modified(kubernetes.ModifiedMode) int64           { return 3 }
+func (c *refConn) ServiceList() []*object.Service              { return c.svcs }
+func (c *refConn) EndpointsList() []*object.Endpoints          { return c.eps }
+func (c *refConn) ServiceImportList() []*object.ServiceImport  { return c.imports }
+func (c *refConn) SvcIndexReverse(string) []*object.Service    { return nil }
+func (c *refConn) SvcExtIndexReverse(string) []*object.Service { return nil }
+func (c *refConn) PodIndex(string) []*object.Pod               { return nil }
+func (c *refConn) EpIndexReverse(string) []*object.Endpoints   { return nil }
+func (c *refConn) Run()                                        {}
+func (c *refConn) HasSynced() bool                             { return true }
+func (c *refConn) Stop() error                                 { return nil }
+func (c *refConn) Modified(kubernetes.ModifiedMode) int64      { return 3 }
+func (c *refConn) SvcImportIndex(key string) []*object.ServiceImport {
+	var out []*object.ServiceImport
+	for _, s := range c.imports {
+		if s.Index == key {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+func (c *refConn) McEpIndex(key string) []*object.MultiClusterEndpoints {
+	var out []*object.MultiClusterEndpoints
+	for _, e := range c.mcEps {
+		if e.Index == key {
+			out = append(out, e)
+		}
+	}
+	return out
+}
 func (c *refConn) GetNodeByName(context.Context, string) (*corev1.Node, error) {
 	return nil, fmt.Errorf("no nodes")
 }
@@ -371,23 +389,28 @@ func (c *refConn) EpIndex(key string) []*object.Endpoints {
 	return out
 }
 
-// reference builds a stock kubernetes plugin (zones, ttl) answering from the
-// converged global objects of every global the source knows.
-func reference(t testing.TB, src *source.Source, zones []string, extra ...*object.Service) *kubernetes.Kubernetes {
-	t.Helper()
+// globalViews are the views of every global the source knows and the plugin
+// answers for (not those whose name a user holds).
+func globalViews(src *source.Source) []aggregate.View {
 	var views []aggregate.View
 	for _, k := range src.Keys() {
 		in := src.Input(k)
 		if !aggregate.Exists(in) {
 			continue
 		}
-		name := aggregate.GlobalName(k.Base, src.Suffix())
-		if svc := src.Service(k.Namespace, name); svc != nil && !aggregate.IsManaged(svc.Labels) {
-			continue // the user's service, not a global
+		if aggregate.OwnerOf(src.Service(k.Namespace, aggregate.GlobalName(k.Base, src.Suffix()))) == aggregate.OwnerUser {
+			continue
 		}
 		views = append(views, aggregate.Aggregate(in))
 	}
-	svcs, eps := converge(t, views)
+	return views
+}
+
+// reference builds a stock kubernetes plugin (zones, ttl) answering from the
+// converged global objects of every global the source knows.
+func reference(t testing.TB, src *source.Source, zones []string, extra ...*object.Service) *kubernetes.Kubernetes {
+	t.Helper()
+	svcs, eps := converge(t, globalViews(src))
 	k := kubernetes.New(zones)
 	k.APIConn = &refConn{svcs: append(svcs, extra...), eps: eps}
 	k.Next = test.NextHandler(passedOn, nil)

@@ -229,7 +229,7 @@ func TestUpdates(t *testing.T) {
 	eventually(t, g, "nohost-global.ns.svc.cluster.local.", dns.TypeA, "NXDOMAIN +soa")
 }
 
-func configFrom(t *testing.T, stanza string) *config {
+func configFrom(t testing.TB, stanza string) *config {
 	t.Helper()
 	cfg, err := parse(caddy.NewTestController("dns", stanza))
 	if err != nil {

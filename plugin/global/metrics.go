@@ -15,7 +15,7 @@ var (
 		Namespace: plugin.Namespace,
 		Subsystem: "global",
 		Name:      "requests_total",
-		Help:      "Counter of DNS requests answered by the global plugin, by server, query type (A, AAAA, SRV, other) and rcode.",
+		Help:      "Counter of DNS requests answered by the global plugin, by server, query type (A, AAAA, SRV, PTR, other) and rcode.",
 	}, []string{"server", "type", "rcode"})
 
 	globalsGauge = promauto.NewGauge(prometheus.GaugeOpts{
@@ -72,6 +72,8 @@ func typeLabel(qtype uint16) string {
 		return "AAAA"
 	case dns.TypeSRV:
 		return "SRV"
+	case dns.TypePTR:
+		return "PTR"
 	}
 	return "other"
 }

@@ -12,7 +12,7 @@ import (
 // its requests; the stanza is parsed in setup.go.
 
 // query is what a name below svc.<zone> says, parsed like the kubernetes
-// plugin's parseRequest (without its pod, multicluster and zonal forms).
+// plugin's parseRequest (without its pod and zonal forms).
 type query struct {
 	key   string // "service.namespace", the index key
 	extra int    // labels left of the service; 3 means three or more
@@ -20,6 +20,16 @@ type query struct {
 	first string
 	// protocol (extra 2), underscore not stripped
 	second string
+	// both (extra 2), "first.second": a clusterset "hostname.clusterid"
+	both string
+}
+
+// clustersetHostQuery reports whether q names a per-pod name of the
+// clusterset view, "<hostname>.<clusterid>.<service>...": two labels, neither
+// a port or protocol (which start with "_"), as the kubernetes plugin tells
+// its multicluster endpoint names from SRV names.
+func (q *query) clustersetHostQuery() bool {
+	return q.extra == 2 && !strings.HasPrefix(q.first, "_") && !strings.HasPrefix(q.second, "_")
 }
 
 // matchZone returns the index of the longest configured zone qname is in, or
@@ -78,9 +88,10 @@ func equalASCIIFold(a, b string) bool {
 }
 
 // parseName reports whether name (lower case) is one this plugin may own:
-// <labels...>.<service>.<namespace>.svc.<zone> where the service ends in the
-// suffix and the namespace is watched.
-func (g *Global) parseName(name, zone string) (query, bool) {
+// <labels...>.<service>.<namespace>.svc.<zone> where the namespace is
+// watched and the service ends in the suffix (in the clusterset zone, where
+// services are named by their base, any service).
+func (g *Global) parseName(name, zone string, clusterset bool) (query, bool) {
 	base, err := dnsutil.TrimZone(name, zone)
 	if err != nil || base == "" {
 		return query{}, false
@@ -89,7 +100,7 @@ func (g *Global) parseName(name, zone string) (query, bool) {
 	// endpoint, or the protocol and the port. more: there are others left of them.
 	var labels [5]string
 	n, more := 0, false
-	var key string
+	var key, both string
 	if strings.IndexByte(base, '\\') < 0 {
 		// Fast path, no allocation: split on dots from the right.
 		var starts [5]int
@@ -107,6 +118,9 @@ func (g *Global) parseName(name, zone string) (query, bool) {
 		if n >= 3 {
 			key = base[starts[2] : starts[0]-1]
 		}
+		if n == 5 {
+			both = base[starts[4] : starts[2]-1]
+		}
 	} else {
 		// Escaped characters: split the way the kubernetes plugin does.
 		segs := dns.SplitDomainName(base)
@@ -118,12 +132,15 @@ func (g *Global) parseName(name, zone string) (query, bool) {
 		if n >= 3 {
 			key = labels[2] + "." + labels[1]
 		}
+		if n == 5 {
+			both = labels[4] + "." + labels[3]
+		}
 	}
 	if n < 3 || labels[0] != "svc" {
 		return query{}, false
 	}
 	service, namespace := labels[2], labels[1]
-	if _, ok := aggregate.BaseOf(service, g.suffix); !ok {
+	if _, ok := aggregate.BaseOf(service, g.suffix); !ok && !clusterset {
 		return query{}, false
 	}
 	if g.namespaces != nil {
@@ -139,7 +156,7 @@ func (g *Global) parseName(name, zone string) (query, bool) {
 	case 1:
 		q.first = labels[3]
 	case 2:
-		q.first, q.second = labels[4], labels[3]
+		q.first, q.second, q.both = labels[4], labels[3], both
 	}
 	return q, true
 }

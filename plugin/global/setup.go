@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/globalmirror/globalmirror/source"
 	"github.com/miekg/dns"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -88,7 +90,11 @@ func newFromClient(cfg *config, client kubernetes.Interface) (*Global, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctrl, err := newDNSController(src)
+	opts := controllerOptions{clusterset: cfg.clustersetZone != "", clusterID: cfg.clusterID}
+	if len(cfg.reverseZones) > 0 {
+		opts.ptrZone = cfg.zones[0]
+	}
+	ctrl, err := newDNSController(src, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -129,8 +135,10 @@ func restConfig(cfg *config) (*rest.Config, error) {
 
 const (
 	defaultZone = "cluster.local."
-	defaultTTL  = 5
-	maxTTL      = 3600
+	// clustersetZone is KEP-1645's zone, the clusterset option's default.
+	clustersetZone = "clusterset.local."
+	defaultTTL     = 5
+	maxTTL         = 3600
 	// noLocal is the local_selector value that leaves local services out.
 	noLocal = "none"
 )
@@ -150,6 +158,11 @@ type config struct {
 	localSelector labels.Selector
 	ttl           uint32
 	fall          fall.F
+	// reverseZones are the reverse zones PTR is answered in; nil: off.
+	reverseZones []string
+	// clustersetZone is the KEP-1645 zone answered from the same index
+	// (clusterset.local.); empty: off. clusterID names the local cluster in it.
+	clustersetZone, clusterID string
 }
 
 // parse parses the one `global` stanza of a server block.
@@ -252,11 +265,43 @@ func parseStanza(c *caddy.Controller) (*config, error) {
 			cfg.ttl = uint32(t)
 		case "fallthrough":
 			for _, z := range args {
-				if _, err := parseZone(z); err != nil {
+				if _, err := parseAnyZone(z); err != nil {
 					return nil, c.Errf("fallthrough: %v", err)
 				}
 			}
 			cfg.fall.SetZonesFromArgs(args)
+		case "reverse":
+			if len(args) == 0 {
+				args = []string{"in-addr.arpa.", "ip6.arpa."}
+			}
+			for _, z := range args {
+				zone, err := parseAnyZone(z)
+				if err == nil && !isReverseZone(zone) {
+					err = fmt.Errorf("'%s' is not a reverse zone (in-addr.arpa or ip6.arpa, or below)", z)
+				}
+				if err != nil {
+					return nil, c.Errf("reverse: %v", err)
+				}
+				cfg.reverseZones = append(cfg.reverseZones, zone)
+			}
+		case "clusterset":
+			if len(args) != 1 && len(args) != 2 {
+				return nil, c.ArgErr()
+			}
+			if errs := validation.IsDNS1123Label(args[0]); len(errs) > 0 {
+				return nil, c.Errf("clusterset: cluster id '%s' is not a DNS label: %s", args[0], errs[0])
+			}
+			cfg.clusterID, cfg.clustersetZone = args[0], clustersetZone
+			if len(args) == 2 {
+				zone, err := parseZone(args[1])
+				if err != nil {
+					return nil, c.Errf("clusterset: %v", err)
+				}
+				cfg.clustersetZone = zone
+			}
+			if slices.Contains(cfg.zones, cfg.clustersetZone) {
+				return nil, c.Errf("clusterset: zone '%s' is also one of the cluster zones", cfg.clustersetZone)
+			}
 		default:
 			return nil, c.Errf("unknown property '%s'", opt)
 		}
@@ -264,8 +309,22 @@ func parseStanza(c *caddy.Controller) (*config, error) {
 	return cfg, nil
 }
 
-// parseZone checks and normalizes a zone argument.
+// parseZone checks and normalizes a zone argument, a forward zone.
 func parseZone(z string) (string, error) {
+	zone, err := parseAnyZone(z)
+	if err == nil && isReverseZone(zone) {
+		return "", fmt.Errorf("invalid zone '%s': reverse zones hold no services (see the reverse option)", z)
+	}
+	return zone, err
+}
+
+// isReverseZone reports whether zone is in-addr.arpa. or ip6.arpa. or below.
+func isReverseZone(zone string) bool {
+	return zone == "in-addr.arpa." || zone == "ip6.arpa." || dnsutil.IsReverse(zone) > 0
+}
+
+// parseAnyZone checks and normalizes a zone argument, forward or reverse.
+func parseAnyZone(z string) (string, error) {
 	if z == "" || strings.ContainsAny(z, ":/ \t") {
 		return "", fmt.Errorf("invalid zone '%s': want a domain name without scheme or port", z)
 	}
@@ -275,9 +334,6 @@ func parseZone(z string) (string, error) {
 	zone := dns.Fqdn(strings.ToLower(z))
 	if strings.Contains(zone, "..") && zone != "." {
 		return "", fmt.Errorf("invalid zone '%s': empty label", z)
-	}
-	if dnsutil.IsReverse(zone) > 0 {
-		return "", fmt.Errorf("invalid zone '%s': reverse zones hold no services", z)
 	}
 	return zone, nil
 }

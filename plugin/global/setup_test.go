@@ -76,6 +76,24 @@ func TestParse(t *testing.T) {
 			}
 		}},
 		{`global {
+			reverse
+			clusterset east-1
+		}`, func(t *testing.T, c *config) {
+			if !slices.Equal(c.reverseZones, []string{"in-addr.arpa.", "ip6.arpa."}) ||
+				c.clustersetZone != "clusterset.local." || c.clusterID != "east-1" {
+				t.Errorf("reverse %v, clusterset %q %q", c.reverseZones, c.clustersetZone, c.clusterID)
+			}
+		}},
+		{`global cluster.local {
+			reverse 10.in-addr.arpa 8.B.D.0.1.0.0.2.ip6.arpa.
+			clusterset home Mesh.Example
+		}`, func(t *testing.T, c *config) {
+			if !slices.Equal(c.reverseZones, []string{"10.in-addr.arpa.", "8.b.d.0.1.0.0.2.ip6.arpa."}) ||
+				c.clustersetZone != "mesh.example." || c.clusterID != "home" {
+				t.Errorf("reverse %v, clusterset %q %q", c.reverseZones, c.clustersetZone, c.clusterID)
+			}
+		}},
+		{`global {
 			kubeconfig ` + kc + `
 			local_selector none
 			ttl 3600
@@ -133,6 +151,14 @@ func TestParseErrors(t *testing.T) {
 		{"global 10.in-addr.arpa", "invalid zone '10.in-addr.arpa': reverse zones hold no services"},
 		{"global " + strings.Repeat("x", 64) + ".local", "not a domain name"},
 		{"global\nglobal", "Testfile:2 - Error during parsing: this plugin can only be used once per Server Block"},
+		{"global in-addr.arpa", "invalid zone 'in-addr.arpa': reverse zones hold no services (see the reverse option)"},
+		{"global {\n reverse cluster.local\n}", "Testfile:2 - Error during parsing: reverse: 'cluster.local' is not a reverse zone"},
+		{"global {\n reverse in-addr..arpa\n}", "Testfile:2 - Error during parsing: reverse: invalid zone"},
+		{"global {\n clusterset\n}", "Testfile:2 - Error during parsing: Wrong argument count"},
+		{"global {\n clusterset a b c\n}", "Wrong argument count"},
+		{"global {\n clusterset East_1\n}", "Testfile:2 - Error during parsing: clusterset: cluster id 'East_1' is not a DNS label"},
+		{"global {\n clusterset east in-addr.arpa\n}", "clusterset: invalid zone 'in-addr.arpa'"},
+		{"global cluster.local clusterset.local {\n clusterset east\n}", "Testfile:2 - Error during parsing: clusterset: zone 'clusterset.local.' is also one of the cluster zones"},
 	}
 	for _, tc := range tests {
 		_, err := parse(caddy.NewTestController("dns", tc.input))

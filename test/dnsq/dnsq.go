@@ -24,8 +24,8 @@ func Ask(network, addr, name string, qtype, bufsize uint16) (*dns.Msg, error) {
 }
 
 // Summary is an answer in one line: the rcode, " TC" when truncated, the
-// sorted answer data ("192.0.2.1", "5432 db-0.db-global.ns.svc.cluster.local.",
-// other types by name), and " +soa" when the answer is authoritative with
+// sorted answer data ("192.0.2.1", "5432 db-0.db-global.ns.svc.cluster.local."
+// for SRV, the target for PTR, other types by name), and " +soa" when the answer is authoritative with
 // the zone's SOA alone in the authority section, as negative answers are.
 // For example "NOERROR 192.0.2.1,198.51.100.3" or "NXDOMAIN +soa".
 func Summary(m *dns.Msg, err error) string {
@@ -41,6 +41,8 @@ func Summary(m *dns.Msg, err error) string {
 			data = append(data, x.AAAA.String())
 		case *dns.SRV:
 			data = append(data, fmt.Sprintf("%d %s", x.Port, strings.ToLower(x.Target)))
+		case *dns.PTR:
+			data = append(data, strings.ToLower(x.Ptr))
 		default:
 			data = append(data, dns.TypeToString[rr.Header().Rrtype])
 		}

@@ -25,6 +25,7 @@ func TestSummary(t *testing.T) {
 		{&dns.Msg{MsgHdr: dns.MsgHdr{Rcode: dns.RcodeNameError}, Ns: []dns.RR{soa}}, "NXDOMAIN"},
 		{&dns.Msg{MsgHdr: dns.MsgHdr{Truncated: true}, Answer: []dns.RR{rr("_p._tcp.a. 5 IN SRV 0 50 5432 DB-0.a.")}}, "NOERROR TC 5432 db-0.a."},
 		{&dns.Msg{Answer: []dns.RR{rr("a. 5 IN TXT \"x\""), rr("a. 5 IN AAAA 2001:db8::1")}}, "NOERROR 2001:db8::1,TXT"},
+		{&dns.Msg{Answer: []dns.RR{rr("1.2.0.192.in-addr.arpa. 5 IN PTR DB-0.a.")}}, "NOERROR db-0.a."},
 	} {
 		if got := Summary(tc.msg, nil); got != tc.want {
 			t.Errorf("Summary = %q, want %q", got, tc.want)

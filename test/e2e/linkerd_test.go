@@ -119,10 +119,14 @@ func (w *world) startController() {
 	w.t.Cleanup(c.Stop)
 }
 
-func (w *world) startCoreDNS() {
+func (w *world) startCoreDNS() { w.startCoreDNSWith(linkerdCorefile) }
+
+// startCoreDNSWith runs CoreDNS with a Corefile serving the production order
+// on DNS_PORT and the stock kubernetes plugin alone on KUBE_PORT.
+func (w *world) startCoreDNSWith(corefile string) {
 	w.t.Helper()
 	c, err := run.StartCoreDNS(w.t.Context(), run.CoreDNSOptions{
-		Corefile: linkerdCorefile, Dir: w.dir, WaitReady: true,
+		Corefile: corefile, Dir: w.dir, WaitReady: true,
 		Env:        []string{"SOURCE_KUBECONFIG=" + w.source.Kubeconfig, "NS=" + w.ns},
 		ExtraPorts: []string{"KUBE_PORT"},
 	})
@@ -211,9 +215,10 @@ func addrs(ips ...string) string {
 }
 
 func TestLinkerdBehaviours(t *testing.T) {
-	env := localkube.StartT(t, "source", "east")
+	env := localkube.StartT(t, "source", "east", "west")
 	t.Run("UnexportWhileControllerDown", func(t *testing.T) { testUnexportWhileControllerDown(t, env) })
 	t.Run("GatewayOutageHeals", func(t *testing.T) { testGatewayOutageHeals(t, env) })
+	t.Run("ReverseAndClustersetViews", func(t *testing.T) { testViews(t, env) })
 }
 
 // testUnexportWhileControllerDown: with the controller stopped, a service is
