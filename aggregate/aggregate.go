@@ -91,6 +91,23 @@ func Exists(in Input) bool {
 	return in.HasMirror()
 }
 
+// Native reports whether the base's local service opted into native names
+// (AnnotationIncludeMirrors "true"): its own name then answers the view's
+// endpoints, as its global does, whether or not a mirror exists yet.
+func Native(in Input) bool {
+	return slices.ContainsFunc(in.Members, func(m Member) bool {
+		return m.Local() && m.Service != nil && m.Service.Annotations[AnnotationIncludeMirrors] == "true"
+	})
+}
+
+// Mirrored is v with only the mirrors' endpoints: what native names add to
+// the local service, whose own endpoints Kubernetes writes already.
+func (v View) Mirrored() View {
+	out := v
+	out.Endpoints = slices.DeleteFunc(slices.Clone(v.Endpoints), func(e Endpoint) bool { return e.Cluster == "" })
+	return out
+}
+
 // HasMirror reports whether a headless mirror is among the members.
 func (in Input) HasMirror() bool {
 	return slices.ContainsFunc(in.Members, func(m Member) bool { return !m.Local() })

@@ -22,6 +22,12 @@ const (
 	AnnotationRemoteFQName  = "mirror.linkerd.io/remote-svc-fq-name"
 )
 
+// AnnotationIncludeMirrors, "true" on a local member service, opts it into
+// native names: its own name (db.<ns>.svc) then answers its global's
+// endpoints too, local and mirrored, with the same per-pod names, and the
+// controller adds the mirrors' endpoints to it as EndpointSlices of its own.
+const AnnotationIncludeMirrors = "globalmirror.io/include-mirrors"
+
 // Labels on everything globalmirror writes.
 const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"

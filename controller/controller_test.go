@@ -26,6 +26,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 )
 
 // These tests run the whole controller against the fake clientset: informers,
@@ -420,4 +421,83 @@ func TestDeletionSentOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNativeNames: a local service annotated with include-mirrors gets its
+// global's mirror endpoints as EndpointSlices of its own (owned by it,
+// managed by globalmirror); the slices Kubernetes writes for its own pods
+// are never touched; removing the annotation removes the extra slices.
+func TestNativeNames(t *testing.T) {
+	east := mirror("db", "east")
+	local := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db", UID: "uid-db", Labels: map[string]string{aggregate.LabelExported: "true"},
+			Annotations: map[string]string{aggregate.AnnotationIncludeMirrors: "true"}},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: east.Spec.Ports},
+	}
+	kubeSlice := memberSlice(local, "db-0", "192.0.2.1")
+	kubeSlice.Labels[discoveryv1.LabelManagedBy] = "endpointslice-controller.k8s.io"
+	e := start(t, east, memberSlice(east, "db-0", "192.0.2.10", "db-0-east", "192.0.2.11"), local, kubeSlice)
+	ctx := context.Background()
+
+	// native lists the slices labelled with db's name: theirs and ours.
+	native := func() (ours, theirs []discoveryv1.EndpointSlice, err error) {
+		list, err := e.client.DiscoveryV1().EndpointSlices("ns").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=db"})
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, s := range list.Items {
+			if s.Labels[discoveryv1.LabelManagedBy] == aggregate.EndpointSliceManagedBy {
+				ours = append(ours, s)
+			} else {
+				theirs = append(theirs, s)
+			}
+		}
+		return ours, theirs, nil
+	}
+	e.eventually("mirror endpoints added to db", func() error {
+		ours, _, err := native()
+		if err != nil {
+			return err
+		}
+		if len(ours) != 1 {
+			return fmt.Errorf("%d globalmirror slices for db, want 1", len(ours))
+		}
+		s := ours[0]
+		var got []string
+		for _, ep := range s.Endpoints {
+			got = append(got, fmt.Sprintf("%s=%s:%v", ptr.Deref(ep.Hostname, ""), ep.Addresses[0], *ep.Conditions.Ready))
+		}
+		// The local pod db-0 is Kubernetes' to write; east's db-0 is db-0-east,
+		// and east's own "db-0-east" collides with nothing here (db-0-east-east).
+		if want := "[db-0-east=192.0.2.10:true db-0-east-east=192.0.2.11:true]"; fmt.Sprint(got) != want {
+			return fmt.Errorf("endpoints %v, want %s", got, want)
+		}
+		if o := s.OwnerReferences; len(o) != 1 || o[0].UID != "uid-db" || o[0].Kind != "Service" || !aggregate.IsManaged(s.Labels) || s.Labels[aggregate.LabelBase] != "db" {
+			return fmt.Errorf("slice owner %v labels %v", o, s.Labels)
+		}
+		return nil
+	})
+	for _, a := range e.client.Actions() {
+		if a.GetResource().Resource != "endpointslices" || a.GetVerb() == "list" || a.GetVerb() == "watch" {
+			continue
+		}
+		if n, ok := a.(interface{ GetName() string }); ok && n.GetName() == kubeSlice.Name {
+			t.Errorf("touched the EndpointSlice controller's slice: %v", a)
+		}
+	}
+
+	// Opting out removes the extra slices, and only them.
+	optedOut := local.DeepCopy()
+	optedOut.Annotations = nil
+	optedOut.ResourceVersion = "2"
+	if _, err := e.client.CoreV1().Services("ns").Update(ctx, optedOut, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("extra slices removed", func() error {
+		ours, theirs, err := native()
+		if err == nil && (len(ours) != 0 || len(theirs) != 1) {
+			err = fmt.Errorf("%d of ours, %d of Kubernetes' left; want 0 and 1", len(ours), len(theirs))
+		}
+		return err
+	})
 }

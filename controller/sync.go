@@ -12,11 +12,44 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
-// sync makes the global objects of one base match its members. It returns the
+// sync makes the objects of one base match its members: its global Service
+// and slices, and the native-name slices of its local service. It returns the
 // result label for the syncs metric.
 func (c *Controller) sync(ctx context.Context, key source.Key) (string, error) {
-	name := aggregate.GlobalName(key.Base, c.suffix)
 	in := c.src.Input(key)
+	result, err := c.syncGlobal(ctx, key, in)
+	if nerr := c.syncNative(ctx, key, in); nerr != nil && err == nil {
+		return c.result(nerr)
+	}
+	return result, err
+}
+
+// syncNative keeps the extra EndpointSlices of a local service that opted
+// into native names: its global's mirror endpoints, as slices of the local
+// service (owned by it, managed by globalmirror), next to the slices
+// Kubernetes writes for its own pods, which are never touched.
+func (c *Controller) syncNative(ctx context.Context, key source.Key, in aggregate.Input) error {
+	existing := c.owned.forService(key.Namespace, key.Base)
+	if !aggregate.Native(in) {
+		if len(slices.Managed(existing)) == 0 {
+			return nil
+		}
+		_, err := c.slices.DeleteAll(ctx, key.Namespace, key.Base, existing)
+		return err
+	}
+	var local *corev1.Service
+	for _, m := range in.Members {
+		if m.Local() {
+			local = m.Service
+		}
+	}
+	_, err := c.slices.Reconcile(ctx, local, aggregate.Aggregate(in).Mirrored(), existing)
+	return err
+}
+
+// syncGlobal makes the global Service and slices of one base match its members.
+func (c *Controller) syncGlobal(ctx context.Context, key source.Key, in aggregate.Input) (string, error) {
+	name := aggregate.GlobalName(key.Base, c.suffix)
 	cached := c.src.Service(key.Namespace, name)
 	if deleted := c.deletedService(key); deleted != "" && (cached == nil || cached.UID != deleted) {
 		c.setDeletedService(key, "") // the cache has seen the deletion

@@ -46,6 +46,7 @@ type cachedService struct {
 	objectMeta
 	labels            map[string]string
 	remoteFQName      string // Linkerd's remote-svc-fq-name annotation
+	includeMirrors    string // globalmirror's include-mirrors annotation
 	clusterIP         string
 	ports             []corev1.ServicePort
 	selector          map[string]string
@@ -60,8 +61,14 @@ func (c *cachedService) service() *corev1.Service {
 	}
 	svc.Labels = c.labels
 	svc.DeletionTimestamp = c.deletionTimestamp
-	if c.remoteFQName != "" {
-		svc.Annotations = map[string]string{aggregate.AnnotationRemoteFQName: c.remoteFQName}
+	if c.remoteFQName != "" || c.includeMirrors != "" {
+		svc.Annotations = map[string]string{}
+		if c.remoteFQName != "" {
+			svc.Annotations[aggregate.AnnotationRemoteFQName] = c.remoteFQName
+		}
+		if c.includeMirrors != "" {
+			svc.Annotations[aggregate.AnnotationIncludeMirrors] = c.includeMirrors
+		}
 	}
 	return svc
 }
@@ -100,6 +107,7 @@ func (st serviceStripper) strip(obj any) (any, error) {
 	}
 	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
 		c.ports, c.selector = svc.Spec.Ports, svc.Spec.Selector
+		c.includeMirrors = svc.Annotations[aggregate.AnnotationIncludeMirrors]
 	}
 	return c, nil
 }
@@ -135,6 +143,12 @@ func stripMemberSlice(obj any) (any, error) {
 		addressType:    sl.AddressType,
 		ports:          sl.Ports,
 		endpoints:      make([]cachedEndpoint, len(sl.Endpoints)),
+	}
+	if sl.Labels[discoveryv1.LabelManagedBy] == aggregate.EndpointSliceManagedBy {
+		// globalmirror's own slices (native names add some to the local
+		// service) are no member's endpoints: cached, but under no service.
+		c.serviceName = ""
+		return c, nil
 	}
 	for i, e := range sl.Endpoints {
 		c.endpoints[i] = cachedEndpoint{addresses: e.Addresses, hostname: e.Hostname, ready: e.Conditions.Ready}

@@ -137,6 +137,10 @@ func TestInputGathersMembersAndEndpointMirrors(t *testing.T) {
 		service("db-0-east", mirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), "10.96.0.1"),
 		service("unrelated", nil, "None"),
 		epSlice("db-abc", "db", exported, true, "db-0", "10.0.0.1"),
+		// globalmirror's own native-name slice of db (labelled like a member's
+		// here, as a user's local selector might): not one of db's endpoints.
+		epSlice("db-native", "db", map[string]string{aggregate.LabelExported: "true",
+			discoveryv1.LabelManagedBy: aggregate.EndpointSliceManagedBy}, true, "db-0-east", "10.96.0.1"),
 		epSlice("db-east-abc", "db-east", mirrorLabels("east"), true, "db-0", "10.96.0.1"),
 		epSlice("db-west-abc", "db-west", mirrorLabels("west"), true, "db-0", "10.96.0.2"),
 		epSlice("db-0-east-abc", "db-0-east", mirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), false, "", "192.0.2.1"),

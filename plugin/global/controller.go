@@ -31,6 +31,9 @@ type dnsController struct {
 	// clusterset maps "base.namespace" to the answer set of the clusterset
 	// view; nil when that view is off.
 	clusterset map[string]*answerSet
+	// native maps "base.namespace" to the answer set of a local service that
+	// opted into native names: its own name answers its global's endpoints.
+	native map[string]*answerSet
 	// ptr maps an address to the global per-pod names that resolve to it,
 	// sorted; nil when reverse answers are off.
 	ptr map[netip.Addr][]string
@@ -78,6 +81,7 @@ func newDNSController(src *source.Source, opts controllerOptions) (*dnsControlle
 	dc := &dnsController{
 		src:     src,
 		sets:    map[string]*answerSet{},
+		native:  map[string]*answerSet{},
 		pending: map[source.Key]time.Time{},
 		queue:   workqueue.NewTyped[source.Key](),
 		now:     time.Now,
@@ -129,6 +133,14 @@ func (dc *dnsController) get(key string) *answerSet {
 	return s
 }
 
+// getNative returns the answer set of a native name "base.namespace", or nil.
+func (dc *dnsController) getNative(key string) *answerSet {
+	dc.mu.RLock()
+	s := dc.native[key]
+	dc.mu.RUnlock()
+	return s
+}
+
 // getClusterset returns the clusterset view's answer set of "base.namespace", or nil.
 func (dc *dnsController) getClusterset(key string) *answerSet {
 	dc.mu.RLock()
@@ -150,12 +162,13 @@ func (dc *dnsController) reverse(ip netip.Addr) (string, bool) {
 
 // swap stores (or, for nil, deletes) the answer sets of one global in every
 // view at once, so that queries never see one view ahead of another.
-func (dc *dnsController) swap(key string, cur *answerSet, csKey string, cs *answerSet, ptr []ptrEntry) {
+func (dc *dnsController) swap(key string, cur *answerSet, baseKey string, native, cs *answerSet, ptr []ptrEntry) {
 	dc.mu.Lock()
 	defer dc.mu.Unlock()
 	setOrDelete(dc.sets, key, cur)
+	setOrDelete(dc.native, baseKey, native)
 	if dc.clusterset != nil {
-		setOrDelete(dc.clusterset, csKey, cs)
+		setOrDelete(dc.clusterset, baseKey, cs)
 	}
 	if dc.ptr == nil {
 		return
@@ -254,10 +267,15 @@ func (dc *dnsController) rebuild(k source.Key) {
 	key := name + "." + k.Namespace
 	old := dc.get(key)
 
+	baseKey := k.Base + "." + k.Namespace
 	var (
-		cur, cs *answerSet
-		ptr     []ptrEntry
+		cur, cs, native *answerSet
+		ptr             []ptrEntry
 	)
+	if aggregate.Native(in) {
+		// The local service's own name, whatever holds the global's.
+		native = newNamedAnswerSet(aggregate.Aggregate(in), k.Base, globalHost)
+	}
 	switch owner := aggregate.OwnerOf(dc.src.Service(k.Namespace, name)); {
 	case owner == aggregate.OwnerUser:
 		// A user's Service holds the name: it is not ours to answer.
@@ -276,17 +294,18 @@ func (dc *dnsController) rebuild(k source.Key) {
 		// here, never from those stale objects by the next plugin.
 		cur, cs = absentSet(name, k.Namespace), absentSet(k.Base, k.Namespace)
 	}
-	if cur == nil && old == nil {
+	oldNative := dc.getNative(baseKey)
+	if cur == nil && old == nil && native == nil && oldNative == nil {
 		return
 	}
-	dc.swap(key, cur, k.Base+"."+k.Namespace, cs, ptr)
+	dc.swap(key, cur, baseKey, native, cs, ptr)
 	dg, de := cur.counts()
 	og, oe := old.counts()
 	dc.addCounts(dg-og, de-oe)
 	now := dc.now()
 	dc.modified.Store(now.Unix())
 
-	if synced && !sameAnswers(old, cur) {
+	if synced && (!sameAnswers(old, cur) || !sameAnswers(oldNative, native)) {
 		dc.observeProgramming(now, old, cur, delivered, wasDelivered)
 	}
 	if cur == nil {

@@ -111,7 +111,15 @@ func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg)
 
 	var set *answerSet
 	synced := g.ctrl.ready() // once: the answer below must agree with it
-	if synced {
+	switch {
+	case q.native:
+		// Any other service's name is the kubernetes plugin's, before the
+		// first sync too, unless its local service opted into native names.
+		if set = g.ctrl.getNative(q.key); set == nil {
+			return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
+		}
+		synced = true
+	case synced:
 		if clusterset {
 			set = g.ctrl.getClusterset(q.key)
 		} else {

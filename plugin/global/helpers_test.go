@@ -294,6 +294,20 @@ func serve(h plugin.Handler, qname string, qtype uint16, tcp bool) (*dns.Msg, in
 // would hold them.
 func converge(t testing.TB, views []aggregate.View) (svcs []*object.Service, eps []*object.Endpoints) {
 	t.Helper()
+	var owners []*corev1.Service
+	for _, v := range views {
+		owners = append(owners, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: v.Name, Namespace: v.Namespace, UID: uid()},
+			Spec:       corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, ClusterIPs: []string{corev1.ClusterIPNone}, Ports: v.Ports},
+		})
+	}
+	return convergeOwned(t, views, owners)
+}
+
+// convergeOwned writes the views as EndpointSlices of the given Services with
+// the controller's own slice reconciler.
+func convergeOwned(t testing.TB, views []aggregate.View, owners []*corev1.Service) (svcs []*object.Service, eps []*object.Endpoints) {
+	t.Helper()
 	ctx := context.Background()
 	client := fake.NewClientset()
 	n := 0
@@ -305,11 +319,8 @@ func converge(t testing.TB, views []aggregate.View) (svcs []*object.Service, eps
 		return false, nil, nil
 	})
 	rec := ctrlslices.NewReconciler(client, endpointsliceutil.NewEndpointSliceTracker(), ctrlmetrics.New(), 7)
-	for _, v := range views {
-		svc := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: v.Name, Namespace: v.Namespace, UID: uid()},
-			Spec:       corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, ClusterIPs: []string{corev1.ClusterIPNone}, Ports: v.Ports},
-		}
+	for i, v := range views {
+		svc := owners[i]
 		if _, err := rec.Reconcile(ctx, svc, v, nil); err != nil {
 			t.Fatalf("controller reconcile of %s/%s: %v", v.Namespace, v.Name, err)
 		}
@@ -406,11 +417,48 @@ func globalViews(src *source.Source) []aggregate.View {
 	return views
 }
 
+// localObjects are the local member services the source knows with the
+// slices Kubernetes wrote for them, and, for those that opted into native
+// names, the slices the controller adds (its own reconciler, the view's
+// mirror endpoints), as the kubernetes plugin's informers would hold them.
+func localObjects(t testing.TB, src *source.Source) (svcs []*object.Service, eps []*object.Endpoints) {
+	t.Helper()
+	var native []aggregate.View
+	var owners []*corev1.Service
+	for _, k := range src.Keys() {
+		in := src.Input(k)
+		for _, m := range in.Members {
+			if !m.Local() {
+				continue
+			}
+			svc := m.Service.DeepCopy()
+			svc.Spec.ClusterIPs = []string{corev1.ClusterIPNone}
+			o, _ := object.ToService(svc) // empties svc
+			svcs = append(svcs, o.(*object.Service))
+			for _, sl := range m.Slices {
+				sl = sl.DeepCopy()
+				sl.Labels = map[string]string{discoveryv1.LabelServiceName: m.Service.Name}
+				o, _ := object.EndpointSliceToEndpoints(sl)
+				eps = append(eps, o.(*object.Endpoints))
+			}
+			if aggregate.Native(in) {
+				native, owners = append(native, aggregate.Aggregate(in).Mirrored()), append(owners, m.Service)
+			}
+		}
+	}
+	_, extra := convergeOwned(t, native, owners)
+	return svcs, append(eps, extra...)
+}
+
 // reference builds a stock kubernetes plugin (zones, ttl) answering from the
-// converged global objects of every global the source knows.
+// converged global objects of every global the source knows, and from the
+// local services with their slices (Kubernetes' and, for native names, the
+// controller's).
 func reference(t testing.TB, src *source.Source, zones []string, extra ...*object.Service) *kubernetes.Kubernetes {
 	t.Helper()
 	svcs, eps := converge(t, globalViews(src))
+	lsvcs, leps := localObjects(t, src)
+	svcs, eps = append(svcs, lsvcs...), append(eps, leps...)
 	k := kubernetes.New(zones)
 	k.APIConn = &refConn{svcs: append(svcs, extra...), eps: eps}
 	k.Next = test.NextHandler(passedOn, nil)

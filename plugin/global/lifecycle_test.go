@@ -572,3 +572,77 @@ func waitRebuilt(t *testing.T, r0 float64) {
 	t.Helper()
 	waitFor(t, 5*time.Second, "a rebuild", func() bool { return testutil.ToFloat64(rebuildsTotal) > r0 })
 }
+
+// nativeFixture is the fixture with the local db opted into native names.
+func nativeFixture() []runtime.Object {
+	objs := fixture()
+	for _, o := range objs {
+		if svc, ok := o.(*corev1.Service); ok && svc.Name == "db" {
+			svc.Annotations = map[string]string{aggregate.AnnotationIncludeMirrors: "true"}
+		}
+	}
+	return objs
+}
+
+// TestNativeNames: a local service that opted in answers under its own name
+// what its global answers, per-pod names included, and nothing else changes;
+// opting out gives the name back to the next plugin at once.
+func TestNativeNames(t *testing.T) {
+	h := startHarness(t, defaultConfig(), nativeFixture()...)
+	next := "next:" + strconv.Itoa(passedOn)
+	for _, tc := range []struct {
+		name  string
+		qtype uint16
+		want  string
+	}{
+		{"db.ns.svc.cluster.local.", dns.TypeA, "NOERROR 192.0.2.1,192.0.2.10,192.0.2.11,192.0.2.22"},
+		{"db.ns.svc.cluster.local.", dns.TypeAAAA, "NOERROR 2001:db8::1"},
+		{"db-0.db.ns.svc.cluster.local.", dns.TypeA, "NOERROR 192.0.2.1"},
+		{"db-0-east.db.ns.svc.cluster.local.", dns.TypeA, "NOERROR 192.0.2.10"},
+		{"db-0-west.db.ns.svc.cluster.local.", dns.TypeA, "NXDOMAIN +soa"}, // dead gateway
+		{"_gossip._udp.db.ns.svc.cluster.local.", dns.TypeSRV, "NOERROR 7946 db-2-west.db.ns.svc.cluster.local."},
+		{dbGlobal, dns.TypeA, "NOERROR 192.0.2.1,192.0.2.10,192.0.2.11,192.0.2.22"},
+		{"lonely.ns.svc.cluster.local.", dns.TypeA, next}, // not opted in
+		{"db-east.ns.svc.cluster.local.", dns.TypeA, next},
+	} {
+		if got := summary(t, h.g, tc.name, tc.qtype); got != tc.want {
+			t.Errorf("%s %s: %q, want %q", tc.name, dns.TypeToString[tc.qtype], got, tc.want)
+		}
+	}
+	svc, err := h.client.CoreV1().Services("ns").Get(context.Background(), "db", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Annotations = nil
+	bump(&svc.ObjectMeta)
+	if _, err := h.client.CoreV1().Services("ns").Update(context.Background(), svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, h.g, "db.ns.svc.cluster.local.", dns.TypeA, next)
+	eventually(t, h.g, "db-0-east.db.ns.svc.cluster.local.", dns.TypeA, next)
+	if got := summary(t, h.g, dbGlobal, dns.TypeA); got != "NOERROR 192.0.2.1,192.0.2.10,192.0.2.11,192.0.2.22" {
+		t.Errorf("db-global after opting out: %q", got)
+	}
+}
+
+// TestNativeDifferential: native names answer what the kubernetes plugin
+// answers from the local service's slices plus the controller's.
+func TestNativeDifferential(t *testing.T) {
+	h := startHarness(t, defaultConfig(), nativeFixture()...)
+	ref := reference(t, h.g.ctrl.src, []string{"cluster.local."}, userService())
+	next := &countingHandler{next: ref}
+	h.g.Next = next
+	n := 0
+	for _, name := range diffNames(h) {
+		for _, qt := range diffQtypes {
+			m := new(dns.Msg)
+			m.SetQuestion(name, qt)
+			compare(t, h.g, ref, m)
+			n++
+		}
+	}
+	if resp, _, _ := serve(h.g, "db-0-east.db.ns.svc.cluster.local.", dns.TypeA, false); resp == nil {
+		t.Error("the plugin did not answer a native per-pod name itself")
+	}
+	t.Logf("compared %d queries, %d passed on", n, next.n)
+}

@@ -22,6 +22,9 @@ type query struct {
 	second string
 	// both (extra 2), "first.second": a clusterset "hostname.clusterid"
 	both string
+	// native: the service does not end in the suffix; only a local service
+	// that opted into native names makes it the plugin's.
+	native bool
 }
 
 // clustersetHostQuery reports whether q names a per-pod name of the
@@ -89,8 +92,8 @@ func equalASCIIFold(a, b string) bool {
 
 // parseName reports whether name (lower case) is one this plugin may own:
 // <labels...>.<service>.<namespace>.svc.<zone> where the namespace is
-// watched and the service ends in the suffix (in the clusterset zone, where
-// services are named by their base, any service).
+// watched. A service without the suffix is a native name (in the clusterset
+// zone, where services are named by their base, it is the base).
 func (g *Global) parseName(name, zone string, clusterset bool) (query, bool) {
 	base, err := dnsutil.TrimZone(name, zone)
 	if err != nil || base == "" {
@@ -140,15 +143,13 @@ func (g *Global) parseName(name, zone string, clusterset bool) (query, bool) {
 		return query{}, false
 	}
 	service, namespace := labels[2], labels[1]
-	if _, ok := aggregate.BaseOf(service, g.suffix); !ok && !clusterset {
-		return query{}, false
-	}
+	_, global := aggregate.BaseOf(service, g.suffix)
 	if g.namespaces != nil {
 		if _, ok := g.namespaces[namespace]; !ok {
 			return query{}, false
 		}
 	}
-	q := query{key: key, extra: n - 3}
+	q := query{key: key, extra: n - 3, native: !global && !clusterset}
 	if more {
 		q.extra = 3
 	}

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/globalmirror/globalmirror/aggregate"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,7 +17,8 @@ import (
 // not, one to three mirrors, slices of both families with random ports (none,
 // unnamed, numberless, UDP), endpoints with random, missing, shared or
 // overlong hostnames, random readiness, addresses repeated across members,
-// and endpoint mirrors with dead or live gateways.
+// endpoint mirrors with dead or live gateways, and local services that opted
+// into native names.
 func randomWorld(r *rand.Rand) []runtime.Object {
 	const ns = "ns"
 	var objs []runtime.Object
@@ -80,6 +82,9 @@ func randomWorld(r *rand.Rand) []runtime.Object {
 		base := fmt.Sprintf("s%d", b)
 		if r.IntN(2) == 0 {
 			local := localService(ns, base, peer, client)
+			if r.IntN(2) == 0 {
+				local.Annotations = map[string]string{aggregate.AnnotationIncludeMirrors: "true"}
+			}
 			objs = append(objs, local)
 			addSlices(local)
 		}
