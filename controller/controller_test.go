@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"github.com/globalmirror/globalmirror/test/fixture"
 	"log/slog"
 	"maps"
 	"strings"
@@ -86,29 +87,21 @@ func newController(t *testing.T, client *fake.Clientset, events record.EventReco
 	return c
 }
 
+// pg is the port of the tests' members.
+var pg = fixture.Port{Name: "pg", Port: 5432, Protocol: corev1.ProtocolTCP}
+
+// mirror is Linkerd's headless mirror of name from cluster.
 func mirror(name, cluster string) *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name + "-" + cluster, UID: types.UID("uid-" + name + "-" + cluster),
-			Labels:      map[string]string{aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: cluster},
-			Annotations: map[string]string{aggregate.AnnotationRemoteFQName: name + ".ns.svc.cluster.local"}},
-		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "pg", Port: 5432, Protocol: corev1.ProtocolTCP}}},
-	}
+	return fixture.HeadlessMirror("ns", name, cluster, pg)
 }
 
+// memberSlice is a slice of svc with one ready endpoint per host, address pair.
 func memberSlice(svc *corev1.Service, hostsAndIPs ...string) *discoveryv1.EndpointSlice {
-	s := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: svc.Name + "-abc", UID: types.UID("uid-slice-" + svc.Name),
-			Labels: map[string]string{discoveryv1.LabelServiceName: svc.Name}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: new("pg"), Port: new(int32(5432)), Protocol: new(corev1.ProtocolTCP)}},
+	var eps []fixture.Endpoint
+	for i := 0; i+1 < len(hostsAndIPs); i += 2 {
+		eps = append(eps, fixture.Ready(hostsAndIPs[i], hostsAndIPs[i+1]))
 	}
-	for k, v := range svc.Labels {
-		s.Labels[k] = v
-	}
-	for i := 0; i < len(hostsAndIPs); i += 2 {
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Hostname: new(hostsAndIPs[i]), Addresses: []string{hostsAndIPs[i+1]}})
-	}
-	return s
+	return fixture.Slice(svc, svc.Name+"-abc", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(pg), eps...)
 }
 
 // eventually polls cond for up to 10 s.
@@ -166,10 +159,7 @@ func (e *env) drainEvents() []string {
 
 func TestGlobalFollowsMembers(t *testing.T) {
 	east := mirror("db", "east")
-	local := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db", UID: "uid-db", Labels: map[string]string{aggregate.LabelExported: "true"}},
-		Spec:       corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: east.Spec.Ports},
-	}
+	local := fixture.LocalService("ns", "db", pg)
 	e := start(t, east, memberSlice(east, "db-0", "192.0.2.10", "db-1", "192.0.2.11"), local, memberSlice(local, "db-0", "192.0.2.1"))
 	ctx := context.Background()
 
@@ -301,10 +291,7 @@ func TestUserOwnedGlobalIsLeftAlone(t *testing.T) {
 func TestProblemsReportedOnceWhenTheyChange(t *testing.T) {
 	// East's db-0 becomes db-0-east, which a local pod already is: local wins.
 	east := mirror("db", "east")
-	local := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db", UID: "uid-db", Labels: map[string]string{aggregate.LabelExported: "true"}},
-		Spec:       corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: east.Spec.Ports},
-	}
+	local := fixture.LocalService("ns", "db", pg)
 	e := start(t, east, memberSlice(east, "db-0", "192.0.2.10"), local, memberSlice(local, "db-0-east", "192.0.2.1"))
 	e.eventually("problem counted", func() error {
 		if n := testutil.ToFloat64(e.metrics.Problems.WithLabelValues(aggregate.ReasonHostnameCollision)); n != 1 {
@@ -429,11 +416,8 @@ func TestDeletionSentOnce(t *testing.T) {
 // are never touched; removing the annotation removes the extra slices.
 func TestNativeNames(t *testing.T) {
 	east := mirror("db", "east")
-	local := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db", UID: "uid-db", Labels: map[string]string{aggregate.LabelExported: "true"},
-			Annotations: map[string]string{aggregate.AnnotationIncludeMirrors: "true"}},
-		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: east.Spec.Ports},
-	}
+	local := fixture.LocalService("ns", "db", pg)
+	local.Annotations = map[string]string{aggregate.AnnotationIncludeMirrors: "true"}
 	kubeSlice := memberSlice(local, "db-0", "192.0.2.1")
 	kubeSlice.Labels[discoveryv1.LabelManagedBy] = "endpointslice-controller.k8s.io"
 	e := start(t, east, memberSlice(east, "db-0", "192.0.2.10", "db-0-east", "192.0.2.11"), local, kubeSlice)
@@ -472,7 +456,7 @@ func TestNativeNames(t *testing.T) {
 		if want := "[db-0-east=192.0.2.10:true db-0-east-east=192.0.2.11:true]"; fmt.Sprint(got) != want {
 			return fmt.Errorf("endpoints %v, want %s", got, want)
 		}
-		if o := s.OwnerReferences; len(o) != 1 || o[0].UID != "uid-db" || o[0].Kind != "Service" || !aggregate.IsManaged(s.Labels) || s.Labels[aggregate.LabelBase] != "db" {
+		if o := s.OwnerReferences; len(o) != 1 || o[0].UID != local.UID || o[0].Kind != "Service" || !aggregate.IsManaged(s.Labels) || s.Labels[aggregate.LabelBase] != "db" {
 			return fmt.Errorf("slice owner %v labels %v", o, s.Labels)
 		}
 		return nil

@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"github.com/globalmirror/globalmirror/test/fixture"
 	"sync"
 	"testing"
 	"time"
@@ -11,10 +12,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 )
 
 type recorder struct {
@@ -43,39 +42,23 @@ func (r *recorder) reset() map[Key]int {
 	return c
 }
 
-func mirrorLabels(cluster string, extra ...string) map[string]string {
-	l := map[string]string{aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: cluster}
-	for i := 0; i+1 < len(extra); i += 2 {
-		l[extra[i]] = extra[i+1]
-	}
-	return l
-}
-
+// service is a Service of the tests' namespace carrying what the informers'
+// transform must drop.
 func service(name string, lbl map[string]string, clusterIP string) *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("svc-" + name), Labels: lbl,
-			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}},
-			Annotations:   map[string]string{"big": "dropped by the transform"}},
-		Spec: corev1.ServiceSpec{ClusterIP: clusterIP},
-	}
+	svc := fixture.Service("ns", name, lbl, clusterIP)
+	svc.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "x"}}
+	svc.Annotations = map[string]string{"big": "dropped by the transform"}
+	return svc
 }
 
+// epSlice is an IPv4 slice of svcName with labels lbl and one endpoint per
+// host, address pair, all ready or all not.
 func epSlice(name, svcName string, lbl map[string]string, ready bool, hostAddr ...string) *discoveryv1.EndpointSlice {
-	l := map[string]string{discoveryv1.LabelServiceName: svcName}
-	for k, v := range lbl {
-		l[k] = v
-	}
-	s := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("slice-" + name), Labels: l},
-		AddressType: discoveryv1.AddressTypeIPv4,
-	}
+	var eps []fixture.Endpoint
 	for i := 0; i+1 < len(hostAddr); i += 2 {
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
-			Addresses: []string{hostAddr[i+1]}, Hostname: ptr.To(hostAddr[i]),
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready)},
-		})
+		eps = append(eps, fixture.Endpoint{Host: hostAddr[i], Addrs: []string{hostAddr[i+1]}, Ready: new(ready)})
 	}
-	return s
+	return fixture.Slice(fixture.Service("ns", svcName, lbl, ""), name, discoveryv1.AddressTypeIPv4, nil, eps...)
 }
 
 func start(t *testing.T, objs ...any) (*Source, *fake.Clientset, *recorder) {
@@ -132,18 +115,18 @@ func TestInputGathersMembersAndEndpointMirrors(t *testing.T) {
 	exported := map[string]string{aggregate.LabelExported: "true"}
 	src, _, _ := start(t,
 		service("db", exported, "None"),
-		service("db-east", mirrorLabels("east"), "None"),
-		service("db-west", mirrorLabels("west"), "None"),
-		service("db-0-east", mirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), "10.96.0.1"),
+		service("db-east", fixture.MirrorLabels("east"), "None"),
+		service("db-west", fixture.MirrorLabels("west"), "None"),
+		service("db-0-east", fixture.MirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), "10.96.0.1"),
 		service("unrelated", nil, "None"),
 		epSlice("db-abc", "db", exported, true, "db-0", "10.0.0.1"),
 		// globalmirror's own native-name slice of db (labelled like a member's
 		// here, as a user's local selector might): not one of db's endpoints.
 		epSlice("db-native", "db", map[string]string{aggregate.LabelExported: "true",
 			discoveryv1.LabelManagedBy: aggregate.EndpointSliceManagedBy}, true, "db-0-east", "10.96.0.1"),
-		epSlice("db-east-abc", "db-east", mirrorLabels("east"), true, "db-0", "10.96.0.1"),
-		epSlice("db-west-abc", "db-west", mirrorLabels("west"), true, "db-0", "10.96.0.2"),
-		epSlice("db-0-east-abc", "db-0-east", mirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), false, "", "192.0.2.1"),
+		epSlice("db-east-abc", "db-east", fixture.MirrorLabels("east"), true, "db-0", "10.96.0.1"),
+		epSlice("db-west-abc", "db-west", fixture.MirrorLabels("west"), true, "db-0", "10.96.0.2"),
+		epSlice("db-0-east-abc", "db-0-east", fixture.MirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), false, "", "192.0.2.1"),
 		epSlice("unrelated-abc", "unrelated", nil, true, "x", "10.0.0.9"),
 	)
 	keys := src.Keys()
@@ -179,14 +162,14 @@ func TestInputGathersMembersAndEndpointMirrors(t *testing.T) {
 
 func TestEventsMapToBases(t *testing.T) {
 	src, client, rec := start(t,
-		service("db-east", mirrorLabels("east"), "None"),
-		service("db-0-east", mirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), "10.96.0.1"),
+		service("db-east", fixture.MirrorLabels("east"), "None"),
+		service("db-0-east", fixture.MirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), "10.96.0.1"),
 	)
 	db := Key{"ns", "db"}
 	eventually(t, "initial adds", func() bool { return rec.reset()[db] > 0 })
 
 	// A slice of the endpoint mirror affects the base of its headless mirror.
-	create(t, client, epSlice("db-0-east-x", "db-0-east", mirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), true, "", "192.0.2.1"))
+	create(t, client, epSlice("db-0-east-x", "db-0-east", fixture.MirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), true, "", "192.0.2.1"))
 	eventually(t, "endpoint mirror slice → db", func() bool { return rec.reset()[db] > 0 })
 
 	// A user's Service named like the global affects its base, though it is no member.
@@ -200,7 +183,7 @@ func TestEventsMapToBases(t *testing.T) {
 	}
 
 	// Relabelling a mirror to another cluster notifies both old and new bases.
-	moved := service("db-east", mirrorLabels("east"), "None")
+	moved := service("db-east", fixture.MirrorLabels("east"), "None")
 	moved.Annotations = map[string]string{aggregate.AnnotationRemoteFQName: "other.ns.svc.cluster.local"}
 	moved.ResourceVersion = "2"
 	if _, err := client.CoreV1().Services("ns").Update(context.Background(), moved, metav1.UpdateOptions{}); err != nil {
@@ -232,8 +215,8 @@ func TestMalformedMirrorIsSkippedAndReported(t *testing.T) {
 // (minimal) object; it must still map to its base.
 func TestTombstonesMapToBases(t *testing.T) {
 	src, _, rec := start(t,
-		service("db-east", mirrorLabels("east"), "None"),
-		service("db-0-east", mirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), "10.96.0.1"),
+		service("db-east", fixture.MirrorLabels("east"), "None"),
+		service("db-0-east", fixture.MirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), "10.96.0.1"),
 	)
 	db := Key{"ns", "db"}
 	eventually(t, "initial adds", func() bool { return rec.reset()[db] > 0 })
@@ -253,7 +236,7 @@ func TestTombstonesMapToBases(t *testing.T) {
 		t.Error("Service tombstone did not map to db")
 	}
 
-	sl, _ := stripMemberSlice(epSlice("db-0-east-x", "db-0-east", mirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), true, "", "192.0.2.1"))
+	sl, _ := stripMemberSlice(epSlice("db-0-east-x", "db-0-east", fixture.MirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), true, "", "192.0.2.1"))
 	src.sliceHandler(rec).OnDelete(cache.DeletedFinalStateUnknown{Key: "ns/db-0-east-x", Obj: sl})
 	if n := rec.reset()[db]; n == 0 {
 		t.Error("endpoint mirror slice tombstone did not map to db")

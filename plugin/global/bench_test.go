@@ -3,6 +3,7 @@ package global
 import (
 	"context"
 	"fmt"
+	"github.com/globalmirror/globalmirror/test/fixture"
 	"strings"
 	"testing"
 
@@ -20,12 +21,12 @@ import (
 func world(n int) []runtime.Object {
 	var objs []runtime.Object
 	for i := range n {
-		m := headlessMirror("ns", fmt.Sprintf("svc%d", i), "east", peer)
+		m := fixture.HeadlessMirror("ns", fmt.Sprintf("svc%d", i), "east", peer)
 		a, b := i/250, i%250
-		objs = append(objs, m, slice(m, m.Name+"-1", discoveryv1.AddressTypeIPv4, slicePorts(peer),
-			ready("p-0", fmt.Sprintf("10.%d.%d.1", a, b)),
-			ready("p-1", fmt.Sprintf("10.%d.%d.2", a, b)),
-			ready("p-2", fmt.Sprintf("10.%d.%d.3", a, b))))
+		objs = append(objs, m, fixture.Slice(m, m.Name+"-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer),
+			fixture.Ready("p-0", fmt.Sprintf("10.%d.%d.1", a, b)),
+			fixture.Ready("p-1", fmt.Sprintf("10.%d.%d.2", a, b)),
+			fixture.Ready("p-2", fmt.Sprintf("10.%d.%d.3", a, b))))
 	}
 	return objs
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/globalmirror/globalmirror/test/fixture"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -33,7 +34,7 @@ func clustersetConfig(t *testing.T) *config {
 // service under its base name, per-pod names "<hostname>.<clusterid>", SRV
 // for named ports, the schema version, NXDOMAIN for what must not exist.
 func TestClusterset(t *testing.T) {
-	h := startHarness(t, clustersetConfig(t), fixture()...)
+	h := startHarness(t, clustersetConfig(t), testWorld()...)
 	const db = "db.ns.svc.clusterset.local."
 	next := "next:" + strconv.Itoa(passedOn)
 	for _, tc := range []struct {
@@ -97,11 +98,11 @@ func TestClusterset(t *testing.T) {
 // and east's db-0 share one global name, so one of them loses it there; in
 // the clusterset view each keeps its own.
 func TestClustersetPerPodNamesNeedNoCollisionRule(t *testing.T) {
-	local := localService("ns", "db", peer)
-	east := headlessMirror("ns", "db", "east", peer)
+	local := fixture.LocalService("ns", "db", peer)
+	east := fixture.HeadlessMirror("ns", "db", "east", peer)
 	h := startHarness(t, clustersetConfig(t), local, east,
-		slice(local, "db-1", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready("db-0-east", "192.0.2.1")),
-		slice(east, "db-east-1", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready("db-0", "192.0.2.10")))
+		fixture.Slice(local, "db-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("db-0-east", "192.0.2.1")),
+		fixture.Slice(east, "db-east-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("db-0", "192.0.2.10")))
 	for name, want := range map[string]string{
 		"db-0-east.db-global.ns.svc.cluster.local.":  "NOERROR 192.0.2.1", // local wins the global name
 		"192-0-2-10.db-global.ns.svc.cluster.local.": "NOERROR 192.0.2.10",
@@ -224,7 +225,7 @@ func TestClustersetDifferential(t *testing.T) {
 	qtypes := []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeSRV, dns.TypeTXT, dns.TypeSOA, dns.TypePTR}
 	queries, passed := 0, 0
 	for seed := range uint64(worlds) + 1 {
-		objs := fixture()
+		objs := testWorld()
 		if seed > 0 {
 			objs = randomWorld(rand.New(rand.NewPCG(seed, 7)))
 		}
@@ -257,7 +258,7 @@ func TestClustersetDifferential(t *testing.T) {
 // KEP-1645's specification says, where CoreDNS 1.15 answers its cluster
 // DNS schema version.
 func TestClustersetSchemaVersionDiffers(t *testing.T) {
-	h := startHarness(t, clustersetConfig(t), fixture()...)
+	h := startHarness(t, clustersetConfig(t), testWorld()...)
 	ref := clustersetReference(t, h.g.ctrl.src)
 	m := new(dns.Msg).SetQuestion("dns-version.clusterset.local.", dns.TypeTXT)
 	got, _, _ := exchange(h.g, m)

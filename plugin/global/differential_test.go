@@ -2,6 +2,7 @@ package global
 
 import (
 	"context"
+	"github.com/globalmirror/globalmirror/test/fixture"
 	"strings"
 	"testing"
 
@@ -27,7 +28,7 @@ var diffQtypes = []uint16{
 func userService() *object.Service {
 	o, _ := object.ToService(&corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "taken-global", Namespace: "ns"},
-		Spec:       corev1.ServiceSpec{ClusterIP: "10.96.0.60", ClusterIPs: []string{"10.96.0.60"}, Ports: servicePorts(peer)},
+		Spec:       corev1.ServiceSpec{ClusterIP: "10.96.0.60", ClusterIPs: []string{"10.96.0.60"}, Ports: fixture.ServicePorts(peer)},
 	})
 	return o.(*object.Service)
 }
@@ -95,7 +96,7 @@ func exchange(h plugin.Handler, m *dns.Msg) (*dns.Msg, int, error) {
 // in front of the kubernetes plugin answers what the kubernetes plugin alone
 // answers from the converged global Services and EndpointSlices.
 func TestDifferential(t *testing.T) {
-	h := startHarness(t, defaultConfig(), fixture()...)
+	h := startHarness(t, defaultConfig(), testWorld()...)
 	ref := reference(t, h.g.ctrl.src, []string{"cluster.local."}, userService())
 	h.g.Next = ref
 

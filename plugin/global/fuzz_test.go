@@ -33,7 +33,7 @@ func FuzzServeDNS(f *testing.F) {
 		f.Add(b)
 	}
 
-	h := startHarness(f, defaultConfig(), fixture()...)
+	h := startHarness(f, defaultConfig(), testWorld()...)
 	ref := reference(f, h.g.ctrl.src, []string{"cluster.local."}, userService())
 	h.g.Next = ref
 
@@ -95,7 +95,7 @@ func FuzzServeDNSViews(f *testing.F) {
 		}
 		f.Add(b)
 	}
-	h := startHarness(f, viewsConfig(f), fixture()...)
+	h := startHarness(f, viewsConfig(f), testWorld()...)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m := new(dns.Msg)
 		if err := m.Unpack(data); err != nil {

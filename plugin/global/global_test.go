@@ -14,7 +14,7 @@ const soaCL = "cluster.local.	5	IN	SOA	ns.dns.cluster.local. hostmaster.cluster.
 
 func soa() []dns.RR { return []dns.RR{test.SOA(soaCL)} }
 
-// Every answer shape, from the fixture world (see fixture()).
+// Every answer shape, from the fixture world (see testWorld()).
 var cases = []test.Case{
 	// The global service: every ready address of the family.
 	{Qname: "db-global.ns.svc.cluster.local.", Qtype: dns.TypeA, Rcode: dns.RcodeSuccess, Authoritative: true,
@@ -195,7 +195,7 @@ func sortCase(tc test.Case) test.Case {
 }
 
 func TestServeDNS(t *testing.T) {
-	h := startHarness(t, defaultConfig(), fixture()...)
+	h := startHarness(t, defaultConfig(), testWorld()...)
 	for _, tcp := range []bool{false, true} {
 		for _, tc := range cases {
 			tc := sortCase(tc)
@@ -216,7 +216,7 @@ func TestServeDNS(t *testing.T) {
 }
 
 func TestNotOursPassesOn(t *testing.T) {
-	h := startHarness(t, defaultConfig(), fixture()...)
+	h := startHarness(t, defaultConfig(), testWorld()...)
 	for _, q := range notOurs {
 		resp, rcode, _ := serve(h.g, q.qname, q.qtype, false)
 		if resp != nil || rcode != passedOn {
@@ -226,7 +226,7 @@ func TestNotOursPassesOn(t *testing.T) {
 }
 
 func TestAXFRRefused(t *testing.T) {
-	h := startHarness(t, defaultConfig(), fixture()...)
+	h := startHarness(t, defaultConfig(), testWorld()...)
 	resp, rcode, err := serve(h.g, "db-global.ns.svc.cluster.local.", dns.TypeAXFR, true)
 	if resp != nil || rcode != dns.RcodeRefused || err != nil {
 		t.Fatalf("AXFR: got %v %d %v, want REFUSED without a written answer (as the kubernetes plugin)", resp, rcode, err)
@@ -234,7 +234,7 @@ func TestAXFRRefused(t *testing.T) {
 }
 
 func TestNoQuestionPassesOn(t *testing.T) {
-	h := startHarness(t, defaultConfig(), fixture()...)
+	h := startHarness(t, defaultConfig(), testWorld()...)
 	rec := dnstest.NewRecorder(&test.ResponseWriter{})
 	rcode, _ := h.g.ServeDNS(context.Background(), rec, new(dns.Msg))
 	if rcode != passedOn {
@@ -245,7 +245,7 @@ func TestNoQuestionPassesOn(t *testing.T) {
 // TestRootZoneAndOddNames: zone "." works, and names no wire message carries
 // (empty, not fully qualified) are passed on without a panic.
 func TestRootZoneAndOddNames(t *testing.T) {
-	h := startHarness(t, configFrom(t, "global ."), fixture()...)
+	h := startHarness(t, configFrom(t, "global ."), testWorld()...)
 	if got := summary(t, h.g, "db-0-east.db-global.ns.svc.", dns.TypeA); got != "NOERROR 192.0.2.10" {
 		t.Errorf("zone .: %q", got)
 	}

@@ -3,6 +3,7 @@ package global
 import (
 	"context"
 	"fmt"
+	"github.com/globalmirror/globalmirror/test/fixture"
 	"sort"
 	"strings"
 	"testing"
@@ -32,118 +33,19 @@ import (
 // Fixture objects, the way Linkerd's service mirror (headless mode), the
 // EndpointSlice controller and the mirroring controller write them.
 
-type port struct {
-	name  string
-	port  int32
-	proto corev1.Protocol
-}
-
+// The fixture's ports.
 var (
-	peer   = port{"peer", 7000, corev1.ProtocolTCP}
-	client = port{"client", 8080, corev1.ProtocolTCP}
-	gossip = port{"gossip", 7946, corev1.ProtocolUDP}
+	peer   = fixture.Port{Name: "peer", Port: 7000, Protocol: corev1.ProtocolTCP}
+	client = fixture.Port{Name: "client", Port: 8080, Protocol: corev1.ProtocolTCP}
+	gossip = fixture.Port{Name: "gossip", Port: 7946, Protocol: corev1.ProtocolUDP}
 )
 
-func servicePorts(ps ...port) []corev1.ServicePort {
-	var out []corev1.ServicePort
-	for _, p := range ps {
-		out = append(out, corev1.ServicePort{Name: p.name, Port: p.port, Protocol: p.proto})
-	}
-	return out
-}
-
-func slicePorts(ps ...port) []discoveryv1.EndpointPort {
-	var out []discoveryv1.EndpointPort
-	for _, p := range ps {
-		out = append(out, discoveryv1.EndpointPort{Name: new(p.name), Port: new(p.port), Protocol: new(p.proto)})
-	}
-	return out
-}
-
-func mirrorLabels(cluster string) map[string]string {
-	return map[string]string{
-		aggregate.LabelMirroredService: "true",
-		aggregate.LabelClusterName:     cluster,
-	}
-}
+// uid is a fresh UID for objects the tests make themselves.
+func uid() types.UID { uidSeq++; return types.UID(fmt.Sprintf("uid-%d", uidSeq)) }
 
 var uidSeq int
 
-func uid() types.UID { uidSeq++; return types.UID(fmt.Sprintf("uid-%d", uidSeq)) }
-
-// headlessMirror is Linkerd's `<base>-<cluster>`.
-func headlessMirror(ns, base, cluster string, ps ...port) *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: base + "-" + cluster, Namespace: ns, UID: uid(), ResourceVersion: "1",
-			Labels:      mirrorLabels(cluster),
-			Annotations: map[string]string{aggregate.AnnotationRemoteFQName: base + "." + ns + ".svc.cluster.local"},
-		},
-		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: servicePorts(ps...)},
-	}
-}
-
-// localService is the exported local headless service.
-func localService(ns, base string, ps ...port) *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: base, Namespace: ns, UID: uid(), ResourceVersion: "1",
-			Labels: map[string]string{aggregate.LabelExported: "true"},
-		},
-		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: servicePorts(ps...)},
-	}
-}
-
-type ep struct {
-	host  string
-	addrs []string
-	ready *bool
-}
-
-func ready(host string, addrs ...string) ep { return ep{host: host, addrs: addrs} }
-func notReady(host string, addrs ...string) ep {
-	return ep{host: host, addrs: addrs, ready: new(false)}
-}
-
-// slice is an EndpointSlice of service svc carrying svc's labels, as both the
-// EndpointSlice controller and the mirroring controller copy them.
-func slice(svc *corev1.Service, name string, family discoveryv1.AddressType, ports []discoveryv1.EndpointPort, eps ...ep) *discoveryv1.EndpointSlice {
-	lbl := map[string]string{discoveryv1.LabelServiceName: svc.Name}
-	for k, v := range svc.Labels {
-		lbl[k] = v
-	}
-	s := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: svc.Namespace, UID: uid(), ResourceVersion: "1", Labels: lbl},
-		AddressType: family,
-		Ports:       ports,
-	}
-	for _, e := range eps {
-		de := discoveryv1.Endpoint{Addresses: e.addrs, Conditions: discoveryv1.EndpointConditions{Ready: e.ready}}
-		if e.host != "" {
-			de.Hostname = new(e.host)
-		}
-		s.Endpoints = append(s.Endpoints, de)
-	}
-	return s
-}
-
-// endpointMirror is Linkerd's per-pod ClusterIP mirror `<host>-<cluster>` and
-// its (mirrored) slice; notReady says the gateway is down.
-func endpointMirror(ns, name, cluster, headless string, gatewayUp bool) (*corev1.Service, *discoveryv1.EndpointSlice) {
-	lbl := mirrorLabels(cluster)
-	lbl[aggregate.LabelHeadlessMirrorName] = headless
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: uid(), ResourceVersion: "1", Labels: lbl},
-		Spec:       corev1.ServiceSpec{ClusterIP: "10.96.0.10", Ports: servicePorts(peer)},
-	}
-	e := ready("", "192.0.2.254")
-	if !gatewayUp {
-		e.ready = new(false)
-	}
-	return svc, slice(svc, name+"-gw", discoveryv1.AddressTypeIPv4, slicePorts(port{"peer", 4143, corev1.ProtocolTCP}), e)
-}
-
-// fixture is the standard test world in namespace "ns":
+// testWorld is the standard test world in namespace "ns":
 //
 //   - db: local (db-0 192.0.2.1 + 2001:db8::1, db-1 192.0.2.2 not ready),
 //     east (db-0, db-1), west (db-0 behind a dead gateway, db-2 live)
@@ -155,76 +57,76 @@ func endpointMirror(ns, name, cluster, headless string, gatewayUp bool) (*corev1
 //   - lonely: a local service only (no global)
 //   - v6only: east, IPv6 only
 //   - dup: members listing the same endpoints (written once by the controller)
-func fixture() []runtime.Object {
+func testWorld() []runtime.Object {
 	const ns = "ns"
 	var objs []runtime.Object
 	add := func(o ...runtime.Object) { objs = append(objs, o...) }
 
-	local := localService(ns, "db", peer, client)
+	local := fixture.LocalService(ns, "db", peer, client)
 	add(local,
-		slice(local, "db-v4", discoveryv1.AddressTypeIPv4, slicePorts(peer, client),
-			ready("db-0", "192.0.2.1"), notReady("db-1", "192.0.2.2")),
-		slice(local, "db-v6", discoveryv1.AddressTypeIPv6, slicePorts(peer, client),
-			ready("db-0", "2001:db8::1")))
-	east := headlessMirror(ns, "db", "east", peer, client)
-	add(east, slice(east, "db-east-1", discoveryv1.AddressTypeIPv4, slicePorts(peer, client),
-		ready("db-0", "192.0.2.10"), ready("db-1", "192.0.2.11")))
-	west := headlessMirror(ns, "db", "west", peer, client, gossip)
-	add(west, slice(west, "db-west-1", discoveryv1.AddressTypeIPv4, slicePorts(peer, client, gossip),
-		ready("db-0", "192.0.2.20"), ready("db-2", "192.0.2.22")))
-	emSvc, emSlice := endpointMirror(ns, "db-0-west", "west", "db-west", false)
+		fixture.Slice(local, "db-v4", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer, client),
+			fixture.Ready("db-0", "192.0.2.1"), fixture.NotReady("db-1", "192.0.2.2")),
+		fixture.Slice(local, "db-v6", discoveryv1.AddressTypeIPv6, fixture.SlicePorts(peer, client),
+			fixture.Ready("db-0", "2001:db8::1")))
+	east := fixture.HeadlessMirror(ns, "db", "east", peer, client)
+	add(east, fixture.Slice(east, "db-east-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer, client),
+		fixture.Ready("db-0", "192.0.2.10"), fixture.Ready("db-1", "192.0.2.11")))
+	west := fixture.HeadlessMirror(ns, "db", "west", peer, client, gossip)
+	add(west, fixture.Slice(west, "db-west-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer, client, gossip),
+		fixture.Ready("db-0", "192.0.2.20"), fixture.Ready("db-2", "192.0.2.22")))
+	emSvc, emSlice := fixture.EndpointMirror(ns, "db-0-west", "west", "db-west", false)
 	add(emSvc, emSlice)
-	emSvc, emSlice = endpointMirror(ns, "db-2-west", "west", "db-west", true)
+	emSvc, emSlice = fixture.EndpointMirror(ns, "db-2-west", "west", "db-west", true)
 	add(emSvc, emSlice)
 
-	nohost := headlessMirror(ns, "nohost", "east", peer)
-	add(nohost, slice(nohost, "nohost-east-1", discoveryv1.AddressTypeIPv4, slicePorts(peer),
-		ready("", "192.0.2.30"), ready("", "192.0.2.31")),
-		slice(nohost, "nohost-east-2", discoveryv1.AddressTypeIPv6, slicePorts(peer),
-			ready("", "2001:db8::30")))
+	nohost := fixture.HeadlessMirror(ns, "nohost", "east", peer)
+	add(nohost, fixture.Slice(nohost, "nohost-east-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer),
+		fixture.Ready("", "192.0.2.30"), fixture.Ready("", "192.0.2.31")),
+		fixture.Slice(nohost, "nohost-east-2", discoveryv1.AddressTypeIPv6, fixture.SlicePorts(peer),
+			fixture.Ready("", "2001:db8::30")))
 
-	portless := headlessMirror(ns, "portless", "east")
-	add(portless, slice(portless, "portless-east-1", discoveryv1.AddressTypeIPv4, nil,
-		ready("pl-0", "192.0.2.40")))
+	portless := fixture.HeadlessMirror(ns, "portless", "east")
+	add(portless, fixture.Slice(portless, "portless-east-1", discoveryv1.AddressTypeIPv4, nil,
+		fixture.Ready("pl-0", "192.0.2.40")))
 
-	empty := headlessMirror(ns, "empty", "east", peer)
-	add(empty, slice(empty, "empty-east-1", discoveryv1.AddressTypeIPv4, slicePorts(peer),
-		notReady("empty-0", "192.0.2.50")))
+	empty := fixture.HeadlessMirror(ns, "empty", "east", peer)
+	add(empty, fixture.Slice(empty, "empty-east-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer),
+		fixture.NotReady("empty-0", "192.0.2.50")))
 
-	taken := headlessMirror(ns, "taken", "east", peer)
-	add(taken, slice(taken, "taken-east-1", discoveryv1.AddressTypeIPv4, slicePorts(peer),
-		ready("taken-0", "192.0.2.60")))
+	taken := fixture.HeadlessMirror(ns, "taken", "east", peer)
+	add(taken, fixture.Slice(taken, "taken-east-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer),
+		fixture.Ready("taken-0", "192.0.2.60")))
 	add(&corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "taken-global", Namespace: ns, UID: uid(), ResourceVersion: "1"},
-		Spec:       corev1.ServiceSpec{ClusterIP: "10.96.0.60", Ports: servicePorts(peer)},
+		Spec:       corev1.ServiceSpec{ClusterIP: "10.96.0.60", Ports: fixture.ServicePorts(peer)},
 	})
 
-	managed := headlessMirror(ns, "managed", "east", peer)
-	add(managed, slice(managed, "managed-east-1", discoveryv1.AddressTypeIPv4, slicePorts(peer),
-		ready("m-0", "192.0.2.70")))
+	managed := fixture.HeadlessMirror(ns, "managed", "east", peer)
+	add(managed, fixture.Slice(managed, "managed-east-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer),
+		fixture.Ready("m-0", "192.0.2.70")))
 	add(&corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "managed-global", Namespace: ns, UID: uid(), ResourceVersion: "1",
 			Labels: map[string]string{aggregate.LabelManagedBy: aggregate.ManagedBy, aggregate.LabelBase: "managed"}},
-		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: servicePorts(peer)},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: fixture.ServicePorts(peer)},
 	})
 
-	lonely := localService(ns, "lonely", peer)
-	add(lonely, slice(lonely, "lonely-1", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready("l-0", "192.0.2.80")))
+	lonely := fixture.LocalService(ns, "lonely", peer)
+	add(lonely, fixture.Slice(lonely, "lonely-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("l-0", "192.0.2.80")))
 
 	// Two members listing one address without hostnames (once not ready),
 	// and a member listing one endpoint twice: the controller writes each once.
-	dupLocal := localService(ns, "dup", peer)
-	add(dupLocal, slice(dupLocal, "dup-1", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready("", "192.0.2.160"), ready("", "192.0.2.161")))
-	dupEast := headlessMirror(ns, "dup", "east", peer)
-	add(dupEast, slice(dupEast, "dup-east-1", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready("", "192.0.2.160"), notReady("", "192.0.2.162")),
-		slice(dupEast, "dup-east-2", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready("d-1", "192.0.2.163")),
-		slice(dupEast, "dup-east-3", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready("d-1", "192.0.2.163")))
-	dupWest := headlessMirror(ns, "dup", "west", peer)
-	add(dupWest, slice(dupWest, "dup-west-1", discoveryv1.AddressTypeIPv4, slicePorts(peer), notReady("", "192.0.2.161"), ready("", "192.0.2.162")))
+	dupLocal := fixture.LocalService(ns, "dup", peer)
+	add(dupLocal, fixture.Slice(dupLocal, "dup-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("", "192.0.2.160"), fixture.Ready("", "192.0.2.161")))
+	dupEast := fixture.HeadlessMirror(ns, "dup", "east", peer)
+	add(dupEast, fixture.Slice(dupEast, "dup-east-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("", "192.0.2.160"), fixture.NotReady("", "192.0.2.162")),
+		fixture.Slice(dupEast, "dup-east-2", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("d-1", "192.0.2.163")),
+		fixture.Slice(dupEast, "dup-east-3", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("d-1", "192.0.2.163")))
+	dupWest := fixture.HeadlessMirror(ns, "dup", "west", peer)
+	add(dupWest, fixture.Slice(dupWest, "dup-west-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.NotReady("", "192.0.2.161"), fixture.Ready("", "192.0.2.162")))
 
-	v6 := headlessMirror(ns, "v6only", "east", peer)
-	add(v6, slice(v6, "v6only-east-1", discoveryv1.AddressTypeIPv6, slicePorts(peer),
-		ready("v-0", "2001:db8::90")))
+	v6 := fixture.HeadlessMirror(ns, "v6only", "east", peer)
+	add(v6, fixture.Slice(v6, "v6only-east-1", discoveryv1.AddressTypeIPv6, fixture.SlicePorts(peer),
+		fixture.Ready("v-0", "2001:db8::90")))
 	return objs
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/globalmirror/globalmirror/test/fixture"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,7 +63,7 @@ const dbGlobal = "db-global.ns.svc.cluster.local."
 
 func TestNotSyncedServfail(t *testing.T) {
 	// An API server that never answers the list: the informers never sync.
-	client := fake.NewClientset(fixture()...)
+	client := fake.NewClientset(testWorld()...)
 	var lists atomic.Int32
 	client.PrependReactor("list", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
 		lists.Add(1)
@@ -108,7 +109,7 @@ func TestNotSyncedServfail(t *testing.T) {
 
 func TestSyncThenAnswer(t *testing.T) {
 	// Not started: SERVFAIL; started: answers, Ready.
-	client := fake.NewClientset(fixture()...)
+	client := fake.NewClientset(testWorld()...)
 	g, err := newFromClient(defaultConfig(), client)
 	if err != nil {
 		t.Fatal(err)
@@ -129,18 +130,18 @@ func TestSyncThenAnswer(t *testing.T) {
 // TestUpdates follows the life of a global through the informers: link,
 // scale, readiness, gateway, conflict, unlink.
 func TestUpdates(t *testing.T) {
-	h := startHarness(t, defaultConfig(), fixture()...)
+	h := startHarness(t, defaultConfig(), testWorld()...)
 	g, ctx := h.g, context.Background()
 	slices_ := h.client.DiscoveryV1().EndpointSlices("ns")
 	services := h.client.CoreV1().Services("ns")
 
 	// A new cluster is linked: its pods answer.
-	north := headlessMirror("ns", "db", "north", peer)
+	north := fixture.HeadlessMirror("ns", "db", "north", peer)
 	if _, err := services.Create(ctx, north, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	northSlice := slice(north, "db-north-1", discoveryv1.AddressTypeIPv4, slicePorts(peer),
-		ready("db-0", "192.0.2.100"), ready("db-1", "192.0.2.101"))
+	northSlice := fixture.Slice(north, "db-north-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer),
+		fixture.Ready("db-0", "192.0.2.100"), fixture.Ready("db-1", "192.0.2.101"))
 	if _, err := slices_.Create(ctx, northSlice, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestUpdates(t *testing.T) {
 	eventually(t, g, "db-0-north.db-global.ns.svc.cluster.local.", dns.TypeA, "NOERROR 192.0.2.100")
 
 	// Gateway down: the endpoint mirror's endpoints turn not ready.
-	emSvc, emSlice := endpointMirror("ns", "db-0-north", "north", "db-north", true)
+	emSvc, emSlice := fixture.EndpointMirror("ns", "db-0-north", "north", "db-north", true)
 	if _, err := services.Create(ctx, emSvc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +240,7 @@ func configFrom(t testing.TB, stanza string) *config {
 }
 
 func TestFallthrough(t *testing.T) {
-	h := startHarness(t, configFrom(t, "global {\n fallthrough\n}"), fixture()...)
+	h := startHarness(t, configFrom(t, "global {\n fallthrough\n}"), testWorld()...)
 	next := "next:" + strconv.Itoa(passedOn)
 	for _, q := range []struct {
 		name  string
@@ -258,7 +259,7 @@ func TestFallthrough(t *testing.T) {
 	}
 
 	// Fallthrough for other zones only: our NXDOMAIN stays.
-	h = startHarness(t, configFrom(t, "global {\n fallthrough example.org\n}"), fixture()...)
+	h = startHarness(t, configFrom(t, "global {\n fallthrough example.org\n}"), testWorld()...)
 	if got := summary(t, h.g, "db-9.db-global.ns.svc.cluster.local.", dns.TypeA); got != "NXDOMAIN +soa" {
 		t.Errorf("fallthrough example.org: %q", got)
 	}
@@ -266,7 +267,7 @@ func TestFallthrough(t *testing.T) {
 
 func TestTTL(t *testing.T) {
 	for _, ttl := range []uint32{0, 30, 3600} {
-		h := startHarness(t, configFrom(t, fmt.Sprintf("global {\n ttl %d\n}", ttl)), fixture()...)
+		h := startHarness(t, configFrom(t, fmt.Sprintf("global {\n ttl %d\n}", ttl)), testWorld()...)
 		resp, _, _ := serve(h.g, dbGlobal, dns.TypeSRV, false)
 		for _, rr := range append(resp.Answer, resp.Extra...) {
 			if rr.Header().Ttl != ttl {
@@ -288,7 +289,7 @@ func TestTTL(t *testing.T) {
 }
 
 func TestZones(t *testing.T) {
-	h := startHarness(t, configFrom(t, "global local example.org cluster.local"), fixture()...)
+	h := startHarness(t, configFrom(t, "global local example.org cluster.local"), testWorld()...)
 	for _, q := range []struct{ name, want string }{
 		{"db-0-east.db-global.ns.svc.example.org.", "NOERROR 7000 db-0-east.db-global.ns.svc.example.org.,8080 db-0-east.db-global.ns.svc.example.org."},
 		// The longest zone wins: cluster.local, not local.
@@ -307,10 +308,10 @@ func TestZones(t *testing.T) {
 }
 
 func TestNamespacesSuffixSelector(t *testing.T) {
-	objs := fixture()
+	objs := testWorld()
 	// The same world in a second namespace.
-	other := headlessMirror("other", "db", "east", peer)
-	objs = append(objs, other, slice(other, "db-east-o", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready("db-0", "192.0.2.200")))
+	other := fixture.HeadlessMirror("other", "db", "east", peer)
+	objs = append(objs, other, fixture.Slice(other, "db-east-o", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("db-0", "192.0.2.200")))
 
 	h := startHarness(t, configFrom(t, "global {\n namespaces other\n}"), objs...)
 	if got := summary(t, h.g, dbGlobal, dns.TypeA); got != "next:"+strconv.Itoa(passedOn) {
@@ -340,7 +341,7 @@ func TestMetrics(t *testing.T) {
 	beforeNX := testutil.ToFloat64(requestsTotal.WithLabelValues("", "other", "NXDOMAIN"))
 	globals0, endpoints0 := testutil.ToFloat64(globalsGauge), testutil.ToFloat64(endpointsGauge)
 
-	h := startHarness(t, defaultConfig(), fixture()...)
+	h := startHarness(t, defaultConfig(), testWorld()...)
 	serve(h.g, dbGlobal, dns.TypeA, false)
 	serve(h.g, "nope.db-global.ns.svc.cluster.local.", dns.TypeTXT, false)
 	serve(h.g, "example.org.", dns.TypeA, false) // passed on: not counted
@@ -382,19 +383,19 @@ func TestMetrics(t *testing.T) {
 }
 
 func TestProblemsAndSkipped(t *testing.T) {
-	objs := fixture()
+	objs := testWorld()
 	// A mirror without a cluster name (skipped) and a hostname collision
 	// between two clusters (a problem).
-	bad := headlessMirror("ns", "bad", "east", peer)
+	bad := fixture.HeadlessMirror("ns", "bad", "east", peer)
 	delete(bad.Labels, aggregate.LabelClusterName)
-	c1 := headlessMirror("ns", "col", "a", peer)
-	c2 := headlessMirror("ns", "col", "b", peer)
+	c1 := fixture.HeadlessMirror("ns", "col", "a", peer)
+	c2 := fixture.HeadlessMirror("ns", "col", "b", peer)
 	c1.Annotations[aggregate.AnnotationRemoteFQName] = "col.ns.svc.cluster.local"
 	objs = append(objs, bad, c1, c2,
-		slice(c1, "col-a", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready("x", "192.0.2.150")),
+		fixture.Slice(c1, "col-a", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("x", "192.0.2.150")),
 		// "x-b" from b and a local-looking "x-b" can't collide; make the
 		// names collide through a hostname that already carries the suffix.
-		slice(c2, "col-b", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready(strings.Repeat("h", 62), "192.0.2.151")))
+		fixture.Slice(c2, "col-b", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready(strings.Repeat("h", 62), "192.0.2.151")))
 	skipped0 := testutil.ToFloat64(skippedTotal.WithLabelValues("Service", string(aggregate.SkipMissingClusterName)))
 	problems0 := testutil.ToFloat64(problemsTotal.WithLabelValues(aggregate.ReasonInvalidHostname))
 	h := startHarness(t, defaultConfig(), objs...)
@@ -416,12 +417,12 @@ func TestProblemsAndSkipped(t *testing.T) {
 // answer from those stale objects: the plugin answers NXDOMAIN itself. A
 // user's Service of that name still goes to the next plugin.
 func TestManagedGlobalWithoutMembers(t *testing.T) {
-	objs := fixture()
+	objs := testWorld()
 	// A controller's leftover with no member at all from the start.
 	objs = append(objs, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "ghost-global", Namespace: "ns", UID: uid(), ResourceVersion: "1",
 			Labels: map[string]string{aggregate.LabelManagedBy: aggregate.ManagedBy, aggregate.LabelBase: "ghost"}},
-		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: servicePorts(peer)},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: fixture.ServicePorts(peer)},
 	})
 	globals0 := testutil.ToFloat64(globalsGauge)
 	h := startHarness(t, defaultConfig(), objs...)
@@ -462,12 +463,12 @@ func TestManagedGlobalWithoutMembers(t *testing.T) {
 		t.Errorf("globals +%v, want +6", d)
 	}
 	// A local service alone makes no global: NXDOMAIN too while our Service is there.
-	local := localService("ns", "managed", peer)
+	local := fixture.LocalService("ns", "managed", peer)
 	if _, err := h.client.CoreV1().Services("ns").Create(ctx, local, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	r0 := testutil.ToFloat64(rebuildsTotal)
-	if _, err := h.client.DiscoveryV1().EndpointSlices("ns").Create(ctx, slice(local, "managed-1", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready("m-0", "192.0.2.71")), metav1.CreateOptions{}); err != nil {
+	if _, err := h.client.DiscoveryV1().EndpointSlices("ns").Create(ctx, fixture.Slice(local, "managed-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("m-0", "192.0.2.71")), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitRebuilt(t, r0)
@@ -508,7 +509,7 @@ func TestProgrammingDuration(t *testing.T) {
 		}
 		return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
 	}
-	objs := fixture()
+	objs := testWorld()
 	// Old trigger times in the initial list must not be observed.
 	for _, o := range objs {
 		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
@@ -524,11 +525,11 @@ func TestProgrammingDuration(t *testing.T) {
 	slices_ := h.client.DiscoveryV1().EndpointSlices("ns")
 
 	// A Linkerd-like slice (no trigger time) of a new mirror: timed from delivery.
-	north := headlessMirror("ns", "db", "north", peer)
+	north := fixture.HeadlessMirror("ns", "db", "north", peer)
 	if _, err := h.client.CoreV1().Services("ns").Create(ctx, north, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	northSlice := slice(north, "db-north-1", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready("db-0", "192.0.2.100"))
+	northSlice := fixture.Slice(north, "db-north-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("db-0", "192.0.2.100"))
 	if _, err := slices_.Create(ctx, northSlice, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -540,7 +541,7 @@ func TestProgrammingDuration(t *testing.T) {
 	}
 
 	// A change stamped 30 s ago (a newer trigger than any member's): timed from it.
-	northSlice.Endpoints = append(northSlice.Endpoints, slice(north, "", discoveryv1.AddressTypeIPv4, nil, ready("db-1", "192.0.2.101")).Endpoints...)
+	northSlice.Endpoints = append(northSlice.Endpoints, fixture.Slice(north, "", discoveryv1.AddressTypeIPv4, nil, fixture.Ready("db-1", "192.0.2.101")).Endpoints...)
 	northSlice.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: time.Now().Add(-30 * time.Second).Format(time.RFC3339Nano)}
 	bump(&northSlice.ObjectMeta)
 	if _, err := slices_.Update(ctx, northSlice, metav1.UpdateOptions{}); err != nil {
@@ -573,9 +574,9 @@ func waitRebuilt(t *testing.T, r0 float64) {
 	waitFor(t, 5*time.Second, "a rebuild", func() bool { return testutil.ToFloat64(rebuildsTotal) > r0 })
 }
 
-// nativeFixture is the fixture with the local db opted into native names.
+// nativeFixture is the test world with the local db opted into native names.
 func nativeFixture() []runtime.Object {
-	objs := fixture()
+	objs := testWorld()
 	for _, o := range objs {
 		if svc, ok := o.(*corev1.Service); ok && svc.Name == "db" {
 			svc.Annotations = map[string]string{aggregate.AnnotationIncludeMirrors: "true"}

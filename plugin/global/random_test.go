@@ -2,6 +2,7 @@ package global
 
 import (
 	"fmt"
+	"github.com/globalmirror/globalmirror/test/fixture"
 	"math/rand/v2"
 	"testing"
 
@@ -49,19 +50,19 @@ func randomWorld(r *rand.Rand) []runtime.Object {
 		}
 		return fmt.Sprintf("2001:db8::%x", 1+r.IntN(12))
 	}
-	randEndpoints := func(family discoveryv1.AddressType) []ep {
-		var eps []ep
+	randEndpoints := func(family discoveryv1.AddressType) []fixture.Endpoint {
+		var eps []fixture.Endpoint
 		for range r.IntN(5) {
 			addr := v4()
 			if family == discoveryv1.AddressTypeIPv6 {
 				addr = v6()
 			}
-			e := ep{host: hosts[r.IntN(len(hosts))], addrs: []string{addr}}
+			e := fixture.Endpoint{Host: hosts[r.IntN(len(hosts))], Addrs: []string{addr}}
 			switch r.IntN(4) {
 			case 0:
-				e.ready = new(false)
+				e.Ready = new(false)
 			case 1:
-				e.ready = new(true)
+				e.Ready = new(true)
 			}
 			eps = append(eps, e)
 		}
@@ -73,7 +74,7 @@ func randomWorld(r *rand.Rand) []runtime.Object {
 			if r.IntN(3) == 0 {
 				family = discoveryv1.AddressTypeIPv6
 			}
-			objs = append(objs, slice(svc, fmt.Sprintf("%s-%d", svc.Name, i), family, randPorts(), randEndpoints(family)...))
+			objs = append(objs, fixture.Slice(svc, fmt.Sprintf("%s-%d", svc.Name, i), family, randPorts(), randEndpoints(family)...))
 		}
 	}
 	clusters := []string{"east", "west", "north"}
@@ -81,7 +82,7 @@ func randomWorld(r *rand.Rand) []runtime.Object {
 	for b := range 1 + r.IntN(4) {
 		base := fmt.Sprintf("s%d", b)
 		if r.IntN(2) == 0 {
-			local := localService(ns, base, peer, client)
+			local := fixture.LocalService(ns, base, peer, client)
 			if r.IntN(2) == 0 {
 				local.Annotations = map[string]string{aggregate.AnnotationIncludeMirrors: "true"}
 			}
@@ -89,13 +90,13 @@ func randomWorld(r *rand.Rand) []runtime.Object {
 			addSlices(local)
 		}
 		for _, c := range clusters[:r.IntN(len(clusters)+1)] {
-			m := headlessMirror(ns, base, c, peer, client, gossip)
+			m := fixture.HeadlessMirror(ns, base, c, peer, client, gossip)
 			objs = append(objs, m)
 			addSlices(m)
 			for _, h := range []string{"db-0", "db-1", "x-east"} {
 				if r.IntN(3) == 0 && !endpointMirrors[h+"-"+c] {
 					endpointMirrors[h+"-"+c] = true
-					em, es := endpointMirror(ns, h+"-"+c, c, m.Name, r.IntN(2) == 0)
+					em, es := fixture.EndpointMirror(ns, h+"-"+c, c, m.Name, r.IntN(2) == 0)
 					objs = append(objs, em, es)
 				}
 			}

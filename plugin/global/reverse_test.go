@@ -2,6 +2,7 @@ package global
 
 import (
 	"context"
+	"github.com/globalmirror/globalmirror/test/fixture"
 	"strconv"
 	"testing"
 
@@ -37,7 +38,7 @@ func ptr(t *testing.T, g *Global, addr string, qtype uint16) string {
 // per-pod name resolves to answers exactly one PTR, that name; every other
 // address is the next plugin's.
 func TestReverse(t *testing.T) {
-	h := startHarness(t, configFrom(t, "global {\n reverse\n}"), fixture()...)
+	h := startHarness(t, configFrom(t, "global {\n reverse\n}"), testWorld()...)
 	for addr, want := range map[string]string{
 		"192.0.2.1":    "db-0.db-global.ns.svc.cluster.local.",
 		"2001:db8::1":  "db-0.db-global.ns.svc.cluster.local.",
@@ -83,13 +84,13 @@ func TestReverse(t *testing.T) {
 // TestReverseOneNamePerAddress: an address under two per-pod names answers
 // the least of them; the one that lost its name in a collision has none.
 func TestReverseOneNamePerAddress(t *testing.T) {
-	local := localService("ns", "db", peer)
-	east := headlessMirror("ns", "db", "east", peer)
-	web := headlessMirror("ns", "web", "east", peer)
-	webSlice := slice(web, "web-east-1", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready("x", "192.0.2.1"))
+	local := fixture.LocalService("ns", "db", peer)
+	east := fixture.HeadlessMirror("ns", "db", "east", peer)
+	web := fixture.HeadlessMirror("ns", "web", "east", peer)
+	webSlice := fixture.Slice(web, "web-east-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("x", "192.0.2.1"))
 	h := startHarness(t, configFrom(t, "global {\n reverse in-addr.arpa\n}"), local, east, web, webSlice,
-		slice(local, "db-1", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready("db-0-east", "192.0.2.1")),
-		slice(east, "db-east-1", discoveryv1.AddressTypeIPv4, slicePorts(peer), ready("db-0", "192.0.2.10")))
+		fixture.Slice(local, "db-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("db-0-east", "192.0.2.1")),
+		fixture.Slice(east, "db-east-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("db-0", "192.0.2.10")))
 	for addr, want := range map[string]string{
 		"192.0.2.1":  "db-0-east.db-global.ns.svc.cluster.local.", // also x-east.web-global...
 		"192.0.2.10": "next",                                      // lost db-0-east to the local pod
@@ -118,7 +119,7 @@ func TestReverseOneNamePerAddress(t *testing.T) {
 
 // TestReverseOff: without the option, reverse names are never the plugin's.
 func TestReverseOff(t *testing.T) {
-	h := startHarness(t, defaultConfig(), fixture()...)
+	h := startHarness(t, defaultConfig(), testWorld()...)
 	if got := ptr(t, h.g, "192.0.2.10", dns.TypePTR); got != "next" {
 		t.Errorf("PTR without the reverse option: %q", got)
 	}
