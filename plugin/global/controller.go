@@ -272,15 +272,23 @@ func (dc *dnsController) rebuild(k source.Key) {
 		cur, cs, native *answerSet
 		ptr             []ptrEntry
 	)
+	var view *aggregate.View // computed once, when needed
+	viewOf := func() aggregate.View {
+		if view == nil {
+			v := aggregate.Aggregate(in)
+			view = &v
+		}
+		return *view
+	}
 	if aggregate.Native(in) {
 		// The local service's own name, whatever holds the global's.
-		native = newNamedAnswerSet(aggregate.Aggregate(in), k.Base, globalHost)
+		native = newNamedAnswerSet(viewOf(), k.Base, globalHost)
 	}
 	switch owner := aggregate.OwnerOf(dc.src.Service(k.Namespace, name)); {
 	case owner == aggregate.OwnerUser:
 		// A user's Service holds the name: it is not ours to answer.
 	case aggregate.Exists(in):
-		view := aggregate.Aggregate(in)
+		view := viewOf()
 		cur = newAnswerSet(view)
 		if dc.opts.clusterset {
 			cs = newNamedAnswerSet(view, k.Base, clustersetHost(dc.opts.clusterID))
