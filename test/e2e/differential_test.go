@@ -93,7 +93,7 @@ func TestDifferential(t *testing.T) {
 	westDB := create("west", "db", 3, "203.0.113.0/26", "")
 	create("north", "db", 2, "203.0.113.64/26", "")
 	userOwnedGlobal(ctx, t, source)
-	collidingPod(ctx, t, source, "db-0", "db-0-east", "192.0.2.30")
+	collidingPod(ctx, t, source, ns, "db-0", "db-0-east", "192.0.2.30")
 
 	sim, err := mirrorsim.Start(ctx, source.Config, mirrorsim.Options{})
 	if err != nil {
@@ -386,15 +386,15 @@ func userOwnedGlobal(ctx context.Context, t *testing.T, c *localkube.Cluster) {
 
 // collidingPod adds to the local service a pod whose hostname a mirrored pod's
 // global name also has: the local pod must keep the name.
-func collidingPod(ctx context.Context, t *testing.T, c *localkube.Cluster, like, name, ip string) {
+func collidingPod(ctx context.Context, t *testing.T, c *localkube.Cluster, namespace, like, name, ip string) {
 	t.Helper()
-	pods := c.Client.CoreV1().Pods(ns)
+	pods := c.Client.CoreV1().Pods(namespace)
 	tmpl, err := pods.Get(ctx, like, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: tmpl.Labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: tmpl.Labels},
 		Spec:       *tmpl.Spec.DeepCopy(),
 	}
 	pod.Spec.Hostname = name

@@ -219,6 +219,7 @@ func TestLinkerdBehaviours(t *testing.T) {
 	t.Run("UnexportWhileControllerDown", func(t *testing.T) { testUnexportWhileControllerDown(t, env) })
 	t.Run("GatewayOutageHeals", func(t *testing.T) { testGatewayOutageHeals(t, env) })
 	t.Run("ReverseAndClustersetViews", func(t *testing.T) { testViews(t, env) })
+	t.Run("NativeNames", func(t *testing.T) { testNativeNames(t, env) })
 }
 
 // testUnexportWhileControllerDown: with the controller stopped, a service is
