@@ -3,7 +3,10 @@
 // EndpointSlices: the local headless service and Linkerd's headless mirrors of
 // it. Its answers equal what the kubernetes plugin gives for the same names
 // once the controller has written the global service's EndpointSlices, but
-// they are there at once, and without the controller.
+// they are there at once, and without the controller. From the same index it
+// answers, on request, the native names of local services that opted in
+// (`<base>.<ns>.svc.<zone>`), reverse names of per-pod names, and KEP-1645's
+// `clusterset.local` names.
 package global
 
 import (
