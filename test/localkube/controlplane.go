@@ -81,6 +81,7 @@ func (e *Env) startEtcd(bins binaries, dataDir string) (*envtest.Etcd, error) {
 // kube-controller-manager and waits until the cluster is ready.
 func (e *Env) startCluster(ctx context.Context, bins binaries, c *Cluster, etcd *envtest.Etcd) error {
 	start := time.Now()
+	c.EtcdURL = etcd.URL
 	out, err := logFile(c.dir, "kube-apiserver")
 	if err != nil {
 		return err

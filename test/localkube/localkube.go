@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -66,6 +67,9 @@ type Cluster struct {
 	// Kubeconfig is the path of a kubeconfig equivalent to Config.
 	Kubeconfig string
 	Client     kubernetes.Interface
+	// EtcdURL is the cluster's etcd, for faults below the API server
+	// (compaction). With a shared etcd, every cluster has the same one.
+	EtcdURL *url.URL
 
 	dir        string
 	apis       *envtest.APIServer

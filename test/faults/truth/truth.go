@@ -87,7 +87,9 @@ func Compute(services []corev1.Service, slicesList []discoveryv1.EndpointSlice, 
 		// Priority: local first, then clusters by name.
 		sort.Slice(ms, func(i, j int) bool { return ms[i].cluster < ms[j].cluster })
 		w.Globals[name] = global(ms, func(svc *corev1.Service) []*discoveryv1.EndpointSlice { return slicesOf[svc.Name] },
-			func(mirror, host string) []*discoveryv1.EndpointSlice { return endpointMirrorSlices(byName, slicesOf, mirror, host) })
+			func(mirror, host string) []*discoveryv1.EndpointSlice {
+				return endpointMirrorSlices(byName, slicesOf, mirror, host)
+			})
 	}
 	return w
 }
