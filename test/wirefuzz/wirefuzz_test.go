@@ -14,11 +14,20 @@ import (
 // with handler h, and returns its address.
 func serve(t *testing.T, h dns.HandlerFunc) string {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// The UDP port the kernel picks may be taken over TCP (other tests
+	// run in parallel processes): pick again.
+	var pc net.PacketConn
+	var l net.Listener
+	var err error
+	for range 50 {
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		if l, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
+			break
+		}
+		pc.Close()
 	}
-	l, err := net.Listen("tcp", pc.LocalAddr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
