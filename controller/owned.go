@@ -37,9 +37,8 @@ func NewOwnedSlices(client kubernetes.Interface, namespaces []string) (*OwnedSli
 	o := &OwnedSlices{}
 	for _, ns := range namespaces {
 		f := informers.NewSharedInformerFactoryWithOptions(client, 0,
-			informers.WithNamespace(ns), informers.WithTransform(source.StripEndpointSlice),
-			informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = sel }))
-		inf := f.Discovery().V1().EndpointSlices().Informer()
+			informers.WithNamespace(ns), informers.WithTransform(source.StripEndpointSlice))
+		inf := f.InformerFor(&discoveryv1.EndpointSlice{}, source.SliceInformer(ns, sel))
 		if err := inf.AddIndexers(cache.Indexers{indexService: byServiceName}); err != nil {
 			return nil, err
 		}

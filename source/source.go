@@ -18,11 +18,14 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/kubeclient"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -89,7 +92,13 @@ func New(cfg Config) (*Source, error) {
 	for _, ns := range namespaces {
 		svcFactory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.Resync,
 			informers.WithNamespace(ns), informers.WithTransform(stripService))
-		svc := svcFactory.Core().V1().Services().Informer()
+		svc := svcFactory.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+			api := c.CoreV1().Services(ns)
+			return kubeclient.Informer(c,
+				func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) },
+				func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return api.Watch(ctx, o) },
+				&corev1.Service{}, resync)
+		})
 		if err := svc.AddIndexers(cache.Indexers{indexBase: s.baseIndex}); err != nil {
 			return nil, err
 		}
@@ -102,9 +111,8 @@ func New(cfg Config) (*Source, error) {
 		}
 		for _, sel := range selectors {
 			f := informers.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.Resync,
-				informers.WithNamespace(ns), informers.WithTransform(stripMemberSlice),
-				informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
-			inf := f.Discovery().V1().EndpointSlices().Informer()
+				informers.WithNamespace(ns), informers.WithTransform(stripMemberSlice))
+			inf := f.InformerFor(&discoveryv1.EndpointSlice{}, SliceInformer(ns, sel))
 			if err := inf.AddIndexers(cache.Indexers{indexService: serviceIndex, indexHeadlessMirror: headlessMirrorIndex}); err != nil {
 				return nil, err
 			}
@@ -113,6 +121,24 @@ func New(cfg Config) (*Source, error) {
 		}
 	}
 	return s, nil
+}
+
+// SliceInformer builds the EndpointSlice informer of ns for label selector
+// sel (for an informer factory's InformerFor), with a watch that resumes where it stopped (see kubeclient.Informer).
+func SliceInformer(ns, sel string) func(kubernetes.Interface, time.Duration) cache.SharedIndexInformer {
+	return func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		api := c.DiscoveryV1().EndpointSlices(ns)
+		return kubeclient.Informer(c,
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				o.LabelSelector = sel
+				return api.List(ctx, o)
+			},
+			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				o.LabelSelector = sel
+				return api.Watch(ctx, o)
+			},
+			&discoveryv1.EndpointSlice{}, resync)
+	}
 }
 
 // AddHandler tells h about every base whose inputs may change, as the

@@ -17,6 +17,7 @@ import (
 	"github.com/coredns/coredns/plugin/pkg/fall"
 	clog "github.com/coredns/coredns/plugin/pkg/log"
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/kubeclient"
 	"github.com/globalmirror/globalmirror/source"
 	"github.com/miekg/dns"
 	"k8s.io/apimachinery/pkg/labels"
@@ -128,6 +129,15 @@ func restConfig(cfg *config) (*rest.Config, error) {
 	rc = rest.CopyConfig(rc)
 	rc.ContentType = "application/vnd.kubernetes.protobuf"
 	rc.UserAgent = fmt.Sprintf("%s/%s (%s/%s/%s) plugin/global", coremain.CoreName, coremain.CoreVersion, runtime.GOOS, runtime.GOARCH, runtime.Version())
+	// Answers follow the API again within half a second of its return, not
+	// after client-go's backoff (up to a minute after repeated restarts).
+	kubeclient.QuickReconnect(rc, func(err error) {
+		if err != nil {
+			log.Warningf("Kubernetes API refusing connections, answering from the last state and retrying: %v", err)
+		} else {
+			log.Info("Kubernetes API reachable again")
+		}
+	})
 	return rc, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/globalmirror/globalmirror/controller/metrics"
 	"github.com/globalmirror/globalmirror/controller/options"
 	"github.com/globalmirror/globalmirror/controller/server"
+	"github.com/globalmirror/globalmirror/kubeclient"
 	"github.com/globalmirror/globalmirror/source"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
@@ -75,6 +76,15 @@ func serve(ctx context.Context, opts options.Options, log *slog.Logger) error {
 	// Built-in types only: protobuf is cheaper to decode than JSON, as for
 	// kube-controller-manager.
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	// Informers and the lease follow the API again within half a second of
+	// its return, not after client-go's backoff.
+	kubeclient.QuickReconnect(cfg, func(err error) {
+		if err != nil {
+			log.Warn("Kubernetes API refusing connections, retrying", "err", err)
+		} else {
+			log.Info("Kubernetes API reachable again")
+		}
+	})
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
