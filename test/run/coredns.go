@@ -35,8 +35,9 @@ type CoreDNSOptions struct {
 	Ports map[string]int
 	// ExtraPorts are more variables to fill with free ports (a second server block).
 	ExtraPorts []string
-	// WaitReady waits for the ready plugin (every plugin's Ready() true) when set;
-	// otherwise Start waits only until the metrics endpoint answers.
+	// WaitReady waits for the ready plugin (every plugin's Ready() true) and
+	// for DNS answers over UDP and TCP when set; otherwise Start waits only
+	// until the metrics endpoint answers.
 	WaitReady bool
 }
 
@@ -83,6 +84,12 @@ func StartCoreDNS(ctx context.Context, o CoreDNSOptions) (*CoreDNS, error) {
 	if err := WaitHTTP(wctx, wait, p); err != nil {
 		p.Stop()
 		return nil, fmt.Errorf("coredns: %w", err)
+	}
+	if o.WaitReady {
+		if err := WaitDNS(wctx, c.Addr, p); err != nil {
+			p.Stop()
+			return nil, fmt.Errorf("coredns: %w", err)
+		}
 	}
 	return c, nil
 }
