@@ -59,7 +59,7 @@ KUBE_LDFLAGS   := -s -w \
 
 COMMANDS := $(BIN)/globalmirror-controller $(BIN)/coredns $(BIN)/localkube $(BIN)/mirrorsim
 
-.PHONY: all tools apt-deps image-deps build test test-unit test-chart lint demo bench clean helm image
+.PHONY: all tools apt-deps image-deps build test test-unit test-chart lint demo bench faults clean helm image
 
 all: build
 
@@ -159,6 +159,19 @@ bench: tools build
 	CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/bench ./test/bench/cmd/bench
 	$(BIN)/bench -rounds=$(BENCH_ROUNDS) -duration=$(BENCH_DURATION) -sizes=$(BENCH_SIZES) \
 		-changes=$(BENCH_CHANGES) -go=$(GO) -out=test/bench/RESULTS.md $(BENCH_FLAGS)
+
+## faults: a mesh of local clusters (two controllers and a CoreDNS each) queried
+## over UDP and TCP while faults are injected in a seeded random order, then an
+## idle check and a wire fuzz; the report goes to test/faults/RESULTS.md. Bounded:
+## FAULTS_DURATION of faults (default 15m; the whole run stays under 20 minutes).
+FAULTS_DURATION ?= 15m
+FAULTS_SEED     ?= 1
+FAULTS_CLUSTERS ?= east,west,north
+FAULTS_FLAGS    ?= -v
+faults: tools build
+	CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/faults ./test/faults/cmd/faults
+	$(BIN)/faults -duration=$(FAULTS_DURATION) -seed=$(FAULTS_SEED) -clusters=$(FAULTS_CLUSTERS) \
+		-out=test/faults/RESULTS.md $(FAULTS_FLAGS)
 
 clean:
 	rm -rf $(BIN)

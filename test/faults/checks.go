@@ -1,0 +1,143 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/test/run"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func metricOf(baseURL, name string) (float64, error) {
+	return run.MetricSum(baseURL+"/metrics", name)
+}
+
+// waitReady waits until m's CoreDNS reports ready (its first sync done).
+func waitReady(ctx context.Context, m *member) error {
+	m.mu.Lock()
+	c := m.dns
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := run.WaitHTTP(ctx, "http://127.0.0.1:"+strconv.Itoa(c.Ports["READY_PORT"])+"/ready", c.Process); err != nil {
+		return err
+	}
+	return run.WaitDNS(ctx, c.Addr, c.Process)
+}
+
+// idleCheck: once everything converged, the controllers write nothing for
+// the idle period.
+func (r *runner) idleCheck(ctx context.Context) error {
+	if err := r.converged(ctx, "end of the faults", time.Now()); err != nil {
+		return err
+	}
+	time.Sleep(2 * time.Second) // the last writes' echoes
+	before, err := r.writes()
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(r.cfg.Idle):
+	}
+	after, err := r.writes()
+	if err != nil {
+		return err
+	}
+	r.res.IdleWrites = after - before
+	if r.res.IdleWrites != 0 {
+		r.res.IdleDetail = r.writesDetail()
+	}
+	return nil
+}
+
+// writesDetail lists every controller's writes by resource and verb, and its
+// log's last lines, to find what was written.
+func (r *runner) writesDetail() []string {
+	var out []string
+	for _, m := range r.members {
+		m.mu.Lock()
+		ctrls := m.ctrls
+		m.mu.Unlock()
+		for _, c := range ctrls {
+			resp, err := http.Get(c.BaseURL + "/metrics")
+			if err != nil {
+				continue
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(l, "globalmirror_api_writes_total{") {
+					out = append(out, m.name+" "+c.LogPath+": "+l)
+				}
+			}
+			out = append(out, m.name+" "+c.LogPath+" log tail: "+c.Log(1500))
+		}
+	}
+	return out
+}
+
+// writes sums the API writes of every running controller.
+func (r *runner) writes() (float64, error) {
+	total := 0.0
+	for _, m := range r.members {
+		m.mu.Lock()
+		ctrls := m.ctrls
+		m.mu.Unlock()
+		for _, c := range ctrls {
+			n, err := metricOf(c.BaseURL, "globalmirror_api_writes_total")
+			if err != nil {
+				return 0, fmt.Errorf("%s: %w", m.name, err)
+			}
+			total += n
+		}
+	}
+	return total, nil
+}
+
+// foreignObjectsCheck: no Service, Endpoints or EndpointSlice that
+// globalmirror did not create carries a write of the controller (its field
+// manager, from its user agent).
+func (r *runner) foreignObjectsCheck(ctx context.Context) error {
+	wrote := func(kind, ns, name string, labels map[string]string, fields []metav1.ManagedFieldsEntry) {
+		if aggregate.IsManaged(labels) {
+			return
+		}
+		for _, f := range fields {
+			if strings.HasPrefix(f.Manager, "globalmirror-controller") {
+				r.res.Foreign = append(r.res.Foreign, fmt.Sprintf("%s %s/%s (%s %s)", kind, ns, name, f.Manager, f.Operation))
+			}
+		}
+	}
+	for _, m := range r.members {
+		svcs, err := m.c.Client.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, o := range svcs.Items {
+			wrote("Service", o.Namespace, o.Name, o.Labels, o.ManagedFields)
+		}
+		eps, err := m.c.Client.CoreV1().Endpoints("").List(ctx, metav1.ListOptions{}) //nolint:staticcheck // Linkerd writes v1 Endpoints
+		if err != nil {
+			return err
+		}
+		for _, o := range eps.Items {
+			wrote("Endpoints", o.Namespace, o.Name, o.Labels, o.ManagedFields)
+		}
+		sl, err := m.c.Client.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, o := range sl.Items {
+			wrote("EndpointSlice", o.Namespace, o.Name, o.Labels, o.ManagedFields)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,43 @@
+package faults
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+)
+
+// TestFaultsShort is `make faults` in a few minutes: two clusters, ninety
+// seconds of faults, a short idle check and wire fuzz. Every measure that
+// must be zero is asserted; the report is logged.
+func TestFaultsShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts control planes")
+	}
+	res, err := Run(t.Context(), Config{
+		Clusters: []string{"east", "west"}, Seed: 7, Duration: 90 * time.Second,
+		Idle: 10 * time.Second, Fuzz: 15 * time.Second, Dir: t.TempDir(),
+		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	})
+	if res != nil {
+		t.Log("\n" + res.Markdown())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range res.Problems() {
+		t.Error(p)
+	}
+	if len(res.Faults) != len(faultKinds) {
+		t.Errorf("%d kinds of fault injected, want all %d: %v", len(res.Faults), len(faultKinds), res.Faults)
+	}
+	if res.Queries["udp"] == 0 || res.Queries["tcp"] == 0 || res.Fuzz.Sent == 0 {
+		t.Errorf("queries %v, fuzz %v: nothing was asked", res.Queries, res.Fuzz)
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}

@@ -1,0 +1,321 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/globalmirror/globalmirror/test/run"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// fault is one kind of fault: applicable says whether it can be injected now,
+// inject does it (and undoes it where the fault is an outage) and says what
+// it did.
+type fault struct {
+	kind       string
+	weight     int
+	applicable func(r *runner) bool
+	inject     func(ctx context.Context, r *runner, m *member) (string, error)
+}
+
+const compactionKind = "compact etcd, restart kube-apiserver (watches get 410 Gone)"
+
+var faultKinds = []fault{
+	{"unlink a cluster", 2, func(r *runner) bool { return true }, unlink},
+	{"link a cluster back", 4, anyUnlinked, linkBack},
+	{"scale pods", 3, func(r *runner) bool { return true }, scale},
+	{"flip a pod's readiness", 3, func(r *runner) bool { return true }, flipReady},
+	{"gateway down or up", 3, func(r *runner) bool { return true }, flipGateway},
+	{"kill kube-apiserver and restart it", 2, func(r *runner) bool { return true }, apiserverOutage},
+	{compactionKind, 1, func(r *runner) bool { return true }, compactEtcd},
+	{"kill the leader (SIGKILL)", 2, func(r *runner) bool { return true }, killLeader(true)},
+	{"terminate the leader (SIGTERM)", 2, func(r *runner) bool { return true }, killLeader(false)},
+	{"restart CoreDNS while its API server is down", 1, func(r *runner) bool { return true }, restartCoreDNSDuringOutage},
+	{"add hostile objects", 1, func(r *runner) bool { return len(r.hostile) < len(r.members) }, addHostile},
+	{"remove hostile objects", 2, func(r *runner) bool { return len(r.hostile) > 0 }, removeHostile},
+}
+
+// faultPhase injects faults until the duration is over, each once the
+// answers have converged after the previous one.
+func (r *runner) faultPhase(ctx context.Context) error {
+	end := time.Now().Add(r.cfg.Duration)
+	for time.Now().Before(end) {
+		f := r.pick()
+		m := r.members[r.rng.IntN(len(r.members))]
+		at := time.Now()
+		what, err := f.inject(ctx, r, m)
+		if err != nil {
+			return fmt.Errorf("%s in %s: %w", f.kind, m.name, err)
+		}
+		r.res.fault(f.kind)
+		r.cfg.Log.Info("fault", "kind", f.kind, "cluster", m.name, "what", what, "at", at.Format("15:04:05.000"))
+		if err := r.converged(ctx, f.kind, at); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(200+r.rng.IntN(1300)) * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// pick draws an applicable fault by weight, among the kinds not injected
+// yet while there are such, so that even a short run injects every kind.
+func (r *runner) pick() fault {
+	injected := r.res.injected()
+	fresh := false
+	for _, f := range faultKinds {
+		if f.applicable(r) && injected[f.kind] == 0 {
+			fresh = true
+		}
+	}
+	var candidates []fault
+	total := 0
+	for _, f := range faultKinds {
+		if f.applicable(r) && (!fresh || injected[f.kind] == 0) {
+			candidates = append(candidates, f)
+			total += f.weight
+		}
+	}
+	n := r.rng.IntN(total)
+	for _, f := range candidates {
+		if n < f.weight {
+			return f
+		}
+		n -= f.weight
+	}
+	return candidates[len(candidates)-1]
+}
+
+func (r *runner) other(m *member) *member {
+	for {
+		if o := r.members[r.rng.IntN(len(r.members))]; o != m {
+			return o
+		}
+	}
+}
+
+func unlink(ctx context.Context, r *runner, m *member) (string, error) {
+	o := r.other(m)
+	m.mu.Lock()
+	linked := m.linked[o.name]
+	m.mu.Unlock()
+	if !linked {
+		return linkBackTo(ctx, r, m, o)
+	}
+	if err := m.sim.Unlink(ctx, o.name); err != nil {
+		return "", err
+	}
+	m.mu.Lock()
+	delete(m.linked, o.name)
+	delete(m.gateways, o.name)
+	m.mu.Unlock()
+	return "unlinked " + o.name, nil
+}
+
+func anyUnlinked(r *runner) bool {
+	for _, m := range r.members {
+		m.mu.Lock()
+		n := len(m.linked)
+		m.mu.Unlock()
+		if n < len(r.members)-1 {
+			return true
+		}
+	}
+	return false
+}
+
+func linkBack(ctx context.Context, r *runner, _ *member) (string, error) {
+	for _, m := range r.members {
+		for _, o := range r.members {
+			m.mu.Lock()
+			linked := m.linked[o.name]
+			m.mu.Unlock()
+			if o != m && !linked {
+				return linkBackTo(ctx, r, m, o)
+			}
+		}
+	}
+	return "nothing to link", nil
+}
+
+func linkBackTo(ctx context.Context, r *runner, m, o *member) (string, error) {
+	if err := r.link(ctx, m, o); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("linked %s into %s", o.name, m.name), nil
+}
+
+func scale(ctx context.Context, r *runner, m *member) (string, error) {
+	m.mu.Lock()
+	n := m.replicas + []int{-1, 1}[r.rng.IntN(2)]
+	if n < 1 || n > 5 {
+		n = 3
+	}
+	m.replicas = n
+	for pod := range m.notReady {
+		var ord int
+		if _, err := fmt.Sscanf(pod, "db-%d", &ord); err == nil && ord >= n {
+			delete(m.notReady, pod) // the pod goes; a new one would start ready
+		}
+	}
+	m.mu.Unlock()
+	return fmt.Sprintf("db to %d pods", n), m.db.Scale(ctx, n)
+}
+
+func flipReady(ctx context.Context, r *runner, m *member) (string, error) {
+	m.mu.Lock()
+	pod := fmt.Sprintf("db-%d", r.rng.IntN(m.replicas))
+	ready := m.notReady[pod]
+	if ready {
+		delete(m.notReady, pod)
+	} else {
+		m.notReady[pod] = true
+	}
+	m.mu.Unlock()
+	return fmt.Sprintf("%s ready=%v", pod, ready), m.db.SetReady(ctx, pod, ready)
+}
+
+func flipGateway(_ context.Context, r *runner, m *member) (string, error) {
+	m.mu.Lock()
+	var linked []string
+	for o := range m.linked {
+		linked = append(linked, o)
+	}
+	slices.Sort(linked)
+	if len(linked) == 0 {
+		m.mu.Unlock()
+		return "no link", nil
+	}
+	o := linked[r.rng.IntN(len(linked))]
+	up := !m.gateways[o]
+	m.gateways[o] = up
+	m.mu.Unlock()
+	return fmt.Sprintf("%s's gateway up=%v", o, up), m.sim.SetGatewayAlive(o, up)
+}
+
+// outage stops m's API server, runs during while it is down, waits a moment
+// and brings it back.
+func (r *runner) outage(ctx context.Context, m *member, during func() error) error {
+	m.mu.Lock()
+	m.apiDown = true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.apiDown = false
+		m.mu.Unlock()
+	}()
+	// The outage lasts 1–4 s from the stop, whatever during takes, so that
+	// it stays within the leaders' renew deadline (10 s), as a brief
+	// control-plane restart does in a cluster.
+	down := time.Duration(1000+r.rng.IntN(3000)) * time.Millisecond
+	if err := m.c.StopAPIServer(); err != nil {
+		return err
+	}
+	stopped := time.Now()
+	if during != nil {
+		if err := during(); err != nil {
+			return err
+		}
+	}
+	time.Sleep(time.Until(stopped.Add(down)))
+	return m.c.StartAPIServer(ctx)
+}
+
+func apiserverOutage(ctx context.Context, r *runner, m *member) (string, error) {
+	return "kube-apiserver down and back", r.outage(ctx, m, nil)
+}
+
+// compactEtcd compacts m's etcd up to now and restarts its API server:
+// every informer then resumes its watch from a compacted revision, is told
+// 410 Gone, and lists again.
+func compactEtcd(ctx context.Context, r *runner, m *member) (string, error) {
+	// A resourceVersion an informer could hold now.
+	before, err := m.c.Client.CoreV1().Services(Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", err
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.c.EtcdURL.String()}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		return "", err
+	}
+	defer cli.Close()
+	// A write first, so the compaction passes the resourceVersion above.
+	if _, err := cli.Put(ctx, "/faults/compaction", time.Now().String()); err != nil {
+		return "", err
+	}
+	resp, err := cli.Get(ctx, "/faults/compaction")
+	if err != nil {
+		return "", err
+	}
+	if _, err := cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		return "", err
+	}
+	if err := r.outage(ctx, m, nil); err != nil {
+		return "", err
+	}
+	// What every informer meets when it resumes its watch: 410 Gone.
+	w, err := m.c.Client.CoreV1().Services(Namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: before.ResourceVersion})
+	if err == nil {
+		ev := <-w.ResultChan()
+		w.Stop()
+		if ev.Type == watch.Error && apierrors.IsResourceExpired(apierrors.FromObject(ev.Object)) {
+			r.res.gone410()
+		}
+	} else if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+		r.res.gone410()
+	}
+	return fmt.Sprintf("compacted to revision %d (a watch from %s: 410 Gone)", resp.Header.Revision, before.ResourceVersion), nil
+}
+
+// killLeader ends m's leading controller and starts a replacement, so two
+// replicas run again; kill is SIGKILL, else SIGTERM.
+func killLeader(kill bool) func(context.Context, *runner, *member) (string, error) {
+	return func(ctx context.Context, r *runner, m *member) (string, error) {
+		m.mu.Lock()
+		ctrls := slices.Clone(m.ctrls)
+		m.mu.Unlock()
+		for _, c := range ctrls {
+			if exited, _ := c.Exited(); exited {
+				continue
+			}
+			if n, err := metricOf(c.BaseURL, "leader_election_master_status"); err == nil && n == 1 {
+				r.procs.stop(c.Process, kill)
+				m.mu.Lock()
+				m.ctrls = slices.DeleteFunc(m.ctrls, func(x *run.Controller) bool { return x == c })
+				m.mu.Unlock()
+				return "leader " + c.LogPath + " ended", r.startController(ctx, m)
+			}
+		}
+		return "no leader yet", nil
+	}
+}
+
+// restartCoreDNSDuringOutage restarts m's CoreDNS while its API server is
+// down: until the API server is back, the plugin has not synced and answers
+// SERVFAIL (as the kubernetes plugin does); the probers count those as
+// expected.
+func restartCoreDNSDuringOutage(ctx context.Context, r *runner, m *member) (string, error) {
+	err := r.outage(ctx, m, func() error {
+		m.mu.Lock()
+		m.dnsDown = true
+		old := m.dns
+		m.mu.Unlock()
+		r.procs.stop(old.Process, false)
+		return r.startCoreDNS(ctx, m, false)
+	})
+	if err == nil {
+		err = waitReady(ctx, m)
+	}
+	m.mu.Lock()
+	m.dnsDown = false
+	m.mu.Unlock()
+	return "CoreDNS restarted while kube-apiserver was down", err
+}

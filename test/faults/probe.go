@@ -1,0 +1,339 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/globalmirror/globalmirror/test/dnsq"
+	"github.com/globalmirror/globalmirror/test/faults/truth"
+	"github.com/miekg/dns"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// truths keeps, per member, the model of what its DNS should answer,
+// refreshed from its API server, and what the probers saw against it.
+type truths struct {
+	mu     sync.Mutex
+	state  map[*member]*memberTruth
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+}
+
+type memberTruth struct {
+	world     truth.World
+	changed   time.Time // when world last changed
+	refreshed time.Time // when the last refresh that reached the API began
+	reachable bool      // the last refresh reached the API server
+	lastWrong time.Time // the last answer that differed from world
+	lastCheck time.Time
+	// seen are the global and per-pod names ever expected, so that names
+	// that went away are asked too (they must be gone from DNS as well).
+	seen map[string]bool
+}
+
+func startTruths(ctx context.Context, r *runner) *truths {
+	ctx, cancel := context.WithCancel(ctx)
+	t := &truths{state: map[*member]*memberTruth{}, cancel: cancel}
+	for _, m := range r.members {
+		t.state[m] = &memberTruth{seen: map[string]bool{}}
+		t.refresh(ctx, m)
+		t.done.Go(func() {
+			for ctx.Err() == nil {
+				t.refresh(ctx, m)
+				select {
+				case <-ctx.Done():
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		})
+	}
+	return t
+}
+
+func (t *truths) stop() {
+	t.cancel()
+	t.done.Wait()
+}
+
+// refresh lists m's Services and slices and recomputes its truth.
+func (t *truths) refresh(ctx context.Context, m *member) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	began := time.Now()
+	svcs, err := m.c.Client.CoreV1().Services(Namespace).List(ctx, metav1.ListOptions{})
+	var w truth.World
+	if err == nil {
+		sl, serr := m.c.Client.DiscoveryV1().EndpointSlices(Namespace).List(ctx, metav1.ListOptions{})
+		if err = serr; err == nil {
+			w = truth.Compute(svcs.Items, sl.Items, "-global")
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.state[m]
+	s.reachable = err == nil
+	if err != nil {
+		return
+	}
+	s.refreshed = began
+	if !reflect.DeepEqual(w, s.world) {
+		s.world, s.changed = w, time.Now()
+		for g, gl := range w.Globals {
+			s.seen[g] = true
+			for h := range gl.Hosts {
+				s.seen[h+"."+g] = true
+			}
+		}
+	}
+}
+
+func (t *truths) world(m *member) truth.World {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.state[m].world
+}
+
+// quiet reports whether m's truth has been stable, reachable and matched
+// by every answer for at least d, with checks made after since.
+func (t *truths) quiet(m *member, since time.Time, d time.Duration) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.state[m]
+	now := time.Now()
+	return s.reachable && now.Sub(s.changed) >= d && now.Sub(s.lastWrong) >= d && s.lastCheck.After(since.Add(d))
+}
+
+// lastWrong is the last time any answer was wrong after since (since if none).
+func (t *truths) lastWrong(since time.Time) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	last := since
+	for _, s := range t.state {
+		if s.lastWrong.After(last) {
+			last = s.lastWrong
+		}
+	}
+	return last
+}
+
+func (t *truths) describe() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for m, s := range t.state {
+		out = append(out, fmt.Sprintf("%s: reachable %v, changed %v ago, wrong %v ago, checked %v ago",
+			m.name, s.reachable, time.Since(s.changed).Round(time.Millisecond), time.Since(s.lastWrong).Round(time.Millisecond),
+			time.Since(s.lastCheck).Round(time.Millisecond)))
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
+}
+
+// verdict settles a mismatch once the truth has been read again after the
+// query: the truth is polled, so an answer can be ahead of it. The answer
+// was wrong if it still differs from the truth, the truth did not change
+// since the query, and it had not changed for the window before.
+func (t *truths) verdict(m *member, q expectation, got []string, rcode int, at time.Time, window time.Duration) (wrong, settled bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.state[m]
+	if !s.refreshed.After(at) {
+		return false, false
+	}
+	if s.changed.After(at) || at.Sub(s.changed) <= window {
+		return false, true // converging
+	}
+	e := s.expect(q.name)
+	return !e.matches(got, rcode), true
+}
+
+// expectation is one question and what the truth says of it.
+type expectation struct {
+	name   string
+	exists bool     // false: NXDOMAIN
+	addrs  []string // its IPv4 addresses, sorted
+}
+
+// questions are what to ask m now: every global, its per-pod names, and
+// names seen before that are gone now. Names a user holds are not ours.
+func (t *truths) questions(m *member) []expectation {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.state[m]
+	var qs []expectation
+	for _, name := range slices.Sorted(maps.Keys(s.seen)) {
+		g := name[strings.LastIndexByte(name, '.')+1:]
+		if s.world.Theirs[g] {
+			continue
+		}
+		qs = append(qs, s.expect(name+"."+Namespace+".svc.cluster.local."))
+	}
+	return qs
+}
+
+// expect is what the truth says of fqdn, a global or per-pod name.
+func (s *memberTruth) expect(fqdn string) expectation {
+	e := expectation{name: fqdn}
+	name := strings.TrimSuffix(fqdn, "."+Namespace+".svc.cluster.local.")
+	host, g, perPod := strings.Cut(name, ".")
+	if !perPod {
+		g = host
+	}
+	gl, ok := s.world.Globals[g]
+	switch {
+	case !ok:
+	case !perPod:
+		e.exists, e.addrs = len(gl.IPv4)+len(gl.IPv6) > 0, gl.IPv4
+	default:
+		e.exists, e.addrs = len(gl.Hosts[host]) > 0, v4(gl.Hosts[host])
+	}
+	return e
+}
+
+// matches reports whether an answer (its A records and rcode) is e's.
+func (e expectation) matches(got []string, rcode int) bool {
+	if !e.exists {
+		return rcode == dns.RcodeNameError
+	}
+	return rcode == dns.RcodeSuccess && slices.Equal(got, e.addrs)
+}
+
+func (t *truths) checked(m *member, wrong bool, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.state[m]
+	s.lastCheck = at
+	if wrong {
+		s.lastWrong = at
+	}
+}
+
+func v4(addrs []string) []string {
+	var out []string
+	for _, a := range addrs {
+		if !strings.Contains(a, ":") {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// probers query every member's DNS continuously.
+type probers struct {
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+}
+
+func startProbers(ctx context.Context, r *runner) *probers {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &probers{cancel: cancel}
+	for i, m := range r.members {
+		rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(i)))
+		p.done.Go(func() {
+			for ctx.Err() == nil {
+				r.probe(m, rng)
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+	return p
+}
+
+func (p *probers) stop() {
+	p.cancel()
+	p.done.Wait()
+}
+
+// probe asks m's DNS every current question once, over UDP or TCP.
+func (r *runner) probe(m *member, rng *rand.Rand) {
+	for _, q := range r.truths.questions(m) {
+		network := "udp"
+		if rng.IntN(3) == 0 {
+			network = "tcp"
+		}
+		apiDown, dnsDown := m.state()
+		at := time.Now()
+		got, rcode, err := askA(m.dnsAddr(), network, q.name)
+		apiDownAfter, dnsDownAfter := m.state()
+		apiDown, dnsDown = apiDown || apiDownAfter, dnsDown || dnsDownAfter
+		r.res.query(network)
+		switch {
+		case err != nil:
+			r.res.failure(m.name, network, failureReason(apiDown, dnsDown, "no answer: "+firstLine(err.Error())))
+			continue
+		case rcode == dns.RcodeServerFailure:
+			r.res.failure(m.name, network, failureReason(apiDown, dnsDown, "SERVFAIL"))
+			continue
+		}
+		mismatch := !q.matches(got, rcode)
+		r.truths.checked(m, mismatch, time.Now())
+		if mismatch {
+			r.pending.Add(1)
+			go r.settle(m, q, network, got, rcode, at)
+		}
+	}
+}
+
+// settle waits for the truth to be read again after a mismatching answer
+// and counts the answer wrong if the verdict says so.
+func (r *runner) settle(m *member, q expectation, network string, got []string, rcode int, at time.Time) {
+	defer r.pending.Done()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		wrong, settled := r.truths.verdict(m, q, got, rcode, at, r.cfg.Window)
+		if !settled {
+			continue
+		}
+		if wrong {
+			r.res.wrong(fmt.Sprintf("%s %s %s over %s: %s %v; the API said otherwise before and after",
+				at.Format("15:04:05.000"), m.name, q.name, network, dns.RcodeToString[rcode], got))
+		}
+		return
+	}
+}
+
+func failureReason(apiDown, dnsDown bool, what string) string {
+	switch {
+	case dnsDown:
+		return what + " while CoreDNS restarted with its API server down (expected)"
+	case apiDown:
+		return what + " while the API server was down"
+	}
+	return what
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, ':'); i > 0 && strings.Contains(s, "i/o timeout") {
+		return "timeout"
+	}
+	if strings.Contains(s, "connection refused") {
+		return "connection refused"
+	}
+	return s
+}
+
+// askA asks name's A records of addr; a truncated UDP answer is asked again
+// over TCP. It returns the sorted addresses and the rcode.
+func askA(addr, network, name string) ([]string, int, error) {
+	m, err := dnsq.Ask(network, addr, name, dns.TypeA, 0)
+	if err == nil && m.Truncated && network == "udp" {
+		m, err = dnsq.Ask("tcp", addr, name, dns.TypeA, 0)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []string
+	for _, rr := range m.Answer {
+		if a, ok := rr.(*dns.A); ok {
+			out = append(out, a.A.String())
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), m.Rcode, nil
+}
