@@ -25,6 +25,13 @@ var hostilePort = fixture.Port{Name: "peer", Port: 7000, Protocol: corev1.Protoc
 // a global name, a slice port over 65535, and what the API server refuses
 // (bad addresses, an address of the wrong family), recorded as refused.
 func addHostile(ctx context.Context, r *runner, m *member) (string, error) {
+	// One set per cluster: the drawn cluster may have its set already.
+	for _, o := range r.members {
+		if !r.hostile[m.name] {
+			break
+		}
+		m = o
+	}
 	c := m.name
 	mark := func(labels map[string]string) map[string]string {
 		if labels == nil {
@@ -105,7 +112,7 @@ func addHostile(ctx context.Context, r *runner, m *member) (string, error) {
 		r.res.mu.Unlock()
 	}
 	r.hostile[m.name] = true
-	return fmt.Sprintf("%d services, %d slices", len(svcs), len(sl)), nil
+	return fmt.Sprintf("%d services, %d slices in %s", len(svcs), len(sl), c), nil
 }
 
 // removeHostile deletes the hostile objects of one cluster that has some.
