@@ -56,7 +56,13 @@ func Namespace(t *testing.T) string {
 // Link links cluster c into the world (see World.Link).
 func (s *T) Link(c *localkube.Cluster) {
 	s.t.Helper()
-	if err := s.World.Link(s.t.Context(), c); err != nil {
+	s.LinkAs(c.Name, c)
+}
+
+// LinkAs links cluster c into the world under the link name name.
+func (s *T) LinkAs(name string, c *localkube.Cluster) {
+	s.t.Helper()
+	if err := s.World.LinkAs(s.t.Context(), name, c); err != nil {
 		s.t.Fatal(err)
 	}
 }
@@ -101,15 +107,14 @@ func (s *T) Answer(addr, name string, qtype uint16, want string) {
 }
 
 // AnswerBoth waits until name/qtype answers want over UDP, then over TCP,
-// within one Timeout.
-func (s *T) AnswerBoth(addr, name string, qtype uint16, want string) {
+// within one Timeout, and returns how long the UDP answer took.
+func (s *T) AnswerBoth(addr, name string, qtype uint16, want string) time.Duration {
 	s.t.Helper()
-	deadline := time.Now().Add(s.Timeout)
-	for _, network := range []string{"udp", "tcp"} {
-		if err := AwaitAnswer(s.t.Context(), network, addr, name, qtype, want, max(0, time.Until(deadline)), s.Interval); err != nil {
-			s.t.Fatal(err)
-		}
+	took, err := AwaitBoth(s.t.Context(), addr, name, qtype, want, s.Timeout, s.Interval)
+	if err != nil {
+		s.t.Fatal(err)
 	}
+	return took
 }
 
 // Workload creates a StatefulSet-like workload in cluster c, in the world's

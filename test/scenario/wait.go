@@ -63,3 +63,19 @@ func AwaitRecords(ctx context.Context, addr, name string, n int, timeout time.Du
 	}
 	return nil
 }
+
+// AwaitBoth waits until name/qtype answers want over UDP, then over TCP,
+// within one timeout, and returns how long the UDP answer took.
+func AwaitBoth(ctx context.Context, addr, name string, qtype uint16, want string, timeout, interval time.Duration) (time.Duration, error) {
+	start := time.Now()
+	var udp time.Duration
+	for _, network := range []string{"udp", "tcp"} {
+		if err := AwaitAnswer(ctx, network, addr, name, qtype, want, max(0, timeout-time.Since(start)), interval); err != nil {
+			return 0, err
+		}
+		if network == "udp" {
+			udp = time.Since(start)
+		}
+	}
+	return udp, nil
+}

@@ -50,8 +50,14 @@ func NewWorld(source *localkube.Cluster, ns, dir string) *World {
 }
 
 // Link mirrors cluster c's exported services into the world's namespace, as
-// Linkerd's service mirror does, starting the simulator on the first call.
+// Linkerd's service mirror does, under the link name c.Name.
 func (w *World) Link(ctx context.Context, c *localkube.Cluster, opts ...mirrorsim.LinkOption) error {
+	return w.LinkAs(ctx, c.Name, c, opts...)
+}
+
+// LinkAs is Link under another link name (the suffix of the mirrors' names),
+// starting the simulator on the first call.
+func (w *World) LinkAs(ctx context.Context, name string, c *localkube.Cluster, opts ...mirrorsim.LinkOption) error {
 	if w.Sim == nil {
 		log := w.Logger
 		if log == nil {
@@ -63,7 +69,7 @@ func (w *World) Link(ctx context.Context, c *localkube.Cluster, opts ...mirrorsi
 		}
 		w.Sim = sim
 	}
-	return w.Sim.Link(ctx, c.Name, c.Config, opts...)
+	return w.Sim.Link(ctx, name, c.Config, opts...)
 }
 
 // logName is a log file name for the next process of kind: controller-1.log,

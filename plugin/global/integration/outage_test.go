@@ -25,7 +25,7 @@ func TestAPIServerOutage(t *testing.T) {
 	ctx := t.Context()
 
 	eastDB := s.Workload(east, "db", 3, "198.51.100.0/24")
-	s.Link(east)
+	s.LinkAs("east", east)
 	dnsSrv := s.StartCoreDNS(corefile)
 	global := s.FQDN("db-global")
 	e0, e1, e2 := s.ClusterIP("db-0-east"), s.ClusterIP("db-1-east"), s.ClusterIP("db-2-east")
