@@ -97,7 +97,7 @@ func TestDifferential(t *testing.T) {
 	s.Link(env.Cluster("west"))
 	s.StartController("--leader-elect=false")
 	coredns := s.StartCoreDNS(diffCorefile, "KUBE_PORT")
-	d := &differ{t: t, source: source, ns: ns, global: coredns.Addr, kube: fmt.Sprintf("127.0.0.1:%d", coredns.Ports["KUBE_PORT"]), metrics: coredns.MetricsURL}
+	d := &differ{t: t, source: source, ns: ns, global: coredns.Addr, kube: coredns.PortAddr("KUBE_PORT"), metrics: coredns.MetricsURL}
 
 	d.converge(ctx, "initial: local + east + west, a collision", map[string]int{"db-global": 3 + 3 + 1 + 3 + 3, "kv-global": 2, "taken-global": -1})
 

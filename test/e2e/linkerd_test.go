@@ -91,7 +91,7 @@ func (w *world) startCoreDNS() { w.startCoreDNSWith(linkerdCorefile) }
 func (w *world) startCoreDNSWith(corefile string) {
 	w.t.Helper()
 	c := w.StartCoreDNS(corefile, "KUBE_PORT")
-	w.dns, w.global, w.kube = c, c.Addr, fmt.Sprintf("127.0.0.1:%d", c.Ports["KUBE_PORT"])
+	w.dns, w.global, w.kube = c, c.Addr, c.PortAddr("KUBE_PORT")
 }
 
 // await polls addr until name/qtype answers want over UDP, then over TCP,
