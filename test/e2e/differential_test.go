@@ -61,7 +61,7 @@ func TestDifferential(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	env := localkube.StartT(t, "source", "east", "west", "north")
-	s := scenario.New(t, env.Cluster("source"))
+	s := scenario.NewIn(t, env.Cluster("source"), "diff")
 	source, ns := s.Source, s.NS
 	exported := map[string]string{aggregate.LabelExported: "true"}
 

@@ -63,18 +63,20 @@ type world struct {
 	global, kube string // DNS addresses: production order, stock plugin alone
 }
 
-// newWorld is the test's world in source, with east linked in.
-func newWorld(t *testing.T, env *localkube.Env) *world {
+// newWorld is the test's world in namespace ns of source, with east linked
+// in. The namespaces are short: longer names would truncate some UDP answers.
+func newWorld(t *testing.T, env *localkube.Env, ns string) *world {
 	t.Helper()
-	w := newWorldIn(t, env.Cluster("source"), env.Cluster("east"))
+	w := newWorldIn(t, env.Cluster("source"), ns, env.Cluster("east"))
 	w.east = env.Cluster("east")
 	return w
 }
 
-// newWorldIn is the test's world in source, with the clusters in link linked in.
-func newWorldIn(t *testing.T, source *localkube.Cluster, link ...*localkube.Cluster) *world {
+// newWorldIn is the test's world in namespace ns of source, with the
+// clusters in link linked in.
+func newWorldIn(t *testing.T, source *localkube.Cluster, ns string, link ...*localkube.Cluster) *world {
 	t.Helper()
-	w := &world{t: t, T: scenario.New(t, source, link...)}
+	w := &world{t: t, T: scenario.NewIn(t, source, ns, link...)}
 	w.Interval = 5 * time.Millisecond
 	return w
 }
@@ -150,7 +152,7 @@ func TestLinkerdBehaviours(t *testing.T) {
 // them). Deleting the controller's objects, or starting it again, changes
 // no answer of the plugin.
 func testUnexportWhileControllerDown(t *testing.T, env *localkube.Env) {
-	w := newWorld(t, env)
+	w := newWorld(t, env, "unexport")
 	ctx := t.Context()
 	localKafka := w.Workload(w.Source, "kafka", 2, "192.0.2.0/27")
 	w.Workload(w.east, "kafka", 3, "198.51.100.0/26")
@@ -228,7 +230,7 @@ func testUnexportWhileControllerDown(t *testing.T, env *localkube.Env) {
 // empty. The plugin's programming-latency metric sees these changes, which
 // carry no trigger time, and nothing from its initial sync.
 func testGatewayOutageHeals(t *testing.T, env *localkube.Env) {
-	w := newWorld(t, env)
+	w := newWorld(t, env, "gateway")
 	ctx := t.Context()
 	local := w.Workload(w.Source, "db", 1, "192.0.2.32/27")
 	east := w.Workload(w.east, "db", 3, "198.51.100.128/26")

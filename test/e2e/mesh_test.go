@@ -40,7 +40,7 @@ func TestMesh(t *testing.T) {
 	mesh := map[string]*meshMember{}
 	for _, name := range names {
 		c := env.Cluster(name)
-		w := newWorldIn(t, c) // namespace "mesh" in every cluster
+		w := newWorldIn(t, c, "mesh")
 		mesh[name] = &meshMember{w: w, db: w.Workload(c, "db", 3, prefixes[name])}
 	}
 	link := func(from, to string) {

@@ -21,7 +21,7 @@ import (
 // are never touched. A local pod named like a mirrored pod's global name
 // keeps the name. Opting out gives db back its local answers.
 func testNativeNames(t *testing.T, env *localkube.Env) {
-	w := newWorld(t, env)
+	w := newWorld(t, env, "native")
 	ctx := t.Context()
 	local := w.Workload(w.Source, "db", 2, "192.0.2.160/27")
 	w.Workload(w.east, "db", 2, "198.51.100.32/27")

@@ -44,7 +44,7 @@ const viewsCorefile = `.:{$DNS_PORT} {
 // a local db and east's and west's mirrors, and follows readiness and an
 // unlink through both, over UDP and TCP.
 func testViews(t *testing.T, env *localkube.Env) {
-	w := newWorld(t, env)
+	w := newWorld(t, env, "views")
 	ctx := t.Context()
 	w.Link(env.Cluster("west"))
 	local := w.Workload(w.Source, "db", 2, "192.0.2.96/27")

@@ -25,11 +25,18 @@ type T struct {
 	Timeout, Interval time.Duration
 }
 
-// New is the world of test t in the source cluster, with links to the
-// clusters in link.
+// New is the world of test t in the source cluster, in the namespace
+// Namespace(t), with links to the clusters in link.
 func New(t *testing.T, source *localkube.Cluster, link ...*localkube.Cluster) *T {
 	t.Helper()
-	s := &T{World: NewWorld(source, Namespace(t), t.TempDir()), t: t, Timeout: 60 * time.Second, Interval: 20 * time.Millisecond}
+	return NewIn(t, source, Namespace(t), link...)
+}
+
+// NewIn is New in namespace ns: for tests whose answers depend on the
+// length of the names.
+func NewIn(t *testing.T, source *localkube.Cluster, ns string, link ...*localkube.Cluster) *T {
+	t.Helper()
+	s := &T{World: NewWorld(source, ns, t.TempDir()), t: t, Timeout: 60 * time.Second, Interval: 20 * time.Millisecond}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("logs of %s:\n%s", s.NS, s.LogTails(6000))
