@@ -18,7 +18,7 @@ import (
 // causes no write, counted by the controller's own metric and confirmed by
 // the resourceVersions of the global objects.
 func TestSteadyStateWritesNothing(t *testing.T) {
-	s := newScenario(t)
+	s := newWorld(t)
 	src, east, west := s.dbEverywhere("db", 3)
 	c := s.startController()
 	s.expectGlobal("db-global", "db", dbPorts, 1, nine(src, east, west)...)
@@ -52,12 +52,12 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 // the members while it is down, and starts a new one, which converges; a
 // restart over unchanged state writes nothing.
 func TestRestart(t *testing.T) {
-	s := newScenario(t)
+	s := newWorld(t)
 	ctx := t.Context()
 	src, east, west := s.dbEverywhere("db", 3)
 	c := s.startController()
 	// Killed as soon as it wrote something, likely before it finished.
-	s.eventually("first write", func(context.Context) string {
+	s.Eventually("first write", func(context.Context) string {
 		if s.writes(c) == 0 {
 			return "no write yet"
 		}
@@ -90,7 +90,7 @@ func TestRestart(t *testing.T) {
 // TestLeaderHandover runs two controllers: only the leader writes; when it
 // dies, the standby takes over within the lease duration and converges.
 func TestLeaderHandover(t *testing.T) {
-	s := newScenario(t)
+	s := newWorld(t)
 	ctx := t.Context()
 	src, east, west := s.dbEverywhere("db", 2)
 	a, b := s.startController(), s.startController()
@@ -129,7 +129,7 @@ func TestLeaderHandover(t *testing.T) {
 // eviction) stops the leader cleanly: exit status 0, the Lease released, and
 // the standby leading within 2 s of the exit, not after the lease expires.
 func TestTerminateHandsOver(t *testing.T) {
-	s := newScenario(t)
+	s := newWorld(t)
 	ctx := t.Context()
 	src, east, west := s.dbEverywhere("db", 2)
 	a, b := s.startController("--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s"), s.startController("--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s")
@@ -140,7 +140,7 @@ func TestTerminateHandsOver(t *testing.T) {
 	if isLeader(t, b) {
 		leader, standby = b, a
 	}
-	leases := s.client().CoordinationV1().Leases(s.ns)
+	leases := s.Source.Client.CoordinationV1().Leases(s.NS)
 	lease, err := leases.Get(ctx, "globalmirror", metav1.GetOptions{})
 	must(t, err)
 	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
@@ -185,9 +185,9 @@ func isLeader(t *testing.T, c *run.Controller) bool {
 	return n == 1
 }
 
-func waitLeading(t *testing.T, s *scenario, c *run.Controller) {
+func waitLeading(t *testing.T, s *world, c *run.Controller) {
 	t.Helper()
-	s.eventually("leadership", func(context.Context) string {
+	s.Eventually("leadership", func(context.Context) string {
 		if !isLeader(t, c) {
 			return "not leader"
 		}
@@ -199,16 +199,16 @@ func waitLeading(t *testing.T, s *scenario, c *run.Controller) {
 // default maximum of 100, and a dual-stack member's IPv6 endpoints get their
 // own slice.
 func TestLargeAndIPv6Members(t *testing.T) {
-	s := newScenario(t)
+	s := newWorld(t)
 	ctx := t.Context()
-	big, err := workload.Create(ctx, s.source.Client, s.ns, "big", 250, workload.Options{Labels: exported, IPv4: sourceV4})
+	big, err := workload.Create(ctx, s.Source.Client, s.NS, "big", 250, workload.Options{Labels: exported, IPv4: sourceV4})
 	must(t, err)
-	bigEast, err := workload.Create(ctx, s.east.Client, s.ns, "big", 1, workload.Options{Labels: exported, IPv4: eastV4})
+	bigEast, err := workload.Create(ctx, s.east.Client, s.NS, "big", 1, workload.Options{Labels: exported, IPv4: eastV4})
 	must(t, err)
 	v6opts := workload.Options{Labels: exported, IPv4: netip.MustParsePrefix("203.0.113.128/25"), IPv6: netip.MustParsePrefix("2001:db8:1::/64")}
-	v6, err := workload.Create(ctx, s.source.Client, s.ns, "v6", 2, v6opts)
+	v6, err := workload.Create(ctx, s.Source.Client, s.NS, "v6", 2, v6opts)
 	must(t, err)
-	v6East, err := workload.Create(ctx, s.east.Client, s.ns, "v6", 1, workload.Options{Labels: exported, IPv4: netip.MustParsePrefix("203.0.113.0/25")})
+	v6East, err := workload.Create(ctx, s.east.Client, s.NS, "v6", 1, workload.Options{Labels: exported, IPv4: netip.MustParsePrefix("203.0.113.0/25")})
 	must(t, err)
 	s.startController()
 
@@ -216,7 +216,7 @@ func TestLargeAndIPv6Members(t *testing.T) {
 	s.expectGlobal("big-global", "big", dbPorts, 3, want...)
 
 	v6addr := func(ord int) expect {
-		return func(context.Context, *scenario) (endpoint, error) {
+		return func(context.Context, *world) (endpoint, error) {
 			ips, err := v6.PodIPs(ord)
 			if err != nil {
 				return endpoint{}, err

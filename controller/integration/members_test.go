@@ -21,7 +21,7 @@ var (
 // dbEverywhere creates workload `name` with n replicas, exported, in source,
 // east and west. "db" takes the lower half of each cluster's prefix, any
 // other name the upper half.
-func (s *scenario) dbEverywhere(name string, n int) (src, east, west *workload.Workload) {
+func (s *world) dbEverywhere(name string, n int) (src, east, west *workload.Workload) {
 	s.t.Helper()
 	half := func(p netip.Prefix) netip.Prefix {
 		if name == "db" {
@@ -30,13 +30,13 @@ func (s *scenario) dbEverywhere(name string, n int) (src, east, west *workload.W
 		return netip.PrefixFrom(netip.AddrFrom4([4]byte(append(p.Addr().AsSlice()[:3:3], 128))), 25)
 	}
 	create := func(c *localkube.Cluster, prefix netip.Prefix) *workload.Workload {
-		w, err := workload.Create(s.t.Context(), c.Client, s.ns, name, n, workload.Options{Labels: exported, IPv4: prefix})
+		w, err := workload.Create(s.t.Context(), c.Client, s.NS, name, n, workload.Options{Labels: exported, IPv4: prefix})
 		if err != nil {
 			s.t.Fatal(err)
 		}
 		return w
 	}
-	return create(s.source, half(sourceV4)), create(s.east, half(eastV4)), create(s.west, half(westV4))
+	return create(s.Source, half(sourceV4)), create(s.east, half(eastV4)), create(s.west, half(westV4))
 }
 
 // nine is the full db-global of three 3-replica members, all ready unless
@@ -55,7 +55,7 @@ func nine(src, east, west *workload.Workload, notReady ...string) []expect {
 func itoa(i int) string { return string(rune('0' + i)) }
 
 func TestFollowsMembers(t *testing.T) {
-	s := newScenario(t)
+	s := newWorld(t)
 	ctx := t.Context()
 	src, east, west := s.dbEverywhere("db", 3)
 	c := s.startController()
@@ -85,14 +85,14 @@ func TestFollowsMembers(t *testing.T) {
 	s.expectGlobal("db-global", "db", dbPorts, 1, nine(src, east, west)...)
 
 	// East's gateway fails its probes: its endpoints stay, not ready.
-	must(t, s.sim.SetGatewayAlive("east", false))
+	must(t, s.Sim.SetGatewayAlive("east", false))
 	s.expectGlobal("db-global", "db", dbPorts, 1, nine(src, east, west, "db-0-east", "db-1-east", "db-2-east")...)
-	must(t, s.sim.SetGatewayAlive("east", true))
+	must(t, s.Sim.SetGatewayAlive("east", true))
 	s.expectGlobal("db-global", "db", dbPorts, 1, nine(src, east, west)...)
 }
 
 func TestUnlinkAndLastMirror(t *testing.T) {
-	s := newScenario(t)
+	s := newWorld(t)
 	ctx := t.Context()
 	src, east, west := s.dbEverywhere("db", 2)
 	s.startController()
@@ -101,16 +101,16 @@ func TestUnlinkAndLastMirror(t *testing.T) {
 		remote(west, 0, "west", true), remote(west, 1, "west", true)}
 	s.expectGlobal("db-global", "db", dbPorts, 1, both...)
 
-	must(t, s.sim.Unlink(ctx, "west"))
+	must(t, s.Sim.Unlink(ctx, "west"))
 	s.expectGlobal("db-global", "db", dbPorts, 1, both[:4]...)
 
 	// The last headless mirror goes: so does the global, though a local
 	// service remains.
-	must(t, s.sim.Unlink(ctx, "east"))
+	must(t, s.Sim.Unlink(ctx, "east"))
 	s.expectNoGlobal("db-global")
 
 	// Linked again, it comes back.
-	must(t, s.sim.Link(ctx, "east", s.east.Config))
+	s.Link(s.east)
 	s.expectGlobal("db-global", "db", dbPorts, 1, both[:4]...)
 
 	// The mirrored service is deleted in the target: the global goes too.

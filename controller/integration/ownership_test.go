@@ -14,20 +14,20 @@ import (
 )
 
 func TestUserOwnedGlobalIsLeftAlone(t *testing.T) {
-	s := newScenario(t)
+	s := newWorld(t)
 	ctx := t.Context()
 	// The user's db-global predates everything.
 	user := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "db-global", Labels: map[string]string{"owner": "user"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.NS, Name: "db-global", Labels: map[string]string{"owner": "user"}},
 		Spec: corev1.ServiceSpec{
 			Selector: map[string]string{"app": "user"},
 			Ports:    []corev1.ServicePort{{Name: "web", Port: 80, Protocol: corev1.ProtocolTCP}},
 		},
 	}
-	if _, err := s.client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}, metav1.CreateOptions{}); err != nil {
+	if _, err := s.Source.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.NS}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	created, err := s.client().CoreV1().Services(s.ns).Create(ctx, user, metav1.CreateOptions{})
+	created, err := s.Source.Client.CoreV1().Services(s.NS).Create(ctx, user, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,14 +36,14 @@ func TestUserOwnedGlobalIsLeftAlone(t *testing.T) {
 	c := s.startController()
 
 	webPorts := dbPorts
-	s.expectGlobal("web-global", "web", webPorts, 1, func(ctx context.Context, s *scenario) (endpoint, error) {
+	s.expectGlobal("web-global", "web", webPorts, 1, func(ctx context.Context, s *world) (endpoint, error) {
 		return endpoint{"web-0", "192.0.2.129", true}, nil
-	}, func(ctx context.Context, s *scenario) (endpoint, error) {
+	}, func(ctx context.Context, s *world) (endpoint, error) {
 		return remoteNamed(ctx, s, "web-0-east")
-	}, func(ctx context.Context, s *scenario) (endpoint, error) {
+	}, func(ctx context.Context, s *world) (endpoint, error) {
 		return remoteNamed(ctx, s, "web-0-west")
 	})
-	s.eventually("conflict reported", func(ctx context.Context) string {
+	s.Eventually("conflict reported", func(ctx context.Context) string {
 		got, err := s.warnings(ctx, "db-global")
 		if err != nil {
 			return err.Error()
@@ -60,14 +60,14 @@ func TestUserOwnedGlobalIsLeftAlone(t *testing.T) {
 	// and has no slice of ours.
 	must(t, east.Scale(ctx, 2))
 	time.Sleep(3 * time.Second)
-	now, err := s.client().CoreV1().Services(s.ns).Get(ctx, "db-global", metav1.GetOptions{})
+	now, err := s.Source.Client.CoreV1().Services(s.NS).Get(ctx, "db-global", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if now.ResourceVersion != created.ResourceVersion || now.UID != created.UID || aggregate.IsManaged(now.Labels) {
 		t.Errorf("user's db-global changed: rv %s -> %s, labels %v", created.ResourceVersion, now.ResourceVersion, now.Labels)
 	}
-	ours, err := s.client().DiscoveryV1().EndpointSlices(s.ns).List(ctx, metav1.ListOptions{
+	ours, err := s.Source.Client.DiscoveryV1().EndpointSlices(s.NS).List(ctx, metav1.ListOptions{
 		LabelSelector: discoveryv1.LabelManagedBy + "=" + aggregate.EndpointSliceManagedBy + "," + discoveryv1.LabelServiceName + "=db-global"})
 	if err != nil || len(ours.Items) > 0 {
 		t.Errorf("slices written for the user's db-global: %d (%v)", len(ours.Items), err)
@@ -77,10 +77,10 @@ func TestUserOwnedGlobalIsLeftAlone(t *testing.T) {
 	}
 
 	// The user deletes theirs: the global is created.
-	must(t, s.client().CoreV1().Services(s.ns).Delete(ctx, "db-global", metav1.DeleteOptions{}))
+	must(t, s.Source.Client.CoreV1().Services(s.NS).Delete(ctx, "db-global", metav1.DeleteOptions{}))
 	s.expectGlobal("db-global", "db", dbPorts, 1, local(src, 0, true),
 		remote(east, 0, "east", true), remote(east, 1, "east", true), remote(west, 0, "west", true))
-	s.eventually("conflict cleared", func(ctx context.Context) string {
+	s.Eventually("conflict cleared", func(ctx context.Context) string {
 		if n, err := metric(c, "globalmirror_name_conflicts"); err != nil || n != 0 {
 			return fmt.Sprintf("name_conflicts = %v (%v)", n, err)
 		}
@@ -88,8 +88,8 @@ func TestUserOwnedGlobalIsLeftAlone(t *testing.T) {
 	})
 }
 
-func remoteNamed(ctx context.Context, s *scenario, name string) (endpoint, error) {
-	svc, err := s.client().CoreV1().Services(s.ns).Get(ctx, name, metav1.GetOptions{})
+func remoteNamed(ctx context.Context, s *world, name string) (endpoint, error) {
+	svc, err := s.Source.Client.CoreV1().Services(s.NS).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return endpoint{}, err
 	}
@@ -101,30 +101,30 @@ func remoteNamed(ctx context.Context, s *scenario, name string) (endpoint, error
 // pod db-0 becomes db-0-far, which a local endpoint already is, and whose
 // other pod's name grows past 63 characters with the cluster suffix.
 func TestProblems(t *testing.T) {
-	s := newScenario(t)
+	s := newWorld(t)
 	ctx := t.Context()
-	if _, err := s.client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}, metav1.CreateOptions{}); err != nil {
+	if _, err := s.Source.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.NS}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	long := strings.Repeat("x", 60) // 60 + len("-far") > 63
 	localSvc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "db", Labels: exported},
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.NS, Name: "db", Labels: exported},
 		Spec:       corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: dbPorts},
 	}
 	farSvc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "db-far",
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.NS, Name: "db-far",
 			Labels:      map[string]string{aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: "far"},
-			Annotations: map[string]string{aggregate.AnnotationRemoteFQName: "db." + s.ns + ".svc.cluster.local"}},
+			Annotations: map[string]string{aggregate.AnnotationRemoteFQName: "db." + s.NS + ".svc.cluster.local"}},
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: dbPorts},
 	}
 	for _, svc := range []*corev1.Service{localSvc, farSvc} {
-		if _, err := s.client().CoreV1().Services(s.ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		if _, err := s.Source.Client.CoreV1().Services(s.NS).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	handSlice := func(svc *corev1.Service, eps map[string]string) *discoveryv1.EndpointSlice {
 		sl := &discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Namespace: s.ns, Name: svc.Name + "-hand", Labels: map[string]string{discoveryv1.LabelServiceName: svc.Name, discoveryv1.LabelManagedBy: "test.globalmirror.io"}},
+			ObjectMeta:  metav1.ObjectMeta{Namespace: s.NS, Name: svc.Name + "-hand", Labels: map[string]string{discoveryv1.LabelServiceName: svc.Name, discoveryv1.LabelManagedBy: "test.globalmirror.io"}},
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Ports:       []discoveryv1.EndpointPort{{Name: new("db"), Port: new(int32(5432)), Protocol: new(corev1.ProtocolTCP)}},
 		}
@@ -140,19 +140,19 @@ func TestProblems(t *testing.T) {
 		handSlice(localSvc, map[string]string{"db-0-far": "192.0.2.1"}),
 		handSlice(farSvc, map[string]string{"db-0": "198.51.100.1", long: "198.51.100.2"}),
 	} {
-		if _, err := s.client().DiscoveryV1().EndpointSlices(s.ns).Create(ctx, sl, metav1.CreateOptions{}); err != nil {
+		if _, err := s.Source.Client.DiscoveryV1().EndpointSlices(s.NS).Create(ctx, sl, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	c := s.startController()
 
 	fixed := func(host, addr string) expect {
-		return func(context.Context, *scenario) (endpoint, error) { return endpoint{host, addr, true}, nil }
+		return func(context.Context, *world) (endpoint, error) { return endpoint{host, addr, true}, nil }
 	}
 	// The losers keep their addresses, without names.
 	s.expectGlobal("db-global", "db", dbPorts, 1, fixed("db-0-far", "192.0.2.1"), fixed("", "198.51.100.1"), fixed("", "198.51.100.2"))
 	want := map[string]int{aggregate.ReasonHostnameCollision: 1, aggregate.ReasonInvalidHostname: 1}
-	s.eventually("problems reported", func(ctx context.Context) string {
+	s.Eventually("problems reported", func(ctx context.Context) string {
 		got, err := s.warnings(ctx, "db-global")
 		if err != nil {
 			return err.Error()
@@ -169,10 +169,10 @@ func TestProblems(t *testing.T) {
 	})
 
 	// A change that leaves the problems as they are reports nothing new.
-	far, err := s.client().CoreV1().Services(s.ns).Get(ctx, "db-far", metav1.GetOptions{})
+	far, err := s.Source.Client.CoreV1().Services(s.NS).Get(ctx, "db-far", metav1.GetOptions{})
 	must(t, err)
 	far.Spec.Ports = append(far.Spec.Ports, corev1.ServicePort{Name: "metrics", Port: 9187, Protocol: corev1.ProtocolTCP})
-	_, err = s.client().CoreV1().Services(s.ns).Update(ctx, far, metav1.UpdateOptions{})
+	_, err = s.Source.Client.CoreV1().Services(s.NS).Update(ctx, far, metav1.UpdateOptions{})
 	must(t, err)
 	withMetrics := append(append([]corev1.ServicePort{}, dbPorts...), corev1.ServicePort{Name: "metrics", Port: 9187, Protocol: corev1.ProtocolTCP})
 	s.expectGlobal("db-global", "db", withMetrics, 1, fixed("db-0-far", "192.0.2.1"), fixed("", "198.51.100.1"), fixed("", "198.51.100.2"))
@@ -185,7 +185,7 @@ func TestProblems(t *testing.T) {
 // TestTamperingRepaired: edits and deletions of the controller's objects by
 // someone else are undone.
 func TestTamperingRepaired(t *testing.T) {
-	s := newScenario(t)
+	s := newWorld(t)
 	ctx := t.Context()
 	src, east, west := s.dbEverywhere("db", 2)
 	s.startController()
@@ -194,7 +194,7 @@ func TestTamperingRepaired(t *testing.T) {
 	s.expectGlobal("db-global", "db", dbPorts, 1, want...)
 
 	slices := func() []discoveryv1.EndpointSlice {
-		list, err := s.client().DiscoveryV1().EndpointSlices(s.ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=db-global"})
+		list, err := s.Source.Client.DiscoveryV1().EndpointSlices(s.NS).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=db-global"})
 		must(t, err)
 		return list.Items
 	}
@@ -202,25 +202,25 @@ func TestTamperingRepaired(t *testing.T) {
 	sl := slices()[0]
 	sl.Endpoints = sl.Endpoints[1:]
 	sl.Endpoints[0].Conditions.Ready = new(false)
-	_, err := s.client().DiscoveryV1().EndpointSlices(s.ns).Update(ctx, &sl, metav1.UpdateOptions{})
+	_, err := s.Source.Client.DiscoveryV1().EndpointSlices(s.NS).Update(ctx, &sl, metav1.UpdateOptions{})
 	must(t, err)
 	s.expectGlobal("db-global", "db", dbPorts, 1, want...)
 
 	// The slice deleted.
-	must(t, s.client().DiscoveryV1().EndpointSlices(s.ns).Delete(ctx, slices()[0].Name, metav1.DeleteOptions{}))
+	must(t, s.Source.Client.DiscoveryV1().EndpointSlices(s.NS).Delete(ctx, slices()[0].Name, metav1.DeleteOptions{}))
 	s.expectGlobal("db-global", "db", dbPorts, 1, want...)
 
 	// The Service given other ports. (Not a selector: Kubernetes' EndpointSlice
 	// controller would write slices for it and not remove them when the
 	// selector goes.)
-	svc, err := s.client().CoreV1().Services(s.ns).Get(ctx, "db-global", metav1.GetOptions{})
+	svc, err := s.Source.Client.CoreV1().Services(s.NS).Get(ctx, "db-global", metav1.GetOptions{})
 	must(t, err)
 	svc.Spec.Ports = []corev1.ServicePort{{Name: "other", Port: 1, Protocol: corev1.ProtocolTCP}}
-	_, err = s.client().CoreV1().Services(s.ns).Update(ctx, svc, metav1.UpdateOptions{})
+	_, err = s.Source.Client.CoreV1().Services(s.NS).Update(ctx, svc, metav1.UpdateOptions{})
 	must(t, err)
 	s.expectGlobal("db-global", "db", dbPorts, 1, want...)
 
 	// The Service deleted: recreated, with slices owned by the new one.
-	must(t, s.client().CoreV1().Services(s.ns).Delete(ctx, "db-global", metav1.DeleteOptions{}))
+	must(t, s.Source.Client.CoreV1().Services(s.NS).Delete(ctx, "db-global", metav1.DeleteOptions{}))
 	s.expectGlobal("db-global", "db", dbPorts, 1, want...)
 }

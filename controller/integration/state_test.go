@@ -1,13 +1,10 @@
 package integration
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,27 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// convergeTimeout bounds every wait for the controller: generous, since the
-// clusters and every test share two cores.
+// convergeTimeout bounds every wait for the controller (the worlds'
+// Timeout): generous, since the clusters and every test share two cores.
 const convergeTimeout = 90 * time.Second
-
-// eventually polls check until it returns "" and fails the test with the
-// last answer after convergeTimeout.
-func (s *scenario) eventually(what string, check func(ctx context.Context) string) {
-	s.t.Helper()
-	ctx := s.t.Context()
-	deadline := time.Now().Add(convergeTimeout)
-	for {
-		msg := check(ctx)
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			s.t.Fatalf("%s: not converged after %v: %s", what, convergeTimeout, msg)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
 
 // endpoint is one expected endpoint of a global service.
 type endpoint struct {
@@ -57,8 +36,8 @@ func (e endpoint) String() string {
 }
 
 // local is the expected endpoint of a local workload's pod: its own address.
-func local(w *workload.Workload, ord int, ready bool) func(context.Context, *scenario) (endpoint, error) {
-	return func(context.Context, *scenario) (endpoint, error) {
+func local(w *workload.Workload, ord int, ready bool) func(context.Context, *world) (endpoint, error) {
+	return func(context.Context, *world) (endpoint, error) {
 		ips, err := w.PodIPs(ord)
 		if err != nil {
 			return endpoint{}, err
@@ -69,10 +48,10 @@ func local(w *workload.Workload, ord int, ready bool) func(context.Context, *sce
 
 // remote is the expected endpoint of a mirrored pod: named <pod>-<cluster>,
 // at the ClusterIP of Linkerd's endpoint mirror Service of the same name.
-func remote(w *workload.Workload, ord int, cluster string, ready bool) func(context.Context, *scenario) (endpoint, error) {
-	return func(ctx context.Context, s *scenario) (endpoint, error) {
+func remote(w *workload.Workload, ord int, cluster string, ready bool) func(context.Context, *world) (endpoint, error) {
+	return func(ctx context.Context, s *world) (endpoint, error) {
 		name := fmt.Sprintf("%s-%d-%s", w.Name, ord, cluster)
-		svc, err := s.client().CoreV1().Services(s.ns).Get(ctx, name, metav1.GetOptions{})
+		svc, err := s.Source.Client.CoreV1().Services(s.NS).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return endpoint{}, fmt.Errorf("endpoint mirror %s: %w", name, err)
 		}
@@ -80,7 +59,7 @@ func remote(w *workload.Workload, ord int, cluster string, ready bool) func(cont
 	}
 }
 
-type expect = func(context.Context, *scenario) (endpoint, error)
+type expect = func(context.Context, *world) (endpoint, error)
 
 // all expands expectations for ordinals [0, n) of one member.
 func all(n int, one func(ord int) expect) []expect {
@@ -94,9 +73,9 @@ func all(n int, one func(ord int) expect) []expect {
 // expectGlobal waits until global `name` holds exactly the expected
 // endpoints, with the right Service, labels and owners, in at most maxSlices
 // slices (0: any number).
-func (s *scenario) expectGlobal(name, base string, ports []corev1.ServicePort, maxSlices int, want ...expect) {
+func (s *world) expectGlobal(name, base string, ports []corev1.ServicePort, maxSlices int, want ...expect) {
 	s.t.Helper()
-	s.eventually(name+" converges", func(ctx context.Context) string {
+	s.Eventually(name+" converges", func(ctx context.Context) string {
 		var wantEPs []string
 		for _, w := range want {
 			ep, err := w(ctx, s)
@@ -122,8 +101,8 @@ func (s *scenario) expectGlobal(name, base string, ports []corev1.ServicePort, m
 
 // globalState reads the global Service and its slices and checks everything
 // but the endpoints, which it returns sorted, with the number of slices.
-func (s *scenario) globalState(ctx context.Context, name, base string, ports []corev1.ServicePort) ([]string, int, error) {
-	svc, err := s.client().CoreV1().Services(s.ns).Get(ctx, name, metav1.GetOptions{})
+func (s *world) globalState(ctx context.Context, name, base string, ports []corev1.ServicePort) ([]string, int, error) {
+	svc, err := s.Source.Client.CoreV1().Services(s.NS).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -136,7 +115,7 @@ func (s *scenario) globalState(ctx context.Context, name, base string, ports []c
 	if got, want := portsString(svc.Spec.Ports), portsString(ports); got != want {
 		return nil, 0, fmt.Errorf("service ports %s, want %s", got, want)
 	}
-	list, err := s.client().DiscoveryV1().EndpointSlices(s.ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
+	list, err := s.Source.Client.DiscoveryV1().EndpointSlices(s.NS).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -179,14 +158,14 @@ func portsString(ports []corev1.ServicePort) string {
 }
 
 // expectNoGlobal waits until neither the global Service nor a slice of it exists.
-func (s *scenario) expectNoGlobal(name string) {
+func (s *world) expectNoGlobal(name string) {
 	s.t.Helper()
-	s.eventually(name+" deleted", func(ctx context.Context) string {
-		_, err := s.client().CoreV1().Services(s.ns).Get(ctx, name, metav1.GetOptions{})
+	s.Eventually(name+" deleted", func(ctx context.Context) string {
+		_, err := s.Source.Client.CoreV1().Services(s.NS).Get(ctx, name, metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
 			return fmt.Sprintf("service still there (%v)", err)
 		}
-		list, err := s.client().DiscoveryV1().EndpointSlices(s.ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
+		list, err := s.Source.Client.DiscoveryV1().EndpointSlices(s.NS).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
 		if err != nil {
 			return err.Error()
 		}
@@ -198,14 +177,14 @@ func (s *scenario) expectNoGlobal(name string) {
 }
 
 // resourceVersions of the global Service and its slices, for detecting writes.
-func (s *scenario) resourceVersions(name string) string {
+func (s *world) resourceVersions(name string) string {
 	s.t.Helper()
 	ctx := s.t.Context()
-	svc, err := s.client().CoreV1().Services(s.ns).Get(ctx, name, metav1.GetOptions{})
+	svc, err := s.Source.Client.CoreV1().Services(s.NS).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	list, err := s.client().DiscoveryV1().EndpointSlices(s.ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
+	list, err := s.Source.Client.DiscoveryV1().EndpointSlices(s.NS).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -220,37 +199,11 @@ func (s *scenario) resourceVersions(name string) string {
 // metric sums the samples of a metric family whose labels contain every
 // given name="value" pair.
 func metric(c *run.Controller, family string, labelPairs ...string) (float64, error) {
-	resp, err := http.Get(c.BaseURL + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	sum := 0.0
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, family+"{") && !strings.HasPrefix(line, family+" ") {
-			continue
-		}
-		ok := true
-		for _, p := range labelPairs {
-			ok = ok && strings.Contains(line, p)
-		}
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			return 0, fmt.Errorf("%q: %w", line, err)
-		}
-		sum += v
-	}
-	return sum, sc.Err()
+	return run.MetricSum(c.BaseURL+"/metrics", family, labelPairs...)
 }
 
 // writes is the number of writes the controller made to global objects.
-func (s *scenario) writes(c *run.Controller) float64 {
+func (s *world) writes(c *run.Controller) float64 {
 	s.t.Helper()
 	n, err := metric(c, "globalmirror_api_writes_total")
 	if err != nil {
@@ -261,7 +214,7 @@ func (s *scenario) writes(c *run.Controller) float64 {
 
 // expectWrites checks, after a moment for stragglers, that the controller
 // made exactly n writes since it had made `since`.
-func (s *scenario) expectWrites(c *run.Controller, since float64, n float64) {
+func (s *world) expectWrites(c *run.Controller, since float64, n float64) {
 	s.t.Helper()
 	time.Sleep(time.Second)
 	if got := s.writes(c) - since; got != n {
@@ -270,8 +223,8 @@ func (s *scenario) expectWrites(c *run.Controller, since float64, n float64) {
 }
 
 // warnings counts the Warning events on object name by reason.
-func (s *scenario) warnings(ctx context.Context, name string) (map[string]int, error) {
-	list, err := s.client().CoreV1().Events(s.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+func (s *world) warnings(ctx context.Context, name string) (map[string]int, error) {
+	list, err := s.Source.Client.CoreV1().Events(s.NS).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/test/run"
+	"github.com/globalmirror/globalmirror/test/scenario"
 )
 
 // Writes are the controller's API writes by "resource/verb".
@@ -33,7 +34,7 @@ func (w Writes) Minus(before Writes) Writes {
 
 // ControllerWrites scrapes globalmirror_api_writes_total.
 func ControllerWrites(ctrl *run.Controller) (Writes, error) {
-	s, err := Scrape(ctrl.BaseURL + "/metrics")
+	s, err := run.Scrape(ctrl.BaseURL + "/metrics")
 	if err != nil {
 		return nil, err
 	}
@@ -51,30 +52,24 @@ func ControllerWrites(ctrl *run.Controller) (Writes, error) {
 // Converged waits until the controller manages bases globals holding every
 // endpoint and its queue is empty, and returns when it first saw that.
 func Converged(ctx context.Context, ctrl *run.Controller, bases int, timeout time.Duration) (time.Time, error) {
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
-		s, err := Scrape(ctrl.BaseURL + "/metrics")
-		now := time.Now()
-		if err == nil {
-			g, e := s.Sum("globalmirror_globals"), s.Sum("globalmirror_endpoints")
-			depth := s.Sum("workqueue_depth", `name="globalmirror"`)
-			if int(g) == bases && int(e) == bases*Records && depth == 0 {
-				return now, nil
-			}
-			last = fmt.Sprintf("%v globals, %v endpoints, queue depth %v", g, e, depth)
-		} else {
-			last = err.Error()
+	var seen time.Time
+	err := scenario.Poll(ctx, timeout, 100*time.Millisecond, func(context.Context) string {
+		s, err := run.Scrape(ctrl.BaseURL + "/metrics")
+		seen = time.Now()
+		if err != nil {
+			return err.Error()
 		}
-		if now.After(deadline) {
-			return now, fmt.Errorf("controller not converged on %d bases after %v: %s", bases, timeout, last)
+		g, e := s.Sum("globalmirror_globals"), s.Sum("globalmirror_endpoints")
+		depth := s.Sum("workqueue_depth", `name="globalmirror"`)
+		if int(g) == bases && int(e) == bases*Records && depth == 0 {
+			return ""
 		}
-		select {
-		case <-ctx.Done():
-			return now, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+		return fmt.Sprintf("%v globals, %v endpoints, queue depth %v", g, e, depth)
+	})
+	if err != nil {
+		return seen, fmt.Errorf("controller not converged on %d bases: %w", bases, err)
 	}
+	return seen, nil
 }
 
 // Settle waits until the controller's write count has not moved for quiet,

@@ -148,26 +148,11 @@ func parseDnsperf(path string, verbose bool) (Perf, error) {
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-// cpuTime is a process's user+system CPU time from /proc/<pid>/stat (0 for pid 0).
+// cpuTime is a process's user+system CPU time (0 for pid 0).
 func cpuTime(pid int) (time.Duration, error) {
 	if pid == 0 {
 		return 0, nil
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the command name (which may hold spaces) in parentheses.
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
-	}
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: bad times", pid)
-	}
-	const ticks = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / ticks, nil
+	_, _, ticks, err := procStat(pid)
+	return time.Duration(ticks) * time.Second / clockTicks, err
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/globalmirror/globalmirror/test/run"
 	"github.com/miekg/dns"
 	"k8s.io/client-go/kubernetes"
 )
@@ -39,7 +40,7 @@ type LatencyResult struct {
 // until both answer the new set, and records how long each took from the
 // moment the write was sent.
 func (w World) ProgrammingLatency(ctx context.Context, client kubernetes.Interface, globalAddr, kubeAddr, metricsURL string, o LatencyOptions) (*LatencyResult, error) {
-	before, err := Scrape(metricsURL)
+	before, err := run.Scrape(metricsURL)
 	if err != nil {
 		return nil, err
 	}
@@ -80,11 +81,11 @@ func (w World) ProgrammingLatency(ctx context.Context, client kubernetes.Interfa
 			o.Log("programming latency: %d/%d changes", k+1, o.Changes)
 		}
 	}
-	after, err := Scrape(metricsURL)
+	after, err := run.Scrape(metricsURL)
 	if err != nil {
 		return nil, err
 	}
-	res.Plugin = after.Histogram("coredns_global_programming_duration_seconds").Minus(before.Histogram("coredns_global_programming_duration_seconds"))
+	res.Plugin = histogram(after, "coredns_global_programming_duration_seconds").Minus(histogram(before, "coredns_global_programming_duration_seconds"))
 	return res, nil
 }
 

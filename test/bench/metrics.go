@@ -1,71 +1,13 @@
 package bench
 
 import (
-	"bufio"
-	"fmt"
 	"math"
-	"net/http"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/globalmirror/globalmirror/test/run"
 )
-
-// Samples are one scrape of a Prometheus text endpoint, by series
-// (`name{labels}` as exposed).
-type Samples map[string]float64
-
-// Scrape reads url.
-func Scrape(url string) (Samples, error) {
-	c := &http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get(url)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	s := Samples{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %q: %w", url, line, err)
-		}
-		s[line[:i]] = v
-	}
-	return s, sc.Err()
-}
-
-// Sum adds every series of the metric name whose labels contain all of match
-// (each a `key="value"` string).
-func (s Samples) Sum(name string, match ...string) float64 {
-	var sum float64
-	for series, v := range s {
-		n, labels, _ := strings.Cut(series, "{")
-		if n != name {
-			continue
-		}
-		ok := true
-		for _, m := range match {
-			ok = ok && strings.Contains(labels, m)
-		}
-		if ok {
-			sum += v
-		}
-	}
-	return sum
-}
 
 // Histogram is a Prometheus histogram: cumulative counts by upper bound.
 type Histogram struct {
@@ -74,8 +16,8 @@ type Histogram struct {
 	Sum    float64
 }
 
-// Histogram reads the classic histogram name (one label set).
-func (s Samples) Histogram(name string) Histogram {
+// histogram reads the classic histogram name (one label set) from a scrape.
+func histogram(s run.Samples, name string) Histogram {
 	var h Histogram
 	type bucket struct{ le, n float64 }
 	var bs []bucket

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/globalmirror/globalmirror/test/run"
 )
 
 const dnsperfVerbose = `DNS Performance Testing Tool
@@ -70,14 +72,14 @@ PASS
 }
 
 func TestHistogramQuantile(t *testing.T) {
-	s := Samples{
+	s := run.Samples{
 		`h_bucket{le="0.001"}`: 10,
 		`h_bucket{le="0.01"}`:  90,
 		`h_bucket{le="0.1"}`:   100,
 		`h_bucket{le="+Inf"}`:  100,
 		`h_sum`:                0.5,
 	}
-	h := s.Histogram("h").Minus(Histogram{})
+	h := histogram(s, "h").Minus(Histogram{})
 	if h.Count() != 100 || h.Sum != 0.5 {
 		t.Fatalf("count %v sum %v", h.Count(), h.Sum)
 	}

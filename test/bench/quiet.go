@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -50,6 +51,31 @@ type procCPU struct {
 	ticks int64
 }
 
+// procStat reads /proc/<pid>/stat: the command name, the parent and the
+// user+system CPU time in clock ticks.
+func procStat(pid int) (comm string, ppid int, ticks int64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", 0, 0, err
+	}
+	// pid (comm) state ppid ... utime stime: comm may hold spaces.
+	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if open < 0 || end < open {
+		return "", 0, 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[end+1:]))
+	if len(f) < 13 {
+		return "", 0, 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+	}
+	ppid, err1 := strconv.Atoi(f[1])
+	ut, err2 := strconv.ParseInt(f[11], 10, 64)
+	st, err3 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return "", 0, 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return string(b[open+1 : end]), ppid, ut + st, nil
+}
+
 // processes reads every process's CPU time and parent.
 func processes() (map[int]procCPU, map[int]int) {
 	cpu, parent := map[int]procCPU{}, map[int]int{}
@@ -59,23 +85,11 @@ func processes() (map[int]procCPU, map[int]int) {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		comm, ppid, ticks, err := procStat(pid)
 		if err != nil {
 			continue // gone meanwhile
 		}
-		// pid (comm) state ppid ... utime stime: comm may hold spaces.
-		open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-		if open < 0 || end < open {
-			continue
-		}
-		f := strings.Fields(string(b[end+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		cpu[pid] = procCPU{pid: pid, comm: string(b[open+1 : end]), ticks: ut + st}
+		cpu[pid] = procCPU{pid: pid, comm: comm, ticks: ticks}
 		parent[pid] = ppid
 	}
 	return cpu, parent

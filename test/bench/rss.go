@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/globalmirror/globalmirror/test/run"
+	"github.com/globalmirror/globalmirror/test/scenario"
 )
 
 // The production block with the global plugin on, and the same without it.
@@ -75,14 +78,14 @@ func (w World) RSS(ctx context.Context, dir string, bases, rounds int, settle ti
 }
 
 func (w World) loadedRSS(ctx context.Context, srv *CoreDNS, last int, settle time.Duration) (int64, float64, error) {
-	addr := srv.Addr("DNS_PORT")
+	addr := srv.PortAddr("DNS_PORT")
 	// Global names come from the global plugin when on, from the controller's
 	// slices through the kubernetes plugin when off: either way all is listed.
 	for _, probe := range []struct {
 		name    string
 		records int
 	}{{w.FQDN(Global(last)), Records}, {w.FQDN(Mirror(last, len(Clusters)-1)), Pods}} {
-		if err := WaitAnswer(ctx, addr, probe.name, probe.records, 3*time.Minute); err != nil {
+		if err := scenario.AwaitRecords(ctx, addr, probe.name, probe.records, 3*time.Minute); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -91,7 +94,7 @@ func (w World) loadedRSS(ctx context.Context, srv *CoreDNS, last int, settle tim
 		return 0, 0, ctx.Err()
 	case <-time.After(settle):
 	}
-	rss, err := vmRSS(srv.PID)
+	rss, err := vmRSS(srv.PID())
 	if err != nil {
 		return 0, 0, err
 	}
@@ -100,7 +103,7 @@ func (w World) loadedRSS(ctx context.Context, srv *CoreDNS, last int, settle tim
 	if err := fetch(ctx, srv.PprofURL+"/heap?gc=1", os.DevNull); err != nil {
 		return 0, 0, err
 	}
-	s, err := Scrape(srv.MetricsURL)
+	s, err := run.Scrape(srv.MetricsURL)
 	if err != nil {
 		return 0, 0, err
 	}

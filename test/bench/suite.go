@@ -13,6 +13,7 @@ import (
 
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/run"
+	"github.com/globalmirror/globalmirror/test/scenario"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -285,7 +286,7 @@ func (w World) controllerChecks(ctx context.Context, cfg Config, client kubernet
 		Writes: idle.Minus(base), Want: "0",
 	})
 
-	kube := srv.Addr("KUBE_PORT")
+	kube := srv.PortAddr("KUBE_PORT")
 	change := func(extra ...Endpoint) (Writes, error) {
 		before, err := ControllerWrites(ctrl)
 		if err != nil {
@@ -294,7 +295,7 @@ func (w World) controllerChecks(ctx context.Context, cfg Config, client kubernet
 		if _, _, err := w.SetExtra(ctx, client, 0, 0, extra...); err != nil {
 			return nil, err
 		}
-		if err := WaitAnswer(ctx, kube, w.FQDN(Global(0)), Records+len(extra), time.Minute); err != nil {
+		if err := scenario.AwaitRecords(ctx, kube, w.FQDN(Global(0)), Records+len(extra), time.Minute); err != nil {
 			return nil, err
 		}
 		after, err := Settle(ctx, ctrl, 3*time.Second, time.Minute)
@@ -320,7 +321,7 @@ func (w World) latencyStep(ctx context.Context, cfg Config, client kubernetes.In
 	}
 	defer srv.Stop()
 	for _, port := range []string{"GLOBAL_PORT", "KUBE_PORT"} {
-		if err := WaitAnswer(ctx, srv.Addr(port), w.FQDN(Global(n-1)), Records, 3*time.Minute); err != nil {
+		if err := scenario.AwaitRecords(ctx, srv.PortAddr(port), w.FQDN(Global(n-1)), Records, 3*time.Minute); err != nil {
 			return nil, err
 		}
 	}
@@ -328,7 +329,7 @@ func (w World) latencyStep(ctx context.Context, cfg Config, client kubernetes.In
 	if err != nil {
 		return nil, err
 	}
-	lat, err := w.ProgrammingLatency(ctx, client, srv.Addr("GLOBAL_PORT"), srv.Addr("KUBE_PORT"), srv.MetricsURL, LatencyOptions{
+	lat, err := w.ProgrammingLatency(ctx, client, srv.PortAddr("GLOBAL_PORT"), srv.PortAddr("KUBE_PORT"), srv.MetricsURL, LatencyOptions{
 		Changes: cfg.Changes, Bases: n, Poll: latencyPoll, Timeout: time.Minute, Log: cfg.Log,
 	})
 	if err != nil {

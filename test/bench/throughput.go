@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/globalmirror/globalmirror/test/scenario"
 )
 
 // Block keys of the throughput table.
@@ -169,7 +171,7 @@ func (t *ThroughputResult) Get(key string) *BlockResult {
 func Throughput(ctx context.Context, srv *CoreDNS, bases int, blocks []Block, o ThroughputOptions) (*ThroughputResult, error) {
 	res := &ThroughputResult{Bases: bases, Ratios: map[string][]float64{}, CPURatios: map[string][]float64{}}
 	for _, b := range blocks {
-		if err := WaitAnswer(ctx, srv.Addr(b.Port), b.Probe, b.Records, 3*time.Minute); err != nil {
+		if err := scenario.AwaitRecords(ctx, srv.PortAddr(b.Port), b.Probe, b.Records, 3*time.Minute); err != nil {
 			return nil, fmt.Errorf("block %s: %w", b.Key, err)
 		}
 		res.Blocks = append(res.Blocks, &BlockResult{Block: b})
@@ -183,7 +185,7 @@ func Throughput(ctx context.Context, srv *CoreDNS, bases int, blocks []Block, o 
 		o.Log("%d bases: machine busy %.2f CPUs (%s) after waiting %v; quiet: %v", bases, q.Busy, q.Top, q.Waited.Round(time.Second), q.Quiet)
 	}
 	if o.OtherCPUs != "" {
-		restore, err := PinOthers(ctx, o.OtherCPUs, srv.PID)
+		restore, err := PinOthers(ctx, o.OtherCPUs, srv.PID())
 		if err != nil {
 			return nil, err
 		}
@@ -192,7 +194,7 @@ func Throughput(ctx context.Context, srv *CoreDNS, bases int, blocks []Block, o 
 	if o.Warmup > 0 {
 		for _, b := range res.Blocks {
 			out := filepath.Join(scratchDir(o.Dir), fmt.Sprintf("dnsperf-%d-%s-warmup.txt", bases, b.Key))
-			if _, err := o.Perf.Run(ctx, srv.Ports[b.Port], b.Queries, o.Warmup, false, out, srv.PID); err != nil {
+			if _, err := o.Perf.Run(ctx, srv.Ports[b.Port], b.Queries, o.Warmup, false, out, srv.PID()); err != nil {
 				return nil, err
 			}
 			_ = os.Remove(out)
@@ -204,7 +206,7 @@ func Throughput(ctx context.Context, srv *CoreDNS, bases int, blocks []Block, o 
 		for _, j := range order {
 			b := res.Blocks[j]
 			out := filepath.Join(o.Dir, fmt.Sprintf("dnsperf-%d-%s-r%d.txt", bases, b.Key, r))
-			p, err := o.Perf.Run(ctx, srv.Ports[b.Port], b.Queries, o.Duration, false, out, srv.PID)
+			p, err := o.Perf.Run(ctx, srv.Ports[b.Port], b.Queries, o.Duration, false, out, srv.PID())
 			if err != nil {
 				return nil, err
 			}
@@ -230,7 +232,7 @@ func Throughput(ctx context.Context, srv *CoreDNS, bases int, blocks []Block, o 
 		for _, j := range order {
 			b := res.Blocks[j]
 			out := filepath.Join(scratchDir(o.Dir), fmt.Sprintf("dnsperf-%d-%s-r%d-v.txt", bases, b.Key, r))
-			v, err := o.Perf.Run(ctx, srv.Ports[b.Port], b.Queries, o.Latency, true, out, srv.PID)
+			v, err := o.Perf.Run(ctx, srv.Ports[b.Port], b.Queries, o.Latency, true, out, srv.PID())
 			if err != nil {
 				return nil, err
 			}

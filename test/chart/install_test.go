@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/helmtest"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/run"
+	"github.com/globalmirror/globalmirror/test/scenario"
 	"github.com/miekg/dns"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -339,33 +341,29 @@ func writeTokenKubeconfig(t *testing.T, c *localkube.Cluster, namespace, sa, pat
 // mirrored pod as db-0-east, which needs Service and EndpointSlice writes.
 func expectGlobal(t *testing.T, c *localkube.Cluster, ns string, p *run.Process) {
 	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := scenario.Poll(t.Context(), 30*time.Second, 100*time.Millisecond, func(ctx context.Context) string {
 		svc, err := c.Client.CoreV1().Services(ns).Get(ctx, "db-global", metav1.GetOptions{})
 		if err != nil {
-			last = err.Error()
-			return false, nil
+			return err.Error()
 		}
 		if svc.Labels["app.kubernetes.io/managed-by"] != "globalmirror" || svc.Spec.ClusterIP != corev1.ClusterIPNone {
-			last = fmt.Sprintf("db-global: labels %v, clusterIP %q", svc.Labels, svc.Spec.ClusterIP)
-			return false, nil
+			return fmt.Sprintf("db-global: labels %v, clusterIP %q", svc.Labels, svc.Spec.ClusterIP)
 		}
 		list, err := c.Client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=db-global"})
 		if err != nil {
-			return false, err
+			return err.Error()
 		}
-		last = fmt.Sprintf("db-global slices: %v", toYAMLQuiet(list.Items))
 		for _, s := range list.Items {
 			for _, e := range s.Endpoints {
 				if e.Hostname != nil && *e.Hostname == "db-0-east" && slices.Contains(e.Addresses, "192.0.2.10") {
-					return true, nil
+					return ""
 				}
 			}
 		}
-		return false, nil
+		return fmt.Sprintf("db-global slices: %v", toYAMLQuiet(list.Items))
 	})
 	if err != nil {
-		t.Fatalf("no db-global with db-0-east (192.0.2.10) in %s: %v; last: %s\ncontroller log:\n%s", ns, err, last, p.Log(4000))
+		t.Fatalf("no db-global with db-0-east (192.0.2.10) in %s: %v\ncontroller log:\n%s", ns, err, p.Log(4000))
 	}
 }
 
@@ -391,24 +389,8 @@ func expectNoForbidden(t *testing.T, p *run.Process) {
 // written.
 func expectA(t *testing.T, server *run.CoreDNS, name, want string) {
 	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
-		msg := new(dns.Msg)
-		msg.SetQuestion(name, dns.TypeA)
-		resp, _, err := new(dns.Client).Exchange(msg, server.Addr)
-		if err != nil {
-			last = err.Error()
-			return false, nil
-		}
-		last = resp.String()
-		if resp.Rcode != dns.RcodeSuccess || len(resp.Answer) != 1 {
-			return false, nil
-		}
-		a, ok := resp.Answer[0].(*dns.A)
-		return ok && a.A.String() == want, nil
-	})
-	if err != nil {
-		t.Errorf("%s A: want only %s: %v; last answer:\n%s\ncoredns log:\n%s", name, want, err, last, server.Log(2000))
+	if err := scenario.AwaitAnswer(t.Context(), "udp", server.Addr, name, dns.TypeA, dnsq.NoError(want), 15*time.Second, 50*time.Millisecond); err != nil {
+		t.Errorf("%v\ncoredns log:\n%s", err, server.Log(2000))
 	}
 }
 

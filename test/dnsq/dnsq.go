@@ -60,3 +60,17 @@ func Summary(m *dns.Msg, err error) string {
 	}
 	return out
 }
+
+// Answer asks addr one question over network, without EDNS, and sums the
+// answer up (see Summary).
+func Answer(network, addr, name string, qtype uint16) string {
+	return Summary(Ask(network, addr, name, qtype, 0))
+}
+
+// NoError is the Summary of a positive answer with these records' data, in
+// any order: NoError("192.0.2.2", "192.0.2.1") is "NOERROR 192.0.2.1,192.0.2.2".
+func NoError(data ...string) string {
+	data = slices.Clone(data)
+	slices.Sort(data)
+	return "NOERROR " + strings.Join(data, ",")
+}

@@ -15,9 +15,10 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/localkube"
-	"github.com/globalmirror/globalmirror/test/mirrorsim"
 	"github.com/globalmirror/globalmirror/test/run"
+	"github.com/globalmirror/globalmirror/test/scenario"
 	"github.com/globalmirror/globalmirror/test/workload"
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
@@ -26,10 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-const (
-	ns   = "diff"
-	zone = "cluster.local."
-)
+const zone = scenario.Zone
 
 // diffCorefile serves the same zone twice: the production order (global, then
 // kubernetes) and the stock kubernetes plugin alone, which answers the global
@@ -63,8 +61,8 @@ func TestDifferential(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	env := localkube.StartT(t, "source", "east", "west", "north")
-	source := env.Cluster("source")
-	dir := t.TempDir()
+	s := scenario.NewIn(t, env.Cluster("source"), "diff")
+	source, ns := s.Source, s.NS
 	exported := map[string]string{aggregate.LabelExported: "true"}
 
 	// Slice endpoint counts below: a dual-stack pod is two endpoints, a
@@ -92,39 +90,14 @@ func TestDifferential(t *testing.T) {
 	create("east", "taken", 1, "198.51.100.128/26", "")
 	westDB := create("west", "db", 3, "203.0.113.0/26", "")
 	create("north", "db", 2, "203.0.113.64/26", "")
-	userOwnedGlobal(ctx, t, source)
+	userOwnedGlobal(ctx, t, source, ns)
 	collidingPod(ctx, t, source, ns, "db-0", "db-0-east", "192.0.2.30")
 
-	sim, err := mirrorsim.Start(ctx, source.Config, mirrorsim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sim.Stop)
-	for _, c := range []string{"east", "west"} {
-		if err := sim.Link(ctx, c, env.Cluster(c).Config); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctrl, err := run.StartController(ctx, dir, "controller.log", source.Kubeconfig, "--leader-elect=false", "--namespaces="+ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ctrl.Stop)
-	coredns, err := run.StartCoreDNS(ctx, run.CoreDNSOptions{
-		Corefile: diffCorefile, Dir: dir, WaitReady: true,
-		Env:        []string{"SOURCE_KUBECONFIG=" + source.Kubeconfig},
-		ExtraPorts: []string{"KUBE_PORT"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(coredns.Stop)
-	d := &differ{t: t, source: source, global: coredns.Addr, kube: fmt.Sprintf("127.0.0.1:%d", coredns.Ports["KUBE_PORT"]), metrics: coredns.MetricsURL}
-	defer func() {
-		if t.Failed() {
-			t.Logf("controller log:\n%s\ncoredns log:\n%s", ctrl.Log(3000), coredns.Log(3000))
-		}
-	}()
+	s.Link(env.Cluster("east"))
+	s.Link(env.Cluster("west"))
+	s.StartController("--leader-elect=false")
+	coredns := s.StartCoreDNS(diffCorefile, "KUBE_PORT")
+	d := &differ{t: t, source: source, ns: ns, global: coredns.Addr, kube: coredns.PortAddr("KUBE_PORT"), metrics: coredns.MetricsURL}
 
 	d.converge(ctx, "initial: local + east + west, a collision", map[string]int{"db-global": 3 + 3 + 1 + 3 + 3, "kv-global": 2, "taken-global": -1})
 
@@ -136,22 +109,20 @@ func TestDifferential(t *testing.T) {
 	}
 	d.converge(ctx, "not-ready local and remote pods", map[string]int{"db-global": 12})
 
-	if err := sim.Link(ctx, "north", env.Cluster("north").Config); err != nil {
-		t.Fatal(err)
-	}
+	s.Link(env.Cluster("north"))
 	d.converge(ctx, "north linked", map[string]int{"db-global": 14})
 
-	if err := sim.SetGatewayAlive("east", false); err != nil {
+	if err := s.Sim.SetGatewayAlive("east", false); err != nil {
 		t.Fatal(err)
 	}
 	d.converge(ctx, "east's gateway down", map[string]int{"db-global": 14, "kv-global": 2})
 
-	if err := sim.Unlink(ctx, "west"); err != nil {
+	if err := s.Sim.Unlink(ctx, "west"); err != nil {
 		t.Fatal(err)
 	}
 	d.converge(ctx, "west unlinked", map[string]int{"db-global": 12})
 
-	if err := sim.Unlink(ctx, "east"); err != nil {
+	if err := s.Sim.Unlink(ctx, "east"); err != nil {
 		t.Fatal(err)
 	}
 	d.converge(ctx, "east unlinked: kv-global and taken's mirror gone", map[string]int{"db-global": 9, "kv-global": 0})
@@ -159,9 +130,9 @@ func TestDifferential(t *testing.T) {
 
 // differ asks two servers the same questions.
 type differ struct {
-	t                     *testing.T
-	source                *localkube.Cluster
-	global, kube, metrics string
+	t                         *testing.T
+	source                    *localkube.Cluster
+	ns, global, kube, metrics string
 }
 
 // converge waits until both servers agree on every question about the globals
@@ -170,27 +141,23 @@ type differ struct {
 // slices (-1: must not be ours; 0: must not exist).
 func (d *differ) converge(ctx context.Context, phase string, want map[string]int) {
 	d.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	var last []string
-	for {
+	err := scenario.Poll(ctx, 60*time.Second, 250*time.Millisecond, func(ctx context.Context) string {
 		questions, owned, err := d.questions(ctx, want)
-		if err == nil {
-			before := d.answered()
-			last = d.compare(questions)
-			if len(last) == 0 {
-				if got := d.answered() - before; got != float64(owned) {
-					d.t.Fatalf("%s: the global plugin answered %v queries, want the %d about names it owns", phase, got, owned)
-				}
-				d.t.Logf("%s: %d questions, identical answers (%d answered by global)", phase, len(questions), owned)
-				return
-			}
-		} else {
-			last = []string{err.Error()}
+		if err != nil {
+			return err.Error()
 		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("%s: after 60s the answers still differ:\n%s", phase, strings.Join(first(last, 40), "\n"))
+		before := d.answered()
+		if diffs := d.compare(questions); len(diffs) > 0 {
+			return "the answers still differ:\n" + strings.Join(first(diffs, 40), "\n")
 		}
-		time.Sleep(250 * time.Millisecond)
+		if got := d.answered() - before; got != float64(owned) {
+			d.t.Fatalf("%s: the global plugin answered %v queries, want the %d about names it owns", phase, got, owned)
+		}
+		d.t.Logf("%s: %d questions, identical answers (%d answered by global)", phase, len(questions), owned)
+		return ""
+	})
+	if err != nil {
+		d.t.Fatalf("%s: %v", phase, err)
 	}
 }
 
@@ -203,7 +170,7 @@ type question struct {
 // questions are derived from the controller's objects: every global, every
 // per-pod name (hostnames and dashed IPs), SRV on every port, and wrong names.
 func (d *differ) questions(ctx context.Context, want map[string]int) ([]question, int, error) {
-	svcs, err := d.source.Client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	svcs, err := d.source.Client.CoreV1().Services(d.ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -228,7 +195,7 @@ func (d *differ) questions(ctx context.Context, want map[string]int) ([]question
 		case expected && n == 0:
 			return nil, 0, fmt.Errorf("%s still exists", svc.Name)
 		}
-		g := svc.Name + "." + ns + ".svc." + zone
+		g := svc.Name + "." + d.ns + ".svc." + zone
 		add(g, managed, all...)
 		add(strings.ToUpper(g), managed, dns.TypeA)
 		add("nope."+g, managed, dns.TypeA, dns.TypeSRV)
@@ -237,7 +204,7 @@ func (d *differ) questions(ctx context.Context, want map[string]int) ([]question
 		if !managed {
 			continue
 		}
-		slices, err := d.source.Client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{
+		slices, err := d.source.Client.DiscoveryV1().EndpointSlices(d.ns).List(ctx, metav1.ListOptions{
 			LabelSelector: discoveryv1.LabelServiceName + "=" + svc.Name,
 		})
 		if err != nil {
@@ -274,10 +241,10 @@ func (d *differ) questions(ctx context.Context, want map[string]int) ([]question
 		}
 	}
 	// Names no global owns: a local-only base, an unknown global, junk.
-	add("lonely-global."+ns+".svc."+zone, false, dns.TypeA)
-	add("nothing-global."+ns+".svc."+zone, false, dns.TypeA, dns.TypeSRV)
-	add("db-east."+ns+".svc."+zone, false, dns.TypeA)
-	add("zz9."+ns+".svc."+zone, false, dns.TypeA)
+	add("lonely-global."+d.ns+".svc."+zone, false, dns.TypeA)
+	add("nothing-global."+d.ns+".svc."+zone, false, dns.TypeA, dns.TypeSRV)
+	add("db-east."+d.ns+".svc."+zone, false, dns.TypeA)
+	add("zz9."+d.ns+".svc."+zone, false, dns.TypeA)
 	owned := 0
 	for _, q := range qs {
 		if q.owned {
@@ -292,8 +259,8 @@ func (d *differ) compare(qs []question) []string {
 	var diffs []string
 	for _, q := range qs {
 		for _, network := range []string{"udp", "tcp"} {
-			a, errA := exchange(network, d.global, q)
-			b, errB := exchange(network, d.kube, q)
+			a, errA := dnsq.Ask(network, d.global, q.name, q.qtype, 0)
+			b, errB := dnsq.Ask(network, d.kube, q.name, q.qtype, 0)
 			if errA != nil || errB != nil {
 				diffs = append(diffs, fmt.Sprintf("%s %s %s: errors %v / %v", network, dns.TypeToString[q.qtype], q.name, errA, errB))
 				continue
@@ -304,13 +271,6 @@ func (d *differ) compare(qs []question) []string {
 		}
 	}
 	return diffs
-}
-
-func exchange(network, addr string, q question) (*dns.Msg, error) {
-	c := &dns.Client{Net: network, Timeout: 2 * time.Second}
-	m := new(dns.Msg).SetQuestion(q.name, q.qtype)
-	r, _, err := c.Exchange(m, addr)
-	return r, err
 }
 
 // normalize renders what matters of a response: rcode, the authoritative and
@@ -371,7 +331,7 @@ func first(s []string, n int) []string {
 
 // userOwnedGlobal is a Service a user created under the name the global of
 // `taken` would have: both halves must leave it alone.
-func userOwnedGlobal(ctx context.Context, t *testing.T, c *localkube.Cluster) {
+func userOwnedGlobal(ctx context.Context, t *testing.T, c *localkube.Cluster, ns string) {
 	t.Helper()
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "taken-global", Namespace: ns},

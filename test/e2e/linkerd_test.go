@@ -3,9 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -14,9 +11,8 @@ import (
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/localkube"
-	"github.com/globalmirror/globalmirror/test/mirrorsim"
 	"github.com/globalmirror/globalmirror/test/run"
-	"github.com/globalmirror/globalmirror/test/workload"
+	"github.com/globalmirror/globalmirror/test/scenario"
 	"github.com/miekg/dns"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,67 +52,38 @@ const linkerdCorefile = `.:{$DNS_PORT} {
 }
 `
 
-// world is one namespace of a source cluster with east linked into it.
+// world is one namespace of a source cluster with east linked into it,
+// its controller and its CoreDNS.
 type world struct {
+	*scenario.T
 	t            *testing.T
-	ns           string
-	source, east *localkube.Cluster
-	sim          *mirrorsim.Simulator
-	dir          string
+	east         *localkube.Cluster // nil in the mesh
 	ctrl         *run.Controller
 	dns          *run.CoreDNS
 	global, kube string // DNS addresses: production order, stock plugin alone
 }
 
+// newWorld is the test's world in namespace ns of source, with east linked
+// in. The namespaces are short: longer names would truncate some UDP answers.
 func newWorld(t *testing.T, env *localkube.Env, ns string) *world {
 	t.Helper()
-	w := &world{t: t, ns: ns, source: env.Cluster("source"), east: env.Cluster("east"), dir: t.TempDir()}
-	sim, err := mirrorsim.Start(context.Background(), w.source.Config, mirrorsim.Options{
-		Namespace: ns,
-		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sim.Stop)
-	if err := sim.Link(t.Context(), "east", w.east.Config); err != nil {
-		t.Fatal(err)
-	}
-	w.sim = sim
-	t.Cleanup(func() {
-		if t.Failed() {
-			if w.ctrl != nil {
-				t.Logf("controller log:\n%s", w.ctrl.Log(4000))
-			}
-			if w.dns != nil {
-				t.Logf("coredns log:\n%s", w.dns.Log(4000))
-			}
-		}
-	})
+	w := newWorldIn(t, env.Cluster("source"), ns, env.Cluster("east"))
+	w.east = env.Cluster("east")
 	return w
 }
 
-func (w *world) workload(c *localkube.Cluster, name string, replicas int, prefix string) *workload.Workload {
-	w.t.Helper()
-	wl, err := workload.Create(w.t.Context(), c.Client, w.ns, name, replicas, workload.Options{
-		Labels: map[string]string{aggregate.LabelExported: "true"},
-		IPv4:   netip.MustParsePrefix(prefix),
-	})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return wl
+// newWorldIn is the test's world in namespace ns of source, with the
+// clusters in link linked in.
+func newWorldIn(t *testing.T, source *localkube.Cluster, ns string, link ...*localkube.Cluster) *world {
+	t.Helper()
+	w := &world{t: t, T: scenario.NewIn(t, source, ns, link...)}
+	w.Interval = 5 * time.Millisecond
+	return w
 }
 
 func (w *world) startController() {
 	w.t.Helper()
-	c, err := run.StartController(w.t.Context(), w.dir, "controller.log", w.source.Kubeconfig,
-		"--leader-elect=false", "--namespaces="+w.ns)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.ctrl = c
-	w.t.Cleanup(c.Stop)
+	w.ctrl = w.StartController("--leader-elect=false")
 }
 
 func (w *world) startCoreDNS() { w.startCoreDNSWith(linkerdCorefile) }
@@ -125,46 +92,17 @@ func (w *world) startCoreDNS() { w.startCoreDNSWith(linkerdCorefile) }
 // on DNS_PORT and the stock kubernetes plugin alone on KUBE_PORT.
 func (w *world) startCoreDNSWith(corefile string) {
 	w.t.Helper()
-	c, err := run.StartCoreDNS(w.t.Context(), run.CoreDNSOptions{
-		Corefile: corefile, Dir: w.dir, WaitReady: true,
-		Env:        []string{"SOURCE_KUBECONFIG=" + w.source.Kubeconfig, "NS=" + w.ns},
-		ExtraPorts: []string{"KUBE_PORT"},
-	})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.dns, w.global, w.kube = c, c.Addr, fmt.Sprintf("127.0.0.1:%d", c.Ports["KUBE_PORT"])
-	w.t.Cleanup(c.Stop)
-}
-
-// fqdn is name.<ns>.svc.cluster.local.
-func (w *world) fqdn(name string) string { return name + "." + w.ns + ".svc." + zone }
-
-func ask(network, addr, name string, qtype uint16) string {
-	return dnsq.Summary(dnsq.Ask(network, addr, name, qtype, 0))
+	c := w.StartCoreDNS(corefile, "KUBE_PORT")
+	w.dns, w.global, w.kube = c, c.Addr, c.PortAddr("KUBE_PORT")
 }
 
 // await polls addr until name/qtype answers want over UDP, then over TCP,
 // and returns how long the UDP answer took.
 func (w *world) await(what, addr, name string, qtype uint16, want string) time.Duration {
 	w.t.Helper()
-	start := time.Now()
-	deadline := start.Add(60 * time.Second)
-	var took time.Duration
-	for _, network := range []string{"udp", "tcp"} {
-		for {
-			got := ask(network, addr, name, qtype)
-			if got == want {
-				break
-			}
-			if time.Now().After(deadline) {
-				w.t.Fatalf("%s: %s %s over %s: %q, want %q", what, name, dns.TypeToString[qtype], network, got, want)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		if network == "udp" {
-			took = time.Since(start)
-		}
+	took, err := scenario.AwaitBoth(w.t.Context(), addr, name, qtype, want, w.Timeout, w.Interval)
+	if err != nil {
+		w.t.Fatalf("%s: %v", what, err)
 	}
 	return took
 }
@@ -173,7 +111,7 @@ func (w *world) await(what, addr, name string, qtype uint16, want string) time.D
 // the plugin answers, and one it has no records of), the named port's SRV,
 // and each per-pod name.
 func (w *world) questions(global string, hosts ...string) []question {
-	g := w.fqdn(global)
+	g := w.FQDN(global)
 	qs := []question{{name: g, qtype: dns.TypeA}, {name: g, qtype: dns.TypeAAAA}, {name: g, qtype: dns.TypeSRV},
 		{name: g, qtype: dns.TypeTXT}, {name: "_db._tcp." + g, qtype: dns.TypeSRV}}
 	for _, h := range hosts {
@@ -182,7 +120,6 @@ func (w *world) questions(global string, hosts ...string) []question {
 	return qs
 }
 
-// answers asks every question of addr over UDP and TCP.
 // answers asks every question of addr over UDP and TCP. A truncated
 // answer's records depend on their order, so only its rcode and flag count.
 func (w *world) answers(addr string, qs []question) map[string]string {
@@ -198,46 +135,6 @@ func (w *world) answers(addr string, qs []question) map[string]string {
 		}
 	}
 	return out
-}
-
-func (w *world) clusterIP(name string) string {
-	w.t.Helper()
-	svc, err := w.source.Client.CoreV1().Services(w.ns).Get(w.t.Context(), name, metav1.GetOptions{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return svc.Spec.ClusterIP
-}
-
-// clusterIPEventually is the ClusterIP of a Service that is still being
-// created (an endpoint mirror the simulator is about to write).
-func (w *world) clusterIPEventually(name string) string {
-	w.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		svc, err := w.source.Client.CoreV1().Services(w.ns).Get(w.t.Context(), name, metav1.GetOptions{})
-		if err == nil {
-			return svc.Spec.ClusterIP
-		}
-		if time.Now().After(deadline) {
-			w.t.Fatalf("%s/%s in %s: %v", w.ns, name, w.source.Name, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func podIP(t *testing.T, wl *workload.Workload, ord int) string {
-	t.Helper()
-	ips, err := wl.PodIPs(ord)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ips[0]
-}
-
-func addrs(ips ...string) string {
-	slices.Sort(ips)
-	return "NOERROR " + strings.Join(ips, ",")
 }
 
 func TestLinkerdBehaviours(t *testing.T) {
@@ -257,27 +154,27 @@ func TestLinkerdBehaviours(t *testing.T) {
 func testUnexportWhileControllerDown(t *testing.T, env *localkube.Env) {
 	w := newWorld(t, env, "unexport")
 	ctx := t.Context()
-	localKafka := w.workload(w.source, "kafka", 2, "192.0.2.0/27")
-	w.workload(w.east, "kafka", 3, "198.51.100.0/26")
-	w.workload(w.east, "db", 2, "198.51.100.64/26")
+	localKafka := w.Workload(w.Source, "kafka", 2, "192.0.2.0/27")
+	w.Workload(w.east, "kafka", 3, "198.51.100.0/26")
+	w.Workload(w.east, "db", 2, "198.51.100.64/26")
 	w.startController()
 	w.startCoreDNS()
 
-	kafka := addrs(podIP(t, localKafka, 0), podIP(t, localKafka, 1),
-		w.clusterIP("kafka-0-east"), w.clusterIP("kafka-1-east"), w.clusterIP("kafka-2-east"))
-	w.await("kafka-global from the plugin", w.global, w.fqdn("kafka-global"), dns.TypeA, kafka)
-	w.await("kafka-global from the controller's objects", w.kube, w.fqdn("kafka-global"), dns.TypeA, kafka)
-	db := addrs(w.clusterIP("db-0-east"), w.clusterIP("db-1-east"))
-	w.await("db-global from the controller's objects", w.kube, w.fqdn("db-global"), dns.TypeA, db)
+	kafka := dnsq.NoError(w.PodIP(localKafka, 0), w.PodIP(localKafka, 1),
+		w.ClusterIP("kafka-0-east"), w.ClusterIP("kafka-1-east"), w.ClusterIP("kafka-2-east"))
+	w.await("kafka-global from the plugin", w.global, w.FQDN("kafka-global"), dns.TypeA, kafka)
+	w.await("kafka-global from the controller's objects", w.kube, w.FQDN("kafka-global"), dns.TypeA, kafka)
+	db := dnsq.NoError(w.ClusterIP("db-0-east"), w.ClusterIP("db-1-east"))
+	w.await("db-global from the controller's objects", w.kube, w.FQDN("db-global"), dns.TypeA, db)
 	kafkaNames := w.questions("kafka-global", "kafka-0", "kafka-1", "kafka-0-east", "kafka-1-east", "kafka-2-east")
 	dbNames := w.questions("db-global", "db-0-east", "db-1-east")
 	dbBefore := w.answers(w.global, dbNames)
-	if got := dbBefore["udp A "+w.fqdn("db-global")]; got != db {
+	if got := dbBefore["udp A "+w.FQDN("db-global")]; got != db {
 		t.Fatalf("db-global: %q, want %q", got, db)
 	}
 
 	w.ctrl.Stop()
-	svcs := w.east.Client.CoreV1().Services(w.ns)
+	svcs := w.east.Client.CoreV1().Services(w.NS)
 	remote, err := svcs.Get(ctx, "kafka", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -286,11 +183,11 @@ func testUnexportWhileControllerDown(t *testing.T, env *localkube.Env) {
 	if _, err := svcs.Update(ctx, remote, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	took := w.await("kafka-global once unexported", w.global, w.fqdn("kafka-global"), dns.TypeA, "NXDOMAIN +soa")
+	took := w.await("kafka-global once unexported", w.global, w.FQDN("kafka-global"), dns.TypeA, "NXDOMAIN +soa")
 	t.Logf("unexported with the controller down: the plugin answered NXDOMAIN after %v", took.Round(time.Millisecond))
 	// The stock plugin still serves the controller's leftovers: what the
 	// plugin no longer hands its names to.
-	if got := ask("udp", w.kube, w.fqdn("kafka-global"), dns.TypeA); got != kafka {
+	if got := dnsq.Answer("udp", w.kube, w.FQDN("kafka-global"), dns.TypeA); got != kafka {
 		t.Errorf("the stock plugin answers %q from the stopped controller's objects, want the stale %q", got, kafka)
 	}
 	for q, got := range w.answers(w.global, kafkaNames) {
@@ -300,10 +197,10 @@ func testUnexportWhileControllerDown(t *testing.T, env *localkube.Env) {
 	}
 
 	// Deleting the controller's objects changes nothing the plugin answers.
-	if err := w.source.Client.CoreV1().Services(w.ns).Delete(ctx, "db-global", metav1.DeleteOptions{}); err != nil {
+	if err := w.Source.Client.CoreV1().Services(w.NS).Delete(ctx, "db-global", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	w.await("db-global's objects gone", w.kube, w.fqdn("db-global"), dns.TypeA, "NXDOMAIN +soa")
+	w.await("db-global's objects gone", w.kube, w.FQDN("db-global"), dns.TypeA, "NXDOMAIN +soa")
 	if diff := mapDiff(dbBefore, w.answers(w.global, dbNames)); diff != "" {
 		t.Errorf("deleting the controller's db-global changed the plugin's answers:\n%s", diff)
 	}
@@ -311,8 +208,8 @@ func testUnexportWhileControllerDown(t *testing.T, env *localkube.Env) {
 	// Nor does the controller converging again: it deletes kafka-global and
 	// re-creates db-global, and both servers agree with the plugin.
 	w.startController()
-	w.await("db-global re-created", w.kube, w.fqdn("db-global"), dns.TypeA, db)
-	waitGone(t, w, "kafka-global")
+	w.await("db-global re-created", w.kube, w.FQDN("db-global"), dns.TypeA, db)
+	w.waitGone("kafka-global")
 	if diff := mapDiff(dbBefore, w.answers(w.global, dbNames)); diff != "" {
 		t.Errorf("the controller's return changed the plugin's db-global answers:\n%s", diff)
 	}
@@ -335,29 +232,29 @@ func testUnexportWhileControllerDown(t *testing.T, env *localkube.Env) {
 func testGatewayOutageHeals(t *testing.T, env *localkube.Env) {
 	w := newWorld(t, env, "gateway")
 	ctx := t.Context()
-	local := w.workload(w.source, "db", 1, "192.0.2.32/27")
-	east := w.workload(w.east, "db", 3, "198.51.100.128/26")
+	local := w.Workload(w.Source, "db", 1, "192.0.2.32/27")
+	east := w.Workload(w.east, "db", 3, "198.51.100.128/26")
 	w.startController()
 	// CoreDNS starts over a converged world whose local slice carries an
 	// old trigger time: its initial sync must observe no programming.
 	w.waitConverged("db-global", 4)
-	all := addrs(podIP(t, local, 0), w.clusterIP("db-0-east"), w.clusterIP("db-1-east"), w.clusterIP("db-2-east"))
+	all := dnsq.NoError(w.PodIP(local, 0), w.ClusterIP("db-0-east"), w.ClusterIP("db-1-east"), w.ClusterIP("db-2-east"))
 	w.startCoreDNS()
-	w.await("db-global from the controller's objects", w.kube, w.fqdn("db-global"), dns.TypeA, all)
-	w.await("db-global from the plugin", w.global, w.fqdn("db-global"), dns.TypeA, all)
+	w.await("db-global from the controller's objects", w.kube, w.FQDN("db-global"), dns.TypeA, all)
+	w.await("db-global from the plugin", w.global, w.FQDN("db-global"), dns.TypeA, all)
 	if n := w.programmed(); n != 0 {
 		t.Errorf("the initial sync observed %v programming durations, want 0", n)
 	}
-	eastOnly := addrs(w.clusterIP("db-0-east"), w.clusterIP("db-1-east"), w.clusterIP("db-2-east"))
-	w.await("db-east, stock", w.kube, w.fqdn("db-east"), dns.TypeA, eastOnly)
+	eastOnly := dnsq.NoError(w.ClusterIP("db-0-east"), w.ClusterIP("db-1-east"), w.ClusterIP("db-2-east"))
+	w.await("db-east, stock", w.kube, w.FQDN("db-east"), dns.TypeA, eastOnly)
 
 	// The gateway dies: Linkerd marks only the endpoint mirrors.
-	if err := w.sim.SetGatewayAlive("east", false); err != nil {
+	if err := w.Sim.SetGatewayAlive("east", false); err != nil {
 		t.Fatal(err)
 	}
-	localOnly := addrs(podIP(t, local, 0))
-	w.await("db-global, gateway down", w.global, w.fqdn("db-global"), dns.TypeA, localOnly)
-	if got := ask("udp", w.kube, w.fqdn("db-east"), dns.TypeA); got != eastOnly {
+	localOnly := dnsq.NoError(w.PodIP(local, 0))
+	w.await("db-global, gateway down", w.global, w.FQDN("db-global"), dns.TypeA, localOnly)
+	if got := dnsq.Answer("udp", w.kube, w.FQDN("db-east"), dns.TypeA); got != eastOnly {
 		t.Errorf("stock db-east with the gateway down: %q, want Linkerd's still-ready %q", got, eastOnly)
 	}
 	if n := w.programmed(); n == 0 {
@@ -368,30 +265,30 @@ func testGatewayOutageHeals(t *testing.T, env *localkube.Env) {
 	if err := east.Scale(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
-	w.await("stock db-east, a pod mirrored while the gateway is down", w.kube, w.fqdn("db-east"), dns.TypeA, "NXDOMAIN +soa")
-	w.await("db-global, gateway still down", w.global, w.fqdn("db-global"), dns.TypeA, localOnly)
+	w.await("stock db-east, a pod mirrored while the gateway is down", w.kube, w.FQDN("db-east"), dns.TypeA, "NXDOMAIN +soa")
+	w.await("db-global, gateway still down", w.global, w.FQDN("db-global"), dns.TypeA, localOnly)
 
 	// The gateway returns: endpoint mirrors repaired, the headless mirror not.
-	if err := w.sim.SetGatewayAlive("east", true); err != nil {
+	if err := w.Sim.SetGatewayAlive("east", true); err != nil {
 		t.Fatal(err)
 	}
-	healed := addrs(podIP(t, local, 0), w.clusterIP("db-0-east"), w.clusterIP("db-1-east"), w.clusterIP("db-2-east"), w.clusterIP("db-3-east"))
+	healed := dnsq.NoError(w.PodIP(local, 0), w.ClusterIP("db-0-east"), w.ClusterIP("db-1-east"), w.ClusterIP("db-2-east"), w.ClusterIP("db-3-east"))
 	start := time.Now()
-	w.await("db-global healed, from the plugin", w.global, w.fqdn("db-global"), dns.TypeA, healed)
+	w.await("db-global healed, from the plugin", w.global, w.FQDN("db-global"), dns.TypeA, healed)
 	pluginTook := time.Since(start)
-	w.await("db-global healed, from the controller's objects", w.kube, w.fqdn("db-global"), dns.TypeA, healed)
+	w.await("db-global healed, from the controller's objects", w.kube, w.FQDN("db-global"), dns.TypeA, healed)
 	controllerTook := time.Since(start)
 	t.Logf("gateway back: db-global healed in %v (plugin) and %v (controller's slices)",
 		pluginTook.Round(time.Millisecond), controllerTook.Round(time.Millisecond))
-	w.await("per-pod name of the pod mirrored during the outage", w.global, "db-3-east."+w.fqdn("db-global"), dns.TypeA,
-		addrs(w.clusterIP("db-3-east")))
+	w.await("per-pod name of the pod mirrored during the outage", w.global, "db-3-east."+w.FQDN("db-global"), dns.TypeA,
+		dnsq.NoError(w.ClusterIP("db-3-east")))
 	idleCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := w.sim.WaitIdle(idleCtx); err != nil {
+	if err := w.Sim.WaitIdle(idleCtx); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{w.fqdn("db-east"), "db-3-east." + w.fqdn("db-east")} {
-		if got := ask("udp", w.kube, name, dns.TypeA); got != "NXDOMAIN +soa" {
+	for _, name := range []string{w.FQDN("db-east"), "db-3-east." + w.FQDN("db-east")} {
+		if got := dnsq.Answer("udp", w.kube, name, dns.TypeA); got != "NXDOMAIN +soa" {
 			t.Errorf("stock %s after the gateway returned: %q, want Linkerd's unrepaired NXDOMAIN", name, got)
 		}
 	}
@@ -408,13 +305,13 @@ func testGatewayOutageHeals(t *testing.T, env *localkube.Env) {
 // slices of global hold n ready endpoints.
 func (w *world) waitConverged(global string, n int) {
 	w.t.Helper()
-	ctx, cancel := context.WithTimeout(w.t.Context(), 60*time.Second)
-	defer cancel()
-	for {
-		if err := w.sim.WaitIdle(ctx); err != nil {
-			w.t.Fatalf("%s: simulator not idle: %v", global, err)
+	w.Eventually(global+" converged", func(ctx context.Context) string {
+		idle, cancel := context.WithTimeout(ctx, w.Timeout)
+		defer cancel()
+		if err := w.Sim.WaitIdle(idle); err != nil {
+			return fmt.Sprintf("simulator not idle: %v", err)
 		}
-		list, err := w.source.Client.DiscoveryV1().EndpointSlices(w.ns).List(ctx, metav1.ListOptions{
+		list, err := w.Source.Client.DiscoveryV1().EndpointSlices(w.NS).List(ctx, metav1.ListOptions{
 			LabelSelector: discoveryv1.LabelServiceName + "=" + global})
 		ready := 0
 		for _, s := range list.Items {
@@ -425,14 +322,10 @@ func (w *world) waitConverged(global string, n int) {
 			}
 		}
 		if err == nil && ready == n {
-			return
+			return ""
 		}
-		select {
-		case <-ctx.Done():
-			w.t.Fatalf("%s: %d ready endpoints in its slices (%v), want %d", global, ready, err, n)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		return fmt.Sprintf("%d ready endpoints in its slices (%v), want %d", ready, err, n)
+	})
 }
 
 // programmed is how many programming durations the plugin observed.
@@ -445,19 +338,16 @@ func (w *world) programmed() float64 {
 	return n
 }
 
-func waitGone(t *testing.T, w *world, name string) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		_, err := w.source.Client.CoreV1().Services(w.ns).Get(t.Context(), name, metav1.GetOptions{})
+// waitGone waits until Service name is gone from the source cluster.
+func (w *world) waitGone(name string) {
+	w.t.Helper()
+	w.Eventually(name+" gone", func(ctx context.Context) string {
+		_, err := w.Source.Client.CoreV1().Services(w.NS).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return
+			return ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still there (%v)", name, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Sprintf("still there (%v)", err)
+	})
 }
 
 // mapDiff lists the keys whose values differ: "-" a's, "+" b's.

@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -12,23 +10,19 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/localkube"
-	"github.com/globalmirror/globalmirror/test/mirrorsim"
 	"github.com/globalmirror/globalmirror/test/workload"
 	"github.com/miekg/dns"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// meshNS is the namespace of the mesh test in every cluster.
-const meshNS = "mesh"
-
-// meshMember is one cluster of the mesh: its workload, its mirror simulator
-// linking the others into it, its controller and its CoreDNS.
+// meshMember is one cluster of the mesh: its world (the others linked into
+// it, its controller and its CoreDNS) and its workload.
 type meshMember struct {
-	w   *world
-	db  *workload.Workload
-	sim *mirrorsim.Simulator
+	w  *world
+	db *workload.Workload
 }
 
 // TestMesh runs a symmetric mesh: four clusters, each linked to the other
@@ -46,28 +40,12 @@ func TestMesh(t *testing.T) {
 	mesh := map[string]*meshMember{}
 	for _, name := range names {
 		c := env.Cluster(name)
-		w := &world{t: t, ns: meshNS, source: c, dir: t.TempDir()}
-		t.Cleanup(func() {
-			if t.Failed() && w.ctrl != nil && w.dns != nil {
-				t.Logf("%s controller log:\n%s\n%s coredns log:\n%s", name, w.ctrl.Log(3000), name, w.dns.Log(3000))
-			}
-		})
-		db := w.workload(c, "db", 3, prefixes[name])
-		sim, err := mirrorsim.Start(context.Background(), c.Config, mirrorsim.Options{
-			Namespace: meshNS, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(sim.Stop)
-		w.sim = sim
-		mesh[name] = &meshMember{w: w, db: db, sim: sim}
+		w := newWorldIn(t, c, "mesh")
+		mesh[name] = &meshMember{w: w, db: w.Workload(c, "db", 3, prefixes[name])}
 	}
 	link := func(from, to string) {
 		t.Helper()
-		if err := mesh[from].sim.Link(ctx, to, env.Cluster(to).Config); err != nil {
-			t.Fatal(err)
-		}
+		mesh[from].w.Link(env.Cluster(to))
 	}
 	for _, from := range names {
 		for _, to := range names {
@@ -88,7 +66,7 @@ func TestMesh(t *testing.T) {
 		m := mesh[home]
 		out := map[string]string{}
 		for i := range pods[home] {
-			out[fmt.Sprintf("db-%d", i)] = podIP(t, m.db, i)
+			out[fmt.Sprintf("db-%d", i)] = m.w.PodIP(m.db, i)
 		}
 		for _, other := range linked {
 			if other == home {
@@ -96,7 +74,7 @@ func TestMesh(t *testing.T) {
 			}
 			for i := range pods[other] {
 				host := fmt.Sprintf("db-%d-%s", i, other)
-				out[host] = m.w.clusterIPEventually(host)
+				out[host] = m.w.ClusterIP(host)
 			}
 		}
 		return out
@@ -122,14 +100,14 @@ func TestMesh(t *testing.T) {
 	// south leaves the mesh: the others unlink it, it unlinks them.
 	left := time.Now()
 	for _, other := range names[:3] {
-		for _, err := range []error{mesh[other].sim.Unlink(ctx, "south"), mesh["south"].sim.Unlink(ctx, other)} {
+		for _, err := range []error{mesh[other].w.Sim.Unlink(ctx, "south"), mesh["south"].w.Sim.Unlink(ctx, other)} {
 			if err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	converge("south unlinked", names[:3], names[:3])
-	mesh["south"].w.await("south without links: no global", mesh["south"].w.global, mesh["south"].w.fqdn("db-global"), dns.TypeA, "NXDOMAIN +soa")
+	mesh["south"].w.await("south without links: no global", mesh["south"].w.global, mesh["south"].w.FQDN("db-global"), dns.TypeA, "NXDOMAIN +soa")
 	t.Logf("south left the mesh: every cluster converged %v after the unlinks started", time.Since(left).Round(time.Millisecond))
 
 	back := time.Now()
@@ -187,11 +165,11 @@ func (m *meshMember) expectGlobal(phase string, want map[string]string) {
 	for _, a := range want {
 		addrsWant = append(addrsWant, a)
 	}
-	all := addrs(addrsWant...)
+	all := dnsq.NoError(addrsWant...)
 	for _, server := range []string{w.global, w.kube} {
-		w.await(phase+" in "+w.source.Name, server, w.fqdn("db-global"), dns.TypeA, all)
+		w.await(phase+" in "+w.Source.Name, server, w.FQDN("db-global"), dns.TypeA, all)
 		for host, a := range want {
-			w.await(phase+" in "+w.source.Name, server, host+"."+w.fqdn("db-global"), dns.TypeA, addrs(a))
+			w.await(phase+" in "+w.Source.Name, server, host+"."+w.FQDN("db-global"), dns.TypeA, dnsq.NoError(a))
 		}
 	}
 }
@@ -199,7 +177,7 @@ func (m *meshMember) expectGlobal(phase string, want map[string]string) {
 // checkOneGlobal: exactly one global Service in the cluster, globalmirror's.
 func (m *meshMember) checkOneGlobal() {
 	w := m.w
-	list, err := w.source.Client.CoreV1().Services(meshNS).List(w.t.Context(), metav1.ListOptions{})
+	list, err := w.Source.Client.CoreV1().Services(w.NS).List(w.t.Context(), metav1.ListOptions{})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -208,12 +186,12 @@ func (m *meshMember) checkOneGlobal() {
 		if strings.HasSuffix(s.Name, aggregate.DefaultSuffix) {
 			globals = append(globals, s.Name)
 			if !aggregate.IsManaged(s.Labels) {
-				w.t.Errorf("%s: %s is not globalmirror's", w.source.Name, s.Name)
+				w.t.Errorf("%s: %s is not globalmirror's", w.Source.Name, s.Name)
 			}
 		}
 	}
 	if !slices.Equal(globals, []string{"db-global"}) {
-		w.t.Errorf("%s: global Services %v, want exactly db-global", w.source.Name, globals)
+		w.t.Errorf("%s: global Services %v, want exactly db-global", w.Source.Name, globals)
 	}
 }
 
@@ -222,7 +200,7 @@ func (m *meshMember) checkOneGlobal() {
 func (m *meshMember) differential(phase string) {
 	w := m.w
 	hosts := []string{"db-9", "nope"}
-	list, err := w.source.Client.DiscoveryV1().EndpointSlices(meshNS).List(w.t.Context(), metav1.ListOptions{
+	list, err := w.Source.Client.DiscoveryV1().EndpointSlices(w.NS).List(w.t.Context(), metav1.ListOptions{
 		LabelSelector: "kubernetes.io/service-name=db-global"})
 	if err != nil {
 		w.t.Fatal(err)
@@ -236,7 +214,7 @@ func (m *meshMember) differential(phase string) {
 	}
 	qs := w.questions("db-global", hosts...)
 	if diff := mapDiff(w.answers(w.kube, qs), w.answers(w.global, qs)); diff != "" {
-		w.t.Errorf("%s, %s: the stock plugin (-) and the global plugin (+) differ:\n%s", phase, w.source.Name, diff)
+		w.t.Errorf("%s, %s: the stock plugin (-) and the global plugin (+) differ:\n%s", phase, w.Source.Name, diff)
 	}
 }
 
@@ -246,21 +224,21 @@ func (m *meshMember) differential(phase string) {
 func (m *meshMember) waitGone(host string, since time.Time) (mirror, dnsGone time.Duration, err error) {
 	w := m.w
 	deadline := time.Now().Add(60 * time.Second)
-	name := host + "." + w.fqdn("db-global")
+	name := host + "." + w.FQDN("db-global")
 	for (mirror == 0 || dnsGone == 0) && time.Now().Before(deadline) {
 		if mirror == 0 {
-			_, err := w.source.Client.CoreV1().Services(meshNS).Get(context.Background(), host, metav1.GetOptions{})
+			_, err := w.Source.Client.CoreV1().Services(w.NS).Get(context.Background(), host, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				mirror = time.Since(since)
 			}
 		}
-		if dnsGone == 0 && ask("udp", w.global, name, dns.TypeA) == "NXDOMAIN +soa" {
+		if dnsGone == 0 && dnsq.Answer("udp", w.global, name, dns.TypeA) == "NXDOMAIN +soa" {
 			dnsGone = time.Since(since)
 		}
 		time.Sleep(3 * time.Millisecond)
 	}
 	if mirror == 0 || dnsGone == 0 {
-		err = fmt.Errorf("%s: %s still there after 60s (mirror gone after %v, DNS after %v)", w.source.Name, host, mirror, dnsGone)
+		err = fmt.Errorf("%s: %s still there after 60s (mirror gone after %v, DNS after %v)", w.Source.Name, host, mirror, dnsGone)
 	}
 	return mirror, dnsGone, err
 }

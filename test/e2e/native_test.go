@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/miekg/dns"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -22,20 +23,20 @@ import (
 func testNativeNames(t *testing.T, env *localkube.Env) {
 	w := newWorld(t, env, "native")
 	ctx := t.Context()
-	local := w.workload(w.source, "db", 2, "192.0.2.160/27")
-	w.workload(w.east, "db", 2, "198.51.100.32/27")
+	local := w.Workload(w.Source, "db", 2, "192.0.2.160/27")
+	w.Workload(w.east, "db", 2, "198.51.100.32/27")
 	// A local pod whose hostname is east's db-1's global name: it wins the name.
-	collidingPod(ctx, t, w.source, w.ns, "db-0", "db-1-east", "192.0.2.190")
+	collidingPod(ctx, t, w.Source, w.NS, "db-0", "db-1-east", "192.0.2.190")
 	w.startController()
 	w.startCoreDNS()
 
-	db := w.fqdn("db")
-	localOnly := addrs(podIP(t, local, 0), podIP(t, local, 1), "192.0.2.190")
+	db := w.FQDN("db")
+	localOnly := dnsq.NoError(w.PodIP(local, 0), w.PodIP(local, 1), "192.0.2.190")
 	w.await("db before opting in, plugin", w.global, db, dns.TypeA, localOnly)
 	w.await("db before opting in, stock", w.kube, db, dns.TypeA, localOnly)
 	kubeSlices := w.kubernetesSlices(ctx, "db")
 
-	svcs := w.source.Client.CoreV1().Services(w.ns)
+	svcs := w.Source.Client.CoreV1().Services(w.NS)
 	setAnnotation := func(on bool) {
 		t.Helper()
 		svc, err := svcs.Get(ctx, "db", metav1.GetOptions{})
@@ -56,9 +57,9 @@ func testNativeNames(t *testing.T, env *localkube.Env) {
 	// index alone, the stock plugin still has db's local pods only.
 	w.ctrl.Stop()
 	setAnnotation(true)
-	everyone := addrs(podIP(t, local, 0), podIP(t, local, 1), "192.0.2.190", w.clusterIP("db-0-east"), w.clusterIP("db-1-east"))
+	everyone := dnsq.NoError(w.PodIP(local, 0), w.PodIP(local, 1), "192.0.2.190", w.ClusterIP("db-0-east"), w.ClusterIP("db-1-east"))
 	pluginTook := w.await("db opted in, plugin", w.global, db, dns.TypeA, everyone)
-	if got := ask("udp", w.kube, db, dns.TypeA); got != localOnly {
+	if got := dnsq.Answer("udp", w.kube, db, dns.TypeA); got != localOnly {
 		t.Errorf("the stock plugin answers %q without the controller, want db's local pods %q", got, localOnly)
 	}
 	w.startController()
@@ -66,15 +67,15 @@ func testNativeNames(t *testing.T, env *localkube.Env) {
 	t.Logf("opted in: the plugin answered after %v; the stock plugin %v after the controller started",
 		pluginTook.Round(time.Millisecond), stockTook.Round(time.Millisecond))
 	for name, want := range map[string]string{
-		"db-0.":      addrs(podIP(t, local, 0)),
-		"db-0-east.": addrs(w.clusterIP("db-0-east")),
-		"db-1-east.": addrs("192.0.2.190"), // the local pod keeps the name
+		"db-0.":      dnsq.NoError(w.PodIP(local, 0)),
+		"db-0-east.": dnsq.NoError(w.ClusterIP("db-0-east")),
+		"db-1-east.": dnsq.NoError("192.0.2.190"), // the local pod keeps the name
 	} {
 		w.await("native per-pod name "+name, w.global, name+db, dns.TypeA, want)
 		w.await("native per-pod name "+name+", stock", w.kube, name+db, dns.TypeA, want)
 	}
 	qs := w.questions("db", "db-0", "db-1", "db-0-east", "db-1-east", "db-9", "198-51-100-33")
-	for _, ip := range []string{w.clusterIP("db-1-east")} { // east's db-1, named by its address
+	for _, ip := range []string{w.ClusterIP("db-1-east")} { // east's db-1, named by its address
 		qs = append(qs, question{name: dashed(ip) + "." + db, qtype: dns.TypeA})
 	}
 	if diff := mapDiff(w.answers(w.kube, qs), w.answers(w.global, qs)); diff != "" {
@@ -93,7 +94,7 @@ func testNativeNames(t *testing.T, env *localkube.Env) {
 	if took > time.Second {
 		t.Errorf("opting out took %v, want under a second", took)
 	}
-	list, err := w.source.Client.DiscoveryV1().EndpointSlices(w.ns).List(ctx, metav1.ListOptions{
+	list, err := w.Source.Client.DiscoveryV1().EndpointSlices(w.NS).List(ctx, metav1.ListOptions{
 		LabelSelector: discoveryv1.LabelServiceName + "=db," + discoveryv1.LabelManagedBy + "=" + aggregate.EndpointSliceManagedBy})
 	if err != nil || len(list.Items) != 0 {
 		t.Errorf("globalmirror's slices of db after opting out: %d (%v)", len(list.Items), err)
@@ -107,7 +108,7 @@ func testNativeNames(t *testing.T, env *localkube.Env) {
 // for service, by name, with their resourceVersions.
 func (w *world) kubernetesSlices(ctx context.Context, service string) map[string]string {
 	w.t.Helper()
-	list, err := w.source.Client.DiscoveryV1().EndpointSlices(w.ns).List(ctx, metav1.ListOptions{
+	list, err := w.Source.Client.DiscoveryV1().EndpointSlices(w.NS).List(ctx, metav1.ListOptions{
 		LabelSelector: discoveryv1.LabelServiceName + "=" + service + "," + discoveryv1.LabelManagedBy + "=endpointslice-controller.k8s.io"})
 	if err != nil {
 		w.t.Fatal(err)

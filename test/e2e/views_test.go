@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/miekg/dns"
 )
@@ -45,26 +46,24 @@ const viewsCorefile = `.:{$DNS_PORT} {
 func testViews(t *testing.T, env *localkube.Env) {
 	w := newWorld(t, env, "views")
 	ctx := t.Context()
-	if err := w.sim.Link(ctx, "west", env.Cluster("west").Config); err != nil {
-		t.Fatal(err)
-	}
-	local := w.workload(w.source, "db", 2, "192.0.2.96/27")
-	w.workload(w.east, "db", 2, "198.51.100.192/26")
-	w.workload(env.Cluster("west"), "db", 1, "203.0.113.128/26")
+	w.Link(env.Cluster("west"))
+	local := w.Workload(w.Source, "db", 2, "192.0.2.96/27")
+	w.Workload(w.east, "db", 2, "198.51.100.192/26")
+	w.Workload(env.Cluster("west"), "db", 1, "203.0.113.128/26")
 	w.startCoreDNSWith(viewsCorefile)
 
-	cs := func(name string) string { return name + "." + w.ns + ".svc.clusterset.local." }
+	cs := func(name string) string { return name + "." + w.NS + ".svc.clusterset.local." }
 	db := cs("db")
-	all := addrs(podIP(t, local, 0), podIP(t, local, 1), w.clusterIP("db-0-east"), w.clusterIP("db-1-east"), w.clusterIP("db-0-west"))
+	all := dnsq.NoError(w.PodIP(local, 0), w.PodIP(local, 1), w.ClusterIP("db-0-east"), w.ClusterIP("db-1-east"), w.ClusterIP("db-0-west"))
 	w.await("clusterset db", w.global, db, dns.TypeA, all)
 	for _, c := range []struct {
 		name  string
 		qtype uint16
 		want  string
 	}{
-		{"db-0.home." + db, dns.TypeA, addrs(podIP(t, local, 0))},
-		{"db-1.east." + db, dns.TypeA, addrs(w.clusterIP("db-1-east"))},
-		{"db-0.west." + db, dns.TypeA, addrs(w.clusterIP("db-0-west"))},
+		{"db-0.home." + db, dns.TypeA, dnsq.NoError(w.PodIP(local, 0))},
+		{"db-1.east." + db, dns.TypeA, dnsq.NoError(w.ClusterIP("db-1-east"))},
+		{"db-0.west." + db, dns.TypeA, dnsq.NoError(w.ClusterIP("db-0-west"))},
 		{"db-0.east." + db, dns.TypeAAAA, "NOERROR +soa"}, // NODATA
 		{db, dns.TypeAAAA, "NOERROR +soa"},
 		{"east." + db, dns.TypeA, "NXDOMAIN +soa"}, // no cluster-only names
@@ -88,11 +87,11 @@ func testViews(t *testing.T, env *localkube.Env) {
 		return name
 	}
 	ptr := func(target string) string { return "NOERROR " + target }
-	localIP, eastIP := podIP(t, local, 0), w.clusterIP("db-0-east")
-	w.await("PTR of a local pod", w.global, rev(localIP), dns.TypePTR, ptr("db-0.db-global."+w.ns+".svc.cluster.local."))
-	w.await("PTR of a mirrored pod", w.global, rev(eastIP), dns.TypePTR, ptr("db-0-east.db-global."+w.ns+".svc.cluster.local."))
-	w.await("stock PTR of a local pod", w.kube, rev(localIP), dns.TypePTR, ptr("db-0.db."+w.ns+".svc.cluster.local."))
-	w.await("stock PTR of a mirrored pod", w.kube, rev(eastIP), dns.TypePTR, ptr("db-0-east."+w.ns+".svc.cluster.local."))
+	localIP, eastIP := w.PodIP(local, 0), w.ClusterIP("db-0-east")
+	w.await("PTR of a local pod", w.global, rev(localIP), dns.TypePTR, ptr("db-0.db-global."+w.NS+".svc.cluster.local."))
+	w.await("PTR of a mirrored pod", w.global, rev(eastIP), dns.TypePTR, ptr("db-0-east.db-global."+w.NS+".svc.cluster.local."))
+	w.await("stock PTR of a local pod", w.kube, rev(localIP), dns.TypePTR, ptr("db-0.db."+w.NS+".svc.cluster.local."))
+	w.await("stock PTR of a mirrored pod", w.kube, rev(eastIP), dns.TypePTR, ptr("db-0-east."+w.NS+".svc.cluster.local."))
 	w.await("A of a reverse name the plugin holds", w.global, rev(eastIP), dns.TypeA, "NOERROR +soa")
 
 	// A pod not ready at home: gone from both views at once; its reverse
@@ -104,12 +103,12 @@ func testViews(t *testing.T, env *localkube.Env) {
 	w.await("PTR of a not-ready pod", w.global, rev(localIP), dns.TypePTR, "NXDOMAIN +soa")
 
 	// West unlinked: its pod leaves the clusterset view and its PTR with it.
-	westIP := w.clusterIP("db-0-west")
-	if err := w.sim.Unlink(ctx, "west"); err != nil {
+	westIP := w.ClusterIP("db-0-west")
+	if err := w.Sim.Unlink(ctx, "west"); err != nil {
 		t.Fatal(err)
 	}
 	w.await("clusterset db after the unlink", w.global, db, dns.TypeA,
-		addrs(podIP(t, local, 1), w.clusterIP("db-0-east"), w.clusterIP("db-1-east")))
+		dnsq.NoError(w.PodIP(local, 1), w.ClusterIP("db-0-east"), w.ClusterIP("db-1-east")))
 	w.await("clusterset name of an unlinked pod", w.global, "db-0.west."+db, dns.TypeA, "NXDOMAIN +soa")
 	w.await("PTR of an unlinked pod", w.global, rev(westIP), dns.TypePTR, "NXDOMAIN +soa")
 }

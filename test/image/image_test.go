@@ -32,16 +32,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/helmtest"
 	"github.com/globalmirror/globalmirror/test/localkube"
-	"github.com/globalmirror/globalmirror/test/mirrorsim"
 	"github.com/globalmirror/globalmirror/test/run"
+	"github.com/globalmirror/globalmirror/test/scenario"
 	"github.com/globalmirror/globalmirror/test/workload"
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 const (
@@ -278,7 +278,7 @@ func checkContents(t *testing.T, pm *podman, ctrl, dnsc container) {
 func mirroredDB(ctx context.Context, t *testing.T, env *localkube.Env) map[string]string {
 	t.Helper()
 	source, east := env.Cluster("source"), env.Cluster("east")
-	exported := map[string]string{mirrorsim.LabelExported: "true"}
+	exported := map[string]string{workload.ExportedLabel: "true"}
 	local, err := workload.Create(ctx, source.Client, ns, "db", 2, workload.Options{Labels: exported, IPv4: netip.MustParsePrefix("192.0.2.0/26")})
 	if err != nil {
 		t.Fatal(err)
@@ -286,12 +286,9 @@ func mirroredDB(ctx context.Context, t *testing.T, env *localkube.Env) map[strin
 	if _, err := workload.Create(ctx, east.Client, ns, "db", 3, workload.Options{Labels: exported, IPv4: netip.MustParsePrefix("198.51.100.0/26")}); err != nil {
 		t.Fatal(err)
 	}
-	sim, err := mirrorsim.Start(ctx, source.Config, mirrorsim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sim.Stop)
-	if err := sim.Link(ctx, "east", east.Config); err != nil {
+	w := scenario.NewWorld(source, ns, t.TempDir())
+	t.Cleanup(func() { _ = w.Stop() })
+	if err := w.Link(ctx, east); err != nil {
 		t.Fatal(err)
 	}
 
@@ -303,19 +300,13 @@ func mirroredDB(ctx context.Context, t *testing.T, env *localkube.Env) map[strin
 		}
 		want[fmt.Sprintf("db-%d", i)] = ips[0]
 	}
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		for i := range 3 {
-			host := fmt.Sprintf("db-%d-east", i)
-			svc, err := source.Client.CoreV1().Services(ns).Get(ctx, host, metav1.GetOptions{})
-			if err != nil || svc.Spec.ClusterIP == "" {
-				return false, nil
-			}
-			want[host] = svc.Spec.ClusterIP
+	for i := range 3 {
+		host := fmt.Sprintf("db-%d-east", i)
+		ip, err := w.ClusterIP(ctx, host, 60*time.Second)
+		if err != nil {
+			t.Fatalf("the mirror simulator wrote no endpoint mirror: %v", err)
 		}
-		return true, nil
-	})
-	if err != nil {
-		t.Fatalf("the mirror simulator wrote no endpoint mirrors db-{0,1,2}-east: %v", err)
+		want[host] = ip
 	}
 	t.Logf("db-global should hold %v", want)
 	return want
@@ -325,38 +316,36 @@ func mirroredDB(ctx context.Context, t *testing.T, env *localkube.Env) map[strin
 // exactly the wanted endpoints, all ready.
 func expectGlobalService(t *testing.T, c *localkube.Cluster, want map[string]string, p *run.Process) {
 	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := scenario.Poll(t.Context(), 60*time.Second, 100*time.Millisecond, func(ctx context.Context) string {
 		svc, err := c.Client.CoreV1().Services(ns).Get(ctx, "db-global", metav1.GetOptions{})
 		if err != nil {
-			last = err.Error()
-			return false, nil
+			return err.Error()
 		}
 		if svc.Labels["app.kubernetes.io/managed-by"] != "globalmirror" || svc.Spec.ClusterIP != corev1.ClusterIPNone ||
 			len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 5432 {
-			last = fmt.Sprintf("db-global: labels %v, clusterIP %q, ports %v", svc.Labels, svc.Spec.ClusterIP, svc.Spec.Ports)
-			return false, nil
+			return fmt.Sprintf("db-global: labels %v, clusterIP %q, ports %v", svc.Labels, svc.Spec.ClusterIP, svc.Spec.Ports)
 		}
 		list, err := c.Client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=db-global"})
 		if err != nil {
-			return false, err
+			return err.Error()
 		}
 		got := map[string]string{}
 		for _, s := range list.Items {
 			for _, e := range s.Endpoints {
 				ready := e.Conditions.Ready == nil || *e.Conditions.Ready
 				if e.Hostname == nil || len(e.Addresses) != 1 || !ready {
-					last = fmt.Sprintf("endpoint %+v", e)
-					return false, nil
+					return fmt.Sprintf("endpoint %+v", e)
 				}
 				got[*e.Hostname] = e.Addresses[0]
 			}
 		}
-		last = fmt.Sprintf("db-global endpoints %v", got)
-		return maps.Equal(got, want), nil
+		if !maps.Equal(got, want) {
+			return fmt.Sprintf("db-global endpoints %v", got)
+		}
+		return ""
 	})
 	if err != nil {
-		t.Fatalf("no db-global with endpoints %v: %v; last: %s\ncontroller log:\n%s", want, err, last, p.Log(4000))
+		t.Fatalf("no db-global with endpoints %v: %v\ncontroller log:\n%s", want, err, p.Log(4000))
 	}
 }
 
@@ -372,14 +361,14 @@ func expectAnswers(t *testing.T, server string, want map[string]string, p *run.P
 		addrs = append(addrs, a)
 	}
 	wantA := aRecords(global, addrs...)
-	var last string
-	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		got, err := answer(server, "udp", global, dns.TypeA)
-		last = fmt.Sprint(got, err)
-		return err == nil && slices.Equal(got, wantA), nil
+	err := scenario.Poll(t.Context(), 30*time.Second, 50*time.Millisecond, func(context.Context) string {
+		if got, err := answer(server, "udp", global, dns.TypeA); err != nil || !slices.Equal(got, wantA) {
+			return fmt.Sprint(got, err)
+		}
+		return ""
 	})
 	if err != nil {
-		t.Fatalf("%s A: want %v: %v; last: %s\ncoredns log:\n%s", global, wantA, err, last, p.Log(4000))
+		t.Fatalf("%s A: want %v: %v\ncoredns log:\n%s", global, wantA, err, p.Log(4000))
 	}
 
 	var srv, extra []string
@@ -393,7 +382,7 @@ func expectAnswers(t *testing.T, server string, want map[string]string, p *run.P
 	for _, network := range []string{"udp", "tcp"} {
 		check := func(name string, qtype uint16, want []string, section func(*dns.Msg) []dns.RR) {
 			t.Helper()
-			msg, err := exchange(server, network, name, qtype)
+			msg, err := dnsq.Ask(network, server, name, qtype, 0)
 			if err != nil {
 				t.Errorf("%s %s over %s: %v", name, dns.TypeToString[qtype], network, err)
 				return
@@ -422,16 +411,8 @@ func aRecords(name string, addrs ...string) []string {
 	return rrs
 }
 
-func exchange(server, network, name string, qtype uint16) (*dns.Msg, error) {
-	msg := new(dns.Msg)
-	msg.SetQuestion(name, qtype)
-	c := &dns.Client{Net: network, Timeout: 2 * time.Second}
-	resp, _, err := c.Exchange(msg, server)
-	return resp, err
-}
-
 func answer(server, network, name string, qtype uint16) ([]string, error) {
-	resp, err := exchange(server, network, name, qtype)
+	resp, err := dnsq.Ask(network, server, name, qtype, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -463,9 +444,11 @@ func expectBindDenied(t *testing.T, p *run.Process) {
 // waitExit waits for a container to end and returns its output.
 func waitExit(t *testing.T, p *run.Process, timeout time.Duration) string {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		exited, _ := p.Exited()
-		return exited, nil
+	err := scenario.Poll(t.Context(), timeout, 50*time.Millisecond, func(context.Context) string {
+		if exited, _ := p.Exited(); !exited {
+			return "running"
+		}
+		return ""
 	})
 	if err != nil {
 		t.Fatalf("%s still runs after %v:\n%s", p.Name, timeout, p.Log(4000))

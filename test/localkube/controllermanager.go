@@ -1,17 +1,13 @@
 package localkube
 
 import (
-	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
 
+	"github.com/globalmirror/globalmirror/test/run"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -46,7 +42,7 @@ func (e *Env) startControllerManager(c *Cluster, path string, plane *envtest.Con
 	if err := os.WriteFile(caPath, c.apis.SecureServing.CA, 0o600); err != nil {
 		return err
 	}
-	port, err := freePort()
+	port, err := run.FreePort()
 	if err != nil {
 		return err
 	}
@@ -73,72 +69,6 @@ func (e *Env) startControllerManager(c *Cluster, path string, plane *envtest.Con
 		"--mirroring-concurrent-service-endpoint-syncs=10",
 		"--profiling=false",
 	}
-	out, err := logFile(c.dir, "kube-controller-manager")
-	if err != nil {
-		return err
-	}
-	c.closers = append(c.closers, out)
-	c.kcm, err = startProcess(path, args, out)
+	c.kcm, err = run.Start(path, args, nil, filepath.Join(c.dir, "kube-controller-manager.log"))
 	return err
-}
-
-// process is a child that dies with us: its own process group, so that stop
-// reaches its children too, and a parent-death signal for when we are killed.
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-}
-
-func startProcess(path string, args []string, out *os.File) (*process, error) {
-	cmd := exec.Command(path, args...)
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// exited reports, without blocking, whether the process has ended.
-func (p *process) exited() (bool, error) {
-	select {
-	case <-p.done:
-		return true, p.err
-	default:
-		return false, nil
-	}
-}
-
-// stop asks the process group to terminate and kills it after a grace period.
-func (p *process) stop() error {
-	if done, _ := p.exited(); done {
-		return nil
-	}
-	pgid := -p.cmd.Process.Pid
-	if err := syscall.Kill(pgid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return err
-	}
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(pgid, syscall.SIGKILL)
-		<-p.done
-		return fmt.Errorf("%s did not stop within 10s; killed", filepath.Base(p.cmd.Path))
-	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

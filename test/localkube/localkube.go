@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/globalmirror/globalmirror/test/run"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
@@ -73,7 +74,7 @@ type Cluster struct {
 
 	dir        string
 	apis       *envtest.APIServer
-	kcm        *process
+	kcm        *run.Process
 	kcmHealthz string
 	closers    []io.Closer // log files
 }
@@ -250,7 +251,7 @@ func (e *Env) removeState() error {
 func (c *Cluster) stop() error {
 	var errs []error
 	if c.kcm != nil {
-		errs = append(errs, c.kcm.stop())
+		errs = append(errs, c.kcm.StopWithin(10*time.Second))
 	}
 	if c.apis != nil {
 		errs = append(errs, c.apis.Stop())

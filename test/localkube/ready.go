@@ -42,7 +42,7 @@ func waitControllerManagerReady(ctx context.Context, c *Cluster) error {
 	defer httpc.CloseIdleConnections()
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, readyPoll, readyTimeout, true, func(ctx context.Context) (bool, error) {
-		if done, err := c.kcm.exited(); done {
+		if done, err := c.kcm.Exited(); done {
 			return false, fmt.Errorf("exited: %v", err)
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.kcmHealthz, nil)

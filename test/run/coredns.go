@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -39,6 +40,14 @@ type CoreDNSOptions struct {
 	// for DNS answers over UDP and TCP when set; otherwise Start waits only
 	// until the metrics endpoint answers.
 	WaitReady bool
+	// Name names the files in Dir, <Name>.Corefile and <Name>.log, and the
+	// process; empty: Corefile, coredns.log and coredns.
+	Name string
+	// CPUs pins CoreDNS to these CPUs (a taskset list, e.g. "0"); empty:
+	// every CPU.
+	CPUs string
+	// StartTimeout bounds the wait for the process to be up (default 60 s).
+	StartTimeout time.Duration
 }
 
 // StartCoreDNS writes the Corefile and starts bin/coredns with it.
@@ -49,6 +58,9 @@ func StartCoreDNS(ctx context.Context, o CoreDNSOptions) (*CoreDNS, error) {
 	}
 	ports := map[string]int{}
 	for _, name := range append([]string{"DNS_PORT", "HEALTH_PORT", "READY_PORT", "METRICS_PORT"}, o.ExtraPorts...) {
+		if _, done := ports[name]; done {
+			continue
+		}
 		if p, ok := o.Ports[name]; ok {
 			ports[name] = p
 			continue
@@ -57,7 +69,10 @@ func StartCoreDNS(ctx context.Context, o CoreDNSOptions) (*CoreDNS, error) {
 			return nil, err
 		}
 	}
-	path := filepath.Join(o.Dir, "Corefile")
+	path, logName := filepath.Join(o.Dir, "Corefile"), "coredns.log"
+	if o.Name != "" {
+		path, logName = filepath.Join(o.Dir, o.Name+".Corefile"), o.Name+".log"
+	}
 	if err := os.WriteFile(path, []byte(o.Corefile), 0o644); err != nil {
 		return nil, err
 	}
@@ -65,10 +80,16 @@ func StartCoreDNS(ctx context.Context, o CoreDNSOptions) (*CoreDNS, error) {
 	for name, p := range ports {
 		env = append(env, name+"="+strconv.Itoa(p))
 	}
-	p, err := Start(bin, []string{"-conf", path}, env, filepath.Join(o.Dir, "coredns.log"))
+	cmd, args := bin, []string{"-conf", path}
+	if o.CPUs != "" {
+		// taskset execs CoreDNS: the process, and its PID, are CoreDNS's.
+		cmd, args = "taskset", append([]string{"-c", o.CPUs, bin}, args...)
+	}
+	p, err := Start(cmd, args, env, filepath.Join(o.Dir, logName))
 	if err != nil {
 		return nil, err
 	}
+	p.Name = cmp.Or(o.Name, "coredns")
 	c := &CoreDNS{
 		Process:    p,
 		Addr:       "127.0.0.1:" + strconv.Itoa(ports["DNS_PORT"]),
@@ -79,7 +100,7 @@ func StartCoreDNS(ctx context.Context, o CoreDNSOptions) (*CoreDNS, error) {
 	if o.WaitReady {
 		wait = "http://127.0.0.1:" + strconv.Itoa(ports["READY_PORT"]) + "/ready"
 	}
-	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, cmp.Or(o.StartTimeout, 60*time.Second))
 	defer cancel()
 	if err := WaitHTTP(wctx, wait, p); err != nil {
 		p.Stop()
@@ -93,3 +114,7 @@ func StartCoreDNS(ctx context.Context, o CoreDNSOptions) (*CoreDNS, error) {
 	}
 	return c, nil
 }
+
+// PortAddr is the loopback address of the server block listening on the
+// named port, e.g. PortAddr("KUBE_PORT") for one of ExtraPorts.
+func (c *CoreDNS) PortAddr(name string) string { return "127.0.0.1:" + strconv.Itoa(c.Ports[name]) }

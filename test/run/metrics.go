@@ -9,32 +9,68 @@ import (
 	"time"
 )
 
-// MetricSum scrapes a Prometheus text endpoint and sums every sample of one
-// metric family (all label sets).
-func MetricSum(url, name string) (float64, error) {
-	c := &http.Client{Timeout: 5 * time.Second}
+// Samples are one scrape of a Prometheus text endpoint, by series
+// (`name{labels}` as exposed).
+type Samples map[string]float64
+
+// Scrape reads a Prometheus text endpoint.
+func Scrape(url string) (Samples, error) {
+	c := &http.Client{Timeout: 10 * time.Second}
 	resp, err := c.Get(url)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("%s: %s", url, resp.Status)
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
 	}
-	var sum float64
+	s := Samples{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, name)
-		if !ok || (rest != "" && rest[0] != '{' && rest[0] != ' ') {
+		if line == "" || line[0] == '#' {
 			continue
 		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %q: %w", url, line, err)
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
 		}
-		sum += v
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q: %w", url, line, err)
+		}
+		s[line[:i]] = v
 	}
-	return sum, sc.Err()
+	return s, sc.Err()
+}
+
+// Sum adds every series of the metric name whose labels contain all of match
+// (each a `key="value"` string).
+func (s Samples) Sum(name string, match ...string) float64 {
+	var sum float64
+	for series, v := range s {
+		n, labels, _ := strings.Cut(series, "{")
+		if n != name {
+			continue
+		}
+		ok := true
+		for _, m := range match {
+			ok = ok && strings.Contains(labels, m)
+		}
+		if ok {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// MetricSum scrapes url and sums every sample of one metric family whose
+// labels contain all of match.
+func MetricSum(url, name string, match ...string) (float64, error) {
+	s, err := Scrape(url)
+	if err != nil {
+		return 0, err
+	}
+	return s.Sum(name, match...), nil
 }

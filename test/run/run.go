@@ -1,7 +1,8 @@
 // Package run starts the project's own binaries (bin/coredns,
-// bin/globalmirror-controller) as supervised child processes for end-to-end
-// tests, the demo and the benchmarks: free loopback ports, logs to files, and
-// children that die with their parent.
+// bin/globalmirror-controller), and localkube's kube-controller-manager, as
+// supervised child processes for end-to-end tests, the demo and the
+// benchmarks: free loopback ports, logs to files, children that die with
+// their parent, and a scraper for their metrics.
 package run
 
 import (
@@ -85,18 +86,30 @@ func (p *Process) Exited() (bool, error) {
 	}
 }
 
-// Stop asks the process to end (SIGTERM), then kills it after a grace period.
-func (p *Process) Stop() {
+// Stop asks the process to end (SIGTERM) and kills it after 10 s.
+func (p *Process) Stop() { _ = p.StopWithin(10 * time.Second) }
+
+// StopWithin asks the process group to end (SIGTERM), kills it after grace,
+// and says so: an error means the process had to be killed.
+func (p *Process) StopWithin(grace time.Duration) error {
 	if exited, _ := p.Exited(); exited {
-		return
+		return nil
 	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
 	select {
 	case <-p.done:
-	case <-time.After(10 * time.Second):
+		return nil
+	case <-time.After(grace):
 		p.Kill()
+		return fmt.Errorf("%s did not stop within %v; killed", p.Name, grace)
 	}
 }
+
+// PID is the process's ID (with taskset, the pinned program's: taskset
+// execs it).
+func (p *Process) PID() int { return p.cmd.Process.Pid }
 
 // Kill ends the process at once, as a crash would.
 func (p *Process) Kill() {

@@ -3,6 +3,8 @@ package integration
 import (
 	"testing"
 
+	"github.com/globalmirror/globalmirror/test/dnsq"
+	"github.com/globalmirror/globalmirror/test/scenario"
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,101 +23,96 @@ func skipShort(t *testing.T) {
 func TestLifecycle(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
-	ns := namespaceFor(t)
-	source, east, west := env.Cluster("source"), env.Cluster("east"), env.Cluster("west")
+	s := scenario.New(t, env.Cluster("source"))
+	source, east, west := s.Source, env.Cluster("east"), env.Cluster("west")
 	ctx := t.Context()
 
-	local := newWorkload(t, source, ns, "db", 1, "192.0.2.0/25")
-	eastDB := newWorkload(t, east, ns, "db", 3, "198.51.100.0/24")
-	westDB := newWorkload(t, west, ns, "db", 2, "203.0.113.0/24")
-	sim := startSim(t, source, ns)
-	if err := sim.Link(ctx, "east", east.Config); err != nil {
-		t.Fatal(err)
-	}
-	dnsSrv := startCoreDNS(t, source, ns, corefile)
+	local := s.Workload(source, "db", 1, "192.0.2.0/25")
+	eastDB := s.Workload(east, "db", 3, "198.51.100.0/24")
+	westDB := s.Workload(west, "db", 2, "203.0.113.0/24")
+	s.Link(east)
+	dnsSrv := s.StartCoreDNS(corefile)
 
-	global := "db-global." + ns + ".svc.cluster.local."
+	global := s.FQDN("db-global")
 	pod := func(host string) string { return host + "." + global }
-	cip := func(name string) string { return clusterIP(t, source, ns, name) }
+	cip := s.ClusterIP
 	nxdomain := "NXDOMAIN +soa"
 
 	// East is linked: the local pod and east's pods, under their global names,
 	// with the addresses of Linkerd's endpoint mirrors.
-	localIP := podIP(t, local, 0)
+	localIP := s.PodIP(local, 0)
 	e0, e1, e2 := cip("db-0-east"), cip("db-1-east"), cip("db-2-east")
-	expect(t, dnsSrv, global, dns.TypeA, a(localIP, e0, e1, e2))
-	expect(t, dnsSrv, pod("db-0"), dns.TypeA, a(localIP))
-	expect(t, dnsSrv, pod("db-1-east"), dns.TypeA, a(e1))
+	s.AnswerBoth(dnsSrv.Addr, global, dns.TypeA, dnsq.NoError(localIP, e0, e1, e2))
+	s.AnswerBoth(dnsSrv.Addr, pod("db-0"), dns.TypeA, dnsq.NoError(localIP))
+	s.AnswerBoth(dnsSrv.Addr, pod("db-1-east"), dns.TypeA, dnsq.NoError(e1))
 	// The same address as Linkerd's endpoint mirror, answered by the kubernetes plugin.
-	expect(t, dnsSrv, "db-1-east."+ns+".svc.cluster.local.", dns.TypeA, a(e1))
+	s.AnswerBoth(dnsSrv.Addr, s.FQDN("db-1-east"), dns.TypeA, dnsq.NoError(e1))
 	srv := func(hosts ...string) string {
 		var recs []string
 		for _, h := range hosts {
 			recs = append(recs, "5432 "+pod(h))
 		}
-		return a(recs...)
+		return dnsq.NoError(recs...)
 	}
-	expect(t, dnsSrv, global, dns.TypeSRV, srv("db-0", "db-0-east", "db-1-east", "db-2-east"))
-	expect(t, dnsSrv, "_db._tcp."+global, dns.TypeSRV, srv("db-0", "db-0-east", "db-1-east", "db-2-east"))
-	expect(t, dnsSrv, pod("db-0-west"), dns.TypeA, nxdomain)
-	expect(t, dnsSrv, global, dns.TypeAAAA, "NOERROR +soa") // NODATA
+	s.AnswerBoth(dnsSrv.Addr, global, dns.TypeSRV, srv("db-0", "db-0-east", "db-1-east", "db-2-east"))
+	s.AnswerBoth(dnsSrv.Addr, "_db._tcp."+global, dns.TypeSRV, srv("db-0", "db-0-east", "db-1-east", "db-2-east"))
+	s.AnswerBoth(dnsSrv.Addr, pod("db-0-west"), dns.TypeA, nxdomain)
+	s.AnswerBoth(dnsSrv.Addr, global, dns.TypeAAAA, "NOERROR +soa") // NODATA
 	// Other names go to the kubernetes plugin: the local headless service.
-	expect(t, dnsSrv, "db."+ns+".svc.cluster.local.", dns.TypeA, a(localIP))
+	s.AnswerBoth(dnsSrv.Addr, s.FQDN("db"), dns.TypeA, dnsq.NoError(localIP))
 
 	// West is linked while CoreDNS runs: its pods answer without a restart.
-	if err := sim.Link(ctx, "west", west.Config); err != nil {
-		t.Fatal(err)
-	}
+	s.Link(west)
 	w0, w1 := cip("db-0-west"), cip("db-1-west")
-	expect(t, dnsSrv, pod("db-1-west"), dns.TypeA, a(w1))
-	expect(t, dnsSrv, global, dns.TypeA, a(localIP, e0, e1, e2, w0, w1))
+	s.AnswerBoth(dnsSrv.Addr, pod("db-1-west"), dns.TypeA, dnsq.NoError(w1))
+	s.AnswerBoth(dnsSrv.Addr, global, dns.TypeA, dnsq.NoError(localIP, e0, e1, e2, w0, w1))
 
 	// East scales down: db-2-east is gone.
 	if err := eastDB.Scale(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, dnsSrv, pod("db-2-east"), dns.TypeA, nxdomain)
-	expect(t, dnsSrv, global, dns.TypeA, a(localIP, e0, e1, w0, w1))
+	s.AnswerBoth(dnsSrv.Addr, pod("db-2-east"), dns.TypeA, nxdomain)
+	s.AnswerBoth(dnsSrv.Addr, global, dns.TypeA, dnsq.NoError(localIP, e0, e1, w0, w1))
 
 	// A west pod turns not ready: Linkerd drops it, so do we.
 	if err := westDB.SetReady(ctx, "db-1", false); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, dnsSrv, pod("db-1-west"), dns.TypeA, nxdomain)
-	expect(t, dnsSrv, global, dns.TypeA, a(localIP, e0, e1, w0))
+	s.AnswerBoth(dnsSrv.Addr, pod("db-1-west"), dns.TypeA, nxdomain)
+	s.AnswerBoth(dnsSrv.Addr, global, dns.TypeA, dnsq.NoError(localIP, e0, e1, w0))
 	// ... and comes back with a new endpoint mirror (a new ClusterIP).
 	if err := westDB.SetReady(ctx, "db-1", true); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, dnsSrv, pod("db-1-west"), dns.TypeA, a(cip("db-1-west")))
+	s.AnswerBoth(dnsSrv.Addr, pod("db-1-west"), dns.TypeA, dnsq.NoError(cip("db-1-west")))
 
 	// West's gateway fails: its pods leave, though its headless mirror stays ready.
-	if err := sim.SetGatewayAlive("west", false); err != nil {
+	if err := s.Sim.SetGatewayAlive("west", false); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, dnsSrv, pod("db-0-west"), dns.TypeA, nxdomain)
-	expect(t, dnsSrv, pod("db-1-west"), dns.TypeA, nxdomain)
-	expect(t, dnsSrv, global, dns.TypeA, a(localIP, e0, e1))
-	if err := sim.SetGatewayAlive("west", true); err != nil {
+	s.AnswerBoth(dnsSrv.Addr, pod("db-0-west"), dns.TypeA, nxdomain)
+	s.AnswerBoth(dnsSrv.Addr, pod("db-1-west"), dns.TypeA, nxdomain)
+	s.AnswerBoth(dnsSrv.Addr, global, dns.TypeA, dnsq.NoError(localIP, e0, e1))
+	if err := s.Sim.SetGatewayAlive("west", true); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, dnsSrv, pod("db-0-west"), dns.TypeA, a(w0))
+	s.AnswerBoth(dnsSrv.Addr, pod("db-0-west"), dns.TypeA, dnsq.NoError(w0))
 
 	// West is unlinked: gone.
-	if err := sim.Unlink(ctx, "west"); err != nil {
+	if err := s.Sim.Unlink(ctx, "west"); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, dnsSrv, pod("db-0-west"), dns.TypeA, nxdomain)
-	expect(t, dnsSrv, global, dns.TypeA, a(localIP, e0, e1))
+	s.AnswerBoth(dnsSrv.Addr, pod("db-0-west"), dns.TypeA, nxdomain)
+	s.AnswerBoth(dnsSrv.Addr, global, dns.TypeA, dnsq.NoError(localIP, e0, e1))
 
 	// East is unlinked too: the local service alone makes no global, the
 	// name is no longer ours and the kubernetes plugin has no such service.
-	if err := sim.Unlink(ctx, "east"); err != nil {
+	if err := s.Sim.Unlink(ctx, "east"); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, dnsSrv, global, dns.TypeA, nxdomain)
-	expect(t, dnsSrv, pod("db-0"), dns.TypeA, nxdomain)
-	noGlobalService(t, source, ns, "db-global")
+	s.AnswerBoth(dnsSrv.Addr, global, dns.TypeA, nxdomain)
+	s.AnswerBoth(dnsSrv.Addr, pod("db-0"), dns.TypeA, nxdomain)
+	noGlobalService(t, s, "db-global")
 }
 
 // TestUserOwnedName: a Service a user created under a global's name is
@@ -123,17 +120,14 @@ func TestLifecycle(t *testing.T) {
 func TestUserOwnedName(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
-	ns := namespaceFor(t)
-	source, east := env.Cluster("source"), env.Cluster("east")
+	s := scenario.New(t, env.Cluster("source"))
+	source, east, ns := s.Source, env.Cluster("east"), s.NS
 	ctx := t.Context()
-	newWorkload(t, east, ns, "cache", 1, "198.51.100.0/24")
-	sim := startSim(t, source, ns)
-	if err := sim.Link(ctx, "east", east.Config); err != nil {
-		t.Fatal(err)
-	}
-	dnsSrv := startCoreDNS(t, source, ns, corefileKubernetesFirst)
-	global := "cache-global." + ns + ".svc.cluster.local."
-	expect(t, dnsSrv, global, dns.TypeA, a(clusterIP(t, source, ns, "cache-0-east")))
+	s.Workload(east, "cache", 1, "198.51.100.0/24")
+	s.Link(east)
+	dnsSrv := s.StartCoreDNS(corefileKubernetesFirst)
+	global := s.FQDN("cache-global")
+	s.AnswerBoth(dnsSrv.Addr, global, dns.TypeA, dnsq.NoError(s.ClusterIP("cache-0-east")))
 
 	user := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "cache-global", Namespace: ns},
@@ -143,10 +137,10 @@ func TestUserOwnedName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expect(t, dnsSrv, global, dns.TypeA, a(created.Spec.ClusterIP))
-	expect(t, dnsSrv, "cache-0-east."+global, dns.TypeA, "NXDOMAIN +soa")
+	s.AnswerBoth(dnsSrv.Addr, global, dns.TypeA, dnsq.NoError(created.Spec.ClusterIP))
+	s.AnswerBoth(dnsSrv.Addr, "cache-0-east."+global, dns.TypeA, "NXDOMAIN +soa")
 	if err := source.Client.CoreV1().Services(ns).Delete(ctx, "cache-global", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, dnsSrv, global, dns.TypeA, a(clusterIP(t, source, ns, "cache-0-east")))
+	s.AnswerBoth(dnsSrv.Addr, global, dns.TypeA, dnsq.NoError(s.ClusterIP("cache-0-east")))
 }

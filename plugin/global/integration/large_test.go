@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/test/dnsq"
+	"github.com/globalmirror/globalmirror/test/scenario"
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,8 +23,8 @@ import (
 func TestLargeMember(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
-	ns := namespaceFor(t)
-	source := env.Cluster("source")
+	s := scenario.New(t, env.Cluster("source"))
+	source, ns := s.Source, s.NS
 	ctx := t.Context()
 	const n = 500
 
@@ -57,18 +59,17 @@ func TestLargeMember(t *testing.T) {
 	if _, err := source.Client.CoreV1().Endpoints(ns).Create(ctx, eps, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	dnsSrv := startCoreDNS(t, source, ns, corefile)
-	global := "big-global." + ns + ".svc.cluster.local."
+	dnsSrv := s.StartCoreDNS(corefile)
+	global := s.FQDN("big-global")
 
 	// TCP: all 500, no TC.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if got := dnsq.Summary(dnsq.Ask("tcp", dnsSrv.Addr, global, dns.TypeA, 0)); got == a(want...) {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("TCP A: got %.200q..., want all %d addresses", got, n)
+	if err := scenario.Poll(ctx, 60*time.Second, 100*time.Millisecond, func(context.Context) string {
+		if got := dnsq.Answer("tcp", dnsSrv.Addr, global, dns.TypeA); got != dnsq.NoError(want...) {
+			return fmt.Sprintf("got %.200q...", got)
 		}
-		time.Sleep(100 * time.Millisecond)
+		return ""
+	}); err != nil {
+		t.Fatalf("TCP A, want all %d addresses: %v", n, err)
 	}
 	r, err := dnsq.Ask("tcp", dnsSrv.Addr, global, dns.TypeSRV, 0)
 	if err != nil || r.Truncated || len(r.Answer) != n || len(r.Extra) != n {
@@ -90,8 +91,8 @@ func TestLargeMember(t *testing.T) {
 		}
 	}
 	// A per-pod name stays small.
-	expect(t, dnsSrv, "big-499-east."+global, dns.TypeA, a("203.0.113.250"))
-	noGlobalService(t, source, ns, "big-global")
+	s.AnswerBoth(dnsSrv.Addr, "big-499-east."+global, dns.TypeA, dnsq.NoError("203.0.113.250"))
+	noGlobalService(t, s, "big-global")
 }
 
 func lenAnswer(r *dns.Msg) int {

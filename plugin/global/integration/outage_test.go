@@ -8,6 +8,7 @@ import (
 
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/localkube"
+	"github.com/globalmirror/globalmirror/test/scenario"
 	"github.com/miekg/dns"
 )
 
@@ -20,19 +21,16 @@ func TestAPIServerOutage(t *testing.T) {
 	t.Parallel()
 	own := localkube.StartT(t, "outage-source", "outage-east")
 	source, east := own.Cluster("outage-source"), own.Cluster("outage-east")
-	ns := namespaceFor(t)
+	s := scenario.New(t, source)
 	ctx := t.Context()
 
-	eastDB := newWorkload(t, east, ns, "db", 3, "198.51.100.0/24")
-	sim := startSim(t, source, ns)
-	if err := sim.Link(ctx, "east", east.Config); err != nil {
-		t.Fatal(err)
-	}
-	dnsSrv := startCoreDNS(t, source, ns, corefile)
-	global := "db-global." + ns + ".svc.cluster.local."
-	e0, e1, e2 := clusterIP(t, source, ns, "db-0-east"), clusterIP(t, source, ns, "db-1-east"), clusterIP(t, source, ns, "db-2-east")
-	before, after := a(e0, e1, e2), a(e0, e1)
-	expect(t, dnsSrv, global, dns.TypeA, before)
+	eastDB := s.Workload(east, "db", 3, "198.51.100.0/24")
+	s.LinkAs("east", east)
+	dnsSrv := s.StartCoreDNS(corefile)
+	global := s.FQDN("db-global")
+	e0, e1, e2 := s.ClusterIP("db-0-east"), s.ClusterIP("db-1-east"), s.ClusterIP("db-2-east")
+	before, after := dnsq.NoError(e0, e1, e2), dnsq.NoError(e0, e1)
+	s.AnswerBoth(dnsSrv.Addr, global, dns.TypeA, before)
 
 	// Query continuously, over UDP and TCP, from now until the end.
 	var (
@@ -50,7 +48,7 @@ func TestAPIServerOutage(t *testing.T) {
 					return
 				default:
 				}
-				got := dnsq.Summary(dnsq.Ask(net, dnsSrv.Addr, global, dns.TypeA, 0))
+				got := dnsq.Answer(net, dnsSrv.Addr, global, dns.TypeA)
 				answered.Add(1)
 				if got != before && got != after {
 					mu.Lock()
@@ -72,14 +70,14 @@ func TestAPIServerOutage(t *testing.T) {
 	down := time.Now()
 	// While it is down: the answers stay, CoreDNS stays ready.
 	time.Sleep(2 * time.Second)
-	expect(t, dnsSrv, global, dns.TypeA, before)
-	expect(t, dnsSrv, "db-2-east."+global, dns.TypeA, a(e2))
+	s.AnswerBoth(dnsSrv.Addr, global, dns.TypeA, before)
+	s.AnswerBoth(dnsSrv.Addr, "db-2-east."+global, dns.TypeA, dnsq.NoError(e2))
 	// A change in east now reaches the source only when it is back.
 	if err := eastDB.Scale(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(3 * time.Second)
-	expect(t, dnsSrv, global, dns.TypeA, before)
+	s.AnswerBoth(dnsSrv.Addr, global, dns.TypeA, before)
 	n := answered.Load()
 
 	if err := source.StartAPIServer(ctx); err != nil {
@@ -87,8 +85,8 @@ func TestAPIServerOutage(t *testing.T) {
 	}
 	t.Logf("API server down for %v, %d queries answered meanwhile", time.Since(down).Round(time.Millisecond), n)
 	back := time.Now()
-	expect(t, dnsSrv, "db-2-east."+global, dns.TypeA, "NXDOMAIN +soa")
-	expect(t, dnsSrv, global, dns.TypeA, after)
+	s.AnswerBoth(dnsSrv.Addr, "db-2-east."+global, dns.TypeA, "NXDOMAIN +soa")
+	s.AnswerBoth(dnsSrv.Addr, global, dns.TypeA, after)
 	t.Logf("caught up %v after the API server returned", time.Since(back).Round(time.Millisecond))
 
 	close(stop)

@@ -7,6 +7,7 @@ import (
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/fixture"
 	"github.com/globalmirror/globalmirror/test/localkube"
+	"github.com/globalmirror/globalmirror/test/scenario"
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -41,8 +42,8 @@ func TestCatchesUpAfterRepeatedRestarts(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
 	own := localkube.StartT(t, "restarts-source")
-	source := own.Cluster("restarts-source")
-	ns := namespaceFor(t)
+	s := scenario.New(t, own.Cluster("restarts-source"))
+	source, ns := s.Source, s.NS
 	ctx := t.Context()
 	if _, err := source.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -61,9 +62,9 @@ func TestCatchesUpAfterRepeatedRestarts(t *testing.T) {
 	if _, err := source.Client.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	dnsSrv := startCoreDNS(t, source, ns, corefileGlobalOnly)
-	global := "db-global." + ns + ".svc.cluster.local."
-	expect(t, dnsSrv, global, dns.TypeA, a("198.51.100.1", "198.51.100.2", "198.51.100.3"))
+	dnsSrv := s.StartCoreDNS(corefileGlobalOnly)
+	global := s.FQDN("db-global")
+	s.AnswerBoth(dnsSrv.Addr, global, dns.TypeA, dnsq.NoError("198.51.100.1", "198.51.100.2", "198.51.100.3"))
 
 	// Each restart fails the informers' watches and grows client-go's
 	// backoff, which resets only after two quiet minutes.
@@ -84,9 +85,9 @@ func TestCatchesUpAfterRepeatedRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	changed := time.Now()
-	want := a("198.51.100.1", "198.51.100.2")
+	want := dnsq.NoError("198.51.100.1", "198.51.100.2")
 	for {
-		if got := dnsq.Summary(dnsq.Ask("udp", dnsSrv.Addr, global, dns.TypeA, 0)); got == want {
+		if got := dnsq.Answer("udp", dnsSrv.Addr, global, dns.TypeA); got == want {
 			break
 		} else if time.Since(changed) > catchUp {
 			t.Fatalf("%s still answers %q %v after the change (resourceVersion %s), want %q: the informers did not reconnect",
@@ -95,5 +96,5 @@ func TestCatchesUpAfterRepeatedRestarts(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("answered the change %v after it was written", time.Since(changed).Round(time.Millisecond))
-	expect(t, dnsSrv, "db-2-east."+global, dns.TypeA, "NXDOMAIN +soa")
+	s.AnswerBoth(dnsSrv.Addr, "db-2-east."+global, dns.TypeA, "NXDOMAIN +soa")
 }
