@@ -2,8 +2,14 @@
 // clusters (source, east, west), a 3-replica StatefulSet-like `db` exported in
 // each, Linkerd's service mirror (simulated) mirroring east and west into
 // source, the controller, and the custom CoreDNS answering on 127.0.0.1. It
-// prints dig commands with their answers and stays up until Ctrl-C
+// prints dig commands with their answers, opts db into native names (and
+// digs db itself), and stays up until Ctrl-C
 // (DEMO_EXIT=1: exit after printing). Everything it starts stops with it.
+//
+// DEMO_TOPOLOGY=mesh runs a symmetric mesh instead, as users run Linkerd
+// multicluster: east, west and north, each exporting db, each linked to the
+// other two, each with its own controller and CoreDNS (on DEMO_DNS_PORT,
+// +1 and +2).
 package main
 
 import (
@@ -28,6 +34,7 @@ import (
 	"github.com/globalmirror/globalmirror/test/workload"
 	"github.com/miekg/dns"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 const (
@@ -64,6 +71,13 @@ func demo(ctx context.Context) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	switch t := os.Getenv("DEMO_TOPOLOGY"); t {
+	case "", "star":
+	case "mesh":
+		return mesh(ctx, dir, port, log)
+	default:
+		return fmt.Errorf("DEMO_TOPOLOGY=%q: star (the default) or mesh", t)
+	}
 
 	step("starting clusters source, east and west (logs in %s)", dir)
 	env, err := localkube.Start(ctx, localkube.Options{Clusters: []string{"source", "east", "west"}, Dir: dir, Logger: log})
@@ -137,7 +151,27 @@ func demo(ctx context.Context) error {
 			return err
 		}
 	}
+
+	step("opting db into native names: annotating source's db %s=true", aggregate.AnnotationIncludeMirrors)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}}}`, aggregate.AnnotationIncludeMirrors)
+	if _, err := source.Client.CoreV1().Services(namespace).Patch(ctx, "db", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return err
+	}
+	native := "db." + namespace + ".svc." + zone + "."
+	if err := waitAnswers(ctx, coredns.Addr, native, 9); err != nil {
+		return err
+	}
+	for _, q := range [][]string{{"+short", native}, {"db-0-west." + native}} {
+		if err := dig(ctx, port, q...); err != nil {
+			return err
+		}
+	}
 	fmt.Printf("\nKubeconfigs: %s/{source,east,west}.kubeconfig\n", dir)
+	return stayUp(ctx)
+}
+
+// stayUp returns at once with DEMO_EXIT=1, else at Ctrl-C.
+func stayUp(ctx context.Context) error {
 	if os.Getenv("DEMO_EXIT") == "1" {
 		return nil
 	}
@@ -145,6 +179,93 @@ func demo(ctx context.Context) error {
 	<-ctx.Done()
 	fmt.Println("\nstopping")
 	return nil
+}
+
+// mesh runs east, west and north, each linked to the other two, each with
+// its own controller and CoreDNS: every cluster has one db-global of nine
+// addresses, its own pods under their own names (db-0) and the others' with
+// their cluster's (db-0-west).
+func mesh(ctx context.Context, dir string, port int, log *slog.Logger) error {
+	names := []string{"east", "west", "north"}
+	prefixes := []string{"198.51.100.0/24", "203.0.113.0/24", "192.0.2.0/25"}
+	step("starting clusters %s (logs in %s)", strings.Join(names, ", "), dir)
+	env, err := localkube.Start(ctx, localkube.Options{Clusters: names, Dir: dir, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+
+	step("creating a 3-replica StatefulSet-like db, exported, in each cluster")
+	for i, name := range names {
+		opts := workload.Options{Labels: map[string]string{aggregate.LabelExported: "true"}, IPv4: netip.MustParsePrefix(prefixes[i])}
+		if _, err := workload.Create(ctx, env.Cluster(name).Client, namespace, "db", 3, opts); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+
+	corefile, err := os.ReadFile(corefilePath())
+	if err != nil {
+		return err
+	}
+	global := "db-global." + namespace + ".svc." + zone + "."
+	ports := map[string]int{}
+	for i, name := range names {
+		c := env.Cluster(name)
+		var others []string
+		for _, o := range names {
+			if o != name {
+				others = append(others, o)
+			}
+		}
+		step("%s: linking %s, starting its controller and its CoreDNS on 127.0.0.1:%d", name, strings.Join(others, " and "), port+i)
+		sim, err := mirrorsim.Start(ctx, c.Config, mirrorsim.Options{Logger: log.With("cluster", name)})
+		if err != nil {
+			return err
+		}
+		defer sim.Stop()
+		for _, o := range others {
+			if err := sim.Link(ctx, o, env.Cluster(o).Config); err != nil {
+				return err
+			}
+		}
+		own := filepath.Join(dir, name)
+		if err := os.MkdirAll(own, 0o755); err != nil {
+			return err
+		}
+		ctrl, err := run.StartController(ctx, own, "controller.log", c.Kubeconfig, "--leader-elect=false")
+		if err != nil {
+			return err
+		}
+		defer ctrl.Stop()
+		coredns, err := run.StartCoreDNS(ctx, run.CoreDNSOptions{
+			Corefile:  string(corefile),
+			Dir:       own,
+			Env:       []string{"SOURCE_KUBECONFIG=" + c.Kubeconfig},
+			Ports:     map[string]int{"DNS_PORT": port + i},
+			WaitReady: true,
+		})
+		if err != nil {
+			return err
+		}
+		defer coredns.Stop()
+		ports[name] = port + i
+	}
+	for _, name := range names {
+		if err := waitAnswers(ctx, "127.0.0.1:"+strconv.Itoa(ports[name]), global, 9); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	for i, name := range names {
+		other := names[(i+1)%len(names)]
+		fmt.Printf("\n# %s's DNS\n", name)
+		for _, q := range [][]string{{"+short", global}, {"db-0." + global}, {"db-0-" + other + "." + global}} {
+			if err := dig(ctx, ports[name], q...); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Printf("\nKubeconfigs: %s/{%s}.kubeconfig\n", dir, strings.Join(names, ","))
+	return stayUp(ctx)
 }
 
 func step(format string, args ...any) {
