@@ -142,7 +142,9 @@ lint: $(STATICCHECK)
 	$(STATICCHECK) ./...
 
 ## demo: three local clusters, the Linkerd mirror simulator, the controller and
-## CoreDNS on 127.0.0.1:$(DEMO_DNS_PORT); prints dig answers, runs until Ctrl-C.
+## CoreDNS on 127.0.0.1:$(DEMO_DNS_PORT); prints dig answers, runs until Ctrl-C
+## (DEMO_EXIT=1: exits after printing). DEMO_TOPOLOGY=mesh: three clusters linked
+## to each other, a controller and a CoreDNS each (ports DEMO_DNS_PORT, +1, +2).
 DEMO_DNS_PORT ?= 1053
 demo: tools build
 	CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/demo ./test/cmd/demo
