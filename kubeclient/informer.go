@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"reflect"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,30 +25,45 @@ type (
 
 // Informer is a shared informer of obj whose watch resumes where it stopped.
 //
-// A reflector whose watch ends with an error (an API server restarting closes
-// every watch, and one just started may close it again at once) lists again
-// after a delay that doubles at each such end, jittered up to twice, and
-// resets only after two quiet minutes: after a few restarts the informer
-// stays stale for up to a minute after the API server is back. Here the
-// reflector's watch is client-go's RetryWatcher, which re-establishes the
-// stream from the last resource version it delivered (at most once a
-// second), so the reflector sees one continuous watch; only a 410 Gone
-// (the version was compacted away) ends it, and the reflector lists again.
+// A reflector whose watch ends (an API server restarting closes every watch,
+// and one just started may close it again at once) lists again after a delay
+// that doubles at each such end, jittered up to twice, and resets only after
+// two quiet minutes: after a few restarts the informer stays stale for up to
+// a minute after the API server is back. Here the reflector's watch is
+// client-go's RetryWatcher, which re-establishes the stream from the last
+// resource version it delivered, so the reflector sees one continuous watch.
+// Where that version is gone (410: compacted away, or older than a restarted
+// API server's watch cache), the watch lists again itself and delivers the
+// difference from what it delivered before as events (deletions as the
+// informer's store last held them), then resumes from the list: a relist
+// without the reflector's delay.
 //
 // client says, as for informer factories' informers, whether the initial
-// list may be a watch that streams it (fake clients cannot).
+// list may be a watch that streams it (fake clients cannot). A transform
+// that caches something other than obj's type must leave objects that
+// implement Sparse, for the deletions a relist finds.
 func Informer(client any, list ListFunc, watchFn WatchFunc, obj runtime.Object, resync time.Duration) cache.SharedIndexInformer {
 	lw := &listThenResume{ListWatch: cache.ListWatch{
 		ListWithContextFunc:  cache.ListWithContextFunc(list),
 		WatchFuncWithContext: cache.WatchFuncWithContext(watchFn),
 	}}
+	inf := cache.NewSharedIndexInformerWithOptions(lw, obj,
+		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
 	// Clients that cannot stream a list are client-go's fakes, whose objects
 	// carry no resource versions to resume from.
 	if !watchlist.DoesClientNotSupportWatchListSemantics(client) {
-		lw.WatchFuncWithContext = cache.WatchFuncWithContext(resumingWatch(watchFn))
+		r := &relister{list: list, store: inf.GetStore(), typ: reflect.TypeOf(obj), delivered: map[string]bool{}}
+		lw.ListWithContextFunc = r.listed
+		lw.WatchFuncWithContext = r.watch(resumingWatch(watchFn))
 	}
-	return cache.NewSharedIndexInformerWithOptions(lw, obj,
-		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
+	return inf
+}
+
+// Sparse is implemented by the objects an informer's transform keeps in
+// place of API objects: Sparse is the object again, as an API object of the
+// informer's type carrying what its handlers read.
+type Sparse interface {
+	Sparse() runtime.Object
 }
 
 // listThenResume lists with a LIST, not a watch that streams the list (the

@@ -6,6 +6,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
@@ -72,6 +73,10 @@ func (c *cachedService) service() *corev1.Service {
 	}
 	return svc
 }
+
+// Sparse is the Service again, for the deletions an informer's relist finds
+// (kubeclient.Sparse).
+func (c *cachedService) Sparse() runtime.Object { return c.service() }
 
 // serviceStripper turns Services into cachedServices.
 type serviceStripper struct {
@@ -183,6 +188,10 @@ func (c *cachedSlice) slice() *discoveryv1.EndpointSlice {
 	}
 	return sl
 }
+
+// Sparse is the slice again, for the deletions an informer's relist finds
+// (kubeclient.Sparse).
+func (c *cachedSlice) Sparse() runtime.Object { return c.slice() }
 
 // asService is a Service informer's object (or the one a
 // DeletedFinalStateUnknown holds) as a sparse Service.

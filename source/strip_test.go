@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/kubeclient"
+	"github.com/globalmirror/globalmirror/test/fixture"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -121,5 +123,31 @@ func TestStripMemberSliceKeepsAddressesHostnamesReadiness(t *testing.T) {
 	}
 	if got := c.slice(); !reflect.DeepEqual(got, want) {
 		t.Errorf("StripMemberSlice =\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// A cached object made an API object again (for the deletions an informer's
+// relist finds, kubeclient.Sparse) strips to the same cached object, so its
+// delete handler maps it to the same base.
+func TestSparseStripsToTheSameObject(t *testing.T) {
+	st := newServiceStripper(labels.Everything())
+	svc := fixture.HeadlessMirror("ns", "db", "east", fixture.Port{Name: "peer", Port: 7000, Protocol: corev1.ProtocolTCP})
+	svc.Annotations[aggregate.AnnotationIncludeMirrors] = "true"
+	slice := fixture.Slice(svc, "db-east-1", discoveryv1.AddressTypeIPv4, nil, fixture.Ready("db-0", "198.51.100.1"))
+	for _, c := range []struct {
+		obj   any
+		strip cache.TransformFunc
+	}{{svc, st.strip}, {slice, stripMemberSlice}} {
+		cached, err := c.strip(c.obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := c.strip(cached.(kubeclient.Sparse).Sparse())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(again, cached) {
+			t.Errorf("%T: stripped again %+v, want %+v", c.obj, again, cached)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/scenario"
 	"github.com/miekg/dns"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,7 +18,7 @@ import (
 
 // catchUp is how soon after an API server's return the answers must follow
 // a change: a few QuickReconnect retries. client-go's own backoff, after the
-// restarts below, waits 6 to 25 s (make faults found answers 15 s stale).
+// restarts below, waits 6 to 25 s (make faults found answers 15 s stale); after a 410 its relist waits as long.
 const catchUp = 3 * time.Second
 
 // corefileGlobalOnly has no kubernetes plugin: only the global plugin's
@@ -35,14 +37,54 @@ const corefileGlobalOnly = `.:{$DNS_PORT} {
 // TestCatchesUpAfterRepeatedRestarts restarts the API server several times
 // in a row, then changes a mirror's endpoints as soon as it is back: the
 // plugin must answer the change within catchUp, not once client-go's grown
-// backoff lets its informers reconnect. The mirror is written directly (no
-// simulator, no kube-controller-manager in the path), so that only the
-// plugin's own reconnection is measured.
+// backoff lets its informers reconnect.
 func TestCatchesUpAfterRepeatedRestarts(t *testing.T) {
+	catchesUpAfter(t, "restarts", func(ctx context.Context, c *localkube.Cluster) error {
+		return restartAPIServer(ctx, c)
+	})
+}
+
+// TestCatchesUpAfterRepeatedCompactions compacts etcd past every version
+// the informers hold and restarts the API server, several times in a row:
+// each resumed watch meets 410 Gone and must list again. The plugin must
+// answer the next change within catchUp, not after the reflector's relist
+// backoff, which grows with each 410 (make faults found answers 18 s stale).
+func TestCatchesUpAfterRepeatedCompactions(t *testing.T) {
+	catchesUpAfter(t, "compactions", func(ctx context.Context, c *localkube.Cluster) error {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.EtcdURL.String()}, DialTimeout: 5 * time.Second})
+		if err != nil {
+			return err
+		}
+		defer cli.Close()
+		put, err := cli.Put(ctx, "/globalmirror-test/compaction", time.Now().String())
+		if err != nil {
+			return err
+		}
+		if _, err := cli.Compact(ctx, put.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+			return err
+		}
+		return restartAPIServer(ctx, c)
+	})
+}
+
+func restartAPIServer(ctx context.Context, c *localkube.Cluster) error {
+	if err := c.StopAPIServer(); err != nil {
+		return err
+	}
+	time.Sleep(time.Second)
+	return c.StartAPIServer(ctx)
+}
+
+// catchesUpAfter disrupts the API four times in a row and, each time it is
+// back, changes a mirror's endpoints: every answer must follow within
+// catchUp. The mirror is written directly (no simulator, no
+// kube-controller-manager in the path), so that only the plugin's own
+// informers are measured.
+func catchesUpAfter(t *testing.T, name string, disrupt func(context.Context, *localkube.Cluster) error) {
 	skipShort(t)
 	t.Parallel()
-	own := localkube.StartT(t, "restarts-source")
-	s := scenario.New(t, own.Cluster("restarts-source"))
+	own := localkube.StartT(t, name+"-source")
+	s := scenario.New(t, own.Cluster(name+"-source"))
 	source, ns := s.Source, s.NS
 	ctx := t.Context()
 	if _, err := source.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -52,6 +94,7 @@ func TestCatchesUpAfterRepeatedRestarts(t *testing.T) {
 	mirror := fixture.HeadlessMirror(ns, "db", "east", port)
 	slice := fixture.Slice(mirror, "db-east-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(port),
 		fixture.Ready("db-0", "198.51.100.1"), fixture.Ready("db-1", "198.51.100.2"), fixture.Ready("db-2", "198.51.100.3"))
+	all := slice.Endpoints
 	for _, o := range []metav1.Object{mirror, slice} {
 		o.SetUID("")
 		o.SetResourceVersion("")
@@ -59,42 +102,40 @@ func TestCatchesUpAfterRepeatedRestarts(t *testing.T) {
 	if _, err := source.Client.CoreV1().Services(ns).Create(ctx, mirror, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := source.Client.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+	slice, err := source.Client.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	dnsSrv := s.StartCoreDNS(corefileGlobalOnly)
 	global := s.FQDN("db-global")
 	s.AnswerBoth(dnsSrv.Addr, global, dns.TypeA, dnsq.NoError("198.51.100.1", "198.51.100.2", "198.51.100.3"))
 
-	// Each restart fails the informers' watches and grows client-go's
-	// backoff, which resets only after two quiet minutes.
+	// Each disruption ends the informers' watches; client-go's delay before
+	// it lists again grows with each (0.8 s doubling, jittered up to twice).
+	var took []time.Duration
 	for i := range 4 {
-		if err := source.StopAPIServer(); err != nil {
+		if err := disrupt(ctx, source); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Second)
-		if err := source.StartAPIServer(ctx); err != nil {
+		want := dnsq.NoError("198.51.100.1", "198.51.100.2", "198.51.100.3")
+		if slice.Endpoints = all; i%2 == 0 {
+			slice.Endpoints, want = all[:2], dnsq.NoError("198.51.100.1", "198.51.100.2")
+		}
+		if slice, err = source.Client.DiscoveryV1().EndpointSlices(ns).Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("restart %d done", i+1)
-	}
-
-	slice.Endpoints = slice.Endpoints[:2]
-	updated, err := source.Client.DiscoveryV1().EndpointSlices(ns).Update(ctx, slice, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	changed := time.Now()
-	want := dnsq.NoError("198.51.100.1", "198.51.100.2")
-	for {
-		if got := dnsq.Answer("udp", dnsSrv.Addr, global, dns.TypeA); got == want {
-			break
-		} else if time.Since(changed) > catchUp {
-			t.Fatalf("%s still answers %q %v after the change (resourceVersion %s), want %q: the informers did not reconnect",
-				global, got, time.Since(changed).Round(time.Millisecond), updated.ResourceVersion, want)
+		changed := time.Now()
+		for {
+			if got := dnsq.Answer("udp", dnsSrv.Addr, global, dns.TypeA); got == want {
+				break
+			} else if time.Since(changed) > catchUp {
+				t.Fatalf("%s %d: %s still answers %q %v after the change (resourceVersion %s), want %q: the informers did not catch up",
+					name, i+1, global, got, time.Since(changed).Round(time.Millisecond), slice.ResourceVersion, want)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		time.Sleep(20 * time.Millisecond)
+		took = append(took, time.Since(changed).Round(time.Millisecond))
 	}
-	t.Logf("answered the change %v after it was written", time.Since(changed).Round(time.Millisecond))
-	s.AnswerBoth(dnsSrv.Addr, "db-2-east."+global, dns.TypeA, "NXDOMAIN +soa")
+	t.Logf("after each of %d %s, answered the change written next in %v", len(took), name, took)
+	s.AnswerBoth(dnsSrv.Addr, "db-2-east."+global, dns.TypeA, dnsq.NoError("198.51.100.3"))
 }

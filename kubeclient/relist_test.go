@@ -1,0 +1,136 @@
+package kubeclient
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+)
+
+// minimal stands for a transform's cached type (as source's are).
+type minimal struct {
+	metav1.ObjectMeta
+	runtime.Object
+}
+
+func (m *minimal) GetObjectMeta() metav1.Object { return &m.ObjectMeta }
+func (m *minimal) Sparse() runtime.Object {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, Labels: m.Labels, ResourceVersion: m.ResourceVersion}}
+}
+
+func labelled(name, rv string) *corev1.Service {
+	s := svc(rv)
+	s.Name, s.Labels = name, map[string]string{"base": name}
+	return s
+}
+
+// A watch whose version is gone lists again itself and delivers the
+// difference (deletions as the store last held them, through Sparse), then
+// resumes from the list: the informer catches up at once, where its
+// reflector would list again only after its backoff.
+func TestGoneVersionRelistsWithinTheWatch(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		lists   []metav1.ListOptions
+		watches []metav1.ListOptions
+		streams = make(chan *watch.FakeWatcher, 4)
+	)
+	list := func(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		lists = append(lists, o)
+		if len(lists) == 1 {
+			return &corev1.ServiceList{ListMeta: metav1.ListMeta{ResourceVersion: "10"},
+				Items: []corev1.Service{*labelled("a", "5"), *labelled("b", "6")}}, nil
+		}
+		return &corev1.ServiceList{ListMeta: metav1.ListMeta{ResourceVersion: "20"},
+			Items: []corev1.Service{*labelled("a", "15"), *labelled("c", "18")}}, nil
+	}
+	watchFn := func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		mu.Lock()
+		watches = append(watches, o)
+		mu.Unlock()
+		w := watch.NewFake()
+		streams <- w
+		return w, nil
+	}
+	inf := Informer(nil, list, watchFn, &corev1.Service{}, 0)
+	if err := inf.SetTransform(func(obj any) (any, error) {
+		if s, ok := obj.(*corev1.Service); ok {
+			return &minimal{ObjectMeta: s.ObjectMeta}, nil
+		}
+		return obj, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	deleted := make(chan *minimal, 4)
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		if m, ok := obj.(*minimal); ok {
+			deleted <- m
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go inf.RunWithContext(ctx)
+
+	first := <-streams
+	first.Add(labelled("d", "11"))
+	keys := func() []string { k := inf.GetStore().ListKeys(); slices.Sort(k); return k }
+	waitFor(t, func() bool { return slices.Equal(keys(), []string{"ns/a", "ns/b", "ns/d"}) }, keys)
+
+	gone := time.Now()
+	first.Error(&metav1.Status{Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired, Message: "too old resource version: 11 (19)"})
+	waitFor(t, func() bool { return slices.Equal(keys(), []string{"ns/a", "ns/c"}) }, keys)
+	if took := time.Since(gone); took > 500*time.Millisecond {
+		t.Errorf("caught up %v after the 410; the reflector's own relist waits at least 800 ms", took)
+	}
+	for range 2 {
+		select {
+		case m := <-deleted:
+			if m.Labels["base"] != m.Name {
+				t.Errorf("deleted %s with labels %v, want the labels it was stored with", m.Name, m.Labels)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a deletion was not delivered")
+		}
+	}
+	if a, _, _ := inf.GetStore().GetByKey("ns/a"); a.(*minimal).ResourceVersion != "15" {
+		t.Errorf("a is at version %s after the relist, want 15", a.(*minimal).ResourceVersion)
+	}
+
+	second := <-streams
+	second.Add(labelled("e", "21"))
+	waitFor(t, func() bool { return slices.Equal(keys(), []string{"ns/a", "ns/c", "ns/e"}) }, keys)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lists) != 2 || lists[1].ResourceVersion != "" {
+		t.Errorf("lists %+v, want the informer's and one relist of the latest version", lists)
+	}
+	if last := watches[len(watches)-1]; last.ResourceVersion != "20" {
+		t.Errorf("watching from %q after the relist, want 20", last.ResourceVersion)
+	}
+	if v := inf.LastSyncResourceVersion(); v != "21" {
+		t.Errorf("the reflector is at version %s, want 21", v)
+	}
+}
+
+func waitFor(t *testing.T, ok func() bool, state func() []string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("store holds %v", state())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
