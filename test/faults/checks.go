@@ -37,7 +37,9 @@ func (r *runner) idleCheck(ctx context.Context) error {
 	if err := r.converged(ctx, "end of the faults", time.Now()); err != nil {
 		return err
 	}
-	time.Sleep(2 * time.Second) // the last writes' echoes
+	if err := r.controllersSettle(ctx); err != nil {
+		return err
+	}
 	before, err := r.writes()
 	if err != nil {
 		return err
@@ -56,6 +58,60 @@ func (r *runner) idleCheck(ctx context.Context) error {
 		r.res.IdleDetail = r.writesDetail()
 	}
 	return nil
+}
+
+// controllersSettle waits until every cluster has a leader and no controller has
+// written for a few seconds: a leader that replaced a killed one late in the
+// fault phase (once the Lease ran out) first writes what the last faults
+// changed. The answers alone do not show that: the plugin serves them first.
+func (r *runner) controllersSettle(ctx context.Context) error {
+	const quiet = 5 * time.Second
+	deadline := time.Now().Add(90 * time.Second)
+	last, err := r.writes()
+	if err != nil {
+		return err
+	}
+	since := time.Now()
+	for {
+		led := r.led()
+		if led && time.Since(since) >= quiet {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the controllers did not settle within 90 s (every cluster led: %v; last write %v ago)", led, time.Since(since).Round(time.Millisecond))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+		n, err := r.writes()
+		if err != nil {
+			return err
+		}
+		if n != last {
+			last, since = n, time.Now()
+		}
+	}
+}
+
+// led reports whether every cluster has a leading controller.
+func (r *runner) led() bool {
+	for _, m := range r.members {
+		m.mu.Lock()
+		ctrls := m.ctrls
+		m.mu.Unlock()
+		leading := false
+		for _, c := range ctrls {
+			if n, err := metricOf(c.BaseURL, "leader_election_master_status"); err == nil && n == 1 {
+				leading = true
+			}
+		}
+		if !leading {
+			return false
+		}
+	}
+	return true
 }
 
 // writesDetail lists every controller's writes by resource and verb, and its

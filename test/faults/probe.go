@@ -291,11 +291,19 @@ func (r *runner) settle(m *member, q expectation, network string, got []string, 
 			continue
 		}
 		if wrong {
-			r.res.wrong(fmt.Sprintf("%s %s %s over %s: %s %v; the API said otherwise before and after",
-				at.Format("15:04:05.000"), m.name, q.name, network, dns.RcodeToString[rcode], got))
+			r.res.wrong(fmt.Sprintf("%s %s %s over %s: %s %s; the API said otherwise before and after",
+				at.Format("15:04:05.000"), m.name, q.name, network, dns.RcodeToString[rcode], addresses(got)))
 		}
 		return
 	}
+}
+
+// addresses shows an answer's addresses, the first few of a long one.
+func addresses(a []string) string {
+	if len(a) <= 6 {
+		return fmt.Sprint(a)
+	}
+	return fmt.Sprintf("%v … (%d addresses)", a[:6], len(a))
 }
 
 func failureReason(apiDown, dnsDown bool, what string) string {
