@@ -48,6 +48,7 @@ func (r *runner) faultPhase(ctx context.Context) error {
 		f := r.pick()
 		m := r.members[r.rng.IntN(len(r.members))]
 		at := time.Now()
+		r.res.injecting(f.kind)
 		what, err := f.inject(ctx, r, m)
 		if err != nil {
 			return fmt.Errorf("%s in %s: %w", f.kind, m.name, err)

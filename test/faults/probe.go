@@ -292,10 +292,20 @@ func (r *runner) settle(m *member, q expectation, network string, got []string, 
 		}
 		if wrong {
 			r.res.wrong(fmt.Sprintf("%s %s %s over %s: %s %s; the API said otherwise before and after",
-				at.Format("15:04:05.000"), m.name, q.name, network, dns.RcodeToString[rcode], addresses(got)))
+				at.Format("15:04:05.000"), m.name, q.name, network, dns.RcodeToString[rcode], addresses(got)),
+				m.name, globalOf(q.name))
 		}
 		return
 	}
+}
+
+// globalOf is the global a global or per-pod name belongs to.
+func globalOf(fqdn string) string {
+	name := strings.TrimSuffix(fqdn, "."+Namespace+".svc.cluster.local.")
+	if _, g, perPod := strings.Cut(name, "."); perPod {
+		return g
+	}
+	return name
 }
 
 // addresses shows an answer's addresses, the first few of a long one.

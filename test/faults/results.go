@@ -22,6 +22,9 @@ type Results struct {
 	// WrongSamples keeps the first of them.
 	Wrong        int
 	WrongSamples []string
+	// WrongBy counts them by cluster, global and the fault injected last.
+	WrongBy   map[string]int
+	lastFault string
 	// Failures are answers that did not come (no answer, SERVFAIL), by
 	// "cluster network reason".
 	Failures map[string]int
@@ -60,10 +63,14 @@ func (r *Results) query(network string) {
 	r.mu.Unlock()
 }
 
-func (r *Results) wrong(sample string) {
+func (r *Results) wrong(sample, cluster, global string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.Wrong++
+	if r.WrongBy == nil {
+		r.WrongBy = map[string]int{}
+	}
+	r.WrongBy[fmt.Sprintf("%s, %s, after %q", cluster, global, r.lastFault)]++
 	if len(r.WrongSamples) < 20 {
 		r.WrongSamples = append(r.WrongSamples, sample)
 	}
@@ -82,6 +89,13 @@ func (r *Results) failure(cluster, network, reason string) {
 func (r *Results) gone410() {
 	r.mu.Lock()
 	r.Gone410++
+	r.mu.Unlock()
+}
+
+// injecting records the fault being injected, to attribute wrong answers.
+func (r *Results) injecting(kind string) {
+	r.mu.Lock()
+	r.lastFault = kind
 	r.mu.Unlock()
 }
 
@@ -178,6 +192,12 @@ func (r *Results) Markdown() string {
 		p("\n## Hostile objects the API server refused (so globalmirror never saw them)\n\n")
 		for _, h := range r.HostileRejected {
 			p("- %s\n", h)
+		}
+	}
+	if len(r.WrongBy) > 0 {
+		p("\n## Wrong answers by cluster, global and the fault injected last\n\n| cluster, global, fault | count |\n|---|---:|\n")
+		for _, k := range slices.Sorted(maps.Keys(r.WrongBy)) {
+			p("| %s | %d |\n", k, r.WrongBy[k])
 		}
 	}
 	for _, sec := range []struct {

@@ -88,7 +88,7 @@ func Compute(services []corev1.Service, slicesList []discoveryv1.EndpointSlice, 
 		sort.Slice(ms, func(i, j int) bool { return ms[i].cluster < ms[j].cluster })
 		w.Globals[name] = global(ms, func(svc *corev1.Service) []*discoveryv1.EndpointSlice { return slicesOf[svc.Name] },
 			func(mirror, host string) []*discoveryv1.EndpointSlice {
-				return endpointMirrorSlices(byName, slicesOf, mirror, host)
+				return endpointMirrorSlices(slicesOf, mirror, host)
 			})
 	}
 	return w
@@ -202,13 +202,18 @@ func headlessMirrorOf(svc *corev1.Service) (base, cluster string, ok bool) {
 }
 
 // endpointMirrorSlices are the slices of the endpoint mirror of the headless
-// mirror named host (a mirror endpoint's global hostname), if there is one.
-func endpointMirrorSlices(byName map[string]*corev1.Service, slicesOf map[string][]*discoveryv1.EndpointSlice, mirror, host string) []*discoveryv1.EndpointSlice {
-	svc := byName[host]
-	if svc == nil || svc.Labels[mirroredService] != "true" || svc.Labels[headlessMirror] != mirror {
-		return nil
+// mirror named host (a mirror endpoint's global hostname): those labelled as
+// its mirrored slices. They count while they exist, also in the moment
+// between the endpoint mirror Service's deletion and their garbage
+// collection (the design's "whenever it has EndpointSlices").
+func endpointMirrorSlices(slicesOf map[string][]*discoveryv1.EndpointSlice, mirror, host string) []*discoveryv1.EndpointSlice {
+	var out []*discoveryv1.EndpointSlice
+	for _, s := range slicesOf[host] {
+		if s.Labels[mirroredService] == "true" && s.Labels[headlessMirror] == mirror {
+			out = append(out, s)
+		}
 	}
-	return slicesOf[host]
+	return out
 }
 
 func anyReady(ss []*discoveryv1.EndpointSlice) bool {

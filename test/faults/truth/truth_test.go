@@ -103,12 +103,15 @@ func inputs(svcs []corev1.Service, sl []discoveryv1.EndpointSlice, local labels.
 		in := out[c.Base]
 		in.Namespace, in.Base, in.Suffix = "ns", c.Base, aggregate.DefaultSuffix
 		in.Members = append(in.Members, aggregate.Member{Cluster: c.Cluster, Service: &svcs[i], Slices: slicesOf[svcs[i].Name]})
-		for j := range svcs {
-			if svcs[j].Labels[aggregate.LabelHeadlessMirrorName] == svcs[i].Name && c.Role == aggregate.RoleHeadlessMirror {
+		// As source gathers them: slices labelled as an endpoint mirror's
+		// of this headless mirror, whether or not that Service still exists.
+		for j := range sl {
+			if sl[j].Labels[aggregate.LabelHeadlessMirrorName] == svcs[i].Name && c.Role == aggregate.RoleHeadlessMirror {
 				if in.EndpointMirrors == nil {
 					in.EndpointMirrors = map[string][]*discoveryv1.EndpointSlice{}
 				}
-				in.EndpointMirrors[svcs[j].Name] = slicesOf[svcs[j].Name]
+				em := sl[j].Labels[discoveryv1.LabelServiceName]
+				in.EndpointMirrors[em] = append(in.EndpointMirrors[em], &sl[j])
 			}
 		}
 		out[c.Base] = in
@@ -158,7 +161,9 @@ func randomWorld(r *rand.Rand) ([]corev1.Service, []discoveryv1.EndpointSlice) {
 			for _, h := range []string{"db-0", "db-1", "x"} {
 				if r.IntN(3) == 0 && !slices.ContainsFunc(svcs, func(s corev1.Service) bool { return s.Name == h+"-"+c }) {
 					em, es := fixture.EndpointMirror("ns", h+"-"+c, c, m.Name, r.IntN(2) == 0)
-					svcs = append(svcs, *em)
+					if r.IntN(4) != 0 { // else deleted, its slice not collected yet
+						svcs = append(svcs, *em)
+					}
 					sl = append(sl, *es)
 				}
 			}
