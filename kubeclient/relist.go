@@ -2,7 +2,9 @@ package kubeclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"reflect"
 	"sync"
 	"time"
@@ -260,10 +262,11 @@ func (r *relister) keyed(key string) (runtime.Object, error) {
 
 // isGone reports whether ev is the API server saying the watch's version is
 // gone (410): compacted away, or older than its watch cache.
+// By its code, as RetryWatcher decides which errors to hand on.
 func isGone(ev watch.Event) bool {
 	if ev.Type != watch.Error {
 		return false
 	}
-	err := apierrors.FromObject(ev.Object)
-	return apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
+	var status apierrors.APIStatus
+	return errors.As(apierrors.FromObject(ev.Object), &status) && status.Status().Code == http.StatusGone
 }
