@@ -182,6 +182,11 @@ func (s *Source) WaitForSync(ctx context.Context) bool {
 // Suffix is the global name suffix in use.
 func (s *Source) Suffix() string { return s.cfg.Suffix }
 
+// Watches reports whether namespace is one the informers watch.
+func (s *Source) Watches(namespace string) bool {
+	return len(s.cfg.Namespaces) == 0 || slices.Contains(s.cfg.Namespaces, namespace)
+}
+
 // Service returns the cached Service as a sparse API object (see object.go),
 // or nil.
 func (s *Source) Service(namespace, name string) *corev1.Service {

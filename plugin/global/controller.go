@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -131,6 +132,14 @@ func (dc *dnsController) get(key string) *answerSet {
 	s := dc.sets[key]
 	dc.mu.RUnlock()
 	return s
+}
+
+// othersHold reports whether a global name ("service.namespace", for which
+// there is no answer set) is another's to answer: a Service of that name
+// exists that globalmirror did not write, or the namespace is not watched.
+func (dc *dnsController) othersHold(key string) bool {
+	name, ns, _ := strings.Cut(key, ".")
+	return !dc.src.Watches(ns) || dc.src.Service(ns, name) != nil
 }
 
 // getNative returns the answer set of a native name "base.namespace", or nil.

@@ -128,8 +128,13 @@ func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg)
 		} else {
 			set = g.ctrl.get(q.key)
 		}
-		if set == nil {
-			// Not a global service we know (or one a user owns): not ours.
+		// A global name with no answer set is the kubernetes plugin's only
+		// where a user's Service holds it. Without any Service of that name
+		// it does not exist, whatever the kubernetes plugin's caches still
+		// hold of a global the controller just deleted (they lag the API by
+		// client-go's backoff after API-server restarts: make faults found
+		// a deleted global answered for 22 s).
+		if set == nil && (clusterset || g.ctrl.othersHold(q.key)) {
 			return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
 		}
 	}
