@@ -240,9 +240,10 @@ func (d *differ) questions(ctx context.Context, want map[string]int) ([]question
 			return nil, 0, fmt.Errorf("%s does not exist yet", name)
 		}
 	}
-	// Names no global owns: a local-only base, an unknown global, junk.
-	add("lonely-global."+d.ns+".svc."+zone, false, dns.TypeA)
-	add("nothing-global."+d.ns+".svc."+zone, false, dns.TypeA, dns.TypeSRV)
+	// Global names no Service holds (a local-only base, an unknown global):
+	// NXDOMAIN from the global plugin itself. Other names: not its own.
+	add("lonely-global."+d.ns+".svc."+zone, true, dns.TypeA)
+	add("nothing-global."+d.ns+".svc."+zone, true, dns.TypeA, dns.TypeSRV)
 	add("db-east."+d.ns+".svc."+zone, false, dns.TypeA)
 	add("zz9."+d.ns+".svc."+zone, false, dns.TypeA)
 	owned := 0
