@@ -3,6 +3,7 @@ package kubeclient
 import (
 	"context"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -35,38 +36,24 @@ func next(t *testing.T, w watch.Interface) watch.Event {
 // last version delivered, with the caller's selectors, and the caller's watch
 // goes on.
 func TestWatchResumesFromTheLastVersion(t *testing.T) {
-	var (
-		mu      sync.Mutex
-		asked   []metav1.ListOptions
-		streams = make(chan *watch.FakeWatcher, 2)
-	)
-	watchFn := func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		mu.Lock()
-		asked = append(asked, o)
-		mu.Unlock()
-		w := watch.NewFake()
-		streams <- w
-		return w, nil
-	}
-	w, err := resumingWatch(watchFn)(t.Context(), metav1.ListOptions{ResourceVersion: "4", LabelSelector: "a=b"})
+	fake := newFakeWatches()
+	w, err := resumingWatch(fake.watch)(t.Context(), metav1.ListOptions{ResourceVersion: "4", LabelSelector: "a=b"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	first := <-streams
+	first := <-fake.streams
 	go first.Add(svc("5"))
 	if ev := next(t, w); ev.Type != watch.Added {
 		t.Fatalf("got %v", ev.Type)
 	}
 	first.Stop() // the stream ends
-	second := <-streams
+	second := <-fake.streams
 	go second.Modify(svc("6"))
 	if ev := next(t, w); ev.Type != watch.Modified || ev.Object.(*corev1.Service).ResourceVersion != "6" {
 		t.Fatalf("got %v %v", ev.Type, ev.Object)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(asked) != 2 || asked[0].ResourceVersion != "4" || asked[1].ResourceVersion != "5" || asked[1].LabelSelector != "a=b" {
+	if asked := fake.asked(); len(asked) != 2 || asked[0].ResourceVersion != "4" || asked[1].ResourceVersion != "5" || asked[1].LabelSelector != "a=b" {
 		t.Errorf("watches started with %+v, want versions 4 then 5 with selector a=b", asked)
 	}
 }
@@ -107,4 +94,30 @@ func TestWatchWithoutVersionPassesThrough(t *testing.T) {
 			t.Errorf("%+v: wrapped", o)
 		}
 	}
+}
+
+// fakeWatches is a WatchFunc that records each watch's options and hands
+// its stream to the test.
+type fakeWatches struct {
+	mu      sync.Mutex
+	opts    []metav1.ListOptions
+	streams chan *watch.FakeWatcher
+}
+
+func newFakeWatches() *fakeWatches { return &fakeWatches{streams: make(chan *watch.FakeWatcher, 4)} }
+
+func (f *fakeWatches) watch(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	f.mu.Lock()
+	f.opts = append(f.opts, o)
+	f.mu.Unlock()
+	w := watch.NewFake()
+	f.streams <- w
+	return w, nil
+}
+
+// asked is the options of every watch started so far.
+func (f *fakeWatches) asked() []metav1.ListOptions {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.opts)
 }

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -38,10 +37,9 @@ func labelled(name, rv string) *corev1.Service {
 // reflector would list again only after its backoff.
 func TestGoneVersionRelistsWithinTheWatch(t *testing.T) {
 	var (
-		mu      sync.Mutex
-		lists   []metav1.ListOptions
-		watches []metav1.ListOptions
-		streams = make(chan *watch.FakeWatcher, 4)
+		mu    sync.Mutex
+		lists []metav1.ListOptions
+		fake  = newFakeWatches()
 	)
 	list := func(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		mu.Lock()
@@ -54,15 +52,7 @@ func TestGoneVersionRelistsWithinTheWatch(t *testing.T) {
 		return &corev1.ServiceList{ListMeta: metav1.ListMeta{ResourceVersion: "20"},
 			Items: []corev1.Service{*labelled("a", "15"), *labelled("c", "18")}}, nil
 	}
-	watchFn := func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		mu.Lock()
-		watches = append(watches, o)
-		mu.Unlock()
-		w := watch.NewFake()
-		streams <- w
-		return w, nil
-	}
-	inf := Informer(nil, list, watchFn, &corev1.Service{}, 0)
+	inf := Informer(nil, list, fake.watch, &corev1.Service{}, 0)
 	if err := inf.SetTransform(func(obj any) (any, error) {
 		if s, ok := obj.(*corev1.Service); ok {
 			return &minimal{ObjectMeta: s.ObjectMeta}, nil
@@ -83,7 +73,7 @@ func TestGoneVersionRelistsWithinTheWatch(t *testing.T) {
 	defer cancel()
 	go inf.RunWithContext(ctx)
 
-	first := <-streams
+	first := <-fake.streams
 	first.Add(labelled("d", "11"))
 	keys := func() []string { k := inf.GetStore().ListKeys(); slices.Sort(k); return k }
 	waitFor(t, func() bool { return slices.Equal(keys(), []string{"ns/a", "ns/b", "ns/d"}) }, keys)
@@ -108,7 +98,7 @@ func TestGoneVersionRelistsWithinTheWatch(t *testing.T) {
 		t.Errorf("a is at version %s after the relist, want 15", a.(*minimal).ResourceVersion)
 	}
 
-	second := <-streams
+	second := <-fake.streams
 	second.Add(labelled("e", "21"))
 	waitFor(t, func() bool { return slices.Equal(keys(), []string{"ns/a", "ns/c", "ns/e"}) }, keys)
 	mu.Lock()
@@ -116,8 +106,8 @@ func TestGoneVersionRelistsWithinTheWatch(t *testing.T) {
 	if len(lists) != 2 || lists[1].ResourceVersion != "" {
 		t.Errorf("lists %+v, want the informer's and one relist of the latest version", lists)
 	}
-	if last := watches[len(watches)-1]; last.ResourceVersion != "20" {
-		t.Errorf("watching from %q after the relist, want 20", last.ResourceVersion)
+	if watches := fake.asked(); watches[len(watches)-1].ResourceVersion != "20" {
+		t.Errorf("watching from %q after the relist, want 20", watches[len(watches)-1].ResourceVersion)
 	}
 	if v := inf.LastSyncResourceVersion(); v != "21" {
 		t.Errorf("the reflector is at version %s, want 21", v)
