@@ -61,11 +61,13 @@ func (r *runner) idleCheck(ctx context.Context) error {
 }
 
 // controllersSettle waits until every cluster has a leader and no controller has
-// written for a few seconds: a leader that replaced a killed one late in the
-// fault phase (once the Lease ran out) first writes what the last faults
-// changed. The answers alone do not show that: the plugin serves them first.
+// written for 15 s: a leader that replaced a killed one late in the fault
+// phase (once the Lease ran out) first writes what the last faults changed,
+// and a write that failed while an API server was down is retried after the
+// work queue's growing per-item delay (5 ms doubling). The answers alone do
+// not show that: the plugin serves them first.
 func (r *runner) controllersSettle(ctx context.Context) error {
-	const quiet = 5 * time.Second
+	const quiet = 15 * time.Second
 	deadline := time.Now().Add(90 * time.Second)
 	last, err := r.writes()
 	if err != nil {
