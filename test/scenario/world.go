@@ -72,8 +72,7 @@ func (w *World) LinkAs(ctx context.Context, name string, c *localkube.Cluster, o
 	return w.Sim.Link(ctx, name, c.Config, opts...)
 }
 
-// logName is a log file name for the next process of kind: controller-1.log,
-// coredns-2, ...
+// next names the next process of kind: controller-1, coredns-2, ...
 func (w *World) next(kind string) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -104,17 +103,20 @@ func (w *World) StartController(ctx context.Context, args ...string) (*run.Contr
 // and {$NS} besides the ports run.StartCoreDNS fills (extraPorts are more),
 // and waits until it is ready and answers.
 func (w *World) StartCoreDNS(ctx context.Context, corefile string, extraPorts ...string) (*run.CoreDNS, error) {
-	dir := filepath.Join(w.Dir, w.next("coredns"))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	return w.RunCoreDNS(ctx, run.CoreDNSOptions{Corefile: corefile, ExtraPorts: extraPorts, WaitReady: true})
+}
+
+// RunCoreDNS runs CoreDNS with o in a directory of its own under Dir, adding
+// SOURCE_KUBECONFIG and NS to o.Env: for fixed ports (o.Ports), a restart on
+// the same ports, or not waiting for readiness (o.WaitReady false), which
+// never comes while the API server is down.
+func (w *World) RunCoreDNS(ctx context.Context, o run.CoreDNSOptions) (*run.CoreDNS, error) {
+	o.Dir = filepath.Join(w.Dir, w.next("coredns"))
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	c, err := run.StartCoreDNS(ctx, run.CoreDNSOptions{
-		Corefile:   corefile,
-		Dir:        dir,
-		Env:        []string{"SOURCE_KUBECONFIG=" + w.Source.Kubeconfig, "NS=" + w.NS},
-		ExtraPorts: extraPorts,
-		WaitReady:  true,
-	})
+	o.Env = append([]string{"SOURCE_KUBECONFIG=" + w.Source.Kubeconfig, "NS=" + w.NS}, o.Env...)
+	c, err := run.StartCoreDNS(ctx, o)
 	if err != nil {
 		return nil, err
 	}

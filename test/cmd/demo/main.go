@@ -29,10 +29,9 @@ import (
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/test/localkube"
-	"github.com/globalmirror/globalmirror/test/mirrorsim"
 	"github.com/globalmirror/globalmirror/test/run"
+	"github.com/globalmirror/globalmirror/test/scenario"
 	"github.com/globalmirror/globalmirror/test/workload"
-	"github.com/miekg/dns"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -40,6 +39,8 @@ import (
 const (
 	namespace = "demo"
 	zone      = "cluster.local"
+	// answerTimeout bounds the wait for the mirrors and local pods to answer.
+	answerTimeout = 60 * time.Second
 )
 
 func main() {
@@ -99,44 +100,37 @@ func demo(ctx context.Context) error {
 		}
 	}
 
+	world := scenario.NewWorld(source, namespace, dir)
+	world.Logger = log
+	defer world.Stop()
 	step("linking east and west: mirroring their exported services into source, as Linkerd does")
-	sim, err := mirrorsim.Start(ctx, source.Config, mirrorsim.Options{Logger: log})
-	if err != nil {
-		return err
-	}
-	defer sim.Stop()
 	for _, target := range []string{"east", "west"} {
-		if err := sim.Link(ctx, target, env.Cluster(target).Config); err != nil {
+		if err := world.Link(ctx, env.Cluster(target)); err != nil {
 			return err
 		}
 	}
 
 	step("starting the globalmirror controller")
-	ctrl, err := run.StartController(ctx, dir, "controller.log", source.Kubeconfig, "--leader-elect=false")
-	if err != nil {
+	if _, err := world.StartController(ctx, "--leader-elect=false"); err != nil {
 		return err
 	}
-	defer ctrl.Stop()
 
 	step("starting CoreDNS with the global plugin on 127.0.0.1:%d", port)
 	corefile, err := os.ReadFile(corefilePath())
 	if err != nil {
 		return err
 	}
-	coredns, err := run.StartCoreDNS(ctx, run.CoreDNSOptions{
+	coredns, err := world.RunCoreDNS(ctx, run.CoreDNSOptions{
 		Corefile:  string(corefile),
-		Dir:       dir,
-		Env:       []string{"SOURCE_KUBECONFIG=" + source.Kubeconfig},
 		Ports:     map[string]int{"DNS_PORT": port},
 		WaitReady: true,
 	})
 	if err != nil {
 		return err
 	}
-	defer coredns.Stop()
 
-	global := "db-global." + namespace + ".svc." + zone + "."
-	if err := waitAnswers(ctx, coredns.Addr, global, 9); err != nil {
+	global := world.FQDN("db-global")
+	if err := scenario.AwaitRecords(ctx, coredns.Addr, global, 9, answerTimeout); err != nil {
 		return err
 	}
 	if err := printObjects(ctx, source); err != nil {
@@ -157,8 +151,8 @@ func demo(ctx context.Context) error {
 	if _, err := source.Client.CoreV1().Services(namespace).Patch(ctx, "db", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		return err
 	}
-	native := "db." + namespace + ".svc." + zone + "."
-	if err := waitAnswers(ctx, coredns.Addr, native, 9); err != nil {
+	native := world.FQDN("db")
+	if err := scenario.AwaitRecords(ctx, coredns.Addr, native, 9, answerTimeout); err != nil {
 		return err
 	}
 	for _, q := range [][]string{{"+short", native}, {"db-0-west." + native}} {
@@ -210,7 +204,6 @@ func mesh(ctx context.Context, dir string, port int, log *slog.Logger) error {
 	global := "db-global." + namespace + ".svc." + zone + "."
 	ports := map[string]int{}
 	for i, name := range names {
-		c := env.Cluster(name)
 		var others []string
 		for _, o := range names {
 			if o != name {
@@ -218,40 +211,32 @@ func mesh(ctx context.Context, dir string, port int, log *slog.Logger) error {
 			}
 		}
 		step("%s: linking %s, starting its controller and its CoreDNS on 127.0.0.1:%d", name, strings.Join(others, " and "), port+i)
-		sim, err := mirrorsim.Start(ctx, c.Config, mirrorsim.Options{Logger: log.With("cluster", name)})
-		if err != nil {
-			return err
-		}
-		defer sim.Stop()
-		for _, o := range others {
-			if err := sim.Link(ctx, o, env.Cluster(o).Config); err != nil {
-				return err
-			}
-		}
 		own := filepath.Join(dir, name)
 		if err := os.MkdirAll(own, 0o755); err != nil {
 			return err
 		}
-		ctrl, err := run.StartController(ctx, own, "controller.log", c.Kubeconfig, "--leader-elect=false")
-		if err != nil {
+		world := scenario.NewWorld(env.Cluster(name), namespace, own)
+		world.Logger = log.With("cluster", name)
+		defer world.Stop()
+		for _, o := range others {
+			if err := world.Link(ctx, env.Cluster(o)); err != nil {
+				return err
+			}
+		}
+		if _, err := world.StartController(ctx, "--leader-elect=false"); err != nil {
 			return err
 		}
-		defer ctrl.Stop()
-		coredns, err := run.StartCoreDNS(ctx, run.CoreDNSOptions{
+		if _, err := world.RunCoreDNS(ctx, run.CoreDNSOptions{
 			Corefile:  string(corefile),
-			Dir:       own,
-			Env:       []string{"SOURCE_KUBECONFIG=" + c.Kubeconfig},
 			Ports:     map[string]int{"DNS_PORT": port + i},
 			WaitReady: true,
-		})
-		if err != nil {
+		}); err != nil {
 			return err
 		}
-		defer coredns.Stop()
 		ports[name] = port + i
 	}
 	for _, name := range names {
-		if err := waitAnswers(ctx, "127.0.0.1:"+strconv.Itoa(ports[name]), global, 9); err != nil {
+		if err := scenario.AwaitRecords(ctx, "127.0.0.1:"+strconv.Itoa(ports[name]), global, 9, answerTimeout); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
@@ -285,27 +270,6 @@ func corefilePath() string {
 		}
 		if d == filepath.Dir(d) {
 			return filepath.Join("corefile", "demo.Corefile")
-		}
-	}
-}
-
-// waitAnswers waits until name has n A records: the mirrors and the local pods.
-func waitAnswers(ctx context.Context, addr, name string, n int) error {
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	c := &dns.Client{Timeout: time.Second}
-	m := new(dns.Msg).SetQuestion(name, dns.TypeA)
-	got := 0
-	for {
-		if r, _, err := c.ExchangeContext(ctx, m, addr); err == nil {
-			if got = len(r.Answer); got == n {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s has %d addresses, want %d: %w", name, got, n, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
