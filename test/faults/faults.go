@@ -24,8 +24,8 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/test/localkube"
-	"github.com/globalmirror/globalmirror/test/mirrorsim"
 	"github.com/globalmirror/globalmirror/test/run"
+	"github.com/globalmirror/globalmirror/test/scenario"
 	"github.com/globalmirror/globalmirror/test/wirefuzz"
 	"github.com/globalmirror/globalmirror/test/workload"
 )
@@ -78,15 +78,13 @@ var prefixes = []string{"198.51.100.0/25", "203.0.113.0/25", "192.0.2.0/25", "19
 
 // member is one cluster of the mesh and what runs for it.
 type member struct {
-	name  string
-	c     *localkube.Cluster
-	db    *workload.Workload
-	sim   *mirrorsim.Simulator
+	name string
+	c    *localkube.Cluster
+	db   *workload.Workload
+	// world runs the cluster's simulator, controllers and CoreDNS.
+	world *scenario.World
 	ctrls []*run.Controller
-	// started counts the controllers started, to name their logs.
-	started int
-	dns     *run.CoreDNS
-	dir     string
+	dns   *run.CoreDNS
 
 	mu       sync.Mutex
 	linked   map[string]bool // clusters linked into this one
@@ -162,9 +160,11 @@ func (r *runner) tearDown() {
 	if r.truths != nil {
 		r.truths.stop()
 	}
-	r.procs.stopAll()
+	r.procs.expectAll()
 	for _, m := range r.members {
-		m.sim.Stop()
+		if err := m.world.Stop(); err != nil {
+			r.cfg.Log.Warn("stopping processes", "cluster", m.name, "err", err)
+		}
 	}
 	if r.env != nil {
 		if err := r.env.Stop(); err != nil {
@@ -187,19 +187,17 @@ func (r *runner) setUp(ctx context.Context) error {
 	}
 	r.env = env
 	for i, name := range r.cfg.Clusters {
-		m := &member{name: name, c: env.Cluster(name), dir: filepath.Join(r.cfg.Dir, name), replicas: 3,
+		m := &member{name: name, c: env.Cluster(name), replicas: 3,
 			linked: map[string]bool{}, gateways: map[string]bool{}, notReady: map[string]bool{}}
-		if err := os.MkdirAll(m.dir, 0o755); err != nil {
+		m.world = scenario.NewWorld(m.c, Namespace, filepath.Join(r.cfg.Dir, name))
+		m.world.Logger = r.cfg.Log.With("sim", name)
+		if err := os.MkdirAll(m.world.Dir, 0o755); err != nil {
 			return err
 		}
 		if m.db, err = workload.Create(ctx, m.c.Client, Namespace, "db", 3, workload.Options{
 			Labels: map[string]string{workload.ExportedLabel: "true"}, IPv4: netip.MustParsePrefix(prefixes[i]),
 		}); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
-		}
-		if m.sim, err = mirrorsim.Start(context.WithoutCancel(ctx), m.c.Config, mirrorsim.Options{Namespace: Namespace,
-			Logger: r.cfg.Log.With("sim", name)}); err != nil {
-			return err
 		}
 		r.members = append(r.members, m)
 	}
@@ -224,7 +222,7 @@ func (r *runner) setUp(ctx context.Context) error {
 }
 
 func (r *runner) link(ctx context.Context, m, o *member) error {
-	if err := m.sim.Link(ctx, o.name, o.c.Config); err != nil {
+	if err := m.world.Link(ctx, o.c); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -237,15 +235,13 @@ func (r *runner) link(ctx context.Context, m, o *member) error {
 // with the default timings, whose renew deadline (10 s) outlasts the API
 // server outages injected (up to 4 s), as in a cluster.
 func (r *runner) startController(ctx context.Context, m *member) error {
-	c, err := run.StartController(ctx, m.dir, fmt.Sprintf("controller-%d.log", m.started+1), m.c.Kubeconfig,
-		"--namespaces="+Namespace, "--leader-elect-namespace="+Namespace, "--leader-elect-id=globalmirror",
-		"--kube-api-qps=100", "--kube-api-burst=200")
+	c, err := m.world.StartController(ctx, "--leader-elect-namespace="+Namespace, "--leader-elect-id=globalmirror",
+		"--kube-api-qps=100", "--kube-api-burst=200", "--log-level=debug")
 	if err != nil {
 		return fmt.Errorf("%s: %w", m.name, err)
 	}
 	m.mu.Lock()
 	m.ctrls = append(m.ctrls, c)
-	m.started++
 	m.mu.Unlock()
 	r.procs.watch(m.name+" controller", c.Process)
 	return nil
@@ -257,13 +253,13 @@ const corefile = `.:{$DNS_PORT} {
     ready 127.0.0.1:{$READY_PORT}
     prometheus 127.0.0.1:{$METRICS_PORT}
     global cluster.local {
-        kubeconfig {$KUBECONFIG_PATH}
-        namespaces ` + Namespace + `
+        kubeconfig {$SOURCE_KUBECONFIG}
+        namespaces {$NS}
         ttl 1
     }
     kubernetes cluster.local {
-        kubeconfig {$KUBECONFIG_PATH}
-        namespaces ` + Namespace + `
+        kubeconfig {$SOURCE_KUBECONFIG}
+        namespaces {$NS}
         ttl 1
     }
 }
@@ -272,12 +268,11 @@ const corefile = `.:{$DNS_PORT} {
 // startCoreDNS (re)starts m's CoreDNS on the same port; waitReady waits for
 // its first sync, which never comes while the API server is down.
 func (r *runner) startCoreDNS(ctx context.Context, m *member, waitReady bool) error {
-	opts := run.CoreDNSOptions{Corefile: corefile, Dir: m.dir, WaitReady: waitReady,
-		Env: []string{"KUBECONFIG_PATH=" + m.c.Kubeconfig}}
+	opts := run.CoreDNSOptions{Corefile: corefile, WaitReady: waitReady}
 	if m.dns != nil {
 		opts.Ports = m.dns.Ports
 	}
-	c, err := run.StartCoreDNS(ctx, opts)
+	c, err := m.world.RunCoreDNS(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("%s: %w", m.name, err)
 	}

@@ -111,7 +111,7 @@ func unlink(ctx context.Context, r *runner, m *member) (string, error) {
 	if !linked {
 		return linkBackTo(ctx, r, m, o)
 	}
-	if err := m.sim.Unlink(ctx, o.name); err != nil {
+	if err := m.world.Sim.Unlink(ctx, o.name); err != nil {
 		return "", err
 	}
 	m.mu.Lock()
@@ -199,7 +199,7 @@ func flipGateway(_ context.Context, r *runner, m *member) (string, error) {
 	up := !m.gateways[o]
 	m.gateways[o] = up
 	m.mu.Unlock()
-	return fmt.Sprintf("%s's gateway up=%v", o, up), m.sim.SetGatewayAlive(o, up)
+	return fmt.Sprintf("%s's gateway up=%v", o, up), m.world.Sim.SetGatewayAlive(o, up)
 }
 
 // outage stops m's API server, runs during while it is down, waits a moment

@@ -270,14 +270,12 @@ func (s *supervisor) crashes() []string {
 	return out
 }
 
-func (s *supervisor) stopAll() {
+// expectAll counts every process's exit from now on as on purpose, before
+// the run stops them all.
+func (s *supervisor) expectAll() {
 	s.mu.Lock()
-	procs := slices.Collect(maps.Keys(s.procs))
-	for _, p := range procs {
+	defer s.mu.Unlock()
+	for p := range s.procs {
 		s.expected[p] = true
-	}
-	s.mu.Unlock()
-	for _, p := range procs {
-		p.Stop()
 	}
 }
