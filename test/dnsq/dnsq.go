@@ -3,6 +3,8 @@
 package dnsq
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,8 +20,23 @@ func Ask(network, addr, name string, qtype, bufsize uint16) (*dns.Msg, error) {
 	if bufsize > 0 {
 		m.SetEdns0(bufsize, false)
 	}
-	c := &dns.Client{Net: network, Timeout: 2 * time.Second}
-	r, _, err := c.Exchange(m, addr)
+	return Exchange(context.Background(), &dns.Client{Net: network, Timeout: 2 * time.Second}, m, addr)
+}
+
+// ErrNotAResponse is a reply that is the query itself. While nothing listens
+// on a loopback port, a client whose socket the kernel gave that same port
+// as its own (the port is in the ephemeral range) is connected to itself and
+// reads its own query back, with its ID, rcode NOERROR and no answer:
+// miekg/dns takes it for the reply.
+var ErrNotAResponse = errors.New("the reply is the query itself (QR not set): nothing listens on the port and the client's socket is connected to itself")
+
+// Exchange is c.ExchangeContext that refuses a reply that is not a
+// response (ErrNotAResponse).
+func Exchange(ctx context.Context, c *dns.Client, m *dns.Msg, addr string) (*dns.Msg, error) {
+	r, _, err := c.ExchangeContext(ctx, m, addr)
+	if err == nil && !r.Response {
+		return nil, ErrNotAResponse
+	}
 	return r, err
 }
 

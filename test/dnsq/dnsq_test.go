@@ -2,7 +2,10 @@ package dnsq
 
 import (
 	"errors"
+	"net"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -48,4 +51,43 @@ func TestNoErrorMatchesSummary(t *testing.T) {
 	if got, want := NoError("198.51.100.3", "192.0.2.1"), Summary(m, nil); got != want {
 		t.Errorf("NoError = %q, Summary = %q", got, want)
 	}
+}
+
+// TestExchangeRefusesItsOwnQuery connects a client's socket to itself, as the
+// kernel may when it picks, for a client's ephemeral port, the very port of a
+// DNS server that is restarting: the query comes back, and miekg/dns takes
+// it for a NOERROR reply without answers. Exchange must not.
+func TestExchangeRefusesItsOwnQuery(t *testing.T) {
+	q := new(dns.Msg).SetQuestion("db-0.db-global.ns.svc.cluster.local.", dns.TypeA)
+	for _, network := range []string{"udp", "tcp"} {
+		c, addr := selfConnected(t, network)
+		r, _, err := c.Exchange(q, addr)
+		if err != nil {
+			t.Fatalf("%s: the self-connected socket did not get its query back: %v", network, err)
+		}
+		if r.Response || r.Rcode != dns.RcodeSuccess || len(r.Answer) != 0 {
+			t.Fatalf("%s: read back %v, want the query itself", network, r)
+		}
+		c, addr = selfConnected(t, network) // a TCP port stays in TIME_WAIT
+		if r, err := Exchange(t.Context(), c, q, addr); !errors.Is(err, ErrNotAResponse) {
+			t.Errorf("%s: Exchange = %v, %v; want ErrNotAResponse", network, r, err)
+		}
+	}
+}
+
+// selfConnected is a client whose socket's own port is the server port it
+// asks, which nothing listens on.
+func selfConnected(t *testing.T, network string) (*dns.Client, string) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	var local net.Addr = &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}
+	if network == "tcp" {
+		local = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}
+	}
+	c := &dns.Client{Net: network, Timeout: time.Second, Dialer: &net.Dialer{LocalAddr: local}}
+	return c, net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/miekg/dns"
 )
 
@@ -20,7 +21,7 @@ func WaitDNS(ctx context.Context, addr string, p *Process) error {
 	for _, network := range []string{"udp", "tcp"} {
 		client := &dns.Client{Net: network, Timeout: 500 * time.Millisecond}
 		for {
-			if _, _, err := client.ExchangeContext(ctx, q, addr); err == nil {
+			if _, err := dnsq.Exchange(ctx, client, q, addr); err == nil {
 				break
 			} else {
 				last = err
