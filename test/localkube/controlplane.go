@@ -6,7 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"time"
+
+	"github.com/globalmirror/globalmirror/test/run"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -99,6 +102,14 @@ func (e *Env) startCluster(ctx context.Context, bins binaries, c *Cluster, etcd 
 	if err := os.MkdirAll(c.apis.CertDir, 0o700); err != nil {
 		return err
 	}
+	// A port below the ephemeral range (envtest would pick one inside it):
+	// while the API server is down for a restart, no client socket can be
+	// given its port, which would keep it from listening again.
+	port, err := run.FreePort()
+	if err != nil {
+		return err
+	}
+	c.apis.SecureServing.Address, c.apis.SecureServing.Port = "127.0.0.1", strconv.Itoa(port)
 	args := c.apis.Configure()
 	args.Set("etcd-prefix", "/registry/"+c.Name)
 	// Nothing would remove 127.0.0.1 from the `kubernetes` Endpoints, and

@@ -9,12 +9,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 )
@@ -127,25 +125,6 @@ func (p *Process) Log(n int) string {
 		b = b[len(b)-n:]
 	}
 	return string(b)
-}
-
-// FreePort returns a loopback port that is free for both TCP and UDP, as a DNS
-// server needs.
-func FreePort() (int, error) {
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(port))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port, nil
-		}
-	}
-	return 0, errors.New("no free TCP+UDP port on 127.0.0.1")
 }
 
 // WaitHTTP polls url until it answers 200 or ctx ends; p, if given, failing

@@ -1,0 +1,85 @@
+package run
+
+import (
+	"errors"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// portFloor is the lowest port FreePort picks: above the well-known and the
+// commonly registered ones.
+const portFloor = 10000
+
+// FreePort returns a loopback port that is free for both TCP and UDP, as a DNS
+// server needs, picked below the kernel's ephemeral range. A server that
+// restarts on its port (CoreDNS, kube-apiserver) must find it free, and while
+// it is down the kernel must not hand the port to a client as its own: the
+// server could not bind it again, and a client connected to itself reads its
+// own DNS query back as if it were an empty answer.
+func FreePort() (int, error) {
+	low := ephemeralLow()
+	if low-portFloor < 1000 {
+		return anyFreePort()
+	}
+	for range 100 {
+		port := portFloor + rand.IntN(low-portFloor)
+		if free(port) {
+			return port, nil
+		}
+	}
+	return 0, errors.New("no free TCP+UDP port on 127.0.0.1 below the ephemeral range")
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's
+// default when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 32768
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 32768
+	}
+	return low
+}
+
+// free reports whether port can be bound on 127.0.0.1 for TCP and UDP.
+func free(port int) bool {
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer l.Close()
+	u, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return false
+	}
+	u.Close()
+	return true
+}
+
+// anyFreePort lets the kernel pick, for a machine whose ephemeral range
+// leaves no room below it.
+func anyFreePort() (int, error) {
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if free(port) {
+			return port, nil
+		}
+	}
+	return 0, errors.New("no free TCP+UDP port on 127.0.0.1")
+}
