@@ -6,6 +6,7 @@ import (
 	"github.com/globalmirror/globalmirror/test/fixture"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -27,6 +28,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 )
 
@@ -484,4 +486,83 @@ func TestNativeNames(t *testing.T) {
 		}
 		return err
 	})
+}
+
+// TestStaleBaseSyncsOnTheEcho: a sync that finds the slice cache behind the
+// controller's own write (ErrStale) is retried when the informer delivers
+// that write, not only after the rate limiter's delay, which grows with each
+// failure (through an API outage, to tens of seconds) while a change of the
+// members waits to be written.
+func TestStaleBaseSyncsOnTheEcho(t *testing.T) {
+	global := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-global", UID: "uid-db-global",
+			Labels: map[string]string{aggregate.LabelManagedBy: aggregate.ManagedBy, aggregate.LabelBase: "db"}},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone},
+	}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-global-abc", UID: "uid-db-global-abc", Generation: 1,
+			Labels: map[string]string{discoveryv1.LabelServiceName: "db-global", discoveryv1.LabelManagedBy: aggregate.EndpointSliceManagedBy,
+				aggregate.LabelManagedBy: aggregate.ManagedBy, aggregate.LabelBase: "db"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+	}
+	east := mirror("db", "east")
+	client := fake.NewClientset(global, slice, east, memberSlice(east, "db-0", "198.51.100.1"))
+	c := newController(t, client, record.NewFakeRecorder(10), metrics.New())
+	// Failed syncs wait an hour: only an event can bring the base back soon.
+	c.queue = workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[source.Key](time.Hour, time.Hour))
+	ctx := t.Context()
+	c.Start(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), c.HasSynced) {
+		t.Fatal("caches did not sync")
+	}
+	for c.queue.Len() > 0 { // the informers' initial adds
+		k, _ := c.queue.Get()
+		c.queue.Done(k)
+	}
+	key := baseKey("db")
+
+	// This controller wrote generation 2; the cache still shows 1.
+	written := slice.DeepCopy()
+	written.Generation, written.ResourceVersion = 2, "2" // the fake counts neither
+	c.tracker.Update(written)
+	if result, err := c.sync(ctx, key); result != metrics.ResultStale {
+		t.Fatalf("sync with the cache behind: %s (%v), want %s", result, err, metrics.ResultStale)
+	}
+	c.queue.AddRateLimited(key) // as processNext does
+	if n := c.queue.Len(); n != 0 {
+		t.Fatalf("queue holds %d keys before the echo", n)
+	}
+
+	// The echo: the informer catches up with the write.
+	if _, err := client.DiscoveryV1().EndpointSlices("ns").Update(ctx, written, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for c.queue.Len() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the echo did not queue the stale base; it waits for its rate-limited retry")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	got, _ := c.queue.Get()
+	if got != key {
+		t.Fatalf("queued %v, want %v", got, key)
+	}
+	c.queue.Done(got)
+	if result, err := c.sync(ctx, key); result != metrics.ResultSuccess {
+		t.Errorf("sync after the echo: %s (%v), want %s", result, err, metrics.ResultSuccess)
+	}
+	eps, err := client.DiscoveryV1().EndpointSlices("ns").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=db-global"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hosts []string
+	for _, s := range eps.Items {
+		for _, ep := range s.Endpoints {
+			hosts = append(hosts, *ep.Hostname)
+		}
+	}
+	if !slices.Equal(hosts, []string{"db-0-east"}) {
+		t.Errorf("global slices hold %v after the sync, want the member change written: [db-0-east]", hosts)
+	}
 }

@@ -142,20 +142,25 @@ func (c *Controller) setManaged(key source.Key, endpoints int, exists bool) {
 
 // onOwnedSlice queues the base of a global slice that changed in a way this
 // controller did not cause (a user's edit or deletion, or a write it lost
-// track of); echoes of its own writes are filtered by the tracker.
+// track of); echoes of its own writes are filtered by the tracker, except for
+// a base whose last sync failed: an echo may be what it was waiting for (a
+// cache that caught up with this controller's writes, ErrStale), and its
+// rate-limited retry, after failures through an API outage, can be tens of
+// seconds away, with a change of its members still unwritten.
 func (c *Controller) onOwnedSlice(s *discoveryv1.EndpointSlice, deleted bool) {
 	key, ok := baseOf(s, c.suffix)
 	if !ok {
 		return
 	}
+	failed := c.queue.NumRequeues(key) > 0
 	if deleted {
 		expected := c.tracker.Has(s) && c.tracker.HandleDeletion(s)
-		if !expected {
+		if !expected || failed {
 			c.queue.Add(key)
 		}
 		return
 	}
-	if c.tracker.ShouldSync(s) {
+	if c.tracker.ShouldSync(s) || failed {
 		c.queue.Add(key)
 	}
 }
