@@ -80,7 +80,7 @@ func New(cfg Config, src *source.Source, owned *OwnedSlices) (*Controller, error
 		client:  cfg.Client,
 		suffix:  cfg.Suffix,
 		tracker: tracker,
-		slices:  slices.NewReconciler(cfg.Client, tracker, cfg.Metrics, cfg.MaxEndpointsPerSlice),
+		slices:  slices.NewReconciler(cfg.Client, tracker, cfg.Metrics, cfg.MaxEndpointsPerSlice, cfg.Logger),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[source.Key](),
 			workqueue.TypedRateLimitingQueueConfig[source.Key]{

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/controller/metrics"
@@ -28,13 +29,18 @@ type Reconciler struct {
 	client  kubernetes.Interface
 	tracker *endpointsliceutil.EndpointSliceTracker
 	metrics *metrics.Metrics
+	log     *slog.Logger
 	limit   int
 }
 
 // NewReconciler returns a Reconciler that puts at most maxPerSlice endpoints in
-// a slice. The tracker must be shared with the slice informer's handlers.
-func NewReconciler(client kubernetes.Interface, tracker *endpointsliceutil.EndpointSliceTracker, m *metrics.Metrics, maxPerSlice int) *Reconciler {
-	return &Reconciler{client: client, tracker: tracker, metrics: m, limit: maxPerSlice}
+// a slice and logs each write at debug level to log (nil: nowhere). The
+// tracker must be shared with the slice informer's handlers.
+func NewReconciler(client kubernetes.Interface, tracker *endpointsliceutil.EndpointSliceTracker, m *metrics.Metrics, maxPerSlice int, log *slog.Logger) *Reconciler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Reconciler{client: client, tracker: tracker, metrics: m, log: log, limit: maxPerSlice}
 }
 
 // Reconcile makes the slices of the global Service svc hold exactly the view's
@@ -73,6 +79,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, svc *corev1.Service, view ag
 				return endpoints, fmt.Errorf("create EndpointSlice for %s/%s: %w", svc.Namespace, svc.Name, err)
 			}
 			r.tracker.Update(got)
+			r.log.Debug("created EndpointSlice", "slice", got.Namespace+"/"+got.Name, "service", svc.Name, "endpoints", len(got.Endpoints))
 		}
 	}
 	for _, s := range p.update {
@@ -82,6 +89,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, svc *corev1.Service, view ag
 			return endpoints, fmt.Errorf("update EndpointSlice %s/%s: %w", s.Namespace, s.Name, err)
 		}
 		r.tracker.Update(got)
+		r.log.Debug("updated EndpointSlice", "slice", got.Namespace+"/"+got.Name, "generation", got.Generation, "endpoints", len(got.Endpoints))
 	}
 	for _, s := range p.delete {
 		if err := r.delete(ctx, s); err != nil {
@@ -125,6 +133,7 @@ func (r *Reconciler) delete(ctx context.Context, s *discoveryv1.EndpointSlice) e
 		return fmt.Errorf("delete EndpointSlice %s/%s: %w", s.Namespace, s.Name, err)
 	}
 	r.tracker.ExpectDeletion(s)
+	r.log.Debug("deleted EndpointSlice", "slice", s.Namespace+"/"+s.Name)
 	return nil
 }
 

@@ -55,7 +55,7 @@ func newHarness(t *testing.T, limit int) *harness {
 		return false, nil, nil
 	})
 	tr := endpointsliceutil.NewEndpointSliceTracker()
-	return &harness{t: t, client: client, tracker: tr, rec: NewReconciler(client, tr, metrics.New(), limit)}
+	return &harness{t: t, client: client, tracker: tr, rec: NewReconciler(client, tr, metrics.New(), limit, nil)}
 }
 
 // cache lists the slices as an up-to-date informer would hold them.

@@ -220,7 +220,7 @@ func convergeOwned(t testing.TB, views []aggregate.View, owners []*corev1.Servic
 		}
 		return false, nil, nil
 	})
-	rec := ctrlslices.NewReconciler(client, endpointsliceutil.NewEndpointSliceTracker(), ctrlmetrics.New(), 7)
+	rec := ctrlslices.NewReconciler(client, endpointsliceutil.NewEndpointSliceTracker(), ctrlmetrics.New(), 7, nil)
 	for i, v := range views {
 		svc := owners[i]
 		if _, err := rec.Reconcile(ctx, svc, v, nil); err != nil {
