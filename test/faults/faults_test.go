@@ -2,6 +2,7 @@ package faults
 
 import (
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 )
@@ -13,9 +14,22 @@ func TestFaultsShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts control planes")
 	}
+	// The logs stay when the test fails: a failure after minutes of faults
+	// needs every process's log to be understood.
+	dir, err := os.MkdirTemp("", "globalmirror-faults-short-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
 	res, err := Run(t.Context(), Config{
 		Clusters: []string{"east", "west"}, Seed: 7, Duration: 90 * time.Second,
-		Idle: 10 * time.Second, Fuzz: 15 * time.Second, Dir: t.TempDir(),
+		Idle: 10 * time.Second, Fuzz: 15 * time.Second, Dir: dir,
 		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})
 	if res != nil {

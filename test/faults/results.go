@@ -40,6 +40,9 @@ type Results struct {
 	// IdleDetail says which, when there were some.
 	IdleWrites float64
 	IdleDetail []string
+	// IdleRestarts are idle windows started again because an input of the
+	// controllers changed in them, with what changed.
+	IdleRestarts []string
 	// Foreign are objects globalmirror did not create that it wrote.
 	Foreign []string
 	// Gone410 counts watches resumed after a compaction that the API server
@@ -204,7 +207,7 @@ func (r *Results) Markdown() string {
 		title string
 		items []string
 	}{{"Wrong answers (first 20)", r.WrongSamples}, {"Unexpected failures, first of each", r.FailureSamples},
-		{"Writes while idle", r.IdleDetail}, {"Crashes", r.Crashes}, {"Foreign objects written", r.Foreign}, {"Malformed replies (first 20)", r.Fuzz.Malformed}} {
+		{"Writes while idle", r.IdleDetail}, {"Idle windows started again (an input changed)", r.IdleRestarts}, {"Crashes", r.Crashes}, {"Foreign objects written", r.Foreign}, {"Malformed replies (first 20)", r.Fuzz.Malformed}} {
 		if len(sec.items) > 0 {
 			p("\n## %s\n\n", sec.title)
 			for _, s := range sec.items {
