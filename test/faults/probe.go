@@ -15,6 +15,9 @@ import (
 	"github.com/globalmirror/globalmirror/test/faults/truth"
 	"github.com/miekg/dns"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 )
 
 // truths keeps, per member, the model of what its DNS should answer,
@@ -27,8 +30,12 @@ type truths struct {
 }
 
 type memberTruth struct {
-	world     truth.World
-	changed   time.Time // when world last changed
+	world truth.World
+	// changed is when world last changed, or when the watched truth did:
+	// the API can pass through a state between two polls (an unlink deletes
+	// a cluster's mirrors one by one in tens of milliseconds), and an answer
+	// given in it is the system following the API, not a wrong one.
+	changed   time.Time
 	refreshed time.Time // when the last refresh that reached the API began
 	reachable bool      // the last refresh reached the API server
 	lastWrong time.Time // the last answer that differed from world
@@ -44,6 +51,7 @@ func startTruths(ctx context.Context, r *runner) *truths {
 	for _, m := range r.members {
 		t.state[m] = &memberTruth{seen: map[string]bool{}}
 		t.refresh(ctx, m)
+		t.done.Go(func() { t.watch(ctx, m) })
 		t.done.Go(func() {
 			for ctx.Err() == nil {
 				t.refresh(ctx, m)
@@ -55,6 +63,62 @@ func startTruths(ctx context.Context, r *runner) *truths {
 		})
 	}
 	return t
+}
+
+// watch recomputes m's truth from informers on every change of its
+// Services and EndpointSlices, and records when it changed: the states the
+// polls may miss. The expectations stay the polled truth's.
+func (t *truths) watch(ctx context.Context, m *member) {
+	f := informers.NewSharedInformerFactoryWithOptions(m.c.Client, 0, informers.WithNamespace(Namespace))
+	svcs, sl := f.Core().V1().Services(), f.Discovery().V1().EndpointSlices()
+	kick := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	h := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { notify() },
+		UpdateFunc: func(any, any) { notify() },
+		DeleteFunc: func(any) { notify() },
+	}
+	for _, inf := range []cache.SharedIndexInformer{svcs.Informer(), sl.Informer()} {
+		if _, err := inf.AddEventHandler(h); err != nil {
+			return
+		}
+	}
+	f.Start(ctx.Done())
+	defer f.Shutdown()
+	var last truth.World
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-kick:
+		}
+		services, err1 := svcs.Lister().List(labels.Everything())
+		slices, err2 := sl.Lister().List(labels.Everything())
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		w := truth.Compute(values(services), values(slices), "-global")
+		if reflect.DeepEqual(w, last) {
+			continue
+		}
+		last = w
+		t.mu.Lock()
+		t.state[m].changed = time.Now()
+		t.mu.Unlock()
+	}
+}
+
+func values[T any](ps []*T) []T {
+	out := make([]T, len(ps))
+	for i, p := range ps {
+		out[i] = *p
+	}
+	return out
 }
 
 func (t *truths) stop() {

@@ -171,7 +171,7 @@ func (r *Results) Markdown() string {
 	c := r.Config
 	p("# Faults\n\n`make faults`: %d clusters (%s) in a full mesh, each with the mirror simulator linking the others, two controller replicas and a CoreDNS with the global plugin; DNS clients asking every global and per-pod name of every cluster continuously, over UDP and TCP; faults injected one after another for %v, order and choices from seed %d. Set-up took %v, the whole run %v.\n\n",
 		len(c.Clusters), strings.Join(c.Clusters, ", "), c.Duration, c.Seed, r.SetUp.Round(time.Second), r.Total.Round(time.Second))
-	p("Every answer is compared with a model of the truth (package `test/faults/truth`, a second implementation of the semantics) computed from each cluster's API server every 100 ms. An answer that differs while the API's state changed less than %v ago is the system converging; one that differs after that counts as wrong.\n\n", c.Window)
+	p("Every answer is compared with a model of the truth (package `test/faults/truth`, a second implementation of the semantics) computed from each cluster's API server every 100 ms; a watch tells it of every state in between. An answer that differs while the API's state changed less than %v ago is the system converging; one that differs after that counts as wrong. The idle check measures a window in which no input of the controllers changed.\n\n", c.Window)
 	p("| measure | value |\n|---|---:|\n")
 	p("| queries (UDP / TCP) | %d / %d |\n", r.Queries["udp"], r.Queries["tcp"])
 	p("| wrong answers outside the window | %d |\n", r.Wrong)
