@@ -350,22 +350,27 @@ func TestInvalidGlobalNameReportedOnce(t *testing.T) {
 	}
 }
 
+// ourGlobal is db's global Service and one of its slices, as this
+// controller writes them.
+func ourGlobal() (*corev1.Service, *discoveryv1.EndpointSlice) {
+	return &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-global", UID: "uid-db-global",
+				Labels: map[string]string{aggregate.LabelManagedBy: aggregate.ManagedBy, aggregate.LabelBase: "db"}},
+			Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone},
+		}, &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-global-abc", UID: "uid-db-global-abc", Generation: 1,
+				Labels: map[string]string{discoveryv1.LabelServiceName: "db-global", discoveryv1.LabelManagedBy: aggregate.EndpointSliceManagedBy,
+					aggregate.LabelManagedBy: aggregate.ManagedBy, aggregate.LabelBase: "db"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+		}
+}
+
 // TestDeletionSentOnce: while the caches still show a global this controller
 // has just deleted, another sync of its base sends no second DELETE (which
 // would get 404 and be logged and counted twice). The informers' watches
 // never deliver here, so the caches stay as they were listed.
 func TestDeletionSentOnce(t *testing.T) {
-	global := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-global", UID: "uid-db-global",
-			Labels: map[string]string{aggregate.LabelManagedBy: aggregate.ManagedBy, aggregate.LabelBase: "db"}},
-		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone},
-	}
-	globalSlice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-global-abc", UID: "uid-db-global-abc",
-			Labels: map[string]string{discoveryv1.LabelServiceName: "db-global", discoveryv1.LabelManagedBy: aggregate.EndpointSliceManagedBy,
-				aggregate.LabelManagedBy: aggregate.ManagedBy, aggregate.LabelBase: "db"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-	}
+	global, globalSlice := ourGlobal()
 	for _, tc := range []struct {
 		name        string
 		objs        []runtime.Object
@@ -494,17 +499,7 @@ func TestNativeNames(t *testing.T) {
 // failure (through an API outage, to tens of seconds) while a change of the
 // members waits to be written.
 func TestStaleBaseSyncsOnTheEcho(t *testing.T) {
-	global := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-global", UID: "uid-db-global",
-			Labels: map[string]string{aggregate.LabelManagedBy: aggregate.ManagedBy, aggregate.LabelBase: "db"}},
-		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone},
-	}
-	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-global-abc", UID: "uid-db-global-abc", Generation: 1,
-			Labels: map[string]string{discoveryv1.LabelServiceName: "db-global", discoveryv1.LabelManagedBy: aggregate.EndpointSliceManagedBy,
-				aggregate.LabelManagedBy: aggregate.ManagedBy, aggregate.LabelBase: "db"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-	}
+	global, slice := ourGlobal()
 	east := mirror("db", "east")
 	client := fake.NewClientset(global, slice, east, memberSlice(east, "db-0", "198.51.100.1"))
 	c := newController(t, client, record.NewFakeRecorder(10), metrics.New())

@@ -44,12 +44,17 @@ func (r *runner) idleCheck(ctx context.Context) error {
 	if err := r.controllersSettle(ctx); err != nil {
 		return err
 	}
-	for attempt := 1; ; attempt++ {
-		before, err := r.writes()
+	// snapshot is the controllers' writes so far and their inputs now.
+	snapshot := func() (float64, map[string]string, error) {
+		n, err := r.writes()
 		if err != nil {
-			return err
+			return 0, nil, err
 		}
-		inputs, err := r.inputs(ctx)
+		in, err := r.inputs(ctx)
+		return n, in, err
+	}
+	for attempt := 1; ; attempt++ {
+		before, inputs, err := snapshot()
 		if err != nil {
 			return err
 		}
@@ -58,11 +63,7 @@ func (r *runner) idleCheck(ctx context.Context) error {
 			return ctx.Err()
 		case <-time.After(r.cfg.Idle):
 		}
-		after, err := r.writes()
-		if err != nil {
-			return err
-		}
-		now, err := r.inputs(ctx)
+		after, now, err := snapshot()
 		if err != nil {
 			return err
 		}
