@@ -85,35 +85,42 @@ func (r *runner) idleCheck(ctx context.Context) error {
 // globalmirror did not write, by "cluster kind name".
 func (r *runner) inputs(ctx context.Context) (map[string]string, error) {
 	out := map[string]string{}
-	add := func(cluster, kind string, o metav1.Object) {
+	err := r.eachObject(ctx, Namespace, func(cluster, kind string, o metav1.Object) {
 		if !aggregate.IsManaged(o.GetLabels()) {
 			out[cluster+" "+kind+" "+o.GetName()] = o.GetResourceVersion()
 		}
-	}
+	})
+	return out, err
+}
+
+// eachObject calls f with every Service, Endpoints and EndpointSlice of
+// namespace ns ("": all) in every cluster: what Linkerd, Kubernetes and
+// globalmirror write for these names.
+func (r *runner) eachObject(ctx context.Context, ns string, f func(cluster, kind string, o metav1.Object)) error {
 	for _, m := range r.members {
-		svcs, err := m.c.Client.CoreV1().Services(Namespace).List(ctx, metav1.ListOptions{})
+		svcs, err := m.c.Client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for i := range svcs.Items {
-			add(m.name, "Service", &svcs.Items[i])
+			f(m.name, "Service", &svcs.Items[i])
 		}
-		eps, err := m.c.Client.CoreV1().Endpoints(Namespace).List(ctx, metav1.ListOptions{}) //nolint:staticcheck // Linkerd writes v1 Endpoints
+		eps, err := m.c.Client.CoreV1().Endpoints(ns).List(ctx, metav1.ListOptions{}) //nolint:staticcheck // Linkerd writes v1 Endpoints
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for i := range eps.Items {
-			add(m.name, "Endpoints", &eps.Items[i])
+			f(m.name, "Endpoints", &eps.Items[i])
 		}
-		sl, err := m.c.Client.DiscoveryV1().EndpointSlices(Namespace).List(ctx, metav1.ListOptions{})
+		sl, err := m.c.Client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for i := range sl.Items {
-			add(m.name, "EndpointSlice", &sl.Items[i])
+			f(m.name, "EndpointSlice", &sl.Items[i])
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // changedInputs lists what was added, changed or removed between two
@@ -240,38 +247,14 @@ func (r *runner) writes() (float64, error) {
 // globalmirror did not create carries a write of the controller (its field
 // manager, from its user agent).
 func (r *runner) foreignObjectsCheck(ctx context.Context) error {
-	wrote := func(kind, ns, name string, labels map[string]string, fields []metav1.ManagedFieldsEntry) {
-		if aggregate.IsManaged(labels) {
+	return r.eachObject(ctx, metav1.NamespaceAll, func(_, kind string, o metav1.Object) {
+		if aggregate.IsManaged(o.GetLabels()) {
 			return
 		}
-		for _, f := range fields {
+		for _, f := range o.GetManagedFields() {
 			if strings.HasPrefix(f.Manager, "globalmirror-controller") {
-				r.res.Foreign = append(r.res.Foreign, fmt.Sprintf("%s %s/%s (%s %s)", kind, ns, name, f.Manager, f.Operation))
+				r.res.Foreign = append(r.res.Foreign, fmt.Sprintf("%s %s/%s (%s %s)", kind, o.GetNamespace(), o.GetName(), f.Manager, f.Operation))
 			}
 		}
-	}
-	for _, m := range r.members {
-		svcs, err := m.c.Client.CoreV1().Services("").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		for _, o := range svcs.Items {
-			wrote("Service", o.Namespace, o.Name, o.Labels, o.ManagedFields)
-		}
-		eps, err := m.c.Client.CoreV1().Endpoints("").List(ctx, metav1.ListOptions{}) //nolint:staticcheck // Linkerd writes v1 Endpoints
-		if err != nil {
-			return err
-		}
-		for _, o := range eps.Items {
-			wrote("Endpoints", o.Namespace, o.Name, o.Labels, o.ManagedFields)
-		}
-		sl, err := m.c.Client.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		for _, o := range sl.Items {
-			wrote("EndpointSlice", o.Namespace, o.Name, o.Labels, o.ManagedFields)
-		}
-	}
-	return nil
+	})
 }
