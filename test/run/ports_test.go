@@ -1,10 +1,6 @@
 package run
 
-import (
-	"net"
-	"strconv"
-	"testing"
-)
+import "testing"
 
 // TestFreePortIsBelowTheEphemeralRange: the kernel never gives a client's
 // socket a port below the ephemeral range, so a server restarting on such a
@@ -19,17 +15,8 @@ func TestFreePortIsBelowTheEphemeralRange(t *testing.T) {
 		if port < portFloor || port >= low {
 			t.Fatalf("FreePort = %d, want in [%d, %d)", port, portFloor, low)
 		}
-		for _, network := range []string{"tcp", "udp"} {
-			var l interface{ Close() error }
-			if network == "tcp" {
-				l, err = net.Listen(network, "127.0.0.1:"+strconv.Itoa(port))
-			} else {
-				l, err = net.ListenPacket(network, "127.0.0.1:"+strconv.Itoa(port))
-			}
-			if err != nil {
-				t.Fatalf("port %d is not free for %s: %v", port, network, err)
-			}
-			l.Close()
+		if !free(port) {
+			t.Fatalf("port %d is not free for TCP and UDP", port)
 		}
 	}
 }
