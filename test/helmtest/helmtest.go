@@ -41,8 +41,9 @@ func Bin(t testing.TB) string {
 }
 
 // Run runs helm with args and returns its stdout; stderr is in the error.
-// Helm's own state (repositories, cache, registry logins) goes to a temporary
-// directory, so the test neither reads nor changes the user's.
+// Helm's own state (repositories, cache, registry logins) and its discovery
+// cache go to a temporary directory, so the test neither reads nor changes
+// the user's.
 func Run(t testing.TB, args ...string) (string, error) {
 	t.Helper()
 	home := t.TempDir()
@@ -51,6 +52,7 @@ func Run(t testing.TB, args ...string) (string, error) {
 		"HELM_CACHE_HOME="+filepath.Join(home, "cache"),
 		"HELM_CONFIG_HOME="+filepath.Join(home, "config"),
 		"HELM_DATA_HOME="+filepath.Join(home, "data"),
+		"KUBECACHEDIR="+filepath.Join(home, "kube-cache"), // not ~/.kube/cache
 		"KUBECONFIG="+filepath.Join(home, "no-kubeconfig"), // only --kubeconfig reaches a cluster
 	)
 	var stdout, stderr bytes.Buffer
