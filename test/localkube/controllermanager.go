@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,19 +25,44 @@ var controllers = []string{
 	"serviceaccount-token-controller",
 }
 
-func (e *Env) startControllerManager(c *Cluster, path string, plane *envtest.ControlPlane) error {
-	user, err := plane.AddUser(envtest.User{Name: "system:kube-controller-manager", Groups: []string{"system:masters"}}, nil)
+// nodeControllers are added where a real node runs pods (Options.RealNodes):
+// what Deployments, StatefulSets, a ServiceAccount token's kube-root-ca.crt
+// and a Node's not-ready taint need.
+var nodeControllers = []string{
+	"deployment-controller",
+	"replicaset-controller",
+	"statefulset-controller",
+	"disruption-controller",
+	"root-ca-certificate-publisher-controller",
+	"node-lifecycle-controller",
+	"taint-eviction-controller",
+	"pod-garbage-collector-controller",
+}
+
+// writeKubeconfig writes <pki>/<user>.kubeconfig for a control plane
+// component, a member of system:masters.
+func writeKubeconfig(c *Cluster, plane *envtest.ControlPlane, user string) (string, error) {
+	u, err := plane.AddUser(envtest.User{Name: "system:" + user, Groups: []string{"system:masters"}}, nil)
 	if err != nil {
-		return err
+		return "", err
 	}
-	kubeconfig, err := user.KubeConfig()
+	kubeconfig, err := u.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(c.apis.CertDir, user+".kubeconfig")
+	return path, os.WriteFile(path, kubeconfig, 0o600)
+}
+
+func (e *Env) startControllerManager(c *Cluster, path string, plane *envtest.ControlPlane) error {
+	kubeconfigPath, err := writeKubeconfig(c, plane, "kube-controller-manager")
 	if err != nil {
 		return err
 	}
 	pki := c.apis.CertDir
-	kubeconfigPath := filepath.Join(pki, "kube-controller-manager.kubeconfig")
-	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
-		return err
+	names := controllers
+	if c.realNode {
+		names = append(slices.Clone(controllers), nodeControllers...)
 	}
 	caPath := filepath.Join(pki, "apiserver-ca.crt")
 	if err := os.WriteFile(caPath, c.apis.SecureServing.CA, 0o600); err != nil {
@@ -49,7 +75,7 @@ func (e *Env) startControllerManager(c *Cluster, path string, plane *envtest.Con
 	c.kcmHealthz = fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
 	args := []string{
 		"--kubeconfig=" + kubeconfigPath,
-		"--controllers=" + strings.Join(controllers, ","),
+		"--controllers=" + strings.Join(names, ","),
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(port),
@@ -70,5 +96,27 @@ func (e *Env) startControllerManager(c *Cluster, path string, plane *envtest.Con
 		"--profiling=false",
 	}
 	c.kcm, err = run.Start(path, args, nil, filepath.Join(c.dir, "kube-controller-manager.log"))
+	return err
+}
+
+// startScheduler runs kube-scheduler for a cluster with a real node.
+func (e *Env) startScheduler(c *Cluster, path string, plane *envtest.ControlPlane) error {
+	kubeconfig, err := writeKubeconfig(c, plane, "kube-scheduler")
+	if err != nil {
+		return err
+	}
+	port, err := run.FreePort()
+	if err != nil {
+		return err
+	}
+	c.scheduler, err = run.Start(path, []string{
+		"--kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(port),
+		"--profiling=false",
+	}, nil, filepath.Join(c.dir, "kube-scheduler.log"))
 	return err
 }

@@ -3,6 +3,7 @@ package localkube
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,7 +28,7 @@ const startTimeout = 90 * time.Second // three API servers on two busy cores
 // own process group without a parent-death signal, so a test binary killed by
 // `go test`'s timeout or ^C would otherwise leave them running.
 type binaries struct {
-	etcd, apiserver, controllerManager string
+	etcd, apiserver, controllerManager, scheduler string
 }
 
 func newBinaries(assets, dir string) (binaries, error) {
@@ -35,6 +36,7 @@ func newBinaries(assets, dir string) (binaries, error) {
 		etcd:              filepath.Join(assets, "etcd"),
 		apiserver:         filepath.Join(assets, "kube-apiserver"),
 		controllerManager: filepath.Join(assets, "kube-controller-manager"),
+		scheduler:         filepath.Join(assets, "kube-scheduler"),
 	}
 	setpriv, err := exec.LookPath("setpriv") // util-linux, essential on Debian
 	if err != nil {
@@ -82,7 +84,7 @@ func (e *Env) startEtcd(bins binaries, dataDir string) (*envtest.Etcd, error) {
 
 // startCluster starts the API server on etcd, provisions the admin user, starts
 // kube-controller-manager and waits until the cluster is ready.
-func (e *Env) startCluster(ctx context.Context, bins binaries, c *Cluster, etcd *envtest.Etcd) error {
+func (e *Env) startCluster(ctx context.Context, bins binaries, c *Cluster, etcd *envtest.Etcd, nodeAddr netip.Addr) error {
 	start := time.Now()
 	c.EtcdURL = etcd.URL
 	out, err := logFile(c.dir, "kube-apiserver")
@@ -111,10 +113,20 @@ func (e *Env) startCluster(ctx context.Context, bins binaries, c *Cluster, etcd 
 	}
 	c.apis.SecureServing.Address, c.apis.SecureServing.Port = "127.0.0.1", strconv.Itoa(port)
 	args := c.apis.Configure()
+	if c.realNode {
+		if c.apis.SecureServing.CA, err = writeNodePKI(c.apis.CertDir, nodeAddr); err != nil {
+			return fmt.Errorf("serving certificate: %w", err)
+		}
+		c.apis.SecureServing.Address = nodeAddr.String()
+		args.Set("advertise-address", nodeAddr.String())
+		// The kubelet (exec, logs) by its address: its hostname is in no DNS.
+		args.Set("kubelet-preferred-address-types", "InternalIP")
+	} else {
+		// Nothing would remove 127.0.0.1 from the `kubernetes` Endpoints, and
+		// Endpoints reject loopback addresses anyway.
+		args.Set("endpoint-reconciler-type", "none")
+	}
 	args.Set("etcd-prefix", "/registry/"+c.Name)
-	// Nothing would remove 127.0.0.1 from the `kubernetes` Endpoints, and
-	// Endpoints reject loopback addresses anyway.
-	args.Set("endpoint-reconciler-type", "none")
 	args.Set("service-cluster-ip-range", serviceCIDRs)
 	// envtest disables the ServiceAccount admission plugin because it runs no
 	// controller manager; this one does, so pods need a ServiceAccount as in
@@ -154,7 +166,11 @@ func (e *Env) startCluster(ctx context.Context, bins binaries, c *Cluster, etcd 
 	if err := e.startControllerManager(c, bins.controllerManager, plane); err != nil {
 		return fmt.Errorf("kube-controller-manager: %w", err)
 	}
-	if err := createNode(ctx, c.Client); err != nil {
+	if c.realNode {
+		if err := e.startScheduler(c, bins.scheduler, plane); err != nil {
+			return fmt.Errorf("kube-scheduler: %w", err)
+		}
+	} else if err := createNode(ctx, c.Client); err != nil {
 		return err
 	}
 	if err := waitControllerManagerReady(ctx, c); err != nil {

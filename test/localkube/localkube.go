@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -54,6 +55,17 @@ type Options struct {
 	// t.Cleanup runs.
 	StopOnSignal bool
 
+	// RealNodes names the clusters that real kubelets join (test/node). Each
+	// listens on NodeAddress instead of loopback, advertises it in the
+	// `kubernetes` Endpoints and serves a certificate that also names the
+	// `kubernetes` Service, as a kubeadm cluster's API server does, so that
+	// pods reach it with their in-cluster configuration. Each runs a
+	// kube-scheduler, and gets no stand-in Node: the kubelet registers its own.
+	RealNodes []string
+	// NodeAddress is an address of the node's network, which exists only in
+	// the network namespace the test made (test/node); required with RealNodes.
+	NodeAddress netip.Addr
+
 	// sharedEtcd runs one etcd for all clusters, one key prefix each, instead
 	// of one etcd per cluster. Only the start-time benchmark sets it.
 	sharedEtcd bool
@@ -73,8 +85,10 @@ type Cluster struct {
 	EtcdURL *url.URL
 
 	dir        string
+	realNode   bool // see Options.RealNodes
 	apis       *envtest.APIServer
 	kcm        *run.Process
+	scheduler  *run.Process
 	kcmHealthz string
 	closers    []io.Closer // log files
 }
@@ -104,6 +118,14 @@ type Env struct {
 func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	if err := validateNames(opts.Clusters); err != nil {
 		return nil, err
+	}
+	for _, n := range opts.RealNodes {
+		if !slices.Contains(opts.Clusters, n) {
+			return nil, fmt.Errorf("localkube: real node for cluster %q, which is not asked for", n)
+		}
+		if !opts.NodeAddress.Is4() {
+			return nil, fmt.Errorf("localkube: a real node's cluster %q needs an IPv4 NodeAddress", n)
+		}
 	}
 	assets, err := findAssets(opts.AssetsDir)
 	if err != nil {
@@ -139,7 +161,7 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	}
 	env.clusters = make([]*Cluster, len(opts.Clusters))
 	for i, name := range opts.Clusters {
-		env.clusters[i] = &Cluster{Name: name, dir: filepath.Join(env.dir, name)}
+		env.clusters[i] = &Cluster{Name: name, dir: filepath.Join(env.dir, name), realNode: slices.Contains(opts.RealNodes, name)}
 		if err := os.MkdirAll(env.clusters[i].dir, 0o755); err != nil {
 			return env, err
 		}
@@ -169,7 +191,7 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 					return fmt.Errorf("cluster %s: %w", c.Name, err)
 				}
 			}
-			if err := env.startCluster(gctx, bins, c, etcd); err != nil {
+			if err := env.startCluster(gctx, bins, c, etcd, opts.NodeAddress); err != nil {
 				return fmt.Errorf("cluster %s: %w", c.Name, err)
 			}
 			return nil
@@ -250,6 +272,9 @@ func (e *Env) removeState() error {
 
 func (c *Cluster) stop() error {
 	var errs []error
+	if c.scheduler != nil {
+		errs = append(errs, c.scheduler.StopWithin(10*time.Second))
+	}
 	if c.kcm != nil {
 		errs = append(errs, c.kcm.StopWithin(10*time.Second))
 	}

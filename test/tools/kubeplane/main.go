@@ -1,10 +1,12 @@
-// Command kubeplane is etcd, kube-apiserver and kube-controller-manager in one
-// binary, chosen by the name it is run as (symlinks) or by its first argument.
-// One binary shares one compile of the large common dependency tree, which keeps
-// cold builds of the test control plane within CI's budget.
+// Command kubeplane is etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler, kubelet and kube-proxy in one binary, chosen by the name it is
+// run as (symlinks) or by its first argument, as hyperkube once was. One binary
+// shares one compile of the large common dependency tree, which keeps cold
+// builds of the test control plane and node within CI's budget.
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,6 +18,9 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	proxy "k8s.io/kubernetes/cmd/kube-proxy/app"
+	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
 func main() {
@@ -33,8 +38,17 @@ func main() {
 	case "kube-controller-manager":
 		os.Args = args
 		os.Exit(cli.Run(controllermanager.NewControllerManagerCommand()))
+	case "kube-scheduler":
+		os.Args = args
+		os.Exit(cli.Run(scheduler.NewSchedulerCommand()))
+	case "kubelet":
+		os.Args = args
+		os.Exit(cli.Run(kubelet.NewKubeletCommand(context.Background())))
+	case "kube-proxy":
+		os.Args = args
+		os.Exit(cli.Run(proxy.NewProxyCommand()))
 	default:
-		fmt.Fprintln(os.Stderr, "usage: kubeplane etcd|kube-apiserver|kube-controller-manager [flags]")
+		fmt.Fprintln(os.Stderr, "usage: kubeplane etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy [flags]")
 		os.Exit(2)
 	}
 }
