@@ -10,7 +10,9 @@ BIN          := $(CURDIR)/bin
 KUBE_VERSION        := v1.36.3
 ETCD_VERSION        := v3.6.8
 STATICCHECK_VERSION := v0.8.2
+CONTAINERD_VERSION  := v2.4.2
 KUBEPLANE_DIR       := $(TOOLS_CACHE)/kubeplane-$(KUBE_VERSION)-etcd-$(ETCD_VERSION)
+CONTAINERD_DIR      := $(TOOLS_CACHE)/containerd-$(CONTAINERD_VERSION)
 STATICCHECK         := $(TOOLS_CACHE)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 HELM_VERSION        := v3.19.0
 HELM                := $(TOOLS_CACHE)/helm-$(HELM_VERSION)/helm
@@ -59,18 +61,34 @@ KUBE_LDFLAGS   := -s -w \
 
 COMMANDS := $(BIN)/globalmirror-controller $(BIN)/coredns $(BIN)/localkube $(BIN)/mirrorsim
 
-.PHONY: all tools apt-deps image-deps build test test-unit test-chart lint demo bench faults clean helm image
+.PHONY: all tools node-tools node-images apt-deps image-deps build test test-node test-unit test-chart lint demo bench faults clean helm image
 
 all: build
 
-## tools: the control plane (etcd, kube-apiserver, kube-controller-manager), built from Go modules once per version.
+## tools: the control plane and node (etcd, kube-apiserver, kube-controller-manager,
+## kube-scheduler, kubelet, kube-proxy), built from Go modules once per version.
 tools: $(KUBEPLANE_DIR)/.ok apt-deps
 
 $(KUBEPLANE_DIR)/.ok: test/tools/go.mod test/tools/go.sum test/tools/kubeplane/main.go
 	@mkdir -p $(KUBEPLANE_DIR)
-	@echo ">> building kube-apiserver, kube-controller-manager and etcd $(KUBE_VERSION)/$(ETCD_VERSION) (cold: ~9 min)"
+	@echo ">> building etcd $(ETCD_VERSION) and Kubernetes $(KUBE_VERSION) (kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy; cold: ~12 min)"
 	cd test/tools && $(GO) build $(GO_BUILD_FLAGS) -ldflags '$(KUBE_LDFLAGS)' -o $(KUBEPLANE_DIR)/kubeplane ./kubeplane
-	cd $(KUBEPLANE_DIR) && for n in etcd kube-apiserver kube-controller-manager; do ln -sf kubeplane $$n; done
+	cd $(KUBEPLANE_DIR) && for n in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy; do ln -sf kubeplane $$n; done
+	@touch $@
+
+## node-tools: what a real node needs besides kubeplane: containerd, its runc
+## shim and ctr built from Go modules (kubelet 1.36 needs containerd 2; Debian
+## has 1.6), and runc, the CNI plugins, iptables and iproute2 from Debian.
+node-tools: $(CONTAINERD_DIR)/.ok
+	$(call apt_install,runc:runc /usr/lib/cni/bridge:containernetworking-plugins iptables:iptables ip:iproute2)
+
+$(CONTAINERD_DIR)/.ok:
+	@mkdir -p $(CONTAINERD_DIR)
+	@echo ">> building containerd $(CONTAINERD_VERSION) (cold: ~3 min)"
+	GOBIN=$(CONTAINERD_DIR) CGO_ENABLED=0 $(GO) install -trimpath -tags 'no_btrfs no_zfs no_devmapper' -ldflags '-s -w' \
+		github.com/containerd/containerd/v2/cmd/containerd@$(CONTAINERD_VERSION) \
+		github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD_VERSION) \
+		github.com/containerd/containerd/v2/cmd/ctr@$(CONTAINERD_VERSION)
 	@touch $@
 
 # apt_install: install the Debian package behind each command:package pair
@@ -100,11 +118,26 @@ build:
 	CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -ldflags '$(GO_LDFLAGS)' -o $(BIN)/ ./controller/cmd/globalmirror-controller ./build/coredns ./test/cmd/localkube ./test/cmd/mirrorsim
 
 ## test: unit, integration and end-to-end tests against real control planes and a
-## real CoreDNS, and the images (built with podman) run as the chart runs them.
-test: tools build helm image-deps image
-	$(GO) test -count=1 -timeout 45m ./...
-# test/image runs the images with podman, so make test builds them with podman.
-test: CONTAINER_ENGINE = podman
+## real CoreDNS, the images (built with podman) run as the chart runs them, and
+## the chart installed on a real node (test-node, first: it wants the machine to itself).
+test: test-node
+	$(GO) test -count=1 -timeout 45m $$($(GO) list ./... | grep -v '/test/node$$')
+
+## test-node: helm install of the chart onto a real node (containerd, kubelet,
+## kube-proxy) in a network namespace of the test's own; see test/node.
+test-node: tools node-tools build helm image-deps image node-images
+	$(GO) test -count=1 -timeout 20m -v ./test/node
+# test/image and the node's images come from podman, so make test builds them with podman.
+test test-node: CONTAINER_ENGINE = podman
+
+## node-images: the images the test node imports into containerd (pause, a
+## client with glibc's and Go's resolvers, and the project's two), as archives.
+NODE_IMAGES := $(BIN)/node-images
+export GLOBALMIRROR_NODE_IMAGES := $(NODE_IMAGES)
+export GLOBALMIRROR_CONTAINERD   := $(CONTAINERD_DIR)
+node-images: image
+	@OUT='$(NODE_IMAGES)' IMAGE_REPO='$(IMAGE_REPO)' VERSION='$(VERSION)' GO='$(GO)' CONTAINER_RUNTIME='$(CONTAINER_RUNTIME)' \
+	GO_IMAGE="localhost/globalmirror/$$(sed -n 's/^ARG GO_IMAGE=\(golang:[^@ ]*\).*/\1/p' Dockerfile)" test/node/images.sh
 
 ## test-unit: only the tests that need no control plane.
 test-unit:
