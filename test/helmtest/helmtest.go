@@ -52,7 +52,7 @@ func Run(t testing.TB, args ...string) (string, error) {
 		"HELM_CACHE_HOME="+filepath.Join(home, "cache"),
 		"HELM_CONFIG_HOME="+filepath.Join(home, "config"),
 		"HELM_DATA_HOME="+filepath.Join(home, "data"),
-		"KUBECACHEDIR="+filepath.Join(home, "kube-cache"), // not ~/.kube/cache
+		"KUBECACHEDIR="+filepath.Join(home, "kube-cache"),  // not ~/.kube/cache
 		"KUBECONFIG="+filepath.Join(home, "no-kubeconfig"), // only --kubeconfig reaches a cluster
 	)
 	var stdout, stderr bytes.Buffer

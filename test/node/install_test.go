@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/test/helmtest"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/node"
@@ -19,6 +20,7 @@ import (
 	"github.com/globalmirror/globalmirror/test/workload"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -115,6 +117,8 @@ func TestInstallOnANode(t *testing.T) {
 	firstRight := s.awaitAnswers("client", want.forward)
 	t.Logf("helm install to the first right answer in the client pod: %v", firstRight.Sub(installed).Round(time.Millisecond))
 	s.awaitAnswers("client", want.ptrBefore)
+	s.expectControllerSlices(want.addresses)
+	s.expectLeader()
 
 	t.Run("CoreDNS pods deleted", func(t *testing.T) {
 		s := s.with(t)
@@ -434,6 +438,18 @@ func (s *install) expectProbedAndUnprivileged() {
 					s.t.Errorf("%s: argument %q: pods must use their in-cluster configuration", p.Name, a)
 				}
 			}
+			// Credentials come only from the ServiceAccount's projected
+			// token; the rest is configuration.
+			for _, v := range p.Spec.Volumes {
+				if v.ConfigMap == nil && (v.Projected == nil || !strings.HasPrefix(v.Name, "kube-api-access-")) {
+					s.t.Errorf("%s: volume %s is neither a ConfigMap nor the ServiceAccount token", p.Name, v.Name)
+				}
+			}
+			for _, e := range c.Env {
+				if e.Name == "KUBECONFIG" || e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+					s.t.Errorf("%s: environment %s", p.Name, e.Name)
+				}
+			}
 		}
 	}
 }
@@ -452,6 +468,8 @@ type result struct {
 
 type expectations struct {
 	forward, ptrBefore, ptrAfter answers
+	// addresses are every global per-pod name's address.
+	addresses []string
 }
 
 // expectations are the answers the pods' names and addresses must give, from
@@ -491,7 +509,7 @@ func (s *install) expectations() expectations {
 	}
 	slices.Sort(all)
 	slices.Sort(srv)
-	e := expectations{forward: answers{}, ptrBefore: answers{}, ptrAfter: answers{}}
+	e := expectations{forward: answers{}, ptrBefore: answers{}, ptrAfter: answers{}, addresses: all}
 	for _, lib := range []string{"glibc", "go"} {
 		e.forward[lib+"/host/db-global"] = result{Records: all}
 		e.forward[lib+"/host/"+fqdn("db-global")] = result{Records: all}
@@ -567,6 +585,54 @@ func (s *install) awaitAnswers(pod string, want answers) time.Time {
 	return at
 }
 
+// expectControllerSlices checks the controller's work, done with its
+// in-cluster configuration and the chart's RBAC: db-global's EndpointSlices
+// hold every address, ready.
+func (s *install) expectControllerSlices(want []string) {
+	s.t.Helper()
+	s.eventually("db-global's EndpointSlices", func(ctx context.Context) string {
+		l, err := s.c.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=db-global"})
+		if err != nil {
+			return err.Error()
+		}
+		var got []string
+		for _, sl := range l.Items {
+			if by := sl.Labels[discoveryv1.LabelManagedBy]; by != aggregate.EndpointSliceManagedBy {
+				return fmt.Sprintf("slice %s managed by %q", sl.Name, by)
+			}
+			for _, ep := range sl.Endpoints {
+				if ptr.Deref(ep.Conditions.Ready, false) {
+					got = append(got, ep.Addresses...)
+				}
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			return fmt.Sprintf("ready addresses %v, want %v", got, want)
+		}
+		return ""
+	})
+}
+
+// expectLeader checks that one controller replica leads, through the Lease
+// the chart's RBAC lets it hold in the release namespace.
+func (s *install) expectLeader() {
+	s.t.Helper()
+	s.eventually("controller leader", func(ctx context.Context) string {
+		l, err := s.c.CoordinationV1().Leases(releaseNS).Get(ctx, release+"-globalmirror-controller", metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		holder := ptr.Deref(l.Spec.HolderIdentity, "")
+		for _, p := range s.podsOf("controller") {
+			if strings.HasPrefix(holder, p.Name) {
+				return ""
+			}
+		}
+		return fmt.Sprintf("lease held by %q, no controller pod", holder)
+	})
+}
+
 // expectUninstalled checks what `helm uninstall` leaves, as the chart's
 // README says: none of the chart's objects, and the global Services the
 // controller wrote, with their EndpointSlices.
@@ -625,5 +691,9 @@ func (s *install) expectUninstalled() {
 	slices, err := s.c.DiscoveryV1().EndpointSlices(ns).List(s.ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=db-global"})
 	if err != nil || len(slices.Items) == 0 {
 		s.t.Errorf("db-global's EndpointSlices: %d, %v", len(slices.Items), err)
+	}
+	// The leader's Lease is the controller's own, not the chart's.
+	if _, err := s.c.CoordinationV1().Leases(releaseNS).Get(s.ctx, release+"-globalmirror-controller", metav1.GetOptions{}); err != nil {
+		s.t.Errorf("the controller's Lease: %v; the chart's README says it stays", err)
 	}
 }

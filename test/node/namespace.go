@@ -265,7 +265,7 @@ func setupNetwork() error {
 		}
 	}
 	for key, value := range map[string]string{
-		"net/ipv4/ip_forward":                  "1",
+		"net/ipv4/ip_forward":                 "1",
 		"net/bridge/bridge-nf-call-iptables":  "1",
 		"net/bridge/bridge-nf-call-ip6tables": "1",
 	} {

@@ -22,9 +22,9 @@ func startUpstream() (*upstream, error) {
 		m := new(dns.Msg)
 		m.SetRcode(r, dns.RcodeNameError)
 		m.Ns = []dns.RR{&dns.SOA{
-			Hdr:     dns.RR_Header{Name: ".", Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: 60},
-			Ns:      "a.root-servers.invalid.", Mbox: "nstld.invalid.",
-			Serial:  1, Refresh: 1800, Retry: 900, Expire: 604800, Minttl: 60,
+			Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: 60},
+			Ns:  "a.root-servers.invalid.", Mbox: "nstld.invalid.",
+			Serial: 1, Refresh: 1800, Retry: 900, Expire: 604800, Minttl: 60,
 		}}
 		_ = w.WriteMsg(m)
 	})
