@@ -105,7 +105,7 @@ type Skip struct {
 }
 
 // Classify decides whether svc is a member of a global service and of which.
-// local selects local services; nil means none are members (include-local off).
+// local selects local services; nil means none are members (NoLocalSelector).
 // A Service that looks like a mirror but is malformed is returned as RoleNone
 // with a Skip, so callers can report it instead of guessing.
 func Classify(svc *corev1.Service, local labels.Selector) (Classification, *Skip) {

@@ -48,7 +48,7 @@ func TestClassify(t *testing.T) {
 			Classification{Role: RoleLocal, Base: "db"}, ""},
 		{"local without the label", "db", nil, nil, "None", local, Classification{}, ""},
 		{"local ClusterIP is not a member", "db", map[string]string{LabelExported: "true"}, nil, "10.96.0.12", local, Classification{}, ""},
-		{"include-local off", "db", map[string]string{LabelExported: "true"}, nil, "None", nil, Classification{}, ""},
+		{"no local selector", "db", map[string]string{LabelExported: "true"}, nil, "None", nil, Classification{}, ""},
 		{"mirror without cluster label", "db-east", map[string]string{LabelMirroredService: "true"}, nil, "None", local,
 			Classification{}, SkipMissingClusterName},
 		{"hostile cluster label", "db-east", with(mirror, LabelClusterName, "East_1"), nil, "None", local,

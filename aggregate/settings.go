@@ -24,16 +24,25 @@ func ValidateSuffix(suffix string) error {
 	return nil
 }
 
-// ParseLocalSelector parses the label selector of local member services. It
-// must select something: an empty one would make every headless Service
-// named like a base a member.
+// NoLocalSelector is the local selector that leaves local services out: only
+// mirrors are members. The controller's --local-selector, the Corefile's
+// local_selector and the chart's localSelector spell it alike.
+const NoLocalSelector = "none"
+
+// ParseLocalSelector parses the label selector of local member services; for
+// NoLocalSelector it returns nil, which selects none. It must select
+// something: an empty one would make every headless Service named like a base
+// a member.
 func ParseLocalSelector(s string) (labels.Selector, error) {
+	if s == NoLocalSelector {
+		return nil, nil
+	}
 	sel, err := labels.Parse(s)
 	if err != nil {
 		return nil, err
 	}
 	if sel.Empty() {
-		return nil, errors.New("selects every headless service")
+		return nil, fmt.Errorf("selects every headless service (%q leaves local services out)", NoLocalSelector)
 	}
 	return sel, nil
 }

@@ -17,6 +17,9 @@ func TestSettings(t *testing.T) {
 			t.Errorf("ParseLocalSelector(%q) = %v, %v; want %q", sel, s, err, want)
 		}
 	}
+	if s, err := ParseLocalSelector(NoLocalSelector); s != nil || err != nil {
+		t.Errorf("ParseLocalSelector(%q) = %v, %v; want nil, nil (no local members)", NoLocalSelector, s, err)
+	}
 	for ns, ok := range map[string]bool{"databases": true, "kube-system": true, "Bad": false, "a.b": false, "": false} {
 		if err := ValidateNamespace(ns); (err == nil) != ok {
 			t.Errorf("ValidateNamespace(%q) = %v, want ok %v", ns, err, ok)

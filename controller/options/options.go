@@ -21,7 +21,6 @@ type Options struct {
 	Namespaces           []string
 	Suffix               string
 	LocalSelector        string
-	IncludeLocal         bool
 	MaxEndpointsPerSlice int
 	KubeAPIQPS           float32
 	KubeAPIBurst         int
@@ -44,7 +43,6 @@ func Default() Options {
 	return Options{
 		Suffix:               aggregate.DefaultSuffix,
 		LocalSelector:        aggregate.DefaultLocalSelector,
-		IncludeLocal:         true,
 		MaxEndpointsPerSlice: 100,
 		KubeAPIQPS:           20,
 		KubeAPIBurst:         40,
@@ -69,9 +67,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Suffix, "suffix", o.Suffix,
 		"Appended to a base service name to form its global service name (db -> db-global).")
 	fs.StringVar(&o.LocalSelector, "local-selector", o.LocalSelector,
-		"Label selector for the local headless Service of a base (named like the base) whose endpoints join the global service.")
-	fs.BoolVar(&o.IncludeLocal, "include-local", o.IncludeLocal,
-		"Include the local Service selected by --local-selector in global services. false: only mirrors of remote clusters.")
+		"Label selector for the local headless Service of a base (named like the base) whose endpoints join the global service. "+
+			aggregate.NoLocalSelector+": local services never join, only mirrors of remote clusters.")
 	fs.IntVar(&o.MaxEndpointsPerSlice, "max-endpoints-per-slice", o.MaxEndpointsPerSlice,
 		"Most endpoints written into one global EndpointSlice (1-1000).")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Steady requests per second to the API server.")
@@ -127,10 +124,8 @@ func (o Options) Validate() error {
 	if err := aggregate.ValidateSuffix(o.Suffix); err != nil {
 		bad("--suffix %q: %v", o.Suffix, err)
 	}
-	if o.IncludeLocal {
-		if _, err := aggregate.ParseLocalSelector(o.LocalSelector); err != nil {
-			bad("--local-selector %q: %v (--include-local=false leaves local services out)", o.LocalSelector, err)
-		}
+	if _, err := aggregate.ParseLocalSelector(o.LocalSelector); err != nil {
+		bad("--local-selector %q: %v", o.LocalSelector, err)
 	}
 	if o.MaxEndpointsPerSlice < 1 || o.MaxEndpointsPerSlice > 1000 {
 		bad("--max-endpoints-per-slice must be between 1 and 1000 (the API's limit), not %d", o.MaxEndpointsPerSlice)
@@ -178,9 +173,6 @@ func (o Options) Validate() error {
 
 // Selector is the local selector, nil when local services are left out.
 func (o Options) Selector() labels.Selector {
-	if !o.IncludeLocal {
-		return nil
-	}
 	sel, err := aggregate.ParseLocalSelector(o.LocalSelector)
 	if err != nil {
 		return nil // Validate reported it

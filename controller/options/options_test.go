@@ -15,7 +15,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("defaults do not validate: %v", err)
 	}
-	if o.Suffix != "-global" || o.LocalSelector != "mirror.linkerd.io/exported" || !o.IncludeLocal ||
+	if o.Suffix != "-global" || o.LocalSelector != "mirror.linkerd.io/exported" ||
 		o.MaxEndpointsPerSlice != 100 || !o.LeaderElect || o.MetricsAddr != ":8080" || len(o.Namespaces) != 0 {
 		t.Errorf("unexpected defaults: %+v", o)
 	}
@@ -25,7 +25,7 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestParse(t *testing.T) {
-	o, _, err := Parse("c", []string{"--namespaces=a,b", "--suffix=-all", "--include-local=false",
+	o, _, err := Parse("c", []string{"--namespaces=a,b", "--suffix=-all", "--local-selector=none",
 		"--max-endpoints-per-slice=7", "--leader-elect=false", "--metrics-addr=127.0.0.1:0", "--log-format=json",
 		"--leader-elect-lease-duration=3s"})
 	if err != nil {
@@ -46,7 +46,8 @@ func TestValidate(t *testing.T) {
 		{[]string{"--suffix="}, "--suffix \"\": must not be empty"},
 		{[]string{"--suffix=_x"}, "--suffix"},
 		{[]string{"--local-selector=a in (b"}, "--local-selector"},
-		{[]string{"--local-selector="}, "selects every headless service"},
+		{[]string{"--local-selector="}, `selects every headless service ("none" leaves local services out)`},
+		{[]string{"--include-local=false"}, "unknown flag"},
 		{[]string{"--max-endpoints-per-slice=0"}, "between 1 and 1000"},
 		{[]string{"--max-endpoints-per-slice=1001"}, "between 1 and 1000"},
 		{[]string{"--kube-api-qps=0"}, "--kube-api-qps"},
@@ -71,10 +72,6 @@ func TestValidate(t *testing.T) {
 	if _, _, err := Parse("c", []string{"--leader-elect=false", "--leader-elect-renew-deadline=1h"}); err != nil {
 		t.Errorf("timing checked without leader election: %v", err)
 	}
-	// Local selector is not needed without local services.
-	if _, _, err := Parse("c", []string{"--include-local=false", "--local-selector="}); err != nil {
-		t.Errorf("selector checked without local services: %v", err)
-	}
 }
 
 func TestHelpExplainsEveryFlag(t *testing.T) {
@@ -85,7 +82,7 @@ func TestHelpExplainsEveryFlag(t *testing.T) {
 	var out bytes.Buffer
 	fs.SetOutput(&out)
 	fs.Usage()
-	for _, f := range []string{"kubeconfig", "namespaces", "suffix", "local-selector", "include-local",
+	for _, f := range []string{"kubeconfig", "namespaces", "suffix", "local-selector",
 		"max-endpoints-per-slice", "kube-api-qps", "kube-api-burst", "workers", "leader-elect",
 		"leader-elect-namespace", "leader-elect-id", "leader-elect-lease-duration", "leader-elect-renew-deadline",
 		"leader-elect-retry-period", "metrics-addr", "log-format", "log-level"} {

@@ -149,8 +149,6 @@ const (
 	clustersetZone = "clusterset.local."
 	defaultTTL     = 5
 	maxTTL         = 3600
-	// noLocal is the local_selector value that leaves local services out.
-	noLocal = "none"
 )
 
 // config is one parsed `global` stanza.
@@ -254,14 +252,10 @@ func parseStanza(c *caddy.Controller) (*config, error) {
 			if len(args) == 0 {
 				return nil, c.ArgErr()
 			}
-			if len(args) == 1 && args[0] == noLocal {
-				cfg.localSelector = nil
-				break
-			}
 			s := strings.Join(args, " ")
 			sel, err := aggregate.ParseLocalSelector(s)
 			if err != nil {
-				return nil, c.Errf("invalid local_selector '%s': %v; '%s' leaves local services out", s, err, noLocal)
+				return nil, c.Errf("invalid local_selector '%s': %v", s, err)
 			}
 			cfg.localSelector = sel
 		case "ttl":

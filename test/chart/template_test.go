@@ -117,7 +117,7 @@ func TestTemplateDefaults(t *testing.T) {
 // DNS, the ServiceMonitor, namespaced RBAC and no local services.
 func TestTemplateEverything(t *testing.T) {
 	m := render(t, "-f", helmtest.WriteValues(t, `
-localSelector: ""
+localSelector: none
 controller:
   namespaces: [apps, db]
   image: {digest: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
@@ -145,7 +145,7 @@ serviceMonitor:
 	var d appsv1.Deployment
 	helmtest.Typed(t, m.MustGet(t, "Deployment", releaseNamespace, controllerName), &d)
 	args := d.Spec.Template.Spec.Containers[0].Args
-	for _, arg := range []string{"--namespaces=apps,db", "--include-local=false"} {
+	for _, arg := range []string{"--namespaces=apps,db", "--local-selector=none"} {
 		if !slices.Contains(args, arg) {
 			t.Errorf("controller args %q lack %s", args, arg)
 		}
@@ -271,6 +271,7 @@ func TestSchemaRejects(t *testing.T) {
 		{"coredns.isClusterService=maybe", "/coredns/isClusterService"},
 		{"serviceMonitor.interval=30seconds", "/serviceMonitor/interval"},
 		{"suffix=_global", "/suffix"},
+		{"localSelector=", "/localSelector"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			out, err := helmtest.Run(t, "template", "gm", chartDir, "--set", tc.set)

@@ -100,11 +100,7 @@ k8s-app: {{ .Values.coredns.k8sAppLabel }}
 {{/* The options the chart appends to every `global` stanza so that the plugin and the controller agree. */}}
 {{- define "globalmirror.coredns.globalOptions" -}}
 suffix {{ .Values.suffix }}
-{{- if .Values.localSelector }}
 local_selector {{ .Values.localSelector }}
-{{- else }}
-local_selector none
-{{- end }}
 {{- with .Values.controller.namespaces }}
 namespaces {{ join " " . }}
 {{- end }}
