@@ -119,16 +119,10 @@ func (o *OwnedSlices) bases(suffix string) []source.Key {
 	return out
 }
 
-// baseOf is the base a global slice belongs to: its base label, or its
-// service name minus the suffix when someone removed the label.
+// baseOf is the base a global slice belongs to (aggregate.ManagedBase).
 func baseOf(s *discoveryv1.EndpointSlice, suffix string) (source.Key, bool) {
-	if b := s.Labels[aggregate.LabelBase]; b != "" {
-		return source.Key{Namespace: s.Namespace, Base: b}, true
-	}
-	if b, ok := aggregate.BaseOf(s.Labels[discoveryv1.LabelServiceName], suffix); ok {
-		return source.Key{Namespace: s.Namespace, Base: b}, true
-	}
-	return source.Key{}, false
+	b, ok := aggregate.ManagedBase(s.Labels, s.Labels[discoveryv1.LabelServiceName], suffix)
+	return source.Key{Namespace: s.Namespace, Base: b}, ok
 }
 
 func byServiceName(obj any) ([]string, error) {

@@ -55,13 +55,14 @@ func (c *Controller) syncGlobal(ctx context.Context, key source.Key, in aggregat
 		c.setDeletedService(key, "") // the cache has seen the deletion
 	}
 
-	if aggregate.OwnerOf(cached) == aggregate.OwnerUser {
+	verdict := aggregate.GlobalVerdict(in, cached)
+	if verdict == aggregate.VerdictYield || verdict == aggregate.VerdictConflict {
 		// Someone else's Service holds the name: leave the base alone entirely.
 		// The slices of an earlier global of ours are owned by a Service that is
 		// gone; the garbage collector removes them.
 		c.setManaged(key, 0, false)
 		c.report.forget(key)
-		if aggregate.Exists(in) {
+		if verdict == aggregate.VerdictConflict {
 			c.report.conflict(key, cached)
 			return metrics.ResultConflict, nil
 		}
@@ -69,8 +70,8 @@ func (c *Controller) syncGlobal(ctx context.Context, key source.Key, in aggregat
 		return metrics.ResultSuccess, nil
 	}
 	c.report.noConflict(key)
-
-	if !aggregate.Exists(in) {
+	if verdict != aggregate.VerdictBuild {
+		// VerdictRemove, or VerdictNone with slices of ours possibly left.
 		if err := c.deleteGlobal(ctx, key, name, cached); err != nil {
 			return c.result(err)
 		}

@@ -223,7 +223,7 @@ func (s *Source) Input(k Key) aggregate.Input {
 	for _, svc := range s.byIndex(s.services, indexBase, k.String()) {
 		svc, _ := asService(svc)
 		c, _ := aggregate.Classify(svc, s.cfg.LocalSelector)
-		if c.Base != k.Base || (c.Role != aggregate.RoleHeadlessMirror && c.Role != aggregate.RoleLocal) {
+		if c.Base != k.Base || !c.Member() {
 			continue // the managed global itself, indexed under the same base
 		}
 		m := aggregate.Member{Cluster: c.Cluster, Service: svc}
@@ -282,8 +282,7 @@ func (s *Source) baseIndex(obj any) ([]string, error) {
 }
 
 func (s *Source) memberKey(svc *corev1.Service) (Key, bool) {
-	c, _ := aggregate.Classify(svc, s.cfg.LocalSelector)
-	if c.Role == aggregate.RoleHeadlessMirror || c.Role == aggregate.RoleLocal {
+	if c, _ := aggregate.Classify(svc, s.cfg.LocalSelector); c.Member() {
 		return Key{svc.Namespace, c.Base}, true
 	}
 	return Key{}, false
@@ -294,10 +293,7 @@ func (s *Source) globalBase(svc *corev1.Service) (string, bool) {
 	if !aggregate.IsManaged(svc.Labels) {
 		return "", false
 	}
-	if b := svc.Labels[aggregate.LabelBase]; b != "" {
-		return b, true
-	}
-	return "", false
+	return aggregate.ManagedBase(svc.Labels, svc.Name, s.cfg.Suffix)
 }
 
 func serviceIndex(obj any) ([]string, error) {

@@ -293,10 +293,10 @@ func (dc *dnsController) rebuild(k source.Key) {
 		// The local service's own name, whatever holds the global's.
 		native = newNamedAnswerSet(viewOf(), k.Base, globalHost)
 	}
-	switch owner := aggregate.OwnerOf(dc.src.Service(k.Namespace, name)); {
-	case owner == aggregate.OwnerUser:
-		// A user's Service holds the name: it is not ours to answer.
-	case aggregate.Exists(in):
+	switch aggregate.GlobalVerdict(in, dc.src.Service(k.Namespace, name)) {
+	case aggregate.VerdictYield, aggregate.VerdictConflict, aggregate.VerdictNone:
+		// A user's Service holds the name, or nothing does: not ours to answer.
+	case aggregate.VerdictBuild:
 		view := viewOf()
 		cur = newAnswerSet(view)
 		if dc.opts.clusterset {
@@ -305,7 +305,7 @@ func (dc *dnsController) rebuild(k source.Key) {
 		if dc.opts.ptrZone != "" {
 			ptr = ptrEntries(view, dc.opts.ptrZone)
 		}
-	case owner == aggregate.OwnerGlobalmirror:
+	case aggregate.VerdictRemove:
 		// globalmirror's Service outlives the global while the controller
 		// is down or behind: every name under it is answered NXDOMAIN from
 		// here, never from those stale objects by the next plugin.
