@@ -198,15 +198,22 @@ func parseStanza(c *caddy.Controller) (*config, error) {
 	}
 	cfg := &config{suffix: aggregate.DefaultSuffix, ttl: defaultTTL, localSelector: sel}
 
-	for _, z := range c.RemainingArgs() {
+	// The zones of the stanza or, when it names none, of the server block,
+	// as every CoreDNS plugin takes them. Only a test's controller has no
+	// server block.
+	args := c.RemainingArgs()
+	if len(args) == 0 {
+		args = plugin.OriginsFromArgsOrServerBlock(nil, c.ServerBlockKeys)
+	}
+	if len(args) == 0 {
+		args = []string{defaultZone}
+	}
+	for _, z := range args {
 		zone, err := parseZone(z)
 		if err != nil {
 			return nil, c.Errf("%v", err)
 		}
 		cfg.zones = append(cfg.zones, zone)
-	}
-	if len(cfg.zones) == 0 {
-		cfg.zones = []string{defaultZone}
 	}
 
 	seen := map[string]bool{}

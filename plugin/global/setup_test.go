@@ -207,3 +207,39 @@ func TestSetup(t *testing.T) {
 		t.Fatalf("setup without kubeconfig outside a cluster: %v", err)
 	}
 }
+
+// TestZonesFromServerBlock: without zones in the stanza, the plugin answers
+// in its server block's zones, as CoreDNS plugins do.
+func TestZonesFromServerBlock(t *testing.T) {
+	for _, tc := range []struct {
+		keys []string
+		want []string
+	}{
+		{[]string{"example.org.:53"}, []string{"example.org."}},
+		{[]string{"cluster.local.:1053", "Other.Zone.:1053"}, []string{"cluster.local.", "other.zone."}},
+		{[]string{".:53"}, []string{"."}},
+	} {
+		c := caddy.NewTestController("dns", "global")
+		c.ServerBlockKeys = tc.keys
+		cfg, err := parse(c)
+		if err != nil {
+			t.Errorf("server block %v: %v", tc.keys, err)
+		} else if !slices.Equal(cfg.zones, tc.want) {
+			t.Errorf("server block %v: zones %v, want %v", tc.keys, cfg.zones, tc.want)
+		}
+	}
+	// The stanza's own zones win.
+	c := caddy.NewTestController("dns", "global cluster.local")
+	c.ServerBlockKeys = []string{"example.org.:53"}
+	if cfg, err := parse(c); err != nil {
+		t.Errorf("stanza zones: %v", err)
+	} else if !slices.Equal(cfg.zones, []string{"cluster.local."}) {
+		t.Errorf("stanza zones: %v", cfg.zones)
+	}
+	// A reverse server block holds no services.
+	c = caddy.NewTestController("dns", "global")
+	c.ServerBlockKeys = []string{"in-addr.arpa.:53"}
+	if _, err := parse(c); err == nil || !strings.Contains(err.Error(), "reverse zones hold no services") {
+		t.Errorf("reverse server block: %v", err)
+	}
+}
