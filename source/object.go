@@ -40,12 +40,12 @@ func (m *objectMeta) objectMeta() *metav1.ObjectMeta {
 }
 
 // cachedService is what the cache keeps of a Service: what Classify, IsManaged
-// and the controller's ownership checks read. Labels are kept only when they
-// hold a key any of those read; ports and selector only of headless Services
-// (members and globals are headless).
+// and the controller's ownership checks read. Of its labels, only those keys
+// (key, value pairs: a map of its own costs several times that); ports and
+// selector only of headless Services (members and globals are headless).
 type cachedService struct {
 	objectMeta
-	labels            map[string]string
+	labels            []string
 	remoteFQName      string // Linkerd's remote-svc-fq-name annotation
 	includeMirrors    string // globalmirror's include-mirrors annotation
 	clusterIP         string
@@ -60,7 +60,12 @@ func (c *cachedService) service() *corev1.Service {
 		ObjectMeta: *c.objectMeta.objectMeta(),
 		Spec:       corev1.ServiceSpec{ClusterIP: c.clusterIP, Ports: c.ports, Selector: c.selector},
 	}
-	svc.Labels = c.labels
+	if len(c.labels) > 0 {
+		svc.Labels = make(map[string]string, len(c.labels)/2)
+		for i := 0; i < len(c.labels); i += 2 {
+			svc.Labels[c.labels[i]] = c.labels[i+1]
+		}
+	}
 	svc.DeletionTimestamp = c.deletionTimestamp
 	if c.remoteFQName != "" || c.includeMirrors != "" {
 		svc.Annotations = map[string]string{}
@@ -105,7 +110,7 @@ func (st serviceStripper) strip(obj any) (any, error) {
 	}
 	c := &cachedService{
 		objectMeta:        metaOf(&svc.ObjectMeta),
-		labels:            ifAnyKey(svc.Labels, st.labels...),
+		labels:            keep(svc.Labels, st.labels),
 		remoteFQName:      svc.Annotations[aggregate.AnnotationRemoteFQName],
 		clusterIP:         svc.Spec.ClusterIP,
 		deletionTimestamp: svc.DeletionTimestamp,
@@ -117,7 +122,10 @@ func (st serviceStripper) strip(obj any) (any, error) {
 	return c, nil
 }
 
-// cachedSlice is what the cache keeps of a member's EndpointSlice.
+// cachedSlice is what the cache keeps of a member's EndpointSlice. Of an
+// endpoint mirror's slice (one per mirrored pod, the bulk of a large world)
+// only whether any endpoint is ready: all that readiness reads of it
+// (aggregate.MirrorEndpointReady).
 type cachedSlice struct {
 	objectMeta
 	serviceName    string // kubernetes.io/service-name
@@ -126,6 +134,7 @@ type cachedSlice struct {
 	addressType    discoveryv1.AddressType
 	ports          []discoveryv1.EndpointPort
 	endpoints      []cachedEndpoint
+	mirrorReady    bool // an endpoint mirror's slice: some endpoint is ready
 }
 
 type cachedEndpoint struct {
@@ -153,6 +162,13 @@ func stripMemberSlice(obj any) (any, error) {
 		// globalmirror's own slices (native names add some to the local
 		// service) are no member's endpoints: cached, but under no service.
 		c.serviceName = ""
+		return c, nil
+	}
+	if c.headlessMirror != "" {
+		c.ports, c.endpoints, c.addressType = nil, nil, ""
+		for i := range sl.Endpoints {
+			c.mirrorReady = c.mirrorReady || aggregate.EndpointReady(&sl.Endpoints[i])
+		}
 		return c, nil
 	}
 	for i, e := range sl.Endpoints {
@@ -186,8 +202,14 @@ func (c *cachedSlice) slice() *discoveryv1.EndpointSlice {
 			Addresses: e.addresses, Hostname: e.hostname, Conditions: discoveryv1.EndpointConditions{Ready: e.ready},
 		}
 	}
+	if c.mirrorReady {
+		// What readiness reads of an endpoint mirror's slice: one ready endpoint.
+		sl.Endpoints = []discoveryv1.Endpoint{{Conditions: discoveryv1.EndpointConditions{Ready: &ready}}}
+	}
 	return sl
 }
+
+var ready = true
 
 // Sparse is the slice again, for the deletions an informer's relist finds
 // (kubeclient.Sparse).
@@ -216,14 +238,22 @@ func asSlice(obj any) (*cachedSlice, bool) {
 	return c, ok
 }
 
-// ifAnyKey is m if it holds any of keys, else nil. A map is kept whole, not
-// filtered: a new small map costs as much as the decoded one it replaces;
-// only dropping it saves.
-func ifAnyKey(m map[string]string, keys ...string) map[string]string {
+// keep is the key, value pairs of m's labels among keys, or nil.
+func keep(m map[string]string, keys []string) []string {
+	n := 0
 	for _, k := range keys {
 		if _, ok := m[k]; ok {
-			return m
+			n++
 		}
 	}
-	return nil
+	if n == 0 {
+		return nil
+	}
+	pairs := make([]string, 0, 2*n)
+	for _, k := range keys {
+		if v, ok := m[k]; ok {
+			pairs = append(pairs, k, v)
+		}
+	}
+	return pairs
 }

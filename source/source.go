@@ -296,9 +296,12 @@ func (s *Source) globalBase(svc *corev1.Service) (string, bool) {
 	return aggregate.ManagedBase(svc.Labels, svc.Name, s.cfg.Suffix)
 }
 
+// serviceIndex files members' slices under their service. Endpoint mirrors'
+// slices are only ever looked up by their headless mirror: an index entry
+// each (one per mirrored pod) would cost more than the slice itself.
 func serviceIndex(obj any) ([]string, error) {
 	sl, ok := asSlice(obj)
-	if !ok || sl.serviceName == "" {
+	if !ok || sl.serviceName == "" || sl.headlessMirror != "" {
 		return nil, nil
 	}
 	return []string{sl.namespace + "/" + sl.serviceName}, nil

@@ -35,16 +35,23 @@ func TestStripServiceKeepsWhatClassifies(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		in         *corev1.Service
-		wantLabels bool
+		wantLabels map[string]string // only the keys something reads
 		wantPorts  bool
 	}{
-		{"headless mirror", full("db-east", corev1.ClusterIPNone, map[string]string{aggregate.LabelMirroredService: "true", "x": "y"}), true, true},
-		{"local member", full("db", corev1.ClusterIPNone, map[string]string{"team": "db", "tier": "1"}), true, true},
-		{"headless with a selector key only", full("db2", corev1.ClusterIPNone, map[string]string{"tier": "1"}), true, true},
-		{"managed global", full("db-global", corev1.ClusterIPNone, map[string]string{aggregate.LabelManagedBy: aggregate.ManagedBy}), true, true},
-		{"unrelated headless", full("web", corev1.ClusterIPNone, map[string]string{"app": "web"}), false, true},
-		{"unrelated ClusterIP service", full("api", "10.0.0.1", map[string]string{"app": "api"}), false, false},
-		{"ClusterIP mirror", full("api-east", "10.0.0.2", map[string]string{aggregate.LabelMirroredService: "true"}), true, false},
+		{"headless mirror", full("db-east", corev1.ClusterIPNone, map[string]string{aggregate.LabelMirroredService: "true", "x": "y"}),
+			map[string]string{aggregate.LabelMirroredService: "true"}, true},
+		{"local member", full("db", corev1.ClusterIPNone, map[string]string{"team": "db", "tier": "1", "x": "y"}),
+			map[string]string{"team": "db", "tier": "1"}, true},
+		{"headless with a selector key only", full("db2", corev1.ClusterIPNone, map[string]string{"tier": "1"}), map[string]string{"tier": "1"}, true},
+		{"managed global", full("db-global", corev1.ClusterIPNone, map[string]string{aggregate.LabelManagedBy: aggregate.ManagedBy, aggregate.LabelBase: "db", "user": "x"}),
+			map[string]string{aggregate.LabelManagedBy: aggregate.ManagedBy, aggregate.LabelBase: "db"}, true},
+		{"unrelated headless", full("web", corev1.ClusterIPNone, map[string]string{"app": "web"}), nil, true},
+		{"unrelated ClusterIP service", full("api", "10.0.0.1", map[string]string{"app": "api"}), nil, false},
+		{"ClusterIP mirror", full("api-east", "10.0.0.2", map[string]string{aggregate.LabelMirroredService: "true"}),
+			map[string]string{aggregate.LabelMirroredService: "true"}, false},
+		{"endpoint mirror", full("db-0-east", "10.0.0.3", map[string]string{aggregate.LabelMirroredService: "true",
+			aggregate.LabelClusterName: "east", aggregate.LabelHeadlessMirrorName: "db-east", "app": "db"}),
+			map[string]string{aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: "east", aggregate.LabelHeadlessMirrorName: "db-east"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			obj, err := st.strip(tc.in)
@@ -58,8 +65,8 @@ func TestStripServiceKeepsWhatClassifies(t *testing.T) {
 			if got.Name != tc.in.Name || got.Namespace != "ns" || got.UID != "u" || got.ResourceVersion != "7" || got.Spec.ClusterIP != tc.in.Spec.ClusterIP {
 				t.Errorf("identity or cluster IP lost: %+v", got.ObjectMeta)
 			}
-			if (got.Labels != nil) != tc.wantLabels || (tc.wantLabels && !reflect.DeepEqual(got.Labels, tc.in.Labels)) {
-				t.Errorf("labels = %v, want kept: %v", got.Labels, tc.wantLabels)
+			if !reflect.DeepEqual(got.Labels, tc.wantLabels) {
+				t.Errorf("labels = %v, want %v", got.Labels, tc.wantLabels)
 			}
 			if (got.Spec.Ports != nil) != tc.wantPorts || (got.Spec.Selector != nil) != tc.wantPorts {
 				t.Errorf("ports %v, selector %v; want kept: %v", got.Spec.Ports, got.Spec.Selector, tc.wantPorts)
@@ -148,6 +155,52 @@ func TestSparseStripsToTheSameObject(t *testing.T) {
 		}
 		if !reflect.DeepEqual(again, cached) {
 			t.Errorf("%T: stripped again %+v, want %+v", c.obj, again, cached)
+		}
+	}
+}
+
+// An endpoint mirror's slice keeps only whether an endpoint is ready, and
+// answers readiness as the whole slice does, before and after a round trip
+// through its sparse form.
+func TestStripEndpointMirrorSliceKeepsReadiness(t *testing.T) {
+	mirror := func(ready ...bool) *discoveryv1.EndpointSlice {
+		sl := &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: "db-0-east-x", Namespace: "ns", UID: "u", ResourceVersion: "3",
+				Labels: map[string]string{discoveryv1.LabelServiceName: "db-0-east", aggregate.LabelHeadlessMirrorName: "db-east",
+					aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: "east"},
+			},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: new("peer"), Port: new(int32(4143))}},
+		}
+		for _, r := range ready {
+			sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{"192.0.2.1"},
+				Conditions: discoveryv1.EndpointConditions{Ready: new(r)}})
+		}
+		return sl
+	}
+	for _, in := range []*discoveryv1.EndpointSlice{mirror(), mirror(false), mirror(true), mirror(false, true), mirror(false, false)} {
+		obj, err := stripMemberSlice(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := obj.(*cachedSlice)
+		if c.ports != nil || c.endpoints != nil || c.serviceName != "db-0-east" || c.headlessMirror != "db-east" {
+			t.Errorf("kept %+v", c)
+		}
+		want := aggregate.MirrorEndpointReady(false, []*discoveryv1.EndpointSlice{in})
+		if got := aggregate.MirrorEndpointReady(false, []*discoveryv1.EndpointSlice{c.slice()}); got != want {
+			t.Errorf("%d endpoints: ready %v after stripping, %v before", len(in.Endpoints), got, want)
+		}
+		again, err := stripMemberSlice(c.slice())
+		if err != nil || !reflect.DeepEqual(again, c) {
+			t.Errorf("round trip: %+v, want %+v (%v)", again, c, err)
+		}
+		if idx, _ := serviceIndex(c); idx != nil {
+			t.Errorf("an endpoint mirror's slice is indexed by service: %v", idx)
+		}
+		if idx, _ := headlessMirrorIndex(c); !reflect.DeepEqual(idx, []string{"ns/db-east"}) {
+			t.Errorf("headless mirror index %v", idx)
 		}
 	}
 }
