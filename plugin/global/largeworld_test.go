@@ -38,9 +38,12 @@ func largeAddr(i, c, p int) string {
 }
 
 // largeWorld is the mirror Services and EndpointSlices of n globals, as
-// Linkerd and Kubernetes' mirroring controller write them.
-func largeWorld(n int) []k8sruntime.Object {
-	objs := make([]k8sruntime.Object, 0, 2*n*len(largeClusters))
+// Linkerd and Kubernetes' mirroring controller write them: the headless
+// mirrors and, with endpointMirrors, Linkerd's full shape, an endpoint
+// mirror per pod (a ClusterIP Service <pod>-<cluster> routed to the gateway,
+// and the slice mirrored from its Endpoints).
+func largeWorld(n int, endpointMirrors bool) []k8sruntime.Object {
+	objs := make([]k8sruntime.Object, 0, 2*n*len(largeClusters)*(1+largePods))
 	proto, port, portName := corev1.ProtocolTCP, int32(7000), "peer"
 	for i := range n {
 		base := largeBase(i)
@@ -65,9 +68,13 @@ func largeWorld(n int) []k8sruntime.Object {
 				Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &port, Protocol: &proto}},
 			}
 			for p := range largePods {
+				host := fmt.Sprintf("%s-%d", base, p)
 				sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{
-					Addresses: []string{largeAddr(i, c, p)}, Hostname: new(fmt.Sprintf("%s-%d", base, p)),
+					Addresses: []string{largeAddr(i, c, p)}, Hostname: new(host),
 				})
+				if endpointMirrors {
+					objs = append(objs, endpointMirror(host, name, cluster, largeAddr(i, c, p))...)
+				}
 			}
 			objs = append(objs, svc, sl)
 		}
@@ -75,13 +82,44 @@ func largeWorld(n int) []k8sruntime.Object {
 	return objs
 }
 
+// endpointMirror is Linkerd's endpoint mirror of pod host from cluster (a
+// ClusterIP Service routed to the gateway) and its mirrored slice.
+func endpointMirror(host, headless, cluster, clusterIP string) []k8sruntime.Object {
+	name := host + "-" + cluster
+	proto, port, portName := corev1.ProtocolTCP, int32(7000), "peer"
+	labels := func() map[string]string {
+		return map[string]string{aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: cluster,
+			aggregate.LabelHeadlessMirrorName: headless}
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: "bench", UID: k8stypes.UID("svc/" + name), ResourceVersion: "1", Labels: labels(),
+			Annotations: map[string]string{aggregate.AnnotationRemoteFQName: headless + ".bench.svc.cluster.local"},
+		},
+		Spec: corev1.ServiceSpec{ClusterIP: clusterIP, Ports: []corev1.ServicePort{{Name: portName, Port: port, Protocol: proto}}},
+	}
+	sliceLabels := labels()
+	sliceLabels[discoveryv1.LabelServiceName] = name
+	sl := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name + "-1", Namespace: "bench", UID: k8stypes.UID("slice/" + name), ResourceVersion: "1", Labels: sliceLabels,
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: new(int32(4143)), Protocol: &proto}},
+		Endpoints: []discoveryv1.Endpoint{{
+			Addresses: []string{"192.0.2.1"}, Conditions: discoveryv1.EndpointConditions{Ready: new(true)},
+		}},
+	}
+	return []k8sruntime.Object{svc, sl}
+}
+
 // startLarge builds and starts the plugin on a clientset holding n large
 // globals and waits until it answers for all of them; baseline, if not nil,
 // runs once the clientset is filled, before the plugin exists. stop ends the
 // plugin's informers and worker; the caches and answer sets stay in g.
-func startLarge(b *testing.B, n int, baseline func()) (g *Global, client *fake.Clientset, stop func()) {
+func startLarge(b *testing.B, n int, endpointMirrors bool, baseline func()) (g *Global, client *fake.Clientset, stop func()) {
 	b.Helper()
-	client = fake.NewClientset(largeWorld(n)...)
+	client = fake.NewClientset(largeWorld(n, endpointMirrors)...)
 	cfg, err := parse(caddy.NewTestController("dns", "global"))
 	if err != nil {
 		b.Fatal(err)

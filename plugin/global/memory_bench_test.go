@@ -15,15 +15,20 @@ import (
 // their cache indexes, total both. Run with -benchtime 1x: each iteration
 // builds the whole index again.
 func BenchmarkIndexMemory(b *testing.B) {
-	for _, globals := range []int{1_111, 11_111} { // ~10k and ~100k endpoints
-		b.Run(fmt.Sprintf("endpoints=%d", largeEndpoints(globals)), func(b *testing.B) {
-			for b.Loop() {
-				total, answers, endpoints := indexMemory(b, globals)
-				b.ReportMetric(float64(total)/float64(endpoints), "total-B/endpoint")
-				b.ReportMetric(float64(answers)/float64(endpoints), "answers-B/endpoint")
-				b.ReportMetric(float64(total-answers)/float64(endpoints), "informers-B/endpoint")
-			}
-		})
+	for _, shape := range []struct {
+		name            string
+		endpointMirrors bool
+	}{{"headless", false}, {"linkerd", true}} {
+		for _, globals := range []int{1_111, 11_111} { // ~10k and ~100k endpoints
+			b.Run(fmt.Sprintf("shape=%s/endpoints=%d", shape.name, largeEndpoints(globals)), func(b *testing.B) {
+				for b.Loop() {
+					total, answers, endpoints := indexMemory(b, globals, shape.endpointMirrors)
+					b.ReportMetric(float64(total)/float64(endpoints), "total-B/endpoint")
+					b.ReportMetric(float64(answers)/float64(endpoints), "answers-B/endpoint")
+					b.ReportMetric(float64(total-answers)/float64(endpoints), "informers-B/endpoint")
+				}
+			})
+		}
 	}
 }
 
@@ -34,9 +39,9 @@ const heapProfileEnv = "GLOBALMIRROR_INDEX_HEAP_PROFILE"
 // indexMemory builds the plugin on a fake clientset holding globals and returns
 // the heap it holds in total and in answer sets, and its ready endpoints. The
 // clientset's own copies of the objects are in the baseline.
-func indexMemory(b *testing.B, globals int) (total, answers int64, endpoints int) {
+func indexMemory(b *testing.B, globals int, endpointMirrors bool) (total, answers int64, endpoints int) {
 	var before uint64
-	g, client, stop := startLarge(b, globals, func() { before = liveHeap() })
+	g, client, stop := startLarge(b, globals, endpointMirrors, func() { before = liveHeap() })
 	// Nothing allocates while measuring: informers and worker are stopped,
 	// their caches and answer sets stay reachable through g.
 	stop()

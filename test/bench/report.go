@@ -124,10 +124,13 @@ func Report(out io.Writer, r *Results) {
 	mem := goBenchByPrefix(r.GoBench, "IndexMemory/")
 	if len(mem) > 0 {
 		p("Heap the plugin keeps, built through its real path (fake clientset → informers → source → index), after GC " +
-			"(`BenchmarkIndexMemory` in plugin/global):\n\n")
-		p("| endpoints | index: answer sets, B/endpoint | informer caches, B/endpoint | total, B/endpoint |\n|---:|---:|---:|---:|\n")
+			"(`BenchmarkIndexMemory` in plugin/global), in two shapes of world: headless mirrors only, and Linkerd's full " +
+			"shape, with an endpoint mirror (a ClusterIP Service and its slice) per mirrored pod. The fake clientset's " +
+			"objects share their strings with the caches, so a real API server's decoded objects cost more:\n\n")
+		p("| world | endpoints | index: answer sets, B/endpoint | informer caches, B/endpoint | total, B/endpoint |\n|---|---:|---:|---:|---:|\n")
 		for _, b := range mem {
-			p("| %s | %.0f | %.0f | %.0f |\n", strings.TrimPrefix(b.Name, "IndexMemory/endpoints="),
+			shape, endpoints := indexMemoryCase(b.Name)
+			p("| %s | %s | %.0f | %.0f | %.0f |\n", shape, endpoints,
 				b.Values["answers-B/endpoint"], b.Values["informers-B/endpoint"], b.Values["total-B/endpoint"])
 		}
 	}
@@ -219,8 +222,9 @@ func floors(r *Results) []floor {
 	}
 	for _, b := range goBenchByPrefix(r.GoBench, "IndexMemory/") {
 		v := b.Values["answers-B/endpoint"]
+		shape, endpoints := indexMemoryCase(b.Name)
 		fs = append(fs, floor{
-			what:     fmt.Sprintf("index ≤ 300 B per endpoint, %s endpoints", strings.TrimPrefix(b.Name, "IndexMemory/endpoints=")),
+			what:     fmt.Sprintf("index ≤ 300 B per endpoint, %s endpoints, %s", endpoints, shape),
 			measured: fmt.Sprintf("%.0f B (answer sets; %.0f B with the informer caches)", v, b.Values["total-B/endpoint"]),
 			holds:    v <= 300, known: true,
 		})
@@ -379,4 +383,20 @@ func settleText(c Config, tps []*ThroughputResult) string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// indexMemoryCase splits a BenchmarkIndexMemory name,
+// "IndexMemory/shape=linkerd/endpoints=9999", into its world and size.
+func indexMemoryCase(name string) (shape, endpoints string) {
+	for part := range strings.SplitSeq(strings.TrimPrefix(name, "IndexMemory/"), "/") {
+		if v, ok := strings.CutPrefix(part, "shape="); ok {
+			shape = v
+		} else if v, ok := strings.CutPrefix(part, "endpoints="); ok {
+			endpoints = v
+		}
+	}
+	if shape == "" {
+		shape = "headless"
+	}
+	return shape, endpoints
 }
