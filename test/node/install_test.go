@@ -21,8 +21,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 )
 
@@ -83,7 +88,7 @@ func TestInstallOnANode(t *testing.T) {
 			t.Errorf("localkube: stop: %v", err)
 		}
 	})
-	s := &install{t: t, ctx: ctx, node: n, c: source.Client, kubeconfig: source.Kubeconfig}
+	s := &install{t: t, ctx: ctx, node: n, c: source.Client, config: source.Config, kubeconfig: source.Kubeconfig}
 
 	// The workloads: db on this node (a StatefulSet of three, headless,
 	// exported) and in two remote clusters, mirrored into the source by the
@@ -160,6 +165,7 @@ type install struct {
 	ctx        context.Context
 	node       *node.Node
 	c          kubernetes.Interface
+	config     *rest.Config
 	kubeconfig string
 }
 
@@ -252,20 +258,26 @@ func (s *install) statefulSet(name string, replicas int32) {
 			Selector:            &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					TerminationGracePeriodSeconds: ptr.To[int64](1),
-					Containers: []corev1.Container{{
-						Name:            "db",
-						Image:           s.node.Images["pause"],
-						ImagePullPolicy: corev1.PullNever,
-						Ports:           []corev1.ContainerPort{{Name: "db", ContainerPort: 5432}},
-					}},
-				},
+				Spec:       s.podSpec("db", "pause", corev1.ContainerPort{Name: "db", ContainerPort: 5432}),
 			},
 		},
 	}
 	if _, err := s.c.AppsV1().StatefulSets(ns).Create(s.ctx, sts, metav1.CreateOptions{}); err != nil {
 		s.t.Fatal(err)
+	}
+}
+
+// podSpec runs one container of an image imported into the node (never
+// pulled), which stops at once when its pod is deleted.
+func (s *install) podSpec(name, image string, ports ...corev1.ContainerPort) corev1.PodSpec {
+	return corev1.PodSpec{
+		TerminationGracePeriodSeconds: ptr.To[int64](1),
+		Containers: []corev1.Container{{
+			Name:            name,
+			Image:           s.node.Images[image],
+			ImagePullPolicy: corev1.PullNever,
+			Ports:           ports,
+		}},
 	}
 }
 
@@ -275,14 +287,7 @@ func (s *install) clientPod(name string) {
 	s.t.Helper()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.PodSpec{
-			TerminationGracePeriodSeconds: ptr.To[int64](1),
-			Containers: []corev1.Container{{
-				Name:            "client",
-				Image:           s.node.Images["client"],
-				ImagePullPolicy: corev1.PullNever,
-			}},
-		},
+		Spec:       s.podSpec("client", "client"),
 	}
 	if _, err := s.c.CoreV1().Pods(ns).Create(s.ctx, pod, metav1.CreateOptions{}); err != nil {
 		s.t.Fatal(err)
@@ -639,41 +644,38 @@ func (s *install) expectLeader() {
 func (s *install) expectUninstalled() {
 	s.t.Helper()
 	sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release}
+	meta, err := metadata.NewForConfig(s.config)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	kinds := []struct {
+		gvr        schema.GroupVersionResource
+		namespaced bool
+	}{
+		{appsv1.SchemeGroupVersion.WithResource("deployments"), true},
+		{corev1.SchemeGroupVersion.WithResource("pods"), true},
+		{corev1.SchemeGroupVersion.WithResource("services"), true},
+		{corev1.SchemeGroupVersion.WithResource("configmaps"), true},
+		{corev1.SchemeGroupVersion.WithResource("serviceaccounts"), true},
+		{policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets"), true},
+		{rbacv1.SchemeGroupVersion.WithResource("clusterroles"), false},
+		{rbacv1.SchemeGroupVersion.WithResource("clusterrolebindings"), false},
+	}
 	s.eventually("release objects gone", func(ctx context.Context) string {
 		var left []string
-		if l, err := s.c.AppsV1().Deployments(releaseNS).List(ctx, sel); err == nil {
-			for _, o := range l.Items {
-				left = append(left, "Deployment "+o.Name)
+		for _, k := range kinds {
+			var l *metav1.PartialObjectMetadataList
+			var err error
+			if k.namespaced {
+				l, err = meta.Resource(k.gvr).Namespace(releaseNS).List(ctx, sel)
+			} else {
+				l, err = meta.Resource(k.gvr).List(ctx, sel)
 			}
-		}
-		if l, err := s.c.CoreV1().Pods(releaseNS).List(ctx, sel); err == nil {
-			for _, o := range l.Items {
-				left = append(left, "Pod "+o.Name)
+			if err != nil {
+				return err.Error()
 			}
-		}
-		if l, err := s.c.CoreV1().Services(releaseNS).List(ctx, sel); err == nil {
 			for _, o := range l.Items {
-				left = append(left, "Service "+o.Name)
-			}
-		}
-		if l, err := s.c.CoreV1().ConfigMaps(releaseNS).List(ctx, sel); err == nil {
-			for _, o := range l.Items {
-				left = append(left, "ConfigMap "+o.Name)
-			}
-		}
-		if l, err := s.c.CoreV1().ServiceAccounts(releaseNS).List(ctx, sel); err == nil {
-			for _, o := range l.Items {
-				left = append(left, "ServiceAccount "+o.Name)
-			}
-		}
-		if l, err := s.c.RbacV1().ClusterRoles().List(ctx, sel); err == nil {
-			for _, o := range l.Items {
-				left = append(left, "ClusterRole "+o.Name)
-			}
-		}
-		if l, err := s.c.RbacV1().ClusterRoleBindings().List(ctx, sel); err == nil {
-			for _, o := range l.Items {
-				left = append(left, "ClusterRoleBinding "+o.Name)
+				left = append(left, k.gvr.Resource+" "+o.Name)
 			}
 		}
 		if len(left) > 0 {
