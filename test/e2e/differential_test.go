@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/run"
@@ -141,7 +142,7 @@ type differ struct {
 // slices (-1: must not be ours; 0: must not exist).
 func (d *differ) converge(ctx context.Context, phase string, want map[string]int) {
 	d.t.Helper()
-	err := scenario.Poll(ctx, 60*time.Second, 250*time.Millisecond, func(ctx context.Context) string {
+	err := await.Poll(ctx, 60*time.Second, 250*time.Millisecond, func(ctx context.Context) string {
 		questions, owned, err := d.questions(ctx, want)
 		if err != nil {
 			return err.Error()

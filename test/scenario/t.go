@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/run"
 	"github.com/globalmirror/globalmirror/test/workload"
@@ -99,7 +100,7 @@ func (s *T) StartCoreDNS(corefile string, extraPorts ...string) *run.CoreDNS {
 // last answer after Timeout.
 func (s *T) Eventually(what string, check func(ctx context.Context) string) {
 	s.t.Helper()
-	if err := Poll(s.t.Context(), s.Timeout, s.Interval, check); err != nil {
+	if err := await.Poll(s.t.Context(), s.Timeout, s.Interval, check); err != nil {
 		s.t.Fatalf("%s: %v", what, err)
 	}
 }
