@@ -33,24 +33,18 @@ const zone = scenario.Zone
 // diffCorefile serves the same zone twice: the production order (global, then
 // kubernetes) and the stock kubernetes plugin alone, which answers the global
 // names from the controller's EndpointSlices.
-const diffCorefile = `.:{$DNS_PORT} {
-    bind 127.0.0.1
-    ready 127.0.0.1:{$READY_PORT}
-    prometheus 127.0.0.1:{$METRICS_PORT}
+var diffCorefile = run.Corefile(`
     global cluster.local {
         kubeconfig {$SOURCE_KUBECONFIG}
     }
     kubernetes cluster.local {
         kubeconfig {$SOURCE_KUBECONFIG}
     }
-}
-.:{$KUBE_PORT} {
-    bind 127.0.0.1
+`) + run.Server("KUBE_PORT", `
     kubernetes cluster.local {
         kubeconfig {$SOURCE_KUBECONFIG}
     }
-}
-`
+`)
 
 // TestDifferential checks the design's correctness contract: for every name
 // and type, the global plugin answers what the stock kubernetes plugin answers
