@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/run"
 	"github.com/globalmirror/globalmirror/test/workload"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -163,11 +164,13 @@ func TestTerminateHandsOver(t *testing.T) {
 	if h := ptr.Deref(lease.Spec.HolderIdentity, ""); h == holder {
 		t.Errorf("the Lease is still held by the stopped leader %q", h)
 	}
-	for !isLeader(t, standby) {
-		if time.Since(exited) > 2*time.Second {
-			t.Fatalf("the standby was not leading 2 s after the leader exited")
+	if err := await.Poll(ctx, 2*time.Second-time.Since(exited), 20*time.Millisecond, func(context.Context) string {
+		if !isLeader(t, standby) {
+			return "the standby is not leading"
 		}
-		time.Sleep(20 * time.Millisecond)
+		return ""
+	}); err != nil {
+		t.Fatalf("2 s after the leader exited: %v", err)
 	}
 	t.Logf("SIGTERM → leader exited in %v; standby leading %v after the exit (lease 15s)",
 		exited.Sub(sent).Round(time.Millisecond), time.Since(exited).Round(time.Millisecond))
