@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/fixture"
 	"log/slog"
 	"maps"
@@ -109,16 +110,13 @@ func memberSlice(svc *corev1.Service, hostsAndIPs ...string) *discoveryv1.Endpoi
 // eventually polls cond for up to 10 s.
 func (e *env) eventually(what string, cond func() error) {
 	e.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
+	if err := await.Poll(e.t.Context(), 10*time.Second, 20*time.Millisecond, func(context.Context) string {
+		if err := cond(); err != nil {
+			return err.Error()
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return ""
+	}); err != nil {
+		e.t.Fatalf("%s: %v", what, err)
 	}
 }
 
@@ -532,12 +530,13 @@ func TestStaleBaseSyncsOnTheEcho(t *testing.T) {
 	if _, err := client.DiscoveryV1().EndpointSlices("ns").Update(ctx, written, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for c.queue.Len() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the echo did not queue the stale base; it waits for its rate-limited retry")
+	if err := await.Poll(ctx, 5*time.Second, 10*time.Millisecond, func(context.Context) string {
+		if c.queue.Len() == 0 {
+			return "the queue is empty"
 		}
-		time.Sleep(10 * time.Millisecond)
+		return ""
+	}); err != nil {
+		t.Fatalf("the echo did not queue the stale base; it waits for its rate-limited retry: %v", err)
 	}
 	got, _ := c.queue.Get()
 	if got != key {

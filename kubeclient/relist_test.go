@@ -2,12 +2,14 @@ package kubeclient
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/globalmirror/globalmirror/test/await"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -116,11 +118,12 @@ func TestGoneVersionRelistsWithinTheWatch(t *testing.T) {
 
 func waitFor(t *testing.T, ok func() bool, state func() []string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("store holds %v", state())
+	if err := await.Poll(t.Context(), 5*time.Second, 5*time.Millisecond, func(context.Context) string {
+		if !ok() {
+			return fmt.Sprintf("store holds %v", state())
 		}
-		time.Sleep(5 * time.Millisecond)
+		return ""
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

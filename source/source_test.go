@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/fixture"
 	"sync"
 	"testing"
@@ -102,12 +103,13 @@ func create(t *testing.T, client *fake.Clientset, o any) {
 // eventually polls cond for a few seconds; informers deliver asynchronously.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	if err := await.Poll(t.Context(), 5*time.Second, 10*time.Millisecond, func(context.Context) string {
+		if !cond() {
+			return what + " not yet"
 		}
-		time.Sleep(10 * time.Millisecond)
+		return ""
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -57,9 +57,7 @@ func TestUserOwnedGlobalIsLeftAlone(t *testing.T) {
 		return ""
 	})
 	// Some more member changes later, the user's Service is exactly as it was
-	// and has no slice of ours.
-	must(t, east.Scale(ctx, 2))
-	time.Sleep(3 * time.Second)
+	// and has no slice of ours: the window fails at the first write to either.
 	now, err := s.Source.Client.CoreV1().Services(s.NS).Get(ctx, "db-global", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -67,14 +65,36 @@ func TestUserOwnedGlobalIsLeftAlone(t *testing.T) {
 	if now.ResourceVersion != created.ResourceVersion || now.UID != created.UID || aggregate.IsManaged(now.Labels) {
 		t.Errorf("user's db-global changed: rv %s -> %s, labels %v", created.ResourceVersion, now.ResourceVersion, now.Labels)
 	}
+	writes := s.WatchWrites(metav1.ListOptions{FieldSelector: "metadata.name=db-global"},
+		metav1.ListOptions{LabelSelector: discoveryv1.LabelManagedBy + "=" + aggregate.EndpointSliceManagedBy + "," + discoveryv1.LabelServiceName + "=db-global"})
 	ours, err := s.Source.Client.DiscoveryV1().EndpointSlices(s.NS).List(ctx, metav1.ListOptions{
 		LabelSelector: discoveryv1.LabelManagedBy + "=" + aggregate.EndpointSliceManagedBy + "," + discoveryv1.LabelServiceName + "=db-global"})
 	if err != nil || len(ours.Items) > 0 {
 		t.Errorf("slices written for the user's db-global: %d (%v)", len(ours.Items), err)
 	}
-	if got, _ := s.warnings(ctx, "db-global"); got["GlobalNameConflict"] != 1 {
-		t.Errorf("conflict reported again on later syncs: %v", got)
+	conflicts := func() float64 {
+		n, err := metric(c, "globalmirror_syncs_total", `result="conflict"`)
+		must(t, err)
+		return n
 	}
+	synced := conflicts()
+	must(t, east.Scale(ctx, 2))
+	s.Eventually("db synced after the scale", func(context.Context) string {
+		if n := conflicts(); n == synced {
+			return fmt.Sprintf("still %v syncs of db ending in the conflict", n)
+		}
+		return ""
+	})
+	s.Quiet("the user's db-global after the scale", 3*time.Second, func(ctx context.Context) string {
+		if w := writes.Check(ctx); w != "" {
+			return w
+		}
+		if got, err := s.warnings(ctx, "db-global"); err != nil || got["GlobalNameConflict"] != 1 {
+			return fmt.Sprintf("conflict reported again on later syncs: %v (%v)", got, err)
+		}
+		return ""
+	})
+	writes.Stop()
 
 	// The user deletes theirs: the global is created.
 	must(t, s.Source.Client.CoreV1().Services(s.NS).Delete(ctx, "db-global", metav1.DeleteOptions{}))
@@ -176,10 +196,17 @@ func TestProblems(t *testing.T) {
 	must(t, err)
 	withMetrics := append(append([]corev1.ServicePort{}, dbPorts...), corev1.ServicePort{Name: "metrics", Port: 9187, Protocol: corev1.ProtocolTCP})
 	s.expectGlobal("db-global", "db", withMetrics, 1, fixed("db-0-far", "192.0.2.1"), fixed("", "198.51.100.1"), fixed("", "198.51.100.2"))
-	time.Sleep(2 * time.Second)
-	if got, _ := s.warnings(ctx, "db-global"); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("after an unrelated change, warnings %v, want still %v", got, want)
-	}
+	s.Quiet("problems after an unrelated change", 2*time.Second, func(ctx context.Context) string {
+		if got, err := s.warnings(ctx, "db-global"); err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Sprintf("warnings %v (%v), want still %v", got, err, want)
+		}
+		for reason := range want {
+			if n, err := metric(c, "globalmirror_problems_total", `reason="`+reason+`"`); err != nil || n != 1 {
+				return fmt.Sprintf("problems_total{%s} = %v (%v), want still 1", reason, n, err)
+			}
+		}
+		return ""
+	})
 }
 
 // TestTamperingRepaired: edits and deletions of the controller's objects by

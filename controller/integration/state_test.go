@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/run"
+	"github.com/globalmirror/globalmirror/test/scenario"
 	"github.com/globalmirror/globalmirror/test/workload"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -212,14 +214,56 @@ func (s *world) writes(c *run.Controller) float64 {
 	return n
 }
 
-// expectWrites checks, after a moment for stragglers, that the controller
-// made exactly n writes since it had made `since`.
+// expectWrites checks that the controller made exactly n writes since it
+// had made `since`: it waits for the n-th, then for a second fails on the
+// first straggler.
 func (s *world) expectWrites(c *run.Controller, since float64, n float64) {
 	s.t.Helper()
-	time.Sleep(time.Second)
-	if got := s.writes(c) - since; got != n {
-		s.t.Errorf("%v writes, want %v", got, n)
+	s.Eventually(fmt.Sprintf("%v writes", n), func(context.Context) string {
+		if got := s.writes(c) - since; got < n {
+			return fmt.Sprintf("%v writes", got)
+		}
+		return ""
+	})
+	s.Quiet(fmt.Sprintf("no write beyond %v", n), time.Second, s.noWrites(c, since+n, nil))
+}
+
+// managed selects globalmirror's Services and EndpointSlices.
+var managed = metav1.ListOptions{LabelSelector: aggregate.LabelManagedBy + "=" + aggregate.ManagedBy}
+
+// noWrites is a check for a quiet window: it reports the first write of c
+// beyond the `since` it had made, and the first write api (if not nil)
+// saw.
+func (s *world) noWrites(c *run.Controller, since float64, api *scenario.Writes) func(context.Context) string {
+	return func(ctx context.Context) string {
+		if api != nil {
+			if w := api.Check(ctx); w != "" {
+				return w
+			}
+		}
+		n, err := metric(c, "globalmirror_api_writes_total")
+		if err != nil {
+			return err.Error()
+		}
+		if n != since {
+			return fmt.Sprintf("the controller counted %v more writes", n-since)
+		}
+		return ""
 	}
+}
+
+// settle waits until the controller has not written for window and returns
+// its write count then.
+func (s *world) settle(c *run.Controller, window time.Duration) float64 {
+	s.t.Helper()
+	n, err := await.Settle(s.t.Context(), window, s.Timeout, s.Interval, func(context.Context) (float64, string, error) {
+		n, err := metric(c, "globalmirror_api_writes_total")
+		return n, "", err
+	})
+	if err != nil {
+		s.t.Fatalf("the controller kept writing: %v", err)
+	}
+	return n
 }
 
 // warnings counts the Warning events on object name by reason.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/globalmirror/globalmirror/test/await"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 )
@@ -48,7 +49,18 @@ func TestHandover(t *testing.T) {
 	if first != "a" {
 		t.Fatalf("first leader %s", first)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// b tries for the lease every RetryPeriod and must not get it while a
+	// holds it: the window fails at once if b leads.
+	if err := await.Quiet(t.Context(), 300*time.Millisecond, 10*time.Millisecond, func(context.Context) string {
+		select {
+		case second := <-started:
+			return second + " led while a held the lease"
+		default:
+			return ""
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
 	cancelA()
 	if err := <-doneA; err != nil {
 		t.Errorf("Run = %v after cancel", err)

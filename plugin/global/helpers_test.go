@@ -3,6 +3,7 @@ package global
 import (
 	"context"
 	"fmt"
+	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/fixture"
 	"sort"
 	"strings"
@@ -167,12 +168,13 @@ func startHarness(t testing.TB, cfg *config, objs ...runtime.Object) *harness {
 
 func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
+	if err := await.Poll(context.Background(), d, 5*time.Millisecond, func(context.Context) string {
+		if !cond() {
+			return what + " not yet"
 		}
-		time.Sleep(5 * time.Millisecond)
+		return ""
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/coredns/caddy"
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/test/await"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -132,13 +133,14 @@ func startLarge(b *testing.B, n int, endpointMirrors bool, baseline func()) (g *
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := g.start(ctx)
-	deadline := time.Now().Add(5 * time.Minute)
-	for !g.Ready() {
-		if time.Now().After(deadline) {
-			cancel()
-			b.Fatal("index not ready after 5 minutes")
+	if err := await.Poll(ctx, 5*time.Minute, 10*time.Millisecond, func(context.Context) string {
+		if !g.Ready() {
+			return "index not ready"
 		}
-		time.Sleep(10 * time.Millisecond)
+		return ""
+	}); err != nil {
+		cancel()
+		b.Fatal(err)
 	}
 	return g, client, func() {
 		cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/fixture"
 	"slices"
 	"strconv"
@@ -41,16 +42,13 @@ func summary(t testing.TB, g *Global, qname string, qtype uint16) string {
 
 func eventually(t *testing.T, g *Global, qname string, qtype uint16, want string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := summary(t, g, qname, qtype)
-		if got == want {
-			return
+	if err := await.Poll(t.Context(), 10*time.Second, 5*time.Millisecond, func(context.Context) string {
+		if got := summary(t, g, qname, qtype); got != want {
+			return fmt.Sprintf("got %q", got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s %s: got %q, want %q", qname, dns.TypeToString[qtype], got, want)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return ""
+	}); err != nil {
+		t.Fatalf("%s %s, want %q: %v", qname, dns.TypeToString[qtype], want, err)
 	}
 }
 

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/run"
-	"github.com/globalmirror/globalmirror/test/scenario"
 )
 
 // Writes are the controller's API writes by "resource/verb".
@@ -53,7 +53,7 @@ func ControllerWrites(ctrl *run.Controller) (Writes, error) {
 // endpoint and its queue is empty, and returns when it first saw that.
 func Converged(ctx context.Context, ctrl *run.Controller, bases int, timeout time.Duration) (time.Time, error) {
 	var seen time.Time
-	err := scenario.Poll(ctx, timeout, 100*time.Millisecond, func(context.Context) string {
+	err := await.Poll(ctx, timeout, 100*time.Millisecond, func(context.Context) string {
 		s, err := run.Scrape(ctrl.BaseURL + "/metrics")
 		seen = time.Now()
 		if err != nil {
@@ -75,28 +75,16 @@ func Converged(ctx context.Context, ctrl *run.Controller, bases int, timeout tim
 // Settle waits until the controller's write count has not moved for quiet,
 // and returns the writes then.
 func Settle(ctx context.Context, ctrl *run.Controller, quiet, timeout time.Duration) (Writes, error) {
-	deadline := time.Now().Add(timeout)
-	prev, err := ControllerWrites(ctrl)
-	if err != nil {
-		return nil, err
-	}
-	since := time.Now()
-	for time.Since(since) < quiet {
-		if time.Now().After(deadline) {
-			return prev, fmt.Errorf("controller still writing after %v", timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
+	var w Writes
+	_, err := await.Settle(ctx, quiet, timeout, 250*time.Millisecond, func(context.Context) (float64, string, error) {
 		cur, err := ControllerWrites(ctrl)
-		if err != nil {
-			return nil, err
+		if err == nil {
+			w = cur
 		}
-		if cur.Total() != prev.Total() {
-			prev, since = cur, time.Now()
-		}
+		return cur.Total(), "", err
+	})
+	if err != nil {
+		return w, fmt.Errorf("controller still writing: %w", err)
 	}
-	return prev, nil
+	return w, nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/helmtest"
 	"github.com/globalmirror/globalmirror/test/localkube"
@@ -341,7 +342,7 @@ func writeTokenKubeconfig(t *testing.T, c *localkube.Cluster, namespace, sa, pat
 // mirrored pod as db-0-east, which needs Service and EndpointSlice writes.
 func expectGlobal(t *testing.T, c *localkube.Cluster, ns string, p *run.Process) {
 	t.Helper()
-	err := scenario.Poll(t.Context(), 30*time.Second, 100*time.Millisecond, func(ctx context.Context) string {
+	err := await.Poll(t.Context(), 30*time.Second, 100*time.Millisecond, func(ctx context.Context) string {
 		svc, err := c.Client.CoreV1().Services(ns).Get(ctx, "db-global", metav1.GetOptions{})
 		if err != nil {
 			return err.Error()

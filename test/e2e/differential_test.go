@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/run"
@@ -32,24 +33,18 @@ const zone = scenario.Zone
 // diffCorefile serves the same zone twice: the production order (global, then
 // kubernetes) and the stock kubernetes plugin alone, which answers the global
 // names from the controller's EndpointSlices.
-const diffCorefile = `.:{$DNS_PORT} {
-    bind 127.0.0.1
-    ready 127.0.0.1:{$READY_PORT}
-    prometheus 127.0.0.1:{$METRICS_PORT}
+var diffCorefile = run.Corefile(`
     global cluster.local {
         kubeconfig {$SOURCE_KUBECONFIG}
     }
     kubernetes cluster.local {
         kubeconfig {$SOURCE_KUBECONFIG}
     }
-}
-.:{$KUBE_PORT} {
-    bind 127.0.0.1
+`) + run.Server("KUBE_PORT", `
     kubernetes cluster.local {
         kubeconfig {$SOURCE_KUBECONFIG}
     }
-}
-`
+`)
 
 // TestDifferential checks the design's correctness contract: for every name
 // and type, the global plugin answers what the stock kubernetes plugin answers
@@ -141,7 +136,7 @@ type differ struct {
 // slices (-1: must not be ours; 0: must not exist).
 func (d *differ) converge(ctx context.Context, phase string, want map[string]int) {
 	d.t.Helper()
-	err := scenario.Poll(ctx, 60*time.Second, 250*time.Millisecond, func(ctx context.Context) string {
+	err := await.Poll(ctx, 60*time.Second, 250*time.Millisecond, func(ctx context.Context) string {
 		questions, owned, err := d.questions(ctx, want)
 		if err != nil {
 			return err.Error()

@@ -27,10 +27,7 @@ import (
 // linkerdCorefile serves the production order (global, then kubernetes) and,
 // on KUBE_PORT, the stock kubernetes plugin alone: what a cluster without the
 // global plugin answers from the controller's and Linkerd's objects.
-const linkerdCorefile = `.:{$DNS_PORT} {
-    bind 127.0.0.1
-    ready 127.0.0.1:{$READY_PORT}
-    prometheus 127.0.0.1:{$METRICS_PORT}
+var linkerdCorefile = run.Corefile(`
     global cluster.local {
         kubeconfig {$SOURCE_KUBECONFIG}
         namespaces {$NS}
@@ -41,16 +38,13 @@ const linkerdCorefile = `.:{$DNS_PORT} {
         namespaces {$NS}
         ttl 1
     }
-}
-.:{$KUBE_PORT} {
-    bind 127.0.0.1
+`) + run.Server("KUBE_PORT", `
     kubernetes cluster.local {
         kubeconfig {$SOURCE_KUBECONFIG}
         namespaces {$NS}
         ttl 1
     }
-}
-`
+`)
 
 // world is one namespace of a source cluster with east linked into it,
 // its controller and its CoreDNS.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/workload"
@@ -223,11 +224,10 @@ func (m *meshMember) differential(phase string) {
 // milliseconds, and returns when each went, measured from since.
 func (m *meshMember) waitGone(host string, since time.Time) (mirror, dnsGone time.Duration, err error) {
 	w := m.w
-	deadline := time.Now().Add(60 * time.Second)
 	name := host + "." + w.FQDN("db-global")
-	for (mirror == 0 || dnsGone == 0) && time.Now().Before(deadline) {
+	err = await.Poll(context.Background(), 60*time.Second, 3*time.Millisecond, func(ctx context.Context) string {
 		if mirror == 0 {
-			_, err := w.Source.Client.CoreV1().Services(w.NS).Get(context.Background(), host, metav1.GetOptions{})
+			_, err := w.Source.Client.CoreV1().Services(w.NS).Get(ctx, host, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				mirror = time.Since(since)
 			}
@@ -235,10 +235,13 @@ func (m *meshMember) waitGone(host string, since time.Time) (mirror, dnsGone tim
 		if dnsGone == 0 && dnsq.Answer("udp", w.global, name, dns.TypeA) == "NXDOMAIN +soa" {
 			dnsGone = time.Since(since)
 		}
-		time.Sleep(3 * time.Millisecond)
-	}
-	if mirror == 0 || dnsGone == 0 {
-		err = fmt.Errorf("%s: %s still there after 60s (mirror gone after %v, DNS after %v)", w.Source.Name, host, mirror, dnsGone)
+		if mirror == 0 || dnsGone == 0 {
+			return fmt.Sprintf("mirror gone after %v, DNS after %v", mirror, dnsGone)
+		}
+		return ""
+	})
+	if err != nil {
+		err = fmt.Errorf("%s: %s still there: %w", w.Source.Name, host, err)
 	}
 	return mirror, dnsGone, err
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/localkube"
+	"github.com/globalmirror/globalmirror/test/run"
 	"github.com/miekg/dns"
 )
 
@@ -13,10 +14,7 @@ import (
 // kubernetes plugin behind it answers the other reverse names. KUBE_PORT
 // serves the stock kubernetes plugin alone, for what a cluster answers
 // without the plugin.
-const viewsCorefile = `.:{$DNS_PORT} {
-    bind 127.0.0.1
-    ready 127.0.0.1:{$READY_PORT}
-    prometheus 127.0.0.1:{$METRICS_PORT}
+var viewsCorefile = run.Corefile(`
     global cluster.local {
         kubeconfig {$SOURCE_KUBECONFIG}
         namespaces {$NS}
@@ -29,16 +27,13 @@ const viewsCorefile = `.:{$DNS_PORT} {
         namespaces {$NS}
         ttl 1
     }
-}
-.:{$KUBE_PORT} {
-    bind 127.0.0.1
+`) + run.Server("KUBE_PORT", `
     kubernetes cluster.local in-addr.arpa ip6.arpa {
         kubeconfig {$SOURCE_KUBECONFIG}
         namespaces {$NS}
         ttl 1
     }
-}
-`
+`)
 
 // testViews runs the real CoreDNS with the reverse and clusterset views over
 // a local db and east's and west's mirrors, and follows readiness and an

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/run"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -150,34 +151,17 @@ func changedInputs(before, after map[string]string) []string {
 // work queue's growing per-item delay (5 ms doubling). The answers alone do
 // not show that: the plugin serves them first.
 func (r *runner) controllersSettle(ctx context.Context) error {
-	const quiet = 15 * time.Second
-	deadline := time.Now().Add(90 * time.Second)
-	last, err := r.writes()
-	if err != nil {
-		return err
-	}
-	since := time.Now()
-	for {
-		led := r.led()
-		if led && time.Since(since) >= quiet {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the controllers did not settle within 90 s (every cluster led: %v; last write %v ago)", led, time.Since(since).Round(time.Millisecond))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
+	_, err := await.Settle(ctx, 15*time.Second, 90*time.Second, 250*time.Millisecond, func(context.Context) (float64, string, error) {
 		n, err := r.writes()
-		if err != nil {
-			return err
+		if err != nil || r.led() {
+			return n, "", err
 		}
-		if n != last {
-			last, since = n, time.Now()
-		}
+		return n, "not every cluster led", nil
+	})
+	if err != nil {
+		return fmt.Errorf("the controllers did not settle (no write for 15 s, every cluster led): %w", err)
 	}
+	return nil
 }
 
 // led reports whether every cluster has a leading controller.

@@ -248,10 +248,7 @@ func (r *runner) startController(ctx context.Context, m *member) error {
 }
 
 // corefile is each cluster's DNS: the global plugin before kubernetes.
-const corefile = `.:{$DNS_PORT} {
-    bind 127.0.0.1
-    ready 127.0.0.1:{$READY_PORT}
-    prometheus 127.0.0.1:{$METRICS_PORT}
+var corefile = run.Corefile(`
     global cluster.local {
         kubeconfig {$SOURCE_KUBECONFIG}
         namespaces {$NS}
@@ -262,8 +259,7 @@ const corefile = `.:{$DNS_PORT} {
         namespaces {$NS}
         ttl 1
     }
-}
-`
+`)
 
 // startCoreDNS (re)starts m's CoreDNS on the same port; waitReady waits for
 // its first sync, which never comes while the API server is down.

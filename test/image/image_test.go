@@ -32,6 +32,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/helmtest"
 	"github.com/globalmirror/globalmirror/test/localkube"
@@ -316,7 +317,7 @@ func mirroredDB(ctx context.Context, t *testing.T, env *localkube.Env) map[strin
 // exactly the wanted endpoints, all ready.
 func expectGlobalService(t *testing.T, c *localkube.Cluster, want map[string]string, p *run.Process) {
 	t.Helper()
-	err := scenario.Poll(t.Context(), 60*time.Second, 100*time.Millisecond, func(ctx context.Context) string {
+	err := await.Poll(t.Context(), 60*time.Second, 100*time.Millisecond, func(ctx context.Context) string {
 		svc, err := c.Client.CoreV1().Services(ns).Get(ctx, "db-global", metav1.GetOptions{})
 		if err != nil {
 			return err.Error()
@@ -361,7 +362,7 @@ func expectAnswers(t *testing.T, server string, want map[string]string, p *run.P
 		addrs = append(addrs, a)
 	}
 	wantA := aRecords(global, addrs...)
-	err := scenario.Poll(t.Context(), 30*time.Second, 50*time.Millisecond, func(context.Context) string {
+	err := await.Poll(t.Context(), 30*time.Second, 50*time.Millisecond, func(context.Context) string {
 		if got, err := answer(server, "udp", global, dns.TypeA); err != nil || !slices.Equal(got, wantA) {
 			return fmt.Sprint(got, err)
 		}
@@ -444,7 +445,7 @@ func expectBindDenied(t *testing.T, p *run.Process) {
 // waitExit waits for a container to end and returns its output.
 func waitExit(t *testing.T, p *run.Process, timeout time.Duration) string {
 	t.Helper()
-	err := scenario.Poll(t.Context(), timeout, 50*time.Millisecond, func(context.Context) string {
+	err := await.Poll(t.Context(), timeout, 50*time.Millisecond, func(context.Context) string {
 		if exited, _ := p.Exited(); !exited {
 			return "running"
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/helmtest"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/node"
@@ -306,7 +307,7 @@ func (s *install) clientPod(name string) {
 
 func (s *install) eventually(what string, check func(ctx context.Context) string) {
 	s.t.Helper()
-	if err := scenario.Poll(s.ctx, readyTimeout, 200*time.Millisecond, check); err != nil {
+	if err := await.Poll(s.ctx, readyTimeout, 200*time.Millisecond, check); err != nil {
 		s.t.Fatalf("%s: %v", what, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -25,8 +26,9 @@ type CoreDNS struct {
 type CoreDNSOptions struct {
 	// Corefile may use {$DNS_PORT}, {$HEALTH_PORT}, {$READY_PORT},
 	// {$METRICS_PORT} and any variable in Env; the ports are picked free, and
-	// DNS_PORT may be fixed with Ports["DNS_PORT"]. It must include the `ready`
-	// and `prometheus` plugins on 127.0.0.1:{$READY_PORT} / {$METRICS_PORT}.
+	// DNS_PORT may be fixed with Ports["DNS_PORT"]. It must include the
+	// `ready` and `prometheus` plugins on 127.0.0.1:{$READY_PORT} /
+	// {$METRICS_PORT}, as the block the func Corefile writes does.
 	Corefile string
 	// Dir receives the Corefile and coredns.log.
 	Dir string
@@ -118,3 +120,19 @@ func StartCoreDNS(ctx context.Context, o CoreDNSOptions) (*CoreDNS, error) {
 // PortAddr is the loopback address of the server block listening on the
 // named port, e.g. PortAddr("KUBE_PORT") for one of ExtraPorts.
 func (c *CoreDNS) PortAddr(name string) string { return "127.0.0.1:" + strconv.Itoa(c.Ports[name]) }
+
+// Corefile is a Corefile whose first server block holds what StartCoreDNS
+// needs besides the plugins under test: it listens on 127.0.0.1:{$DNS_PORT}
+// and has the ready and prometheus plugins on {$READY_PORT} and
+// {$METRICS_PORT}. stanzas are the block's other plugins as written inside
+// it; more server blocks (Server) may follow.
+func Corefile(stanzas string) string {
+	return Server("DNS_PORT", "    ready 127.0.0.1:{$READY_PORT}\n    prometheus 127.0.0.1:{$METRICS_PORT}\n"+strings.Trim(stanzas, "\n")+"\n")
+}
+
+// Server is a server block for every zone on 127.0.0.1 and the port in
+// variable port (e.g. KUBE_PORT, one of CoreDNSOptions.ExtraPorts), holding
+// stanzas as written inside it.
+func Server(port, stanzas string) string {
+	return ".:{$" + port + "} {\n    bind 127.0.0.1\n" + strings.Trim(stanzas, "\n") + "\n}\n"
+}

@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/run"
 	"github.com/globalmirror/globalmirror/test/workload"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // T is a World for one test: its namespace is named after the test, its
@@ -99,7 +101,7 @@ func (s *T) StartCoreDNS(corefile string, extraPorts ...string) *run.CoreDNS {
 // last answer after Timeout.
 func (s *T) Eventually(what string, check func(ctx context.Context) string) {
 	s.t.Helper()
-	if err := Poll(s.t.Context(), s.Timeout, s.Interval, check); err != nil {
+	if err := await.Poll(s.t.Context(), s.Timeout, s.Interval, check); err != nil {
 		s.t.Fatalf("%s: %v", what, err)
 	}
 }
@@ -157,4 +159,26 @@ func (s *T) PodIP(w *workload.Workload, ord int) string {
 		s.t.Fatal(err)
 	}
 	return ips[0]
+}
+
+// Quiet watches for window what must not happen and fails the test on the
+// first sign of it: check is called every Interval (see await.Quiet).
+func (s *T) Quiet(what string, window time.Duration, check func(ctx context.Context) string) {
+	s.t.Helper()
+	if err := await.Quiet(s.t.Context(), window, s.Interval, check); err != nil {
+		s.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// WatchWrites records from now on every write to the Services and
+// EndpointSlices of the world's namespace in the source cluster that svcs
+// and slices select (see scenario.WatchWrites), until the test ends.
+func (s *T) WatchWrites(svcs, slices metav1.ListOptions) *Writes {
+	s.t.Helper()
+	w, err := WatchWrites(s.t.Context(), s.Source.Client, s.NS, svcs, slices)
+	if err != nil {
+		s.t.Fatalf("watch writes in %s: %v", s.NS, err)
+	}
+	s.t.Cleanup(w.Stop)
+	return w
 }

@@ -6,34 +6,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/miekg/dns"
 )
 
-// Poll calls check every interval until it returns "" and fails after
-// timeout, or when ctx ends, with check's last answer.
-func Poll(ctx context.Context, timeout, interval time.Duration, check func(ctx context.Context) string) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		last := check(ctx)
-		if last == "" {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not after %v: %s", timeout, last)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: %s", ctx.Err(), last)
-		case <-time.After(interval):
-		}
-	}
-}
-
 // AwaitAnswer waits until name/qtype asked of addr over network sums up
 // (dnsq.Summary) to want, and fails after timeout with the last answer.
 func AwaitAnswer(ctx context.Context, network, addr, name string, qtype uint16, want string, timeout, interval time.Duration) error {
-	err := Poll(ctx, timeout, interval, func(context.Context) string {
+	err := await.Poll(ctx, timeout, interval, func(context.Context) string {
 		if got := dnsq.Answer(network, addr, name, qtype); got != want {
 			return fmt.Sprintf("%q", got)
 		}
@@ -48,7 +29,7 @@ func AwaitAnswer(ctx context.Context, network, addr, name string, qtype uint16, 
 // AwaitRecords waits until name has n A records at addr, over UDP without
 // EDNS, and fails after timeout with the last answer.
 func AwaitRecords(ctx context.Context, addr, name string, n int, timeout time.Duration) error {
-	err := Poll(ctx, timeout, 100*time.Millisecond, func(context.Context) string {
+	err := await.Poll(ctx, timeout, 100*time.Millisecond, func(context.Context) string {
 		r, err := dnsq.Ask("udp", addr, name, dns.TypeA, 0)
 		switch {
 		case err != nil:

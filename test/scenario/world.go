@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/mirrorsim"
 	"github.com/globalmirror/globalmirror/test/run"
@@ -162,7 +163,7 @@ func (w *World) FQDN(name string) string { return name + "." + w.NS + ".svc." + 
 // ClusterIP.
 func (w *World) ClusterIP(ctx context.Context, name string, timeout time.Duration) (string, error) {
 	var ip string
-	err := Poll(ctx, timeout, 10*time.Millisecond, func(ctx context.Context) string {
+	err := await.Poll(ctx, timeout, 10*time.Millisecond, func(ctx context.Context) string {
 		svc, err := w.Source.Client.CoreV1().Services(w.NS).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err.Error()

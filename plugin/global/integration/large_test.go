@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/scenario"
 	"github.com/miekg/dns"
@@ -63,7 +64,7 @@ func TestLargeMember(t *testing.T) {
 	global := s.FQDN("big-global")
 
 	// TCP: all 500, no TC.
-	if err := scenario.Poll(ctx, 60*time.Second, 100*time.Millisecond, func(context.Context) string {
+	if err := await.Poll(ctx, 60*time.Second, 100*time.Millisecond, func(context.Context) string {
 		if got := dnsq.Answer("tcp", dnsSrv.Addr, global, dns.TypeA); got != dnsq.NoError(want...) {
 			return fmt.Sprintf("got %.200q...", got)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/test/localkube"
+	"github.com/globalmirror/globalmirror/test/run"
 	"github.com/globalmirror/globalmirror/test/scenario"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,10 +25,7 @@ func TestMain(m *testing.M) { os.Exit(localkube.Main(m, &env, "source", "east", 
 
 // corefile serves the global plugin for one namespace of the source cluster,
 // with the stock kubernetes plugin behind it for every other name.
-const corefile = `.:{$DNS_PORT} {
-    bind 127.0.0.1
-    ready 127.0.0.1:{$READY_PORT}
-    prometheus 127.0.0.1:{$METRICS_PORT}
+var corefile = run.Corefile(`
     global cluster.local {
         kubeconfig {$SOURCE_KUBECONFIG}
         namespaces {$NS}
@@ -36,15 +34,11 @@ const corefile = `.:{$DNS_PORT} {
         kubeconfig {$SOURCE_KUBECONFIG}
         namespaces {$NS}
     }
-}
-`
+`)
 
 // corefileKubernetesFirst lists kubernetes first: the plugin order is
 // CoreDNS's directive order (global right before kubernetes), not the file's.
-const corefileKubernetesFirst = `.:{$DNS_PORT} {
-    bind 127.0.0.1
-    ready 127.0.0.1:{$READY_PORT}
-    prometheus 127.0.0.1:{$METRICS_PORT}
+var corefileKubernetesFirst = run.Corefile(`
     kubernetes cluster.local {
         kubeconfig {$SOURCE_KUBECONFIG}
         namespaces {$NS}
@@ -53,8 +47,7 @@ const corefileKubernetesFirst = `.:{$DNS_PORT} {
         kubeconfig {$SOURCE_KUBECONFIG}
         namespaces {$NS}
     }
-}
-`
+`)
 
 // noGlobalService checks that nothing wrote a global Service: the controller
 // does not run, the plugin answered on its own.

@@ -1,6 +1,9 @@
 package integration
 
 import (
+	"context"
+	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -68,16 +71,35 @@ func TestAPIServerOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	down := time.Now()
-	// While it is down: the answers stay, CoreDNS stays ready.
-	time.Sleep(2 * time.Second)
-	s.AnswerBoth(dnsSrv.Addr, global, dns.TypeA, before)
-	s.AnswerBoth(dnsSrv.Addr, "db-2-east."+global, dns.TypeA, dnsq.NoError(e2))
+	// While it is down the answers stay and CoreDNS stays ready: every
+	// check of the windows below asks both names over UDP and TCP and fails
+	// at the first other answer.
+	ready := fmt.Sprintf("http://127.0.0.1:%d/ready", dnsSrv.Ports["READY_PORT"])
+	unchanged := func(context.Context) string {
+		for _, net := range []string{"udp", "tcp"} {
+			if got := dnsq.Answer(net, dnsSrv.Addr, global, dns.TypeA); got != before {
+				return fmt.Sprintf("%s over %s: %q, want %q", global, net, got, before)
+			}
+			if got, want := dnsq.Answer(net, dnsSrv.Addr, "db-2-east."+global, dns.TypeA), dnsq.NoError(e2); got != want {
+				return fmt.Sprintf("db-2-east.%s over %s: %q, want %q", global, net, got, want)
+			}
+		}
+		resp, err := http.Get(ready)
+		if err != nil {
+			return err.Error()
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return "not ready: " + resp.Status
+		}
+		return ""
+	}
+	s.Quiet("answers while the API server is down", 2*time.Second, unchanged)
 	// A change in east now reaches the source only when it is back.
 	if err := eastDB.Scale(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
-	s.AnswerBoth(dnsSrv.Addr, global, dns.TypeA, before)
+	s.Quiet("answers after a change in east while the API server is down", 3*time.Second, unchanged)
 	n := answered.Load()
 
 	if err := source.StartAPIServer(ctx); err != nil {

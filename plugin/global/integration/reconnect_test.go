@@ -8,6 +8,7 @@ import (
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/fixture"
 	"github.com/globalmirror/globalmirror/test/localkube"
+	"github.com/globalmirror/globalmirror/test/run"
 	"github.com/globalmirror/globalmirror/test/scenario"
 	"github.com/miekg/dns"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -23,16 +24,12 @@ const catchUp = 3 * time.Second
 
 // corefileGlobalOnly has no kubernetes plugin: only the global plugin's
 // informers talk to the API server.
-const corefileGlobalOnly = `.:{$DNS_PORT} {
-    bind 127.0.0.1
-    ready 127.0.0.1:{$READY_PORT}
-    prometheus 127.0.0.1:{$METRICS_PORT}
+var corefileGlobalOnly = run.Corefile(`
     global cluster.local {
         kubeconfig {$SOURCE_KUBECONFIG}
         namespaces {$NS}
     }
-}
-`
+`)
 
 // TestCatchesUpAfterRepeatedRestarts restarts the API server several times
 // in a row, then changes a mirror's endpoints as soon as it is back: the
@@ -125,14 +122,8 @@ func catchesUpAfter(t *testing.T, name string, disrupt func(context.Context, *lo
 			t.Fatal(err)
 		}
 		changed := time.Now()
-		for {
-			if got := dnsq.Answer("udp", dnsSrv.Addr, global, dns.TypeA); got == want {
-				break
-			} else if time.Since(changed) > catchUp {
-				t.Fatalf("%s %d: %s still answers %q %v after the change (resourceVersion %s), want %q: the informers did not catch up",
-					name, i+1, global, got, time.Since(changed).Round(time.Millisecond), slice.ResourceVersion, want)
-			}
-			time.Sleep(20 * time.Millisecond)
+		if err := scenario.AwaitAnswer(ctx, "udp", dnsSrv.Addr, global, dns.TypeA, want, catchUp, 20*time.Millisecond); err != nil {
+			t.Fatalf("%s %d, after the change to resourceVersion %s: %v: the informers did not catch up", name, i+1, slice.ResourceVersion, err)
 		}
 		took = append(took, time.Since(changed).Round(time.Millisecond))
 	}
