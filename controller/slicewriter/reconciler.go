@@ -1,8 +1,8 @@
-// Package slices writes the EndpointSlices of a global Service from its
+// Package slicewriter writes the EndpointSlices of a global Service from its
 // aggregated view with minimal churn: an unchanged view writes nothing, one
 // changed endpoint rewrites one slice. It guards against its own stale cache
 // with the EndpointSlice tracker Kubernetes' controllers use.
-package slices
+package slicewriter
 
 import (
 	"context"
