@@ -170,7 +170,7 @@ func TestGlobalFollowsMembers(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if !aggregate.IsManaged(svc.Labels) || svc.Labels[aggregate.LabelBase] != "db" || svc.Spec.ClusterIP != "None" || len(svc.Spec.Ports) != 1 {
+		if !aggregate.WrittenByGlobalmirror(svc.Labels) || svc.Labels[aggregate.LabelBase] != "db" || svc.Spec.ClusterIP != "None" || len(svc.Spec.Ports) != 1 {
 			return fmt.Errorf("global service %+v", svc)
 		}
 		got, err := e.globalEndpoints()
@@ -277,7 +277,7 @@ func TestUserOwnedGlobalIsLeftAlone(t *testing.T) {
 	}
 	e.eventually("db-global created after the user's went", func() error {
 		svc, err := e.client.CoreV1().Services("ns").Get(ctx, "db-global", metav1.GetOptions{})
-		if err == nil && !aggregate.IsManaged(svc.Labels) {
+		if err == nil && !aggregate.WrittenByGlobalmirror(svc.Labels) {
 			err = fmt.Errorf("not ours: %v", svc.Labels)
 		}
 		return err
@@ -463,7 +463,7 @@ func TestNativeNames(t *testing.T) {
 		if want := "[db-0-east=192.0.2.10:true db-0-east-east=192.0.2.11:true]"; fmt.Sprint(got) != want {
 			return fmt.Errorf("endpoints %v, want %s", got, want)
 		}
-		if o := s.OwnerReferences; len(o) != 1 || o[0].UID != local.UID || o[0].Kind != "Service" || !aggregate.IsManaged(s.Labels) || s.Labels[aggregate.LabelBase] != "db" {
+		if o := s.OwnerReferences; len(o) != 1 || o[0].UID != local.UID || o[0].Kind != "Service" || !aggregate.WrittenByGlobalmirror(s.Labels) || s.Labels[aggregate.LabelBase] != "db" {
 			return fmt.Errorf("slice owner %v labels %v", o, s.Labels)
 		}
 		return nil

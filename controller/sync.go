@@ -31,7 +31,7 @@ func (c *Controller) sync(ctx context.Context, key source.Key) (string, error) {
 func (c *Controller) syncNative(ctx context.Context, key source.Key, in aggregate.Input) error {
 	existing := c.owned.forService(key.Namespace, key.Base)
 	if !aggregate.Native(in) {
-		if len(slicewriter.Managed(existing)) == 0 {
+		if len(slicewriter.Owned(existing)) == 0 {
 			return nil
 		}
 		_, err := c.writer.DeleteAll(ctx, key.Namespace, key.Base, existing)

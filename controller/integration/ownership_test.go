@@ -64,7 +64,7 @@ func TestUserOwnedGlobalIsLeftAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if now.ResourceVersion != created.ResourceVersion || now.UID != created.UID || aggregate.IsManaged(now.Labels) {
+	if now.ResourceVersion != created.ResourceVersion || now.UID != created.UID || aggregate.WrittenByGlobalmirror(now.Labels) {
 		t.Errorf("user's db-global changed: rv %s -> %s, labels %v", created.ResourceVersion, now.ResourceVersion, now.Labels)
 	}
 	ours, err := s.Source.Client.DiscoveryV1().EndpointSlices(s.NS).List(ctx, metav1.ListOptions{

@@ -106,7 +106,7 @@ func (s *world) globalState(ctx context.Context, name, base string, ports []core
 	if err != nil {
 		return nil, 0, err
 	}
-	if !aggregate.IsManaged(svc.Labels) || svc.Labels[aggregate.LabelBase] != base {
+	if !aggregate.WrittenByGlobalmirror(svc.Labels) || svc.Labels[aggregate.LabelBase] != base {
 		return nil, 0, fmt.Errorf("service labels %v", svc.Labels)
 	}
 	if svc.Spec.ClusterIP != corev1.ClusterIPNone || len(svc.Spec.Selector) > 0 {
@@ -121,7 +121,7 @@ func (s *world) globalState(ctx context.Context, name, base string, ports []core
 	}
 	var eps []string
 	for _, sl := range list.Items {
-		if sl.Labels[discoveryv1.LabelManagedBy] != aggregate.EndpointSliceManagedBy || !aggregate.IsManaged(sl.Labels) || sl.Labels[aggregate.LabelBase] != base {
+		if sl.Labels[discoveryv1.LabelManagedBy] != aggregate.EndpointSliceManagedBy || !aggregate.WrittenByGlobalmirror(sl.Labels) || sl.Labels[aggregate.LabelBase] != base {
 			return nil, 0, fmt.Errorf("slice %s labels %v", sl.Name, sl.Labels)
 		}
 		if len(sl.OwnerReferences) != 1 || sl.OwnerReferences[0].UID != svc.UID || sl.OwnerReferences[0].Controller == nil || !*sl.OwnerReferences[0].Controller {

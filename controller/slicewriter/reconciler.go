@@ -45,10 +45,10 @@ func NewReconciler(client kubernetes.Interface, tracker *endpointsliceutil.Endpo
 
 // Reconcile makes the slices of the global Service svc hold exactly the view's
 // endpoints, and returns how many endpoints they hold. existing are the
-// cached slices labelled with svc's name; slices not managed by globalmirror
-// among them are left alone.
+// cached slices labelled with svc's name; those among them the writer does
+// not own (Owns) are left alone.
 func (r *Reconciler) Reconcile(ctx context.Context, svc *corev1.Service, view aggregate.View, existing []*discoveryv1.EndpointSlice) (endpoints int, err error) {
-	existing = Managed(existing)
+	existing = Owned(existing)
 	if r.tracker.StaleSlices(svc, existing) {
 		return 0, ErrStale
 	}
@@ -99,12 +99,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, svc *corev1.Service, view ag
 	return endpoints, nil
 }
 
-// DeleteAll deletes the managed slices among existing, for a global Service
-// that goes away. While the cache still shows slices it already deleted (or
-// lacks ones it wrote), it deletes nothing and returns ErrStale, so that no
-// deletion is sent twice.
+// DeleteAll deletes the slices among existing the writer owns, for a global
+// Service that goes away. While the cache still shows slices it already
+// deleted (or lacks ones it wrote), it deletes nothing and returns ErrStale,
+// so that no deletion is sent twice.
 func (r *Reconciler) DeleteAll(ctx context.Context, namespace, service string, existing []*discoveryv1.EndpointSlice) (int, error) {
-	existing = Managed(existing)
+	existing = Owned(existing)
 	ref := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: service}}
 	if r.tracker.StaleSlices(ref, existing) {
 		return 0, ErrStale
@@ -137,18 +137,21 @@ func (r *Reconciler) delete(ctx context.Context, s *discoveryv1.EndpointSlice) e
 	return nil
 }
 
-// Managed keeps the slices globalmirror wrote: both managed-by labels say so.
-func Managed(in []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
+// Owned keeps the slices the writer owns (see Owns).
+func Owned(in []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
 	var out []*discoveryv1.EndpointSlice
 	for _, s := range in {
-		if IsManaged(s) {
+		if Owns(s) {
 			out = append(out, s)
 		}
 	}
 	return out
 }
 
-// IsManaged reports whether globalmirror wrote s.
-func IsManaged(s *discoveryv1.EndpointSlice) bool {
-	return s.Labels[discoveryv1.LabelManagedBy] == aggregate.EndpointSliceManagedBy && aggregate.IsManaged(s.Labels)
+// Owns reports whether s is a slice the writer may change or delete: both
+// managed-by labels say globalmirror, the EndpointSlice controllers' label
+// (which keeps Kubernetes' own controllers away) and the one on everything
+// globalmirror writes (aggregate.WrittenByGlobalmirror).
+func Owns(s *discoveryv1.EndpointSlice) bool {
+	return s.Labels[discoveryv1.LabelManagedBy] == aggregate.EndpointSliceManagedBy && aggregate.WrittenByGlobalmirror(s.Labels)
 }

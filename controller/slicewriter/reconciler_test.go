@@ -207,7 +207,7 @@ func assertHolds(t *testing.T, got []*discoveryv1.EndpointSlice, v aggregate.Vie
 	}
 	var have, want []row
 	for _, s := range got {
-		if s.Labels[discoveryv1.LabelServiceName] != "db-global" || !IsManaged(s) || s.Labels[aggregate.LabelBase] != "db" {
+		if s.Labels[discoveryv1.LabelServiceName] != "db-global" || !Owns(s) || s.Labels[aggregate.LabelBase] != "db" {
 			t.Errorf("slice %s labels = %v", s.Name, s.Labels)
 		}
 		if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].UID != global.UID || !*s.OwnerReferences[0].Controller {
@@ -283,7 +283,7 @@ func TestReconcileRepairsTamperingAndIgnoresForeignSlices(t *testing.T) {
 	if got := h.sync(v); !slices.Equal(got, []string{"update"}) {
 		t.Errorf("writes = %v, want one update", got)
 	}
-	managed := Managed(h.cache())
+	managed := Owned(h.cache())
 	assertHolds(t, managed, v)
 	if _, err := h.client.DiscoveryV1().EndpointSlices("ns").Get(context.Background(), "user", metav1.GetOptions{}); err != nil {
 		t.Errorf("foreign slice touched: %v", err)
