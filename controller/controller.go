@@ -26,6 +26,12 @@ import (
 	endpointsliceutil "k8s.io/endpointslice/util"
 )
 
+// FieldManager names the controller's writes in their objects' managedFields
+// (kubectl get --show-managed-fields). It is also the controller's user
+// agent, after which the API server names the writes client-go makes for it
+// without a field manager: its Lease and its Events.
+const FieldManager = "globalmirror-controller"
+
 // Config is what a Controller needs.
 type Config struct {
 	Client kubernetes.Interface
@@ -80,7 +86,7 @@ func New(cfg Config, src *source.Source, owned *OwnedSlices) (*Controller, error
 		client:  cfg.Client,
 		suffix:  cfg.Suffix,
 		tracker: tracker,
-		writer:  slicewriter.NewReconciler(cfg.Client, tracker, cfg.Metrics, cfg.MaxEndpointsPerSlice, cfg.Logger),
+		writer:  slicewriter.NewReconciler(cfg.Client, FieldManager, tracker, cfg.Metrics, cfg.MaxEndpointsPerSlice, cfg.Logger),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[source.Key](),
 			workqueue.TypedRateLimitingQueueConfig[source.Key]{

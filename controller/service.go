@@ -75,7 +75,7 @@ func (c *Controller) ensureService(ctx context.Context, view aggregate.View, cac
 		switch {
 		case apierrors.IsNotFound(err):
 			c.metrics.Write("services", "create")
-			created, err := api.Create(ctx, want, metav1.CreateOptions{})
+			created, err := api.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
 			if err != nil { // AlreadyExists included: the retry looks again
 				return nil, fmt.Errorf("create Service %s/%s: %w", view.Namespace, view.Name, err)
 			}
@@ -113,7 +113,7 @@ func (c *Controller) ensureService(ctx context.Context, view aggregate.View, cac
 	fresh.Spec.Selector = nil
 	fresh.Spec.Ports = want.Spec.Ports
 	c.metrics.Write("services", "update")
-	updated, err := api.Update(ctx, fresh, metav1.UpdateOptions{})
+	updated, err := api.Update(ctx, fresh, metav1.UpdateOptions{FieldManager: FieldManager})
 	if err != nil {
 		return nil, fmt.Errorf("update Service %s/%s: %w", view.Namespace, view.Name, err)
 	}

@@ -27,20 +27,22 @@ var ErrStale = errors.New("endpoint slice cache is older than this controller's 
 // Reconciler writes global EndpointSlices.
 type Reconciler struct {
 	client  kubernetes.Interface
+	manager string // the field manager of every write
 	tracker *endpointsliceutil.EndpointSliceTracker
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	limit   int
 }
 
-// NewReconciler returns a Reconciler that puts at most maxPerSlice endpoints in
-// a slice and logs each write at debug level to log (nil: nowhere). The
-// tracker must be shared with the slice informer's handlers.
-func NewReconciler(client kubernetes.Interface, tracker *endpointsliceutil.EndpointSliceTracker, m *metrics.Metrics, maxPerSlice int, log *slog.Logger) *Reconciler {
+// NewReconciler returns a Reconciler that creates and updates slices as field
+// manager fieldManager, puts at most maxPerSlice endpoints in a slice and
+// logs each write at debug level to log (nil: nowhere). The tracker must be
+// shared with the slice informer's handlers.
+func NewReconciler(client kubernetes.Interface, fieldManager string, tracker *endpointsliceutil.EndpointSliceTracker, m *metrics.Metrics, maxPerSlice int, log *slog.Logger) *Reconciler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Reconciler{client: client, tracker: tracker, metrics: m, log: log, limit: maxPerSlice}
+	return &Reconciler{client: client, manager: fieldManager, tracker: tracker, metrics: m, log: log, limit: maxPerSlice}
 }
 
 // Reconcile makes the slices of the global Service svc hold exactly the view's
@@ -71,7 +73,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, svc *corev1.Service, view ag
 	if svc.DeletionTimestamp == nil {
 		for _, s := range p.create {
 			r.metrics.Write("endpointslices", "create")
-			got, err := api.Create(ctx, s, metav1.CreateOptions{})
+			got, err := api.Create(ctx, s, metav1.CreateOptions{FieldManager: r.manager})
 			if err != nil {
 				if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 					return endpoints, nil // nothing to do in a namespace going away
@@ -84,7 +86,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, svc *corev1.Service, view ag
 	}
 	for _, s := range p.update {
 		r.metrics.Write("endpointslices", "update")
-		got, err := api.Update(ctx, s, metav1.UpdateOptions{})
+		got, err := api.Update(ctx, s, metav1.UpdateOptions{FieldManager: r.manager})
 		if err != nil {
 			return endpoints, fmt.Errorf("update EndpointSlice %s/%s: %w", s.Namespace, s.Name, err)
 		}

@@ -27,6 +27,9 @@ var (
 	global = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-global", UID: "svc-uid"}}
 )
 
+// testManager is the field manager the tests' reconcilers write as.
+const testManager = "slicewriter-test"
+
 // harness is a fake API server whose slices get names and generations the way
 // the real one gives them, and whose list is the "informer cache".
 type harness struct {
@@ -55,7 +58,7 @@ func newHarness(t *testing.T, limit int) *harness {
 		return false, nil, nil
 	})
 	tr := endpointsliceutil.NewEndpointSliceTracker()
-	return &harness{t: t, client: client, tracker: tr, rec: NewReconciler(client, tr, metrics.New(), limit, nil)}
+	return &harness{t: t, client: client, tracker: tr, rec: NewReconciler(client, testManager, tr, metrics.New(), limit, nil)}
 }
 
 // cache lists the slices as an up-to-date informer would hold them.
@@ -73,13 +76,26 @@ func (h *harness) cache() []*discoveryv1.EndpointSlice {
 	return out
 }
 
-// sync reconciles view against the cache and returns the write actions.
+// sync reconciles view against the cache and returns the write actions,
+// each of which must name the reconciler's field manager.
 func (h *harness) sync(view aggregate.View) []string {
 	h.t.Helper()
 	existing := h.cache()
 	h.client.ClearActions()
 	if _, err := h.rec.Reconcile(context.Background(), global, view, existing); err != nil {
 		h.t.Fatal(err)
+	}
+	for _, a := range h.client.Actions() {
+		manager := testManager
+		switch a := a.(type) {
+		case k8stesting.CreateActionImpl:
+			manager = a.CreateOptions.FieldManager
+		case k8stesting.UpdateActionImpl:
+			manager = a.UpdateOptions.FieldManager
+		}
+		if manager != testManager {
+			h.t.Errorf("%s %s: field manager %q, want %q", a.GetVerb(), a.GetResource().Resource, manager, testManager)
+		}
 	}
 	return writes(h.client)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/coredns/coredns/plugin/pkg/dnstest"
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/controller"
 	ctrlmetrics "github.com/globalmirror/globalmirror/controller/metrics"
 	"github.com/globalmirror/globalmirror/controller/slicewriter"
 	"github.com/globalmirror/globalmirror/source"
@@ -220,7 +221,7 @@ func convergeOwned(t testing.TB, views []aggregate.View, owners []*corev1.Servic
 		}
 		return false, nil, nil
 	})
-	rec := slicewriter.NewReconciler(client, endpointsliceutil.NewEndpointSliceTracker(), ctrlmetrics.New(), 7, nil)
+	rec := slicewriter.NewReconciler(client, controller.FieldManager, endpointsliceutil.NewEndpointSliceTracker(), ctrlmetrics.New(), 7, nil)
 	for i, v := range views {
 		svc := owners[i]
 		if _, err := rec.Reconcile(ctx, svc, v, nil); err != nil {

@@ -30,7 +30,9 @@ import (
 	"k8s.io/klog/v2"
 )
 
-const component = "globalmirror-controller"
+// component is the user agent and the events' source: the name of the
+// controller's writes (controller.FieldManager).
+const component = controller.FieldManager
 
 func main() { os.Exit(run()) }
 
