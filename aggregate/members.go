@@ -164,8 +164,9 @@ func BaseOf(name, suffix string) (string, bool) {
 	return "", false
 }
 
-// IsManaged reports whether globalmirror wrote an object with these labels.
-func IsManaged(lbl map[string]string) bool { return lbl[LabelManagedBy] == ManagedBy }
+// WrittenByGlobalmirror reports whether labels say globalmirror wrote the
+// object (app.kubernetes.io/managed-by: globalmirror), of whatever kind.
+func WrittenByGlobalmirror(lbl map[string]string) bool { return lbl[LabelManagedBy] == ManagedBy }
 
 // Owner says who holds a global name.
 type Owner int
@@ -186,7 +187,7 @@ func OwnerOf(svc *corev1.Service) Owner {
 	switch {
 	case svc == nil:
 		return OwnerNone
-	case IsManaged(svc.Labels):
+	case WrittenByGlobalmirror(svc.Labels):
 		return OwnerGlobalmirror
 	default:
 		return OwnerUser

@@ -15,7 +15,7 @@ import (
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/controller/metrics"
-	"github.com/globalmirror/globalmirror/controller/slices"
+	"github.com/globalmirror/globalmirror/controller/slicewriter"
 	"github.com/globalmirror/globalmirror/source"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +25,12 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	endpointsliceutil "k8s.io/endpointslice/util"
 )
+
+// FieldManager names the controller's writes in their objects' managedFields
+// (kubectl get --show-managed-fields). It is also the controller's user
+// agent, after which the API server names the writes client-go makes for it
+// without a field manager: its Lease and its Events.
+const FieldManager = "globalmirror-controller"
 
 // Config is what a Controller needs.
 type Config struct {
@@ -46,7 +52,7 @@ type Controller struct {
 	src     *source.Source
 	owned   *OwnedSlices
 	tracker *endpointsliceutil.EndpointSliceTracker
-	slices  *slices.Reconciler
+	writer  *slicewriter.Reconciler
 	queue   workqueue.TypedRateLimitingInterface[source.Key]
 	report  *reporter
 	metrics *metrics.Metrics
@@ -80,7 +86,7 @@ func New(cfg Config, src *source.Source, owned *OwnedSlices) (*Controller, error
 		client:  cfg.Client,
 		suffix:  cfg.Suffix,
 		tracker: tracker,
-		slices:  slices.NewReconciler(cfg.Client, tracker, cfg.Metrics, cfg.MaxEndpointsPerSlice, cfg.Logger),
+		writer:  slicewriter.NewReconciler(cfg.Client, FieldManager, tracker, cfg.Metrics, cfg.MaxEndpointsPerSlice, cfg.Logger),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[source.Key](),
 			workqueue.TypedRateLimitingQueueConfig[source.Key]{
@@ -172,7 +178,7 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	if ctx.Err() == nil {
 		level := slog.LevelError
 		switch {
-		case errors.Is(err, slices.ErrStale):
+		case errors.Is(err, slicewriter.ErrStale):
 			level = slog.LevelDebug // routine: our own writes are on their way
 		case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err), errors.Is(err, errBeingDeleted):
 			level = slog.LevelInfo // a cache behind the API server; the retry sees more

@@ -168,7 +168,7 @@ func TestGlobalFollowsMembers(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if !aggregate.IsManaged(svc.Labels) || svc.Labels[aggregate.LabelBase] != "db" || svc.Spec.ClusterIP != "None" || len(svc.Spec.Ports) != 1 {
+		if !aggregate.WrittenByGlobalmirror(svc.Labels) || svc.Labels[aggregate.LabelBase] != "db" || svc.Spec.ClusterIP != "None" || len(svc.Spec.Ports) != 1 {
 			return fmt.Errorf("global service %+v", svc)
 		}
 		got, err := e.globalEndpoints()
@@ -275,7 +275,7 @@ func TestUserOwnedGlobalIsLeftAlone(t *testing.T) {
 	}
 	e.eventually("db-global created after the user's went", func() error {
 		svc, err := e.client.CoreV1().Services("ns").Get(ctx, "db-global", metav1.GetOptions{})
-		if err == nil && !aggregate.IsManaged(svc.Labels) {
+		if err == nil && !aggregate.WrittenByGlobalmirror(svc.Labels) {
 			err = fmt.Errorf("not ours: %v", svc.Labels)
 		}
 		return err
@@ -461,7 +461,7 @@ func TestNativeNames(t *testing.T) {
 		if want := "[db-0-east=192.0.2.10:true db-0-east-east=192.0.2.11:true]"; fmt.Sprint(got) != want {
 			return fmt.Errorf("endpoints %v, want %s", got, want)
 		}
-		if o := s.OwnerReferences; len(o) != 1 || o[0].UID != local.UID || o[0].Kind != "Service" || !aggregate.IsManaged(s.Labels) || s.Labels[aggregate.LabelBase] != "db" {
+		if o := s.OwnerReferences; len(o) != 1 || o[0].UID != local.UID || o[0].Kind != "Service" || !aggregate.WrittenByGlobalmirror(s.Labels) || s.Labels[aggregate.LabelBase] != "db" {
 			return fmt.Errorf("slice owner %v labels %v", o, s.Labels)
 		}
 		return nil
@@ -558,5 +558,94 @@ func TestStaleBaseSyncsOnTheEcho(t *testing.T) {
 	}
 	if !slices.Equal(hosts, []string{"db-0-east"}) {
 		t.Errorf("global slices hold %v after the sync, want the member change written: [db-0-east]", hosts)
+	}
+}
+
+// TestWritesCarryTheFieldManager: every create and update of the
+// controller's Services and EndpointSlices names FieldManager, so that
+// managedFields say who wrote what.
+func TestWritesCarryTheFieldManager(t *testing.T) {
+	east := mirror("db", "east")
+	e := start(t, east, memberSlice(east, "db-0", "192.0.2.10"))
+	ctx := context.Background()
+	e.eventually("global created", func() error {
+		got, err := e.globalEndpoints()
+		if err == nil && len(got) != 1 {
+			err = fmt.Errorf("endpoints %v", got)
+		}
+		return err
+	})
+	// A new port for the Service, a new endpoint for the slice: both updated.
+	moved := east.DeepCopy()
+	moved.Spec.Ports = append(moved.Spec.Ports, corev1.ServicePort{Name: "admin", Port: 8080, Protocol: corev1.ProtocolTCP})
+	moved.ResourceVersion = "2"
+	if _, err := e.client.CoreV1().Services("ns").Update(ctx, moved, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	grown := memberSlice(east, "db-0", "192.0.2.10", "db-1", "192.0.2.11")
+	grown.ResourceVersion = "2"
+	if _, err := e.client.DiscoveryV1().EndpointSlices("ns").Update(ctx, grown, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("global updated", func() error {
+		svc, err := e.client.CoreV1().Services("ns").Get(ctx, "db-global", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		got, err := e.globalEndpoints()
+		if err == nil && (len(got) != 2 || len(svc.Spec.Ports) != 2) {
+			err = fmt.Errorf("endpoints %v, ports %v", got, svc.Spec.Ports)
+		}
+		return err
+	})
+
+	seen := map[string]int{}
+	for _, a := range e.client.Actions() {
+		var obj runtime.Object
+		var manager string
+		switch a := a.(type) {
+		case k8stesting.CreateActionImpl:
+			obj, manager = a.Object, a.CreateOptions.FieldManager
+		case k8stesting.UpdateActionImpl:
+			obj, manager = a.Object, a.UpdateOptions.FieldManager
+		default:
+			continue
+		}
+		if !aggregate.WrittenByGlobalmirror(obj.(metav1.Object).GetLabels()) {
+			continue // the test's own writes
+		}
+		what := a.GetResource().Resource + "/" + a.GetVerb()
+		seen[what]++
+		if manager != FieldManager {
+			t.Errorf("%s of %s: field manager %q, want %q", what, obj.(metav1.Object).GetName()+obj.(metav1.Object).GetGenerateName(), manager, FieldManager)
+		}
+	}
+	for _, what := range []string{"services/create", "services/update", "endpointslices/create", "endpointslices/update"} {
+		if seen[what] == 0 {
+			t.Errorf("no %s seen (writes: %v)", what, seen)
+		}
+	}
+
+	// The objects say so too.
+	svc, err := e.client.CoreV1().Services("ns").Get(ctx, "db-global", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := []metav1.Object{svc}
+	list, err := e.client.DiscoveryV1().EndpointSlices("ns").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=db-global"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		objs = append(objs, &list.Items[i])
+	}
+	for _, o := range objs {
+		var managers []string
+		for _, f := range o.GetManagedFields() {
+			managers = append(managers, f.Manager)
+		}
+		if len(managers) == 0 || slices.ContainsFunc(managers, func(m string) bool { return m != FieldManager }) {
+			t.Errorf("%s: managed fields of %q, want only %q", o.GetName(), managers, FieldManager)
+		}
 	}
 }

@@ -75,7 +75,7 @@ func (c *Controller) ensureService(ctx context.Context, view aggregate.View, cac
 		switch {
 		case apierrors.IsNotFound(err):
 			c.metrics.Write("services", "create")
-			created, err := api.Create(ctx, want, metav1.CreateOptions{})
+			created, err := api.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
 			if err != nil { // AlreadyExists included: the retry looks again
 				return nil, fmt.Errorf("create Service %s/%s: %w", view.Namespace, view.Name, err)
 			}
@@ -84,7 +84,7 @@ func (c *Controller) ensureService(ctx context.Context, view aggregate.View, cac
 		case err != nil:
 			return nil, err
 		}
-		if !aggregate.IsManaged(got.Labels) {
+		if !aggregate.WrittenByGlobalmirror(got.Labels) {
 			return nil, errNameTaken
 		}
 		cur = got
@@ -101,7 +101,7 @@ func (c *Controller) ensureService(ctx context.Context, view aggregate.View, cac
 	if err != nil {
 		return nil, err
 	}
-	if !aggregate.IsManaged(fresh.Labels) || fresh.UID != cur.UID {
+	if !aggregate.WrittenByGlobalmirror(fresh.Labels) || fresh.UID != cur.UID {
 		return nil, fmt.Errorf("global Service %s/%s changed owner or identity; retrying", view.Namespace, view.Name)
 	}
 	if !serviceDiffers(fresh, want) {
@@ -113,7 +113,7 @@ func (c *Controller) ensureService(ctx context.Context, view aggregate.View, cac
 	fresh.Spec.Selector = nil
 	fresh.Spec.Ports = want.Spec.Ports
 	c.metrics.Write("services", "update")
-	updated, err := api.Update(ctx, fresh, metav1.UpdateOptions{})
+	updated, err := api.Update(ctx, fresh, metav1.UpdateOptions{FieldManager: FieldManager})
 	if err != nil {
 		return nil, fmt.Errorf("update Service %s/%s: %w", view.Namespace, view.Name, err)
 	}
@@ -125,7 +125,7 @@ func (c *Controller) ensureService(ctx context.Context, view aggregate.View, cac
 // only the very object the cache showed (UID precondition). A Service it
 // deleted already, which a lagging cache still shows, is not deleted again.
 func (c *Controller) deleteService(ctx context.Context, key source.Key, cached *corev1.Service) error {
-	if cached == nil || !aggregate.IsManaged(cached.Labels) || cached.DeletionTimestamp != nil {
+	if cached == nil || !aggregate.WrittenByGlobalmirror(cached.Labels) || cached.DeletionTimestamp != nil {
 		return nil
 	}
 	if c.deletedService(key) == cached.UID {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/controller/metrics"
-	"github.com/globalmirror/globalmirror/controller/slices"
+	"github.com/globalmirror/globalmirror/controller/slicewriter"
 	"github.com/globalmirror/globalmirror/source"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -31,10 +31,10 @@ func (c *Controller) sync(ctx context.Context, key source.Key) (string, error) {
 func (c *Controller) syncNative(ctx context.Context, key source.Key, in aggregate.Input) error {
 	existing := c.owned.forService(key.Namespace, key.Base)
 	if !aggregate.Native(in) {
-		if len(slices.Managed(existing)) == 0 {
+		if len(slicewriter.Owned(existing)) == 0 {
 			return nil
 		}
-		_, err := c.slices.DeleteAll(ctx, key.Namespace, key.Base, existing)
+		_, err := c.writer.DeleteAll(ctx, key.Namespace, key.Base, existing)
 		return err
 	}
 	var local *corev1.Service
@@ -43,7 +43,7 @@ func (c *Controller) syncNative(ctx context.Context, key source.Key, in aggregat
 			local = m.Service
 		}
 	}
-	_, err := c.slices.Reconcile(ctx, local, aggregate.Aggregate(in).Mirrored(), existing)
+	_, err := c.writer.Reconcile(ctx, local, aggregate.Aggregate(in).Mirrored(), existing)
 	return err
 }
 
@@ -93,7 +93,7 @@ func (c *Controller) syncGlobal(ctx context.Context, key source.Key, in aggregat
 		return c.result(err)
 	}
 	c.report.problems(key, svc, view.Problems)
-	endpoints, err := c.slices.Reconcile(ctx, svc, view, c.owned.forService(key.Namespace, name))
+	endpoints, err := c.writer.Reconcile(ctx, svc, view, c.owned.forService(key.Namespace, name))
 	if err == nil {
 		c.setManaged(key, endpoints, true)
 	}
@@ -102,7 +102,7 @@ func (c *Controller) syncGlobal(ctx context.Context, key source.Key, in aggregat
 
 // deleteGlobal removes the global of a base that has no headless mirror left.
 func (c *Controller) deleteGlobal(ctx context.Context, key source.Key, name string, cached *corev1.Service) error {
-	if _, err := c.slices.DeleteAll(ctx, key.Namespace, name, c.owned.forService(key.Namespace, name)); err != nil {
+	if _, err := c.writer.DeleteAll(ctx, key.Namespace, name, c.owned.forService(key.Namespace, name)); err != nil {
 		return err
 	}
 	if err := c.deleteService(ctx, key, cached); err != nil {
@@ -116,7 +116,7 @@ func (c *Controller) result(err error) (string, error) {
 	switch {
 	case err == nil:
 		return metrics.ResultSuccess, nil
-	case errors.Is(err, slices.ErrStale):
+	case errors.Is(err, slicewriter.ErrStale):
 		return metrics.ResultStale, err
 	default:
 		return metrics.ResultError, err

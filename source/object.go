@@ -39,8 +39,8 @@ func (m *objectMeta) objectMeta() *metav1.ObjectMeta {
 	return &metav1.ObjectMeta{Name: m.name, Namespace: m.namespace, UID: m.uid, ResourceVersion: m.resourceVersion}
 }
 
-// cachedService is what the cache keeps of a Service: what Classify, IsManaged
-// and the controller's ownership checks read. Of its labels, only those keys
+// cachedService is what the cache keeps of a Service: what Classify,
+// WrittenByGlobalmirror and the controller's ownership checks read. Of its labels, only those keys
 // (key, value pairs: a map of its own costs several times that); ports and
 // selector only of headless Services (members and globals are headless).
 type cachedService struct {
@@ -85,7 +85,7 @@ func (c *cachedService) Sparse() runtime.Object { return c.service() }
 
 // serviceStripper turns Services into cachedServices.
 type serviceStripper struct {
-	labels []string // the label keys Classify, IsManaged and the local selector read
+	labels []string // the label keys Classify, WrittenByGlobalmirror and the local selector read
 }
 
 func newServiceStripper(local labels.Selector) serviceStripper {

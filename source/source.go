@@ -290,7 +290,7 @@ func (s *Source) memberKey(svc *corev1.Service) (Key, bool) {
 
 // globalBase is the base of a Service globalmirror wrote.
 func (s *Source) globalBase(svc *corev1.Service) (string, bool) {
-	if !aggregate.IsManaged(svc.Labels) {
+	if !aggregate.WrittenByGlobalmirror(svc.Labels) {
 		return "", false
 	}
 	return aggregate.ManagedBase(svc.Labels, svc.Name, s.cfg.Suffix)

@@ -180,7 +180,7 @@ func TestEventsMapToBases(t *testing.T) {
 	// satisfy the notification alone.
 	eventually(t, "user-owned db-global in the cache", func() bool { return src.Service("ns", "db-global") != nil })
 	eventually(t, "user-owned db-global → db", func() bool { return rec.reset()[db] > 0 })
-	if s := src.Service("ns", "db-global"); aggregate.IsManaged(s.Labels) {
+	if s := src.Service("ns", "db-global"); aggregate.WrittenByGlobalmirror(s.Labels) {
 		t.Fatalf("user-owned db-global should be unmanaged: %+v", s)
 	}
 

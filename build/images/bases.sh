@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # bases.sh ENGINE GO_IMAGE BASE_IMAGE
+# bases.sh --print-mirror
 #
 # Makes, on this machine, the two base images the Dockerfile builds on, for
 # when no registry can be reached (`make image` with IMAGE_BASES=local):
 #
 #   GO_IMAGE    stands in for golang:<version>-bookworm: Debian bookworm
-#               (minbase plus ca-certificates, debootstrap'd from the apt
-#               mirror) with this machine's own Go toolchain copied to
-#               /usr/local/go, and the golang image's PATH, GOPATH and
-#               GOTOOLCHAIN. Its tag names the Go version, which must be the
-#               one installed here: the image build then compiles with the very
-#               compiler `make build` used, so it can share its build cache.
+#               (minbase plus ca-certificates, debootstrap'd from the Debian
+#               archive apt uses here, see below) with this machine's own Go
+#               toolchain copied to /usr/local/go, and the golang image's
+#               PATH, GOPATH and GOTOOLCHAIN. Its tag names the Go version,
+#               which must be the one installed here: the image build then
+#               compiles with the very compiler `make build` used, so it can
+#               share its build cache.
 #   BASE_IMAGE  stands in for gcr.io/distroless/static-debian12:nonroot: no
 #               shell, no package manager; /etc/passwd and /etc/group with root
 #               and nonroot (65532), nsswitch.conf, services, CA certificates
@@ -25,19 +27,124 @@
 # $BASES_CACHE (default ~/.cache/globalmirror/bases), keyed by Go version and
 # recipe. ENGINE is podman, docker or buildah. debootstrap (`make image-deps`
 # installs it) needs root; sudo is used when not root.
+#
+# debootstrap fetches from the Debian archive this machine's apt already uses:
+# the first enabled `deb` source of a Debian suite (not -security) with the
+# main component, in the order apt reads its sources (sources.list, then
+# sources.list.d's *.list and *.sources files by name; one-line and deb822
+# formats). DEBIAN_MIRROR, when set, is used instead. `bases.sh --print-mirror`
+# prints the one it would use.
 set -euo pipefail
+
+say() { echo ">> bases: $*"; }
+die() { echo "bases.sh: $*" >&2; exit 1; }
+
+# Debian's suites and release names: a source of one of them (or of its
+# -updates, -backports, ...) is the Debian archive.
+debian_suites="oldoldstable oldstable stable testing unstable sid experimental buster bullseye bookworm trixie forky duke"
+
+# apt_source_files prints the files apt reads its sources from, in its order.
+apt_source_files() {
+	local list=/etc/apt/sources.list parts=/etc/apt/sources.list.d/ f LC_ALL=C
+	if command -v apt-config >/dev/null; then
+		eval "$(apt-config shell list Dir::Etc::sourcelist/f parts Dir::Etc::sourceparts/d)"
+	fi
+	[ ! -f "$list" ] || echo "$list"
+	for f in "${parts%/}"/*; do
+		case $f in *.list | *.sources) [ ! -f "$f" ] || echo "$f" ;; esac
+	done
+}
+
+# apt_sources FILE... prints one line per enabled `deb` source: URI, suite
+# and components, from one-line (*.list) and deb822 (*.sources) files.
+apt_sources() {
+	local f
+	for f in "$@"; do
+		case $f in
+		*.sources)
+			awk '
+				function flush(   nu, ns, uris, suites, i, j) {
+					if (types ~ /(^| )deb( |$)/ && tolower(enabled) != "no") {
+						nu = split(uri, uris, " "); ns = split(suite, suites, " ")
+						for (i = 1; i <= nu; i++) for (j = 1; j <= ns; j++) print uris[i], suites[j], comps
+					}
+					types = uri = suite = comps = enabled = ""; last = ""
+				}
+				/^[ \t]*#/ { next }
+				/^[ \t]*$/ { flush(); next }
+				/^[ \t]/ {
+					value = $0; gsub(/[ \t]+/, " ", value)
+					if (last == "uris") uri = uri value
+					else if (last == "suites") suite = suite value
+					else if (last == "components") comps = comps value
+					next
+				}
+				{
+					name = tolower($0); sub(/:.*/, "", name)
+					value = $0; sub(/^[^:]*:[ \t]*/, "", value); gsub(/[ \t]+/, " ", value)
+					last = name
+					if (name == "types") types = value
+					else if (name == "uris") uri = value
+					else if (name == "suites") suite = value
+					else if (name == "components") comps = value
+					else if (name == "enabled") enabled = value
+				}
+				END { flush() }
+			' "$f"
+			;;
+		*)
+			awk '
+				{ sub(/#.*/, "") }
+				$1 != "deb" { next }
+				{
+					i = 2
+					if ($i ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
+					if (i + 1 > NF) next
+					line = $i " " $(i + 1)
+					for (j = i + 2; j <= NF; j++) line = line " " $j
+					print line
+				}
+			' "$f"
+			;;
+		esac
+	done
+}
+
+# apt_debian_mirror prints the URI of the first Debian archive among apt's
+# sources, or fails.
+apt_debian_mirror() {
+	local uri suite comps base
+	while read -r uri suite comps; do
+		case $suite in */* | *-security) continue ;; esac # the security archive
+		case " $comps " in *" main "*) ;; *) continue ;; esac
+		case $uri in http://* | https://* | ftp://* | file:/*) ;; *) continue ;; esac
+		base=${suite%%-*}
+		case " $debian_suites " in *" $base "*) echo "${uri%/}"; return 0 ;; esac
+	done < <(apt_sources $(apt_source_files))
+	return 1
+}
+
+# debian_mirror prints DEBIAN_MIRROR, or else the Debian archive apt uses.
+debian_mirror() {
+	if [ -n "${DEBIAN_MIRROR:-}" ]; then
+		echo "$DEBIAN_MIRROR"
+		return
+	fi
+	apt_debian_mirror || die "no Debian archive among apt's sources ($(apt_source_files | tr '\n' ' ' | sed 's/ $//')): want an enabled deb source of a Debian suite with the main component, or set DEBIAN_MIRROR to a Debian mirror's URL"
+}
+
+if [ "${1:-}" = --print-mirror ]; then
+	debian_mirror
+	exit
+fi
 
 engine=${1:?usage: bases.sh ENGINE GO_IMAGE BASE_IMAGE}
 go_image=${2:?usage: bases.sh ENGINE GO_IMAGE BASE_IMAGE}
 base_image=${3:?usage: bases.sh ENGINE GO_IMAGE BASE_IMAGE}
 cache=${BASES_CACHE:-$HOME/.cache/globalmirror/bases}
-mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 suite=bookworm
 recipe_label=org.globalmirror.base-recipe
 sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
-
-say() { echo ">> bases: $*"; }
-die() { echo "bases.sh: $*" >&2; exit 1; }
 
 # recipe_of REF prints the recipe label of an image, or nothing when it is missing.
 recipe_of() {
@@ -154,5 +261,10 @@ make_runtime() {
 	trap - EXIT
 }
 
-if [ "$(recipe_of "$go_image")" = "$(recipe make_builder)" ]; then say "$go_image is up to date"; else make_builder; fi
+if [ "$(recipe_of "$go_image")" = "$(recipe make_builder)" ]; then
+	say "$go_image is up to date"
+else
+	mirror=$(debian_mirror) || exit 1 # make_builder debootstraps from it
+	make_builder
+fi
 if [ "$(recipe_of "$base_image")" = "$(recipe make_runtime)" ]; then say "$base_image is up to date"; else make_runtime; fi

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/controller"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,7 +63,7 @@ func TestUserOwnedGlobalIsLeftAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if now.ResourceVersion != created.ResourceVersion || now.UID != created.UID || aggregate.IsManaged(now.Labels) {
+	if now.ResourceVersion != created.ResourceVersion || now.UID != created.UID || aggregate.WrittenByGlobalmirror(now.Labels) {
 		t.Errorf("user's db-global changed: rv %s -> %s, labels %v", created.ResourceVersion, now.ResourceVersion, now.Labels)
 	}
 	writes := s.WatchWrites(metav1.ListOptions{FieldSelector: "metadata.name=db-global"},
@@ -219,6 +220,11 @@ func TestTamperingRepaired(t *testing.T) {
 	want := []expect{local(src, 0, true), local(src, 1, true), remote(east, 0, "east", true), remote(east, 1, "east", true),
 		remote(west, 0, "west", true), remote(west, 1, "west", true)}
 	s.expectGlobal("db-global", "db", dbPorts, 1, want...)
+	// client-go writes the Lease without a field manager: the API server
+	// names it after the user agent, the same name.
+	lease, err := s.Source.Client.CoordinationV1().Leases(s.NS).Get(ctx, "globalmirror", metav1.GetOptions{})
+	must(t, err)
+	must(t, writtenBy(lease, controller.FieldManager))
 
 	slices := func() []discoveryv1.EndpointSlice {
 		list, err := s.Source.Client.DiscoveryV1().EndpointSlices(s.NS).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=db-global"})
@@ -229,9 +235,15 @@ func TestTamperingRepaired(t *testing.T) {
 	sl := slices()[0]
 	sl.Endpoints = sl.Endpoints[1:]
 	sl.Endpoints[0].Conditions.Ready = new(false)
-	_, err := s.Source.Client.DiscoveryV1().EndpointSlices(s.NS).Update(ctx, &sl, metav1.UpdateOptions{})
+	_, err = s.Source.Client.DiscoveryV1().EndpointSlices(s.NS).Update(ctx, &sl, metav1.UpdateOptions{FieldManager: "tamperer"})
 	must(t, err)
 	s.expectGlobal("db-global", "db", dbPorts, 1, want...)
+	// The repair took the endpoints back: their writer is the controller.
+	owners, err := fieldOwners(&slices()[0], "f:endpoints")
+	must(t, err)
+	if fmt.Sprint(owners) != fmt.Sprint([]string{controller.FieldManager}) {
+		t.Errorf("repaired slice: endpoints owned by %q, want %q alone", owners, controller.FieldManager)
+	}
 
 	// The slice deleted.
 	must(t, s.Source.Client.DiscoveryV1().EndpointSlices(s.NS).Delete(ctx, slices()[0].Name, metav1.DeleteOptions{}))
@@ -243,9 +255,16 @@ func TestTamperingRepaired(t *testing.T) {
 	svc, err := s.Source.Client.CoreV1().Services(s.NS).Get(ctx, "db-global", metav1.GetOptions{})
 	must(t, err)
 	svc.Spec.Ports = []corev1.ServicePort{{Name: "other", Port: 1, Protocol: corev1.ProtocolTCP}}
-	_, err = s.Source.Client.CoreV1().Services(s.NS).Update(ctx, svc, metav1.UpdateOptions{})
+	_, err = s.Source.Client.CoreV1().Services(s.NS).Update(ctx, svc, metav1.UpdateOptions{FieldManager: "tamperer"})
 	must(t, err)
 	s.expectGlobal("db-global", "db", dbPorts, 1, want...)
+	svc, err = s.Source.Client.CoreV1().Services(s.NS).Get(ctx, "db-global", metav1.GetOptions{})
+	must(t, err)
+	owners, err = fieldOwners(svc, "f:spec", "f:ports")
+	must(t, err)
+	if fmt.Sprint(owners) != fmt.Sprint([]string{controller.FieldManager}) {
+		t.Errorf("repaired Service: ports owned by %q, want %q alone", owners, controller.FieldManager)
+	}
 
 	// The Service deleted: recreated, with slices owned by the new one.
 	must(t, s.Source.Client.CoreV1().Services(s.NS).Delete(ctx, "db-global", metav1.DeleteOptions{}))

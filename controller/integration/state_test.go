@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/controller"
 	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/run"
 	"github.com/globalmirror/globalmirror/test/scenario"
@@ -108,8 +110,11 @@ func (s *world) globalState(ctx context.Context, name, base string, ports []core
 	if err != nil {
 		return nil, 0, err
 	}
-	if !aggregate.IsManaged(svc.Labels) || svc.Labels[aggregate.LabelBase] != base {
+	if !aggregate.WrittenByGlobalmirror(svc.Labels) || svc.Labels[aggregate.LabelBase] != base {
 		return nil, 0, fmt.Errorf("service labels %v", svc.Labels)
+	}
+	if err := writtenBy(svc, controller.FieldManager); err != nil {
+		return nil, 0, err
 	}
 	if svc.Spec.ClusterIP != corev1.ClusterIPNone || len(svc.Spec.Selector) > 0 {
 		return nil, 0, fmt.Errorf("service is not headless without selector: %+v", svc.Spec)
@@ -123,8 +128,11 @@ func (s *world) globalState(ctx context.Context, name, base string, ports []core
 	}
 	var eps []string
 	for _, sl := range list.Items {
-		if sl.Labels[discoveryv1.LabelManagedBy] != aggregate.EndpointSliceManagedBy || !aggregate.IsManaged(sl.Labels) || sl.Labels[aggregate.LabelBase] != base {
+		if sl.Labels[discoveryv1.LabelManagedBy] != aggregate.EndpointSliceManagedBy || !aggregate.WrittenByGlobalmirror(sl.Labels) || sl.Labels[aggregate.LabelBase] != base {
 			return nil, 0, fmt.Errorf("slice %s labels %v", sl.Name, sl.Labels)
+		}
+		if err := writtenBy(&sl, controller.FieldManager); err != nil {
+			return nil, 0, err
 		}
 		if len(sl.OwnerReferences) != 1 || sl.OwnerReferences[0].UID != svc.UID || sl.OwnerReferences[0].Controller == nil || !*sl.OwnerReferences[0].Controller {
 			return nil, 0, fmt.Errorf("slice %s owners %v", sl.Name, sl.OwnerReferences)
@@ -148,6 +156,42 @@ func (s *world) globalState(ctx context.Context, name, base string, ports []core
 	}
 	sort.Strings(eps)
 	return eps, len(list.Items), nil
+}
+
+// writtenBy says whether manager is among the writers o's managedFields
+// name (kubectl get --show-managed-fields).
+func writtenBy(o metav1.Object, manager string) error {
+	var managers []string
+	for _, f := range o.GetManagedFields() {
+		if f.Manager == manager {
+			return nil
+		}
+		managers = append(managers, f.Manager)
+	}
+	return fmt.Errorf("%s: managed fields of %q, none by %q", o.GetName(), managers, manager)
+}
+
+// fieldOwners lists the managers that own the field at path (such as
+// "f:spec", "f:ports") of o, or a field below it.
+func fieldOwners(o metav1.Object, path ...string) ([]string, error) {
+	var out []string
+	for _, f := range o.GetManagedFields() {
+		if f.FieldsV1 == nil {
+			continue
+		}
+		var node any
+		if err := json.Unmarshal(f.FieldsV1.GetRawBytes(), &node); err != nil {
+			return nil, fmt.Errorf("%s: managed fields of %s: %w", o.GetName(), f.Manager, err)
+		}
+		for _, p := range path {
+			m, _ := node.(map[string]any)
+			node = m[p]
+		}
+		if node != nil {
+			out = append(out, f.Manager)
+		}
+	}
+	return out, nil
 }
 
 func portsString(ports []corev1.ServicePort) string {

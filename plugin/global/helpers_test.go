@@ -17,8 +17,9 @@ import (
 	"github.com/coredns/coredns/plugin/pkg/dnstest"
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/controller"
 	ctrlmetrics "github.com/globalmirror/globalmirror/controller/metrics"
-	ctrlslices "github.com/globalmirror/globalmirror/controller/slices"
+	"github.com/globalmirror/globalmirror/controller/slicewriter"
 	"github.com/globalmirror/globalmirror/source"
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
@@ -222,7 +223,7 @@ func convergeOwned(t testing.TB, views []aggregate.View, owners []*corev1.Servic
 		}
 		return false, nil, nil
 	})
-	rec := ctrlslices.NewReconciler(client, endpointsliceutil.NewEndpointSliceTracker(), ctrlmetrics.New(), 7, nil)
+	rec := slicewriter.NewReconciler(client, controller.FieldManager, endpointsliceutil.NewEndpointSliceTracker(), ctrlmetrics.New(), 7, nil)
 	for i, v := range views {
 		svc := owners[i]
 		if _, err := rec.Reconcile(ctx, svc, v, nil); err != nil {

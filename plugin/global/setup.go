@@ -114,8 +114,10 @@ func (g *Global) start(ctx context.Context) <-chan struct{} {
 	return done
 }
 
-// restConfig is the kubeconfig's client config, or the in-cluster one. A
-// kubeconfig that cannot be loaded is an error naming the Corefile line.
+// restConfig is the kubeconfig's client config, or the in-cluster one, set
+// up as kubeclient.Configure does for both halves, with client-go's default
+// rate limits (the plugin only lists and watches). A kubeconfig that cannot
+// be loaded is an error naming the Corefile line.
 func restConfig(cfg *config) (*rest.Config, error) {
 	var rc *rest.Config
 	var err error
@@ -126,19 +128,16 @@ func restConfig(cfg *config) (*rest.Config, error) {
 	} else if rc, err = rest.InClusterConfig(); err != nil {
 		return nil, fmt.Errorf("in-cluster config (use the kubeconfig option outside a cluster): %w", err)
 	}
-	rc = rest.CopyConfig(rc)
-	rc.ContentType = "application/vnd.kubernetes.protobuf"
-	rc.UserAgent = fmt.Sprintf("%s/%s (%s/%s/%s) plugin/global", coremain.CoreName, coremain.CoreVersion, runtime.GOOS, runtime.GOARCH, runtime.Version())
-	// Answers follow the API again within half a second of its return, not
-	// after client-go's backoff (up to a minute after repeated restarts).
-	kubeclient.QuickReconnect(rc, func(err error) {
-		if err != nil {
-			log.Warningf("Kubernetes API refusing connections, answering from the last state and retrying: %v", err)
-		} else {
-			log.Info("Kubernetes API reachable again")
-		}
-	})
-	return rc, nil
+	return kubeclient.Configure(rc, kubeclient.Options{
+		UserAgent: fmt.Sprintf("%s/%s (%s/%s/%s) plugin/global", coremain.CoreName, coremain.CoreVersion, runtime.GOOS, runtime.GOARCH, runtime.Version()),
+		Notify: func(err error) {
+			if err != nil {
+				log.Warningf("Kubernetes API refusing connections, answering from the last state and retrying: %v", err)
+			} else {
+				log.Info("Kubernetes API reachable again")
+			}
+		},
+	}), nil
 }
 
 // ---- the stanza ----

@@ -182,7 +182,7 @@ func (d *differ) questions(ctx context.Context, want map[string]int) ([]question
 			continue
 		}
 		seen[svc.Name] = true
-		managed := aggregate.IsManaged(svc.Labels)
+		managed := aggregate.WrittenByGlobalmirror(svc.Labels)
 		n, expected := want[svc.Name]
 		switch {
 		case expected && n == -1 && managed:

@@ -186,7 +186,7 @@ func (m *meshMember) checkOneGlobal() {
 	for _, s := range list.Items {
 		if strings.HasSuffix(s.Name, aggregate.DefaultSuffix) {
 			globals = append(globals, s.Name)
-			if !aggregate.IsManaged(s.Labels) {
+			if !aggregate.WrittenByGlobalmirror(s.Labels) {
 				w.t.Errorf("%s: %s is not globalmirror's", w.Source.Name, s.Name)
 			}
 		}

@@ -87,7 +87,7 @@ func (r *runner) idleCheck(ctx context.Context) error {
 func (r *runner) inputs(ctx context.Context) (map[string]string, error) {
 	out := map[string]string{}
 	err := r.eachObject(ctx, Namespace, func(cluster, kind string, o metav1.Object) {
-		if !aggregate.IsManaged(o.GetLabels()) {
+		if !aggregate.WrittenByGlobalmirror(o.GetLabels()) {
 			out[cluster+" "+kind+" "+o.GetName()] = o.GetResourceVersion()
 		}
 	})
@@ -232,7 +232,7 @@ func (r *runner) writes() (float64, error) {
 // manager, from its user agent).
 func (r *runner) foreignObjectsCheck(ctx context.Context) error {
 	return r.eachObject(ctx, metav1.NamespaceAll, func(_, kind string, o metav1.Object) {
-		if aggregate.IsManaged(o.GetLabels()) {
+		if aggregate.WrittenByGlobalmirror(o.GetLabels()) {
 			return
 		}
 		for _, f := range o.GetManagedFields() {

@@ -30,7 +30,9 @@ import (
 	"k8s.io/klog/v2"
 )
 
-const component = "globalmirror-controller"
+// component is the user agent and the events' source: the name of the
+// controller's writes (controller.FieldManager).
+const component = controller.FieldManager
 
 func main() { os.Exit(run()) }
 
@@ -67,23 +69,21 @@ func serve(ctx context.Context, opts options.Options, log *slog.Logger) error {
 	m.RegisterClientGo() // before the first client exists
 	m.RegisterLeaderElection()
 
-	cfg, err := restConfig(opts.Kubeconfig)
+	base, err := restConfig(opts.Kubeconfig)
 	if err != nil {
 		return err
 	}
-	cfg.QPS, cfg.Burst = opts.KubeAPIQPS, opts.KubeAPIBurst
-	cfg.UserAgent = component
-	// Built-in types only: protobuf is cheaper to decode than JSON, as for
-	// kube-controller-manager.
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	// Informers and the lease follow the API again within half a second of
-	// its return, not after client-go's backoff.
-	kubeclient.QuickReconnect(cfg, func(err error) {
-		if err != nil {
-			log.Warn("Kubernetes API refusing connections, retrying", "err", err)
-		} else {
-			log.Info("Kubernetes API reachable again")
-		}
+	cfg := kubeclient.Configure(base, kubeclient.Options{
+		UserAgent: component,
+		QPS:       opts.KubeAPIQPS,
+		Burst:     opts.KubeAPIBurst,
+		Notify: func(err error) {
+			if err != nil {
+				log.Warn("Kubernetes API refusing connections, retrying", "err", err)
+			} else {
+				log.Info("Kubernetes API reachable again")
+			}
+		},
 	})
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

@@ -1,4 +1,4 @@
-package slices
+package slicewriter
 
 import (
 	"context"
@@ -26,6 +26,9 @@ var (
 	tcp443 = []discoveryv1.EndpointPort{{Name: new("https"), Port: new(int32(443)), Protocol: new(corev1.ProtocolTCP)}}
 	global = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-global", UID: "svc-uid"}}
 )
+
+// testManager is the field manager the tests' reconcilers write as.
+const testManager = "slicewriter-test"
 
 // harness is a fake API server whose slices get names and generations the way
 // the real one gives them, and whose list is the "informer cache".
@@ -55,7 +58,7 @@ func newHarness(t *testing.T, limit int) *harness {
 		return false, nil, nil
 	})
 	tr := endpointsliceutil.NewEndpointSliceTracker()
-	return &harness{t: t, client: client, tracker: tr, rec: NewReconciler(client, tr, metrics.New(), limit, nil)}
+	return &harness{t: t, client: client, tracker: tr, rec: NewReconciler(client, testManager, tr, metrics.New(), limit, nil)}
 }
 
 // cache lists the slices as an up-to-date informer would hold them.
@@ -73,13 +76,26 @@ func (h *harness) cache() []*discoveryv1.EndpointSlice {
 	return out
 }
 
-// sync reconciles view against the cache and returns the write actions.
+// sync reconciles view against the cache and returns the write actions,
+// each of which must name the reconciler's field manager.
 func (h *harness) sync(view aggregate.View) []string {
 	h.t.Helper()
 	existing := h.cache()
 	h.client.ClearActions()
 	if _, err := h.rec.Reconcile(context.Background(), global, view, existing); err != nil {
 		h.t.Fatal(err)
+	}
+	for _, a := range h.client.Actions() {
+		manager := testManager
+		switch a := a.(type) {
+		case k8stesting.CreateActionImpl:
+			manager = a.CreateOptions.FieldManager
+		case k8stesting.UpdateActionImpl:
+			manager = a.UpdateOptions.FieldManager
+		}
+		if manager != testManager {
+			h.t.Errorf("%s %s: field manager %q, want %q", a.GetVerb(), a.GetResource().Resource, manager, testManager)
+		}
 	}
 	return writes(h.client)
 }
@@ -207,7 +223,7 @@ func assertHolds(t *testing.T, got []*discoveryv1.EndpointSlice, v aggregate.Vie
 	}
 	var have, want []row
 	for _, s := range got {
-		if s.Labels[discoveryv1.LabelServiceName] != "db-global" || !IsManaged(s) || s.Labels[aggregate.LabelBase] != "db" {
+		if s.Labels[discoveryv1.LabelServiceName] != "db-global" || !Owns(s) || s.Labels[aggregate.LabelBase] != "db" {
 			t.Errorf("slice %s labels = %v", s.Name, s.Labels)
 		}
 		if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].UID != global.UID || !*s.OwnerReferences[0].Controller {
@@ -283,7 +299,7 @@ func TestReconcileRepairsTamperingAndIgnoresForeignSlices(t *testing.T) {
 	if got := h.sync(v); !slices.Equal(got, []string{"update"}) {
 		t.Errorf("writes = %v, want one update", got)
 	}
-	managed := Managed(h.cache())
+	managed := Owned(h.cache())
 	assertHolds(t, managed, v)
 	if _, err := h.client.DiscoveryV1().EndpointSlices("ns").Get(context.Background(), "user", metav1.GetOptions{}); err != nil {
 		t.Errorf("foreign slice touched: %v", err)

@@ -1,8 +1,8 @@
-// Package slices writes the EndpointSlices of a global Service from its
+// Package slicewriter writes the EndpointSlices of a global Service from its
 // aggregated view with minimal churn: an unchanged view writes nothing, one
 // changed endpoint rewrites one slice. It guards against its own stale cache
 // with the EndpointSlice tracker Kubernetes' controllers use.
-package slices
+package slicewriter
 
 import (
 	"context"
@@ -27,28 +27,30 @@ var ErrStale = errors.New("endpoint slice cache is older than this controller's 
 // Reconciler writes global EndpointSlices.
 type Reconciler struct {
 	client  kubernetes.Interface
+	manager string // the field manager of every write
 	tracker *endpointsliceutil.EndpointSliceTracker
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	limit   int
 }
 
-// NewReconciler returns a Reconciler that puts at most maxPerSlice endpoints in
-// a slice and logs each write at debug level to log (nil: nowhere). The
-// tracker must be shared with the slice informer's handlers.
-func NewReconciler(client kubernetes.Interface, tracker *endpointsliceutil.EndpointSliceTracker, m *metrics.Metrics, maxPerSlice int, log *slog.Logger) *Reconciler {
+// NewReconciler returns a Reconciler that creates and updates slices as field
+// manager fieldManager, puts at most maxPerSlice endpoints in a slice and
+// logs each write at debug level to log (nil: nowhere). The tracker must be
+// shared with the slice informer's handlers.
+func NewReconciler(client kubernetes.Interface, fieldManager string, tracker *endpointsliceutil.EndpointSliceTracker, m *metrics.Metrics, maxPerSlice int, log *slog.Logger) *Reconciler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Reconciler{client: client, tracker: tracker, metrics: m, log: log, limit: maxPerSlice}
+	return &Reconciler{client: client, manager: fieldManager, tracker: tracker, metrics: m, log: log, limit: maxPerSlice}
 }
 
 // Reconcile makes the slices of the global Service svc hold exactly the view's
 // endpoints, and returns how many endpoints they hold. existing are the
-// cached slices labelled with svc's name; slices not managed by globalmirror
-// among them are left alone.
+// cached slices labelled with svc's name; those among them the writer does
+// not own (Owns) are left alone.
 func (r *Reconciler) Reconcile(ctx context.Context, svc *corev1.Service, view aggregate.View, existing []*discoveryv1.EndpointSlice) (endpoints int, err error) {
-	existing = Managed(existing)
+	existing = Owned(existing)
 	if r.tracker.StaleSlices(svc, existing) {
 		return 0, ErrStale
 	}
@@ -71,7 +73,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, svc *corev1.Service, view ag
 	if svc.DeletionTimestamp == nil {
 		for _, s := range p.create {
 			r.metrics.Write("endpointslices", "create")
-			got, err := api.Create(ctx, s, metav1.CreateOptions{})
+			got, err := api.Create(ctx, s, metav1.CreateOptions{FieldManager: r.manager})
 			if err != nil {
 				if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 					return endpoints, nil // nothing to do in a namespace going away
@@ -84,7 +86,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, svc *corev1.Service, view ag
 	}
 	for _, s := range p.update {
 		r.metrics.Write("endpointslices", "update")
-		got, err := api.Update(ctx, s, metav1.UpdateOptions{})
+		got, err := api.Update(ctx, s, metav1.UpdateOptions{FieldManager: r.manager})
 		if err != nil {
 			return endpoints, fmt.Errorf("update EndpointSlice %s/%s: %w", s.Namespace, s.Name, err)
 		}
@@ -99,12 +101,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, svc *corev1.Service, view ag
 	return endpoints, nil
 }
 
-// DeleteAll deletes the managed slices among existing, for a global Service
-// that goes away. While the cache still shows slices it already deleted (or
-// lacks ones it wrote), it deletes nothing and returns ErrStale, so that no
-// deletion is sent twice.
+// DeleteAll deletes the slices among existing the writer owns, for a global
+// Service that goes away. While the cache still shows slices it already
+// deleted (or lacks ones it wrote), it deletes nothing and returns ErrStale,
+// so that no deletion is sent twice.
 func (r *Reconciler) DeleteAll(ctx context.Context, namespace, service string, existing []*discoveryv1.EndpointSlice) (int, error) {
-	existing = Managed(existing)
+	existing = Owned(existing)
 	ref := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: service}}
 	if r.tracker.StaleSlices(ref, existing) {
 		return 0, ErrStale
@@ -137,18 +139,21 @@ func (r *Reconciler) delete(ctx context.Context, s *discoveryv1.EndpointSlice) e
 	return nil
 }
 
-// Managed keeps the slices globalmirror wrote: both managed-by labels say so.
-func Managed(in []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
+// Owned keeps the slices the writer owns (see Owns).
+func Owned(in []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
 	var out []*discoveryv1.EndpointSlice
 	for _, s := range in {
-		if IsManaged(s) {
+		if Owns(s) {
 			out = append(out, s)
 		}
 	}
 	return out
 }
 
-// IsManaged reports whether globalmirror wrote s.
-func IsManaged(s *discoveryv1.EndpointSlice) bool {
-	return s.Labels[discoveryv1.LabelManagedBy] == aggregate.EndpointSliceManagedBy && aggregate.IsManaged(s.Labels)
+// Owns reports whether s is a slice the writer may change or delete: both
+// managed-by labels say globalmirror, the EndpointSlice controllers' label
+// (which keeps Kubernetes' own controllers away) and the one on everything
+// globalmirror writes (aggregate.WrittenByGlobalmirror).
+func Owns(s *discoveryv1.EndpointSlice) bool {
+	return s.Labels[discoveryv1.LabelManagedBy] == aggregate.EndpointSliceManagedBy && aggregate.WrittenByGlobalmirror(s.Labels)
 }
