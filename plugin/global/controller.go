@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/source"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -71,12 +71,6 @@ type controllerOptions struct {
 	clusterID  string
 }
 
-// ptrEntry is one address and the per-pod name that resolves to it.
-type ptrEntry struct {
-	addr netip.Addr
-	name string
-}
-
 // newDNSController builds the loop over src's informers (not yet started).
 func newDNSController(src *source.Source, opts controllerOptions) (*dnsController, error) {
 	dc := &dnsController{
@@ -111,15 +105,6 @@ func (dc *dnsController) Changed(k source.Key) {
 	dc.queue.Add(k)
 }
 
-// takePending returns and forgets when a change of k was first delivered.
-func (dc *dnsController) takePending(k source.Key) (time.Time, bool) {
-	dc.pendingMu.Lock()
-	defer dc.pendingMu.Unlock()
-	t, ok := dc.pending[k]
-	delete(dc.pending, k)
-	return t, ok
-}
-
 // Skipped implements source.Handler.
 func (dc *dnsController) Skipped(obj metav1.Object, kind string, skip aggregate.Skip) {
 	skippedTotal.WithLabelValues(kind, string(skip.Reason)).Inc()
@@ -132,14 +117,6 @@ func (dc *dnsController) get(key string) *answerSet {
 	s := dc.sets[key]
 	dc.mu.RUnlock()
 	return s
-}
-
-// othersHold reports whether a global name ("service.namespace", for which
-// there is no answer set) is another's to answer: a Service of that name
-// exists that globalmirror did not write, or the namespace is not watched.
-func (dc *dnsController) othersHold(key string) bool {
-	name, ns, _ := strings.Cut(key, ".")
-	return !dc.src.Watches(ns) || dc.src.Service(ns, name) != nil
 }
 
 // getNative returns the answer set of a native name "base.namespace", or nil.
@@ -156,17 +133,6 @@ func (dc *dnsController) getClusterset(key string) *answerSet {
 	s := dc.clusterset[key]
 	dc.mu.RUnlock()
 	return s
-}
-
-// reverse returns the per-pod name an address answers PTR with: the least
-// of the names that resolve to it, so that there is exactly one.
-func (dc *dnsController) reverse(ip netip.Addr) (string, bool) {
-	dc.mu.RLock()
-	defer dc.mu.RUnlock()
-	if names := dc.ptr[ip]; len(names) > 0 {
-		return names[0], true
-	}
-	return "", false
 }
 
 // swap stores (or, for nil, deletes) the answer sets of one global in every
@@ -339,39 +305,36 @@ func (dc *dnsController) rebuild(k source.Key) {
 	}
 }
 
-// observeProgramming records how long a change took to reach the answers:
-// from the newest member slice's last-change-trigger-time when this change
-// brought a newer one (the whole path from the pod's change, as kube-proxy
-// measures it), otherwise from the informers' delivery of the change.
-// Nothing is observed during the initial sync: old trigger times and the
-// initial list are not changes.
-func (dc *dnsController) observeProgramming(now time.Time, old, cur *answerSet, delivered time.Time, wasDelivered bool) {
-	from := delivered
-	if cur != nil && old != nil && !cur.trigger.IsZero() && cur.trigger.After(old.trigger) {
-		from = cur.trigger
-	} else if !wasDelivered {
-		return
+// newFromClient builds the plugin and its informers (not yet started) on client.
+func newFromClient(cfg *config, client kubernetes.Interface) (*Global, error) {
+	src, err := source.New(source.Config{
+		Client:        client,
+		Namespaces:    cfg.namespaces,
+		Suffix:        cfg.suffix,
+		LocalSelector: cfg.localSelector,
+	})
+	if err != nil {
+		return nil, err
 	}
-	if d := now.Sub(from); d >= 0 {
-		programmingDuration.Observe(d.Seconds())
+	opts := controllerOptions{clusterset: cfg.clustersetZone != "", clusterID: cfg.clusterID}
+	if len(cfg.reverseZones) > 0 {
+		opts.ptrZone = cfg.zones[0]
 	}
+	ctrl, err := newDNSController(src, opts)
+	if err != nil {
+		return nil, err
+	}
+	return newGlobal(cfg, ctrl), nil
 }
 
-// ptrEntries are the addresses of the view's ready endpoints that have a
-// per-pod name, each with that name in zone. Endpoints without a hostname,
-// or that lost it (collisions, invalid names), have none.
-func ptrEntries(v aggregate.View, zone string) []ptrEntry {
-	var out []ptrEntry
-	for _, ep := range v.Endpoints {
-		if !ep.Ready || ep.Hostname == "" {
-			continue
-		}
-		name := ep.Hostname + "." + v.Name + "." + v.Namespace + ".svc." + zone
-		for _, a := range ep.Addresses {
-			if ip, err := netip.ParseAddr(a); err == nil {
-				out = append(out, ptrEntry{ip, name})
-			}
-		}
-	}
-	return out
+// start runs the informers and the controller loop until ctx is done; the
+// channel it returns is closed once the loop has stopped.
+func (g *Global) start(ctx context.Context) <-chan struct{} {
+	g.ctrl.src.Start(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.ctrl.run(ctx)
+	}()
+	return done
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/coredns/coredns/plugin/metrics"
 	"github.com/coredns/coredns/plugin/pkg/dnsutil"
 	"github.com/coredns/coredns/request"
+	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/miekg/dns"
 )
 
@@ -35,4 +36,40 @@ func (g *Global) serveReverse(ctx context.Context, state request.Request, zi int
 	state.W.WriteMsg(m)
 	requestsTotal.WithLabelValues(metrics.WithServer(ctx), typeLabel(dns.TypePTR), dns.RcodeToString[dns.RcodeSuccess]).Inc()
 	return dns.RcodeSuccess, nil
+}
+
+// ptrEntry is one address and the per-pod name that resolves to it.
+type ptrEntry struct {
+	addr netip.Addr
+	name string
+}
+
+// ptrEntries are the addresses of the view's ready endpoints that have a
+// per-pod name, each with that name in zone. Endpoints without a hostname,
+// or that lost it (collisions, invalid names), have none.
+func ptrEntries(v aggregate.View, zone string) []ptrEntry {
+	var out []ptrEntry
+	for _, ep := range v.Endpoints {
+		if !ep.Ready || ep.Hostname == "" {
+			continue
+		}
+		name := ep.Hostname + "." + v.Name + "." + v.Namespace + ".svc." + zone
+		for _, a := range ep.Addresses {
+			if ip, err := netip.ParseAddr(a); err == nil {
+				out = append(out, ptrEntry{ip, name})
+			}
+		}
+	}
+	return out
+}
+
+// reverse returns the per-pod name an address answers PTR with: the least
+// of the names that resolve to it, so that there is exactly one.
+func (dc *dnsController) reverse(ip netip.Addr) (string, bool) {
+	dc.mu.RLock()
+	defer dc.mu.RUnlock()
+	if names := dc.ptr[ip]; len(names) > 0 {
+		return names[0], true
+	}
+	return "", false
 }

@@ -3,7 +3,6 @@ package global
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,19 +10,15 @@ import (
 
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/core/dnsserver"
-	"github.com/coredns/coredns/coremain"
 	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/pkg/dnsutil"
 	"github.com/coredns/coredns/plugin/pkg/fall"
 	clog "github.com/coredns/coredns/plugin/pkg/log"
 	"github.com/globalmirror/globalmirror/aggregate"
-	"github.com/globalmirror/globalmirror/kubeclient"
-	"github.com/globalmirror/globalmirror/source"
 	"github.com/miekg/dns"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -78,66 +73,6 @@ func setup(c *caddy.Controller) error {
 		return g
 	})
 	return nil
-}
-
-// newFromClient builds the plugin and its informers (not yet started) on client.
-func newFromClient(cfg *config, client kubernetes.Interface) (*Global, error) {
-	src, err := source.New(source.Config{
-		Client:        client,
-		Namespaces:    cfg.namespaces,
-		Suffix:        cfg.suffix,
-		LocalSelector: cfg.localSelector,
-	})
-	if err != nil {
-		return nil, err
-	}
-	opts := controllerOptions{clusterset: cfg.clustersetZone != "", clusterID: cfg.clusterID}
-	if len(cfg.reverseZones) > 0 {
-		opts.ptrZone = cfg.zones[0]
-	}
-	ctrl, err := newDNSController(src, opts)
-	if err != nil {
-		return nil, err
-	}
-	return newGlobal(cfg, ctrl), nil
-}
-
-// start runs the informers and the controller loop until ctx is done; the
-// channel it returns is closed once the loop has stopped.
-func (g *Global) start(ctx context.Context) <-chan struct{} {
-	g.ctrl.src.Start(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		g.ctrl.run(ctx)
-	}()
-	return done
-}
-
-// restConfig is the kubeconfig's client config, or the in-cluster one, set
-// up as kubeclient.Configure does for both halves, with client-go's default
-// rate limits (the plugin only lists and watches). A kubeconfig that cannot
-// be loaded is an error naming the Corefile line.
-func restConfig(cfg *config) (*rest.Config, error) {
-	var rc *rest.Config
-	var err error
-	if cfg.clientConfig != nil {
-		if rc, err = cfg.clientConfig.ClientConfig(); err != nil {
-			return nil, fmt.Errorf("%s - Error during parsing: kubeconfig '%s': %w", cfg.kubeconfigAt, cfg.kubeconfig, err)
-		}
-	} else if rc, err = rest.InClusterConfig(); err != nil {
-		return nil, fmt.Errorf("in-cluster config (use the kubeconfig option outside a cluster): %w", err)
-	}
-	return kubeclient.Configure(rc, kubeclient.Options{
-		UserAgent: fmt.Sprintf("%s/%s (%s/%s/%s) plugin/global", coremain.CoreName, coremain.CoreVersion, runtime.GOOS, runtime.GOARCH, runtime.Version()),
-		Notify: func(err error) {
-			if err != nil {
-				log.Warningf("Kubernetes API refusing connections, answering from the last state and retrying: %v", err)
-			} else {
-				log.Info("Kubernetes API reachable again")
-			}
-		},
-	}), nil
 }
 
 // ---- the stanza ----
