@@ -178,3 +178,67 @@ func (w World) SetExtra(ctx context.Context, client kubernetes.Interface, i, c i
 	_, err = client.DiscoveryV1().EndpointSlices(w.Namespace).Update(ctx, s, metav1.UpdateOptions{})
 	return start, time.Since(start), err
 }
+
+// EndpointMirror is Linkerd's endpoint mirror of pod p of base i from
+// cluster c: a ClusterIP Service named <hostname>-<cluster>, routed to the
+// gateway.
+func EndpointMirror(i, c, p int) string { return fmt.Sprintf("%s-%d-%s", Base(i), p, Clusters[c]) }
+
+// gatewayAddr is every cluster's gateway: data only, never contacted.
+const gatewayAddr = "192.0.2.1"
+
+// EndpointMirrorService and EndpointMirrorSlice are what Linkerd writes for
+// every mirrored pod besides the headless mirror (the mirror simulator
+// writes them too): a ClusterIP Service with the mirror labels and the
+// headless mirror's name, and the slice Kubernetes' mirroring controller
+// makes of its Endpoints, one ready endpoint at the gateway.
+func (w World) EndpointMirrorService(i, c, p int) *corev1.Service {
+	lbl := mirrorLabels(c)
+	lbl[aggregate.LabelHeadlessMirrorName] = Mirror(i, c)
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: EndpointMirror(i, c, p), Namespace: w.Namespace, Labels: lbl,
+			Annotations: map[string]string{aggregate.AnnotationRemoteFQName: Base(i) + "." + w.Namespace + ".svc.cluster.local"},
+		},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{peerPort}},
+	}
+}
+
+func (w World) EndpointMirrorSlice(i, c, p int) *discoveryv1.EndpointSlice {
+	lbl := mirrorLabels(c)
+	lbl[aggregate.LabelHeadlessMirrorName] = Mirror(i, c)
+	lbl[discoveryv1.LabelServiceName] = EndpointMirror(i, c, p)
+	lbl[discoveryv1.LabelManagedBy] = sliceManagedBy
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: EndpointMirror(i, c, p) + "-m", Namespace: w.Namespace, Labels: lbl},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: new(peerPort.Name), Port: new(int32(4143)), Protocol: new(peerPort.Protocol)}},
+		Endpoints: []discoveryv1.Endpoint{{
+			Addresses:  []string{gatewayAddr},
+			Conditions: discoveryv1.EndpointConditions{Ready: new(true)},
+		}},
+	}
+}
+
+// LoadEndpointMirrors creates the endpoint mirrors of bases [from, to), as
+// Load creates their headless mirrors: Linkerd's full shape.
+func (w World) LoadEndpointMirrors(ctx context.Context, client kubernetes.Interface, from, to, workers int) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for i := from; i < to; i++ {
+		for c := range Clusters {
+			for p := range Pods {
+				g.Go(func() error {
+					if _, err := client.CoreV1().Services(w.Namespace).Create(gctx, w.EndpointMirrorService(i, c, p), metav1.CreateOptions{}); err != nil {
+						return fmt.Errorf("service %s: %w", EndpointMirror(i, c, p), err)
+					}
+					if _, err := client.DiscoveryV1().EndpointSlices(w.Namespace).Create(gctx, w.EndpointMirrorSlice(i, c, p), metav1.CreateOptions{}); err != nil {
+						return fmt.Errorf("slice of %s: %w", EndpointMirror(i, c, p), err)
+					}
+					return nil
+				})
+			}
+		}
+	}
+	return g.Wait()
+}

@@ -84,7 +84,7 @@ func (e *Env) startEtcd(bins binaries, dataDir string) (*envtest.Etcd, error) {
 
 // startCluster starts the API server on etcd, provisions the admin user, starts
 // kube-controller-manager and waits until the cluster is ready.
-func (e *Env) startCluster(ctx context.Context, bins binaries, c *Cluster, etcd *envtest.Etcd, nodeAddr netip.Addr) error {
+func (e *Env) startCluster(ctx context.Context, bins binaries, c *Cluster, etcd *envtest.Etcd, nodeAddr netip.Addr, serviceRanges string) error {
 	start := time.Now()
 	c.EtcdURL = etcd.URL
 	out, err := logFile(c.dir, "kube-apiserver")
@@ -127,7 +127,7 @@ func (e *Env) startCluster(ctx context.Context, bins binaries, c *Cluster, etcd 
 		args.Set("endpoint-reconciler-type", "none")
 	}
 	args.Set("etcd-prefix", "/registry/"+c.Name)
-	args.Set("service-cluster-ip-range", serviceCIDRs)
+	args.Set("service-cluster-ip-range", serviceRanges)
 	// envtest disables the ServiceAccount admission plugin because it runs no
 	// controller manager; this one does, so pods need a ServiceAccount as in
 	// a real cluster.

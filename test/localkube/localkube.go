@@ -9,6 +9,7 @@
 package localkube
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,6 +56,11 @@ type Options struct {
 	// t.Cleanup runs.
 	StopOnSignal bool
 
+	// ServiceCIDRs replaces the clusters' Service ranges (default
+	// 10.96.0.0/16 and fd00:10:96::/108), e.g. for a benchmark with more
+	// ClusterIP Services than a /16 holds. The first IPv4 range must start
+	// at 10.96.0.0 (the kubernetes Service's 10.96.0.1).
+	ServiceCIDRs string
 	// RealNodes names the clusters that real kubelets join (test/node). Each
 	// listens on NodeAddress instead of loopback, advertises it in the
 	// `kubernetes` Endpoints and serves a certificate that also names the
@@ -191,7 +197,7 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 					return fmt.Errorf("cluster %s: %w", c.Name, err)
 				}
 			}
-			if err := env.startCluster(gctx, bins, c, etcd, opts.NodeAddress); err != nil {
+			if err := env.startCluster(gctx, bins, c, etcd, opts.NodeAddress, cmp.Or(opts.ServiceCIDRs, serviceCIDRs)); err != nil {
 				return fmt.Errorf("cluster %s: %w", c.Name, err)
 			}
 			return nil

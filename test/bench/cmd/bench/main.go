@@ -42,6 +42,7 @@ func main() {
 	flag.StringVar(&cfg.GoCmd, "go", "go", "the go command")
 	flag.StringVar(&cfg.Dir, "dir", filepath.Join(os.TempDir(), "globalmirror-bench"), "work directory: logs, query files, dnsperf output, profiles")
 	out := flag.String("out", "test/bench/RESULTS.md", "markdown results file")
+	linkerd := flag.String("linkerd-memory", "", "only measure CoreDNS's memory in Linkerd's full shape at these bases (e.g. 667,2000), print it and exit")
 	flag.Parse()
 
 	var err error
@@ -62,6 +63,18 @@ func main() {
 	defer stop()
 
 	cfg.Log("work directory %s", cfg.Dir)
+	if *linkerd != "" {
+		sizes, err := parseSizes(*linkerd)
+		if err != nil {
+			fail(err)
+		}
+		steps, err := bench.LinkerdMemory(ctx, cfg, sizes)
+		if err != nil {
+			fail(fmt.Errorf("%w (logs in %s)", err, cfg.Dir))
+		}
+		bench.ReportLinkerdMemory(os.Stdout, steps)
+		return
+	}
 	res, err := bench.Run(ctx, cfg)
 	if err != nil {
 		fail(fmt.Errorf("%w (logs in %s)", err, cfg.Dir))
