@@ -8,7 +8,6 @@ import (
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/transport"
 )
 
 // Configure sets what both halves need on a copy of the base configuration
@@ -29,14 +28,7 @@ func TestConfigureSetsUpACopy(t *testing.T) {
 
 	// Its transport retries a refused GET until the context ends, and
 	// tells Notify of the refusal.
-	tc, err := rc.TransportConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := transport.New(tc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt := roundTripperOf(t, rc)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*RetryInterval)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+closedPort(t)+"/api", nil)

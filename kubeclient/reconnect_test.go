@@ -31,6 +31,12 @@ func transportOf(t *testing.T, notify func(error)) http.RoundTripper {
 	t.Helper()
 	rc := &rest.Config{}
 	QuickReconnect(rc, notify)
+	return roundTripperOf(t, rc)
+}
+
+// roundTripperOf is the transport client-go builds from rc.
+func roundTripperOf(t *testing.T, rc *rest.Config) http.RoundTripper {
+	t.Helper()
 	tc, err := rc.TransportConfig()
 	if err != nil {
 		t.Fatal(err)
