@@ -41,14 +41,6 @@ func (s *Source) notifyService(h Handler, svc *corev1.Service) {
 	if k, ok := s.memberKey(svc); ok {
 		h.Changed(k)
 	}
-	c, _ := aggregate.Classify(svc, s.cfg.LocalSelector)
-	if c.Role == aggregate.RoleEndpointMirror {
-		if hm := s.Service(svc.Namespace, c.HeadlessMirror); hm != nil {
-			if k, ok := s.memberKey(hm); ok {
-				h.Changed(k)
-			}
-		}
-	}
 	// Any Service named like a global (ours, or a user's that blocks ours).
 	if base, ok := aggregate.BaseOf(svc.Name, s.cfg.Suffix); ok {
 		h.Changed(Key{svc.Namespace, base})
@@ -90,6 +82,12 @@ func (s *Source) sliceHandler(h Handler) cache.ResourceEventHandler {
 // its endpoint mirror belongs to. A slice whose service is not cached yet maps to
 // nothing: the service's own add event will cover it.
 func (s *Source) notifySlice(h Handler, sl *cachedSlice) {
+	// An endpoint mirror named like a global holds that name (Service).
+	for _, n := range sl.globalNamed {
+		if base, ok := aggregate.BaseOf(n, s.cfg.Suffix); ok {
+			h.Changed(Key{sl.namespace, base})
+		}
+	}
 	name := sl.headlessMirror
 	if name == "" {
 		name = sl.serviceName

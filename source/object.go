@@ -1,6 +1,8 @@
 package source
 
 import (
+	"strings"
+
 	"github.com/globalmirror/globalmirror/aggregate"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -135,6 +137,11 @@ type cachedSlice struct {
 	ports          []discoveryv1.EndpointPort
 	endpoints      []cachedEndpoint
 	mirrorReady    bool // an endpoint mirror's slice: some endpoint is ready
+	// cluster is a headless mirror's slice's cluster; globalNamed are the
+	// names of its endpoints' endpoint mirrors (<hostname>-<cluster>) that
+	// are named like a global, which the Service cache does not hold.
+	cluster     string
+	globalNamed []string
 }
 
 type cachedEndpoint struct {
@@ -143,8 +150,17 @@ type cachedEndpoint struct {
 	ready     *bool
 }
 
-// stripMemberSlice is the member EndpointSlice informers' transform.
-func stripMemberSlice(obj any) (any, error) {
+// stripMemberSlice is the member EndpointSlice informers' transform for the
+// default suffix.
+func stripMemberSlice(obj any) (any, error) { return sliceStripper{aggregate.DefaultSuffix}.strip(obj) }
+
+// sliceStripper turns member EndpointSlices into cachedSlices.
+type sliceStripper struct {
+	suffix string
+}
+
+// strip is the member EndpointSlice informers' transform.
+func (st sliceStripper) strip(obj any) (any, error) {
 	sl, ok := obj.(*discoveryv1.EndpointSlice)
 	if !ok {
 		return obj, nil
@@ -171,8 +187,16 @@ func stripMemberSlice(obj any) (any, error) {
 		}
 		return c, nil
 	}
+	if sl.Labels[aggregate.LabelMirroredService] == "true" {
+		c.cluster = sl.Labels[aggregate.LabelClusterName]
+	}
 	for i, e := range sl.Endpoints {
 		c.endpoints[i] = cachedEndpoint{addresses: e.Addresses, hostname: e.Hostname, ready: e.Conditions.Ready}
+		if c.cluster != "" && e.Hostname != nil {
+			if name := *e.Hostname + "-" + c.cluster; strings.HasSuffix(name, st.suffix) {
+				c.globalNamed = append(c.globalNamed, name)
+			}
+		}
 	}
 	return c, nil
 }
@@ -185,13 +209,17 @@ func (c *cachedSlice) slice() *discoveryv1.EndpointSlice {
 		Ports:       c.ports,
 		Endpoints:   make([]discoveryv1.Endpoint, len(c.endpoints)),
 	}
-	if c.serviceName != "" || c.headlessMirror != "" {
+	if c.serviceName != "" || c.headlessMirror != "" || c.cluster != "" {
 		sl.Labels = map[string]string{}
 		if c.serviceName != "" {
 			sl.Labels[discoveryv1.LabelServiceName] = c.serviceName
 		}
 		if c.headlessMirror != "" {
 			sl.Labels[aggregate.LabelHeadlessMirrorName] = c.headlessMirror
+		}
+		if c.cluster != "" {
+			sl.Labels[aggregate.LabelMirroredService] = "true"
+			sl.Labels[aggregate.LabelClusterName] = c.cluster
 		}
 	}
 	if c.triggerTime != "" {

@@ -2,9 +2,14 @@
 // services and assembles aggregate.Input for each base. Both the controller and
 // the CoreDNS plugin build on it, so they see the same members the same way.
 //
-// Services are watched whole: a Service named like a global that globalmirror
-// did not write has no label to select it by, and both halves must see it to
-// leave it alone. EndpointSlices, the bulk of the data, are label-selected:
+// Services are watched whole but for Linkerd's endpoint mirrors (one per
+// mirrored pod, which nothing reads: their slices carry readiness): a Service
+// named like a global that globalmirror did not write has no label to select
+// it by, and both halves must see it to leave it alone. The one endpoint
+// mirror that could be named like a global is known without its Service: it
+// is <hostname>-<cluster> of an endpoint of a headless mirror, whose slices
+// are cached (globalNamed). EndpointSlices, the bulk of the data, are
+// label-selected:
 // Linkerd's mirror labels (copied onto mirrored slices by Kubernetes'
 // mirroring controller) and the local selector (copied from the Service by
 // the EndpointSlice controller). The caches hold minimal types, not API
@@ -72,7 +77,11 @@ const (
 	indexBase           = "globalmirror/base"            // services by namespace/base (members and globals)
 	indexService        = "globalmirror/service"         // slices by namespace/service-name
 	indexHeadlessMirror = "globalmirror/headless-mirror" // endpoint-mirror slices by namespace/headless mirror
+	indexGlobalNamed    = "globalmirror/global-named"    // headless-mirror slices by namespace/endpoint mirror named like a global
 )
+
+// notEndpointMirrors selects every Service but Linkerd's endpoint mirrors.
+var notEndpointMirrors = "!" + aggregate.LabelHeadlessMirrorName
 
 // New builds the informers; add handlers with AddHandler, then Start them.
 func New(cfg Config) (*Source, error) {
@@ -95,8 +104,14 @@ func New(cfg Config) (*Source, error) {
 		svc := svcFactory.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 			api := c.CoreV1().Services(ns)
 			return kubeclient.Informer(c,
-				func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) },
-				func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return api.Watch(ctx, o) },
+				func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+					o.LabelSelector = notEndpointMirrors
+					return api.List(ctx, o)
+				},
+				func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+					o.LabelSelector = notEndpointMirrors
+					return api.Watch(ctx, o)
+				},
 				&corev1.Service{}, resync)
 		})
 		if err := svc.AddIndexers(cache.Indexers{indexBase: s.baseIndex}); err != nil {
@@ -111,9 +126,10 @@ func New(cfg Config) (*Source, error) {
 		}
 		for _, sel := range selectors {
 			f := informers.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.Resync,
-				informers.WithNamespace(ns), informers.WithTransform(stripMemberSlice))
+				informers.WithNamespace(ns), informers.WithTransform(sliceStripper{cfg.Suffix}.strip))
 			inf := f.InformerFor(&discoveryv1.EndpointSlice{}, SliceInformer(ns, sel))
-			if err := inf.AddIndexers(cache.Indexers{indexService: serviceIndex, indexHeadlessMirror: headlessMirrorIndex}); err != nil {
+			if err := inf.AddIndexers(cache.Indexers{indexService: serviceIndex, indexHeadlessMirror: headlessMirrorIndex,
+				indexGlobalNamed: globalNamedIndex}); err != nil {
 				return nil, err
 			}
 			s.factories = append(s.factories, f)
@@ -188,7 +204,8 @@ func (s *Source) Watches(namespace string) bool {
 }
 
 // Service returns the cached Service as a sparse API object (see object.go),
-// or nil.
+// or nil. An endpoint mirror named like a global, which the cache does not
+// hold, is returned as such: a Service globalmirror did not write.
 func (s *Source) Service(namespace, name string) *corev1.Service {
 	for _, inf := range s.services {
 		obj, ok, err := inf.GetIndexer().GetByKey(namespace + "/" + name)
@@ -196,6 +213,15 @@ func (s *Source) Service(namespace, name string) *corev1.Service {
 			if svc, ok := asService(obj); ok {
 				return svc
 			}
+		}
+	}
+	if _, ok := aggregate.BaseOf(name, s.cfg.Suffix); ok {
+		for _, obj := range s.byIndex(s.slices, indexGlobalNamed, namespace+"/"+name) {
+			sl := obj.(*cachedSlice)
+			return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{
+				aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: sl.cluster,
+				aggregate.LabelHeadlessMirrorName: sl.serviceName,
+			}}}
 		}
 	}
 	return nil
@@ -305,6 +331,18 @@ func serviceIndex(obj any) ([]string, error) {
 		return nil, nil
 	}
 	return []string{sl.namespace + "/" + sl.serviceName}, nil
+}
+
+func globalNamedIndex(obj any) ([]string, error) {
+	sl, ok := asSlice(obj)
+	if !ok || len(sl.globalNamed) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, len(sl.globalNamed))
+	for i, n := range sl.globalNamed {
+		keys[i] = sl.namespace + "/" + n
+	}
+	return keys, nil
 }
 
 func headlessMirrorIndex(obj any) ([]string, error) {

@@ -244,3 +244,33 @@ func TestTombstonesMapToBases(t *testing.T) {
 		t.Error("endpoint mirror slice tombstone did not map to db")
 	}
 }
+
+// Linkerd's endpoint mirrors (one per mirrored pod) are not cached: nothing
+// reads their Services. The one that could matter, an endpoint mirror named
+// like a global (pod "db" of service web of a cluster linked as "global"),
+// still holds that name for both halves, known from the headless mirror's
+// endpoints, and a change to them tells the global's base.
+func TestEndpointMirrorsAreNotCachedButHoldAGlobalName(t *testing.T) {
+	epm := service("db-0-east", fixture.MirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), "10.96.0.7")
+	other := fixture.HeadlessMirror("ns", "web", "global")
+	// Its pod "db" has the endpoint mirror db-global: a global's name.
+	otherSlice := epSlice("web-global-x", other.Name, fixture.MirrorLabels("global"), true, "db", "192.0.2.9")
+	src, client, rec := start(t, fixture.HeadlessMirror("ns", "db", "east"), epm, other, otherSlice)
+
+	if svc := src.Service("ns", "db-0-east"); svc != nil {
+		t.Errorf("endpoint mirror cached: %+v", svc.ObjectMeta)
+	}
+	holder := src.Service("ns", "db-global")
+	if holder == nil || aggregate.OwnerOf(holder) != aggregate.OwnerUser {
+		t.Fatalf("db-global's holder = %+v, want the endpoint mirror, not globalmirror's", holder)
+	}
+	if v := aggregate.GlobalVerdict(src.Input(Key{"ns", "db"}), holder); v != aggregate.VerdictConflict {
+		t.Errorf("verdict %d, want VerdictConflict (the global's name is taken)", v)
+	}
+	rec.reset()
+	if err := client.DiscoveryV1().EndpointSlices("ns").Delete(context.Background(), otherSlice.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the name freed", func() bool { return src.Service("ns", "db-global") == nil })
+	eventually(t, "db told", func() bool { return rec.reset()[Key{"ns", "db"}] > 0 })
+}
