@@ -103,16 +103,7 @@ func New(cfg Config) (*Source, error) {
 			informers.WithNamespace(ns), informers.WithTransform(stripService))
 		svc := svcFactory.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 			api := c.CoreV1().Services(ns)
-			return kubeclient.Informer(c,
-				func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-					o.LabelSelector = notEndpointMirrors
-					return api.List(ctx, o)
-				},
-				func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-					o.LabelSelector = notEndpointMirrors
-					return api.Watch(ctx, o)
-				},
-				&corev1.Service{}, resync)
+			return selected(c, notEndpointMirrors, api.List, api.Watch, &corev1.Service{}, resync)
 		})
 		if err := svc.AddIndexers(cache.Indexers{indexBase: s.baseIndex}); err != nil {
 			return nil, err
@@ -144,17 +135,26 @@ func New(cfg Config) (*Source, error) {
 func SliceInformer(ns, sel string) func(kubernetes.Interface, time.Duration) cache.SharedIndexInformer {
 	return func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 		api := c.DiscoveryV1().EndpointSlices(ns)
-		return kubeclient.Informer(c,
-			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				o.LabelSelector = sel
-				return api.List(ctx, o)
-			},
-			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				o.LabelSelector = sel
-				return api.Watch(ctx, o)
-			},
-			&discoveryv1.EndpointSlice{}, resync)
+		return selected(c, sel, api.List, api.Watch, &discoveryv1.EndpointSlice{}, resync)
 	}
+}
+
+// selected is a resuming informer (kubeclient.Informer) of one API whose
+// lists and watches carry label selector sel.
+func selected[L runtime.Object](c kubernetes.Interface, sel string,
+	list func(context.Context, metav1.ListOptions) (L, error),
+	watchOf func(context.Context, metav1.ListOptions) (watch.Interface, error),
+	obj runtime.Object, resync time.Duration) cache.SharedIndexInformer {
+	return kubeclient.Informer(c,
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = sel
+			return list(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = sel
+			return watchOf(ctx, o)
+		},
+		obj, resync)
 }
 
 // AddHandler tells h about every base whose inputs may change, as the
