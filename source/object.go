@@ -1,6 +1,8 @@
 package source
 
 import (
+	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/globalmirror/globalmirror/aggregate"
@@ -8,45 +10,31 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 )
 
-// The informer caches hold minimal types, not API objects, the way the
-// kubernetes plugin's object package does: the Service cache holds every
-// Service of the watched namespaces, both caches live in every CoreDNS, and
-// an API object's struct alone is several times what is read of it. They are
-// turned back into (sparse) API objects only to aggregate one base, or when
-// asked for one.
+// The index holds minimal types, not API objects, the way the kubernetes
+// plugin's object package does, and goes further: it is built from the watch
+// events themselves (kubeclient.Feed), so it holds no informer's copy, key,
+// index entry or queue slot per object; Services nothing reads are not held
+// at all; an endpoint mirror's slice (one per mirrored pod, the bulk of a
+// large world) is its name and one readiness bit; strings few objects differ
+// in (namespaces, clusters, label values, port lists) are held once. The
+// entries are turned back into (sparse, read-only) API objects only to
+// aggregate one base, or when asked for one.
 
-// objectMeta is the identity the caches key, index and compare by.
-type objectMeta struct {
-	name, namespace string
-	uid             types.UID
-	resourceVersion string
-}
+// nsName names an object in the index.
+type nsName struct{ namespace, name string }
 
-func metaOf(m *metav1.ObjectMeta) objectMeta {
-	return objectMeta{name: m.Name, namespace: m.Namespace, uid: m.UID, resourceVersion: m.ResourceVersion}
-}
-
-func (m *objectMeta) objUID() types.UID { return m.uid }
-
-// GetObjectMeta lets cache.MetaNamespaceKeyFunc (through meta.Accessor) key
-// the object.
-func (m *objectMeta) GetObjectMeta() metav1.Object { return m.objectMeta() }
-
-func (m *objectMeta) objectMeta() *metav1.ObjectMeta {
-	return &metav1.ObjectMeta{Name: m.name, Namespace: m.namespace, UID: m.uid, ResourceVersion: m.resourceVersion}
-}
-
-// cachedService is what the cache keeps of a Service: what Classify,
-// WrittenByGlobalmirror and the controller's ownership checks read. Of its labels, only those keys
-// (key, value pairs: a map of its own costs several times that); ports and
-// selector only of headless Services (members and globals are headless).
+// cachedService is what the index keeps of a Service: what Classify,
+// WrittenByGlobalmirror and the controller's ownership checks read. Of its
+// labels, only those keys (key, value pairs: a map of its own costs several
+// times that); ports and selector only of headless Services (members and
+// globals are headless); its UID only where something owns or deletes by it
+// (not of a headless mirror).
 type cachedService struct {
-	objectMeta
+	name, namespace   string
+	uid               types.UID
 	labels            []string
 	remoteFQName      string // Linkerd's remote-svc-fq-name annotation
 	includeMirrors    string // globalmirror's include-mirrors annotation
@@ -54,12 +42,13 @@ type cachedService struct {
 	ports             []corev1.ServicePort
 	selector          map[string]string
 	deletionTimestamp *metav1.Time
+	gen               uint32 // the list that last delivered it (store.go)
 }
 
-// service is c as a sparse Service; read-only, like everything from a cache.
+// service is c as a sparse Service; read-only, like everything from the index.
 func (c *cachedService) service() *corev1.Service {
 	svc := &corev1.Service{
-		ObjectMeta: *c.objectMeta.objectMeta(),
+		ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: c.namespace, UID: c.uid, DeletionTimestamp: c.deletionTimestamp},
 		Spec:       corev1.ServiceSpec{ClusterIP: c.clusterIP, Ports: c.ports, Selector: c.selector},
 	}
 	if len(c.labels) > 0 {
@@ -68,7 +57,6 @@ func (c *cachedService) service() *corev1.Service {
 			svc.Labels[c.labels[i]] = c.labels[i+1]
 		}
 	}
-	svc.DeletionTimestamp = c.deletionTimestamp
 	if c.remoteFQName != "" || c.includeMirrors != "" {
 		svc.Annotations = map[string]string{}
 		if c.remoteFQName != "" {
@@ -81,141 +69,147 @@ func (c *cachedService) service() *corev1.Service {
 	return svc
 }
 
-// Sparse is the Service again, for the deletions an informer's relist finds
-// (kubeclient.Sparse).
-func (c *cachedService) Sparse() runtime.Object { return c.service() }
-
-// serviceStripper turns Services into cachedServices.
-type serviceStripper struct {
-	labels []string // the label keys Classify, WrittenByGlobalmirror and the local selector read
+// sameAs reports whether c holds what o holds: a relist or an update of
+// something not kept changes nothing.
+func (c *cachedService) sameAs(o *cachedService) bool {
+	a, b := *c, *o
+	a.gen, b.gen = 0, 0
+	return reflect.DeepEqual(a, b)
 }
 
-func newServiceStripper(local labels.Selector) serviceStripper {
-	keep := []string{
+// serviceKeys are the label keys Classify, WrittenByGlobalmirror and the local selector read.
+func serviceKeys(local labels.Selector) []string {
+	keys := []string{
 		aggregate.LabelMirroredService, aggregate.LabelClusterName, aggregate.LabelHeadlessMirrorName,
 		aggregate.LabelManagedBy, aggregate.LabelBase,
 	}
 	if local != nil {
 		reqs, _ := local.Requirements()
 		for _, r := range reqs {
-			keep = append(keep, r.Key())
+			keys = append(keys, r.Key())
 		}
 	}
-	return serviceStripper{labels: keep}
+	return keys
 }
 
-// strip is the Service informer's transform.
-func (st serviceStripper) strip(obj any) (any, error) {
-	svc, ok := obj.(*corev1.Service)
-	if !ok {
-		return obj, nil // DeletedFinalStateUnknown holds an already stripped object
-	}
+// stripService is what the index keeps of svc.
+func (in *interner) stripService(svc *corev1.Service, keys []string) *cachedService {
 	c := &cachedService{
-		objectMeta:        metaOf(&svc.ObjectMeta),
-		labels:            keep(svc.Labels, st.labels),
+		name:              svc.Name,
+		namespace:         in.str(svc.Namespace),
+		uid:               svc.UID,
+		labels:            in.keep(svc.Labels, keys),
 		remoteFQName:      svc.Annotations[aggregate.AnnotationRemoteFQName],
-		clusterIP:         svc.Spec.ClusterIP,
+		clusterIP:         in.str(svc.Spec.ClusterIP),
 		deletionTimestamp: svc.DeletionTimestamp,
 	}
 	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
-		c.ports, c.selector = svc.Spec.Ports, svc.Spec.Selector
+		c.ports, c.selector = in.servicePorts(svc.Spec.Ports), svc.Spec.Selector
 		c.includeMirrors = svc.Annotations[aggregate.AnnotationIncludeMirrors]
+		if svc.Labels[aggregate.LabelMirroredService] == "true" {
+			c.uid = "" // a headless mirror is neither owned nor deleted by uid
+		}
 	}
-	return c, nil
+	return c
 }
 
-// cachedSlice is what the cache keeps of a member's EndpointSlice. Of an
-// endpoint mirror's slice (one per mirrored pod, the bulk of a large world)
-// only whether any endpoint is ready: all that readiness reads of it
-// (aggregate.MirrorEndpointReady).
+// cachedSlice is what the index keeps of a member's EndpointSlice (not an
+// endpoint mirror's: mirrorSlice).
 type cachedSlice struct {
-	objectMeta
-	serviceName    string // kubernetes.io/service-name
-	headlessMirror string // Linkerd's headless-mirror-svc-name, on endpoint mirrors' slices
-	triggerTime    string // endpoints.kubernetes.io/last-change-trigger-time
-	addressType    discoveryv1.AddressType
-	ports          []discoveryv1.EndpointPort
-	endpoints      []cachedEndpoint
-	mirrorReady    bool // an endpoint mirror's slice: some endpoint is ready
+	name, namespace string
+	serviceName     string // kubernetes.io/service-name
+	triggerTime     string // endpoints.kubernetes.io/last-change-trigger-time
+	addressType     discoveryv1.AddressType
+	ports           []discoveryv1.EndpointPort
+	endpoints       []cachedEndpoint
 	// cluster is a headless mirror's slice's cluster; globalNamed are the
 	// names of its endpoints' endpoint mirrors (<hostname>-<cluster>) that
-	// are named like a global, which the Service cache does not hold.
+	// are named like a global, which the index holds no Service of.
 	cluster     string
 	globalNamed []string
+	gen         uint32
 }
 
 type cachedEndpoint struct {
 	addresses []string
-	hostname  *string
-	ready     *bool
+	hostname  string
+	flags     endpointFlags
 }
 
-// stripMemberSlice is the member EndpointSlice informers' transform for the
-// default suffix.
-func stripMemberSlice(obj any) (any, error) { return sliceStripper{aggregate.DefaultSuffix}.strip(obj) }
+type endpointFlags uint8
 
-// sliceStripper turns member EndpointSlices into cachedSlices.
-type sliceStripper struct {
-	suffix string
+const (
+	hasHostname endpointFlags = 1 << iota
+	readyKnown                // Conditions.Ready is set
+	isReady                   // and true
+)
+
+func (c *cachedSlice) sameAs(o *cachedSlice) bool {
+	a, b := *c, *o
+	a.gen, b.gen = 0, 0
+	return reflect.DeepEqual(a, b)
 }
 
-// strip is the member EndpointSlice informers' transform.
-func (st sliceStripper) strip(obj any) (any, error) {
-	sl, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return obj, nil
-	}
+// stripSlice is what the index keeps of a member's slice.
+func (in *interner) stripSlice(sl *discoveryv1.EndpointSlice, suffix string) *cachedSlice {
 	c := &cachedSlice{
-		objectMeta:     metaOf(&sl.ObjectMeta),
-		serviceName:    sl.Labels[discoveryv1.LabelServiceName],
-		headlessMirror: sl.Labels[aggregate.LabelHeadlessMirrorName],
-		triggerTime:    sl.Annotations[corev1.EndpointsLastChangeTriggerTime],
-		addressType:    sl.AddressType,
-		ports:          sl.Ports,
-		endpoints:      make([]cachedEndpoint, len(sl.Endpoints)),
+		name:        sl.Name,
+		namespace:   in.str(sl.Namespace),
+		serviceName: prefixOf(sl.Name, sl.Labels[discoveryv1.LabelServiceName]),
+		triggerTime: sl.Annotations[corev1.EndpointsLastChangeTriggerTime],
+		addressType: discoveryv1.AddressType(in.str(string(sl.AddressType))),
+		ports:       in.endpointPorts(sl.Ports),
 	}
 	if sl.Labels[discoveryv1.LabelManagedBy] == aggregate.EndpointSliceManagedBy {
 		// globalmirror's own slices (native names add some to the local
-		// service) are no member's endpoints: cached, but under no service.
-		c.serviceName = ""
-		return c, nil
-	}
-	if c.headlessMirror != "" {
-		c.ports, c.endpoints, c.addressType = nil, nil, ""
-		for i := range sl.Endpoints {
-			c.mirrorReady = c.mirrorReady || aggregate.EndpointReady(&sl.Endpoints[i])
-		}
-		return c, nil
+		// service) are no member's endpoints: held, but under no service.
+		c.serviceName, c.ports = "", nil
+		return c
 	}
 	if sl.Labels[aggregate.LabelMirroredService] == "true" {
-		c.cluster = sl.Labels[aggregate.LabelClusterName]
+		c.cluster = in.str(sl.Labels[aggregate.LabelClusterName])
 	}
+	n := 0
+	for i := range sl.Endpoints {
+		n += len(sl.Endpoints[i].Addresses)
+	}
+	addrs := make([]string, 0, n) // one array for the slice's addresses
+	c.endpoints = make([]cachedEndpoint, len(sl.Endpoints))
 	for i, e := range sl.Endpoints {
-		c.endpoints[i] = cachedEndpoint{addresses: e.Addresses, hostname: e.Hostname, ready: e.Conditions.Ready}
+		start := len(addrs)
+		addrs = append(addrs, e.Addresses...)
+		ce := cachedEndpoint{addresses: addrs[start:len(addrs):len(addrs)]}
+		if e.Hostname != nil {
+			ce.hostname, ce.flags = *e.Hostname, hasHostname
+		}
+		if r := e.Conditions.Ready; r != nil {
+			ce.flags |= readyKnown
+			if *r {
+				ce.flags |= isReady
+			}
+		}
+		c.endpoints[i] = ce
 		if c.cluster != "" && e.Hostname != nil {
-			if name := *e.Hostname + "-" + c.cluster; strings.HasSuffix(name, st.suffix) {
+			if name := *e.Hostname + "-" + c.cluster; strings.HasSuffix(name, suffix) {
 				c.globalNamed = append(c.globalNamed, name)
 			}
 		}
 	}
-	return c, nil
+	return c
 }
 
 // slice is c as a sparse EndpointSlice: what the aggregation reads.
 func (c *cachedSlice) slice() *discoveryv1.EndpointSlice {
 	sl := &discoveryv1.EndpointSlice{
-		ObjectMeta:  *c.objectMeta.objectMeta(),
+		ObjectMeta:  metav1.ObjectMeta{Name: c.name, Namespace: c.namespace},
 		AddressType: c.addressType,
 		Ports:       c.ports,
 		Endpoints:   make([]discoveryv1.Endpoint, len(c.endpoints)),
 	}
-	if c.serviceName != "" || c.headlessMirror != "" || c.cluster != "" {
+	if c.serviceName != "" || c.cluster != "" {
 		sl.Labels = map[string]string{}
 		if c.serviceName != "" {
 			sl.Labels[discoveryv1.LabelServiceName] = c.serviceName
-		}
-		if c.headlessMirror != "" {
-			sl.Labels[aggregate.LabelHeadlessMirrorName] = c.headlessMirror
 		}
 		if c.cluster != "" {
 			sl.Labels[aggregate.LabelMirroredService] = "true"
@@ -225,49 +219,88 @@ func (c *cachedSlice) slice() *discoveryv1.EndpointSlice {
 	if c.triggerTime != "" {
 		sl.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: c.triggerTime}
 	}
-	for i, e := range c.endpoints {
-		sl.Endpoints[i] = discoveryv1.Endpoint{
-			Addresses: e.addresses, Hostname: e.hostname, Conditions: discoveryv1.EndpointConditions{Ready: e.ready},
+	for i := range c.endpoints {
+		e := &c.endpoints[i]
+		out := discoveryv1.Endpoint{Addresses: e.addresses}
+		if e.flags&hasHostname != 0 {
+			out.Hostname = &e.hostname
 		}
-	}
-	if c.mirrorReady {
-		// What readiness reads of an endpoint mirror's slice: one ready endpoint.
-		sl.Endpoints = []discoveryv1.Endpoint{{Conditions: discoveryv1.EndpointConditions{Ready: &ready}}}
+		if e.flags&readyKnown != 0 {
+			out.Conditions.Ready = boolPtr(e.flags&isReady != 0)
+		}
+		sl.Endpoints[i] = out
 	}
 	return sl
 }
 
-var ready = true
-
-// Sparse is the slice again, for the deletions an informer's relist finds
-// (kubeclient.Sparse).
-func (c *cachedSlice) Sparse() runtime.Object { return c.slice() }
-
-// asService is a Service informer's object (or the one a
-// DeletedFinalStateUnknown holds) as a sparse Service.
-func asService(obj any) (*corev1.Service, bool) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	c, ok := obj.(*cachedService)
-	if !ok {
-		return nil, false
-	}
-	return c.service(), true
+// mirrorSlice is what the index keeps of an endpoint mirror's slice, under
+// its headless mirror and its own name: the endpoint mirror Service it
+// belongs to and whether any endpoint is ready, all that readiness reads of
+// it (aggregate.MirrorEndpointReady).
+type mirrorSlice struct {
+	service string // shares the slice name's bytes where it is its prefix
+	ready   bool
+	gen     uint32
 }
 
-// asSlice is a member slice informer's object (or the one a
-// DeletedFinalStateUnknown holds).
-func asSlice(obj any) (*cachedSlice, bool) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
+// The sparse slices an endpoint mirror's readiness is read from: one ready
+// endpoint, or none. Shared, never modified.
+var (
+	readyMirrorSlice    = &discoveryv1.EndpointSlice{Endpoints: []discoveryv1.Endpoint{{Conditions: discoveryv1.EndpointConditions{Ready: boolPtr(true)}}}}
+	notReadyMirrorSlice = &discoveryv1.EndpointSlice{}
+)
+
+var (
+	trueValue, falseValue = true, false
+)
+
+// boolPtr points at one of two shared values, so that sparse objects
+// allocate nothing for a condition.
+func boolPtr(b bool) *bool {
+	if b {
+		return &trueValue
 	}
-	c, ok := obj.(*cachedSlice)
-	return c, ok
+	return &falseValue
+}
+
+// prefixOf is s, sharing name's bytes where s begins name (a slice's name is
+// generated from its service's), so that it costs no string of its own.
+func prefixOf(name, s string) string {
+	if len(s) < len(name) && strings.HasPrefix(name, s) {
+		return name[:len(s)]
+	}
+	return s
+}
+
+// interner holds once the strings and port lists few objects differ in.
+// Bounded, so that hostile input cannot grow it without end: past the
+// bound, values are kept as they come.
+type interner struct {
+	strs  map[string]string
+	ports map[string]any
+}
+
+const internBound = 10000
+
+func newInterner() *interner {
+	return &interner{strs: map[string]string{}, ports: map[string]any{}}
+}
+
+func (in *interner) str(s string) string {
+	if s == "" {
+		return ""
+	}
+	if v, ok := in.strs[s]; ok {
+		return v
+	}
+	if len(in.strs) < internBound {
+		in.strs[s] = s
+	}
+	return s
 }
 
 // keep is the key, value pairs of m's labels among keys, or nil.
-func keep(m map[string]string, keys []string) []string {
+func (in *interner) keep(m map[string]string, keys []string) []string {
 	n := 0
 	for _, k := range keys {
 		if _, ok := m[k]; ok {
@@ -280,8 +313,59 @@ func keep(m map[string]string, keys []string) []string {
 	pairs := make([]string, 0, 2*n)
 	for _, k := range keys {
 		if v, ok := m[k]; ok {
-			pairs = append(pairs, k, v)
+			pairs = append(pairs, k, in.str(v))
 		}
 	}
 	return pairs
+}
+
+func (in *interner) servicePorts(ps []corev1.ServicePort) []corev1.ServicePort {
+	if len(ps) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString("s")
+	for _, p := range ps {
+		b.WriteString(p.Name + "|" + string(p.Protocol) + "|" + optional(p.AppProtocol) + "|" +
+			strconv.Itoa(int(p.Port)) + "|" + p.TargetPort.String() + "|" + strconv.Itoa(int(p.NodePort)) + ";")
+	}
+	return internPorts(in, b.String(), ps)
+}
+
+func (in *interner) endpointPorts(ps []discoveryv1.EndpointPort) []discoveryv1.EndpointPort {
+	if len(ps) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString("e")
+	for _, p := range ps {
+		port := "-"
+		if p.Port != nil {
+			port = strconv.Itoa(int(*p.Port))
+		}
+		proto := "-"
+		if p.Protocol != nil {
+			proto = "=" + string(*p.Protocol)
+		}
+		b.WriteString(optional(p.Name) + "|" + proto + "|" + port + "|" + optional(p.AppProtocol) + ";")
+	}
+	return internPorts(in, b.String(), ps)
+}
+
+func internPorts[P any](in *interner, key string, ps []P) []P {
+	if v, ok := in.ports[key].([]P); ok {
+		return v
+	}
+	if len(in.ports) < internBound {
+		in.ports[key] = ps
+	}
+	return ps
+}
+
+// optional spells a set string as "=value", so that it differs from unset.
+func optional(s *string) string {
+	if s == nil {
+		return "-"
+	}
+	return "=" + *s
 }

@@ -2,19 +2,20 @@ package source
 
 import (
 	"context"
-	"github.com/globalmirror/globalmirror/test/await"
-	"github.com/globalmirror/globalmirror/test/fixture"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/test/await"
+	"github.com/globalmirror/globalmirror/test/fixture"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/cache"
 )
 
 type recorder struct {
@@ -155,7 +156,7 @@ func TestInputGathersMembersAndEndpointMirrors(t *testing.T) {
 	if !aggregate.Exists(in) {
 		t.Error("global should exist")
 	}
-	// The transform keeps informer objects small.
+	// The index keeps small objects.
 	s := src.Service("ns", "db-east")
 	if s == nil || s.ManagedFields != nil || s.Annotations["big"] != "" {
 		t.Errorf("service not stripped: %+v", s)
@@ -213,35 +214,106 @@ func TestMalformedMirrorIsSkippedAndReported(t *testing.T) {
 	}
 }
 
-// A delete the informer missed arrives as a tombstone holding the cached
-// (minimal) object; it must still map to its base.
-func TestTombstonesMapToBases(t *testing.T) {
-	src, _, rec := start(t,
-		service("db-east", fixture.MirrorLabels("east"), "None"),
-		service("db-0-east", fixture.MirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), "10.96.0.1"),
-	)
-	db := Key{"ns", "db"}
-	eventually(t, "initial adds", func() bool { return rec.reset()[db] > 0 })
-	// The tombstones go to a handler of their own, which no informer feeds.
-	rec = &recorder{changed: map[Key]int{}}
+// indexOf is a Source's index of objs, written through its sinks as a list
+// would (not started: no feed runs).
+func indexOf(objs ...runtime.Object) *Source {
+	sel, _ := labels.Parse(aggregate.DefaultLocalSelector)
+	s, err := New(Config{Client: fake.NewClientset(), LocalSelector: sel})
+	if err != nil {
+		panic(err)
+	}
+	relist(s, objs...)
+	return s
+}
 
-	cached := func(kind string, infs []cache.SharedIndexInformer, key string) any {
-		obj, ok, err := infs[0].GetIndexer().GetByKey(key)
-		if err != nil || !ok {
-			t.Fatalf("%s %s not cached: %v", kind, key, err)
+// relist delivers objs to s's sinks as a full list.
+func relist(s *Source, objs ...runtime.Object) {
+	svcs := s.serviceSinks[metav1.NamespaceAll]
+	svcs.Listing()
+	for _, k := range s.slices {
+		k.Listing()
+	}
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *corev1.Service:
+			if _, endpointMirror := o.Labels[aggregate.LabelHeadlessMirrorName]; !endpointMirror {
+				svcs.Upsert(o)
+			}
+		case *discoveryv1.EndpointSlice:
+			for _, k := range s.slices {
+				if k.selector.Matches(labels.Set(o.Labels)) {
+					k.Upsert(o)
+				}
+			}
 		}
-		return obj
 	}
-	svc := cached("Service", src.services, "ns/db-east")
-	src.serviceHandler(rec).OnDelete(cache.DeletedFinalStateUnknown{Key: "ns/db-east", Obj: svc})
-	if n := rec.reset()[db]; n == 0 {
-		t.Error("Service tombstone did not map to db")
+	svcs.Listed()
+	for _, k := range s.slices {
+		k.Listed()
+	}
+}
+
+// A relist (the watch's version was lost) drops what is gone and tells its
+// bases; what it delivers unchanged tells nothing.
+func TestRelistDropsWhatIsGoneAndTellsOnlyChanges(t *testing.T) {
+	db, web := fixture.HeadlessMirror("ns", "db", "east"), fixture.HeadlessMirror("ns", "web", "east")
+	dbSlice := epSlice("db-east-x", "db-east", fixture.MirrorLabels("east"), true, "db-0", "192.0.2.1")
+	webSlice := epSlice("web-east-x", "web-east", fixture.MirrorLabels("east"), true, "web-0", "192.0.2.2")
+	dbMirror := epSlice("db-0-east-x", "db-0-east", fixture.MirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), true, "", "192.0.2.3")
+	s := indexOf(db, web, dbSlice, webSlice, dbMirror)
+	rec := &recorder{changed: map[Key]int{}}
+	s.AddHandler(rec)
+
+	relist(s, db, web, dbSlice, webSlice, dbMirror)
+	if got := rec.reset(); len(got) != 0 {
+		t.Errorf("an unchanged relist told %v", got)
+	}
+	// Nor does a change to nothing the index holds.
+	relabeled := webSlice.DeepCopy()
+	relabeled.Labels["unrelated"], relabeled.ResourceVersion = "x", "99"
+	s.slices[0].Upsert(relabeled)
+	if got := rec.reset(); len(got) != 0 {
+		t.Errorf("a label nothing reads told %v", got)
 	}
 
-	sl, _ := stripMemberSlice(epSlice("db-0-east-x", "db-0-east", fixture.MirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), true, "", "192.0.2.1"))
-	src.sliceHandler(rec).OnDelete(cache.DeletedFinalStateUnknown{Key: "ns/db-0-east-x", Obj: sl})
-	if n := rec.reset()[db]; n == 0 {
-		t.Error("endpoint mirror slice tombstone did not map to db")
+	// web's slice and db's endpoint mirror are gone; so is web itself.
+	relist(s, db, dbSlice)
+	got := rec.reset()
+	if got[Key{"ns", "db"}] == 0 || got[Key{"ns", "web"}] == 0 || len(got) != 2 {
+		t.Errorf("the relist told %v, want ns/db and ns/web", got)
+	}
+	if keys := s.Keys(); len(keys) != 1 || keys[0] != (Key{"ns", "db"}) {
+		t.Errorf("Keys() = %v after web went", keys)
+	}
+	if in := s.Input(Key{"ns", "db"}); len(in.EndpointMirrors) != 0 || len(in.Members) != 1 || len(in.Members[0].Slices) != 1 {
+		t.Errorf("db's input after the relist: %+v", in)
+	}
+	for _, k := range s.slices {
+		if len(k.mirrors) > 0 || len(k.byService) > 1 || len(k.members) > 1 || (len(k.members) == 1 && k.members[nsName{"ns", "db-east-x"}] == nil) {
+			t.Errorf("left behind: members %v, mirrors %v, by service %v", k.members, k.mirrors, k.byService)
+		}
+	}
+}
+
+// The index holds no Service nothing reads (the bulk of a large cluster's):
+// only members, globals and Services named like a global.
+func TestIndexHoldsOnlyWhatIsRead(t *testing.T) {
+	exported := map[string]string{aggregate.LabelExported: "true"}
+	s := indexOf(
+		service("db", exported, "None"),
+		fixture.HeadlessMirror("ns", "db", "east"),
+		service("api", map[string]string{"app": "api"}, "10.96.0.9"),
+		service("web", nil, "None"),
+		service("api-east", fixture.MirrorLabels("east"), "10.96.0.10"), // a ClusterIP mirror
+		service("web-global", nil, "None"),                              // a user's: blocks web's global
+	)
+	var held []string
+	for id := range s.services {
+		held = append(held, id.name)
+	}
+	slices.Sort(held)
+	if want := []string{"db", "db-east", "web-global"}; !slices.Equal(held, want) {
+		t.Errorf("held %v, want %v", held, want)
 	}
 }
 

@@ -5,13 +5,12 @@ import (
 	"testing"
 
 	"github.com/globalmirror/globalmirror/aggregate"
-	"github.com/globalmirror/globalmirror/kubeclient"
 	"github.com/globalmirror/globalmirror/test/fixture"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/tools/cache"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestStripServiceKeepsWhatClassifies(t *testing.T) {
@@ -19,7 +18,7 @@ func TestStripServiceKeepsWhatClassifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := newServiceStripper(local)
+	keys := serviceKeys(local)
 	ports := []corev1.ServicePort{{Name: "peer", Port: 7000}}
 	full := func(name, clusterIP string, lbl map[string]string) *corev1.Service {
 		return &corev1.Service{
@@ -54,16 +53,16 @@ func TestStripServiceKeepsWhatClassifies(t *testing.T) {
 			map[string]string{aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: "east", aggregate.LabelHeadlessMirrorName: "db-east"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			obj, err := st.strip(tc.in)
-			if err != nil {
-				t.Fatal(err)
+			got := newInterner().stripService(tc.in, keys).service()
+			wantUID := types.UID("u")
+			if tc.in.Labels[aggregate.LabelMirroredService] == "true" && tc.in.Spec.ClusterIP == corev1.ClusterIPNone {
+				wantUID = "" // neither owned nor deleted by uid
 			}
-			got, ok := asService(obj)
-			if !ok {
-				t.Fatalf("strip gave %T", obj)
-			}
-			if got.Name != tc.in.Name || got.Namespace != "ns" || got.UID != "u" || got.ResourceVersion != "7" || got.Spec.ClusterIP != tc.in.Spec.ClusterIP {
+			if got.Name != tc.in.Name || got.Namespace != "ns" || got.UID != wantUID || got.Spec.ClusterIP != tc.in.Spec.ClusterIP {
 				t.Errorf("identity or cluster IP lost: %+v", got.ObjectMeta)
+			}
+			if got.ResourceVersion != "" {
+				t.Errorf("kept the resource version: %+v", got.ObjectMeta)
 			}
 			if !reflect.DeepEqual(got.Labels, tc.wantLabels) {
 				t.Errorf("labels = %v, want %v", got.Labels, tc.wantLabels)
@@ -85,9 +84,6 @@ func TestStripServiceKeepsWhatClassifies(t *testing.T) {
 			}
 		})
 	}
-	if obj, _ := st.strip("not a service"); obj != "not a service" {
-		t.Errorf("non-Service passed as %v", obj)
-	}
 }
 
 func TestStripMemberSliceKeepsAddressesHostnamesReadiness(t *testing.T) {
@@ -107,17 +103,10 @@ func TestStripMemberSliceKeepsAddressesHostnamesReadiness(t *testing.T) {
 			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Name: "db-0"}, NodeName: new("node"), Zone: new("z"),
 		}},
 	}
-	obj, err := stripMemberSlice(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, ok := asSlice(cache.DeletedFinalStateUnknown{Key: "ns/db-east-abc", Obj: obj})
-	if !ok {
-		t.Fatalf("stripMemberSlice gave %T", obj)
-	}
+	c := newInterner().stripSlice(in, aggregate.DefaultSuffix)
 	want := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: "db-east-abc", Namespace: "ns", UID: "u", ResourceVersion: "9",
+			Name: "db-east-abc", Namespace: "ns",
 			Labels:      map[string]string{discoveryv1.LabelServiceName: "db-east"},
 			Annotations: map[string]string{corev1.EndpointsLastChangeTriggerTime: "2026-01-01T00:00:00Z"},
 		},
@@ -133,36 +122,9 @@ func TestStripMemberSliceKeepsAddressesHostnamesReadiness(t *testing.T) {
 	}
 }
 
-// A cached object made an API object again (for the deletions an informer's
-// relist finds, kubeclient.Sparse) strips to the same cached object, so its
-// delete handler maps it to the same base.
-func TestSparseStripsToTheSameObject(t *testing.T) {
-	st := newServiceStripper(labels.Everything())
-	svc := fixture.HeadlessMirror("ns", "db", "east", fixture.Port{Name: "peer", Port: 7000, Protocol: corev1.ProtocolTCP})
-	svc.Annotations[aggregate.AnnotationIncludeMirrors] = "true"
-	slice := fixture.Slice(svc, "db-east-1", discoveryv1.AddressTypeIPv4, nil, fixture.Ready("db-0", "198.51.100.1"))
-	for _, c := range []struct {
-		obj   any
-		strip cache.TransformFunc
-	}{{svc, st.strip}, {slice, stripMemberSlice}} {
-		cached, err := c.strip(c.obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		again, err := c.strip(cached.(kubeclient.Sparse).Sparse())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(again, cached) {
-			t.Errorf("%T: stripped again %+v, want %+v", c.obj, again, cached)
-		}
-	}
-}
-
-// An endpoint mirror's slice keeps only whether an endpoint is ready, and
-// answers readiness as the whole slice does, before and after a round trip
-// through its sparse form.
-func TestStripEndpointMirrorSliceKeepsReadiness(t *testing.T) {
+// An endpoint mirror's slice is held as whether an endpoint is ready, and
+// answers readiness as the whole slice does.
+func TestEndpointMirrorSliceIsHeldAsReadiness(t *testing.T) {
 	mirror := func(ready ...bool) *discoveryv1.EndpointSlice {
 		sl := &discoveryv1.EndpointSlice{
 			ObjectMeta: metav1.ObjectMeta{
@@ -180,27 +142,19 @@ func TestStripEndpointMirrorSliceKeepsReadiness(t *testing.T) {
 		return sl
 	}
 	for _, in := range []*discoveryv1.EndpointSlice{mirror(), mirror(false), mirror(true), mirror(false, true), mirror(false, false)} {
-		obj, err := stripMemberSlice(in)
-		if err != nil {
-			t.Fatal(err)
+		s := indexOf(fixture.HeadlessMirror("ns", "db", "east"), in)
+		sink := s.slices[0]
+		if len(sink.members) != 0 {
+			t.Errorf("an endpoint mirror's slice is held as a member's: %+v", sink.members)
 		}
-		c := obj.(*cachedSlice)
-		if c.ports != nil || c.endpoints != nil || c.serviceName != "db-0-east" || c.headlessMirror != "db-east" {
-			t.Errorf("kept %+v", c)
+		held := sink.mirrors[nsName{"ns", "db-east"}]["db-0-east-x"]
+		if held.service != "db-0-east" {
+			t.Errorf("held %+v", held)
 		}
 		want := aggregate.MirrorEndpointReady(false, []*discoveryv1.EndpointSlice{in})
-		if got := aggregate.MirrorEndpointReady(false, []*discoveryv1.EndpointSlice{c.slice()}); got != want {
-			t.Errorf("%d endpoints: ready %v after stripping, %v before", len(in.Endpoints), got, want)
-		}
-		again, err := stripMemberSlice(c.slice())
-		if err != nil || !reflect.DeepEqual(again, c) {
-			t.Errorf("round trip: %+v, want %+v (%v)", again, c, err)
-		}
-		if idx, _ := serviceIndex(c); idx != nil {
-			t.Errorf("an endpoint mirror's slice is indexed by service: %v", idx)
-		}
-		if idx, _ := headlessMirrorIndex(c); !reflect.DeepEqual(idx, []string{"ns/db-east"}) {
-			t.Errorf("headless mirror index %v", idx)
+		em := s.Input(Key{"ns", "db"}).EndpointMirrors["db-0-east"]
+		if got := aggregate.MirrorEndpointReady(false, em); got != want {
+			t.Errorf("%d endpoints: ready %v when held, %v in the API", len(in.Endpoints), got, want)
 		}
 	}
 }
