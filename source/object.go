@@ -1,7 +1,9 @@
 package source
 
 import (
+	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -11,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // The index holds minimal types, not API objects, the way the kubernetes
@@ -99,7 +102,7 @@ func (in *interner) stripService(svc *corev1.Service, keys []string) *cachedServ
 		namespace:         in.str(svc.Namespace),
 		uid:               svc.UID,
 		labels:            in.keep(svc.Labels, keys),
-		remoteFQName:      svc.Annotations[aggregate.AnnotationRemoteFQName],
+		remoteFQName:      remoteFQName(svc),
 		clusterIP:         in.str(svc.Spec.ClusterIP),
 		deletionTimestamp: svc.DeletionTimestamp,
 	}
@@ -113,6 +116,22 @@ func (in *interner) stripService(svc *corev1.Service, keys []string) *cachedServ
 	return c
 }
 
+// remoteFQName is svc's Linkerd remote-svc-fq-name annotation, or "" where
+// it names the base the mirror's name does (Linkerd's own mirrors), so that
+// Classify reads the same base without it.
+func remoteFQName(svc *corev1.Service) string {
+	fq := svc.Annotations[aggregate.AnnotationRemoteFQName]
+	cluster := svc.Labels[aggregate.LabelClusterName]
+	if fq == "" || cluster == "" || svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		return fq
+	}
+	base, _, _ := strings.Cut(fq, ".")
+	if fromName, ok := strings.CutSuffix(svc.Name, "-"+cluster); ok && fromName == base && len(validation.IsDNS1035Label(base)) == 0 {
+		return ""
+	}
+	return fq
+}
+
 // cachedSlice is what the index keeps of a member's EndpointSlice (not an
 // endpoint mirror's: mirrorSlice).
 type cachedSlice struct {
@@ -122,6 +141,7 @@ type cachedSlice struct {
 	addressType     discoveryv1.AddressType
 	ports           []discoveryv1.EndpointPort
 	endpoints       []cachedEndpoint
+	addrs           []string // every endpoint's, in order
 	// cluster is a headless mirror's slice's cluster; globalNamed are the
 	// names of its endpoints' endpoint mirrors (<hostname>-<cluster>) that
 	// are named like a global, which the index holds no Service of.
@@ -130,10 +150,12 @@ type cachedSlice struct {
 	gen         uint32
 }
 
+// cachedEndpoint is one endpoint; its addresses are
+// addrs[first:first+count] of its slice's.
 type cachedEndpoint struct {
-	addresses []string
-	hostname  string
-	flags     endpointFlags
+	hostname     string
+	first, count uint16 // a slice holds at most 1,000 endpoints of at most 100 addresses
+	flags        endpointFlags
 }
 
 type endpointFlags uint8
@@ -173,12 +195,16 @@ func (in *interner) stripSlice(sl *discoveryv1.EndpointSlice, suffix string) *ca
 	for i := range sl.Endpoints {
 		n += len(sl.Endpoints[i].Addresses)
 	}
-	addrs := make([]string, 0, n) // one array for the slice's addresses
+	if n > math.MaxUint16 || len(sl.Endpoints) > math.MaxUint16 {
+		// Beyond what the API server admits (1,000 endpoints of 100
+		// addresses): kept as an empty slice rather than misread.
+		return c
+	}
+	c.addrs = make([]string, 0, n)
 	c.endpoints = make([]cachedEndpoint, len(sl.Endpoints))
 	for i, e := range sl.Endpoints {
-		start := len(addrs)
-		addrs = append(addrs, e.Addresses...)
-		ce := cachedEndpoint{addresses: addrs[start:len(addrs):len(addrs)]}
+		ce := cachedEndpoint{first: uint16(len(c.addrs)), count: uint16(len(e.Addresses))}
+		c.addrs = append(c.addrs, e.Addresses...)
 		if e.Hostname != nil {
 			ce.hostname, ce.flags = *e.Hostname, hasHostname
 		}
@@ -221,7 +247,7 @@ func (c *cachedSlice) slice() *discoveryv1.EndpointSlice {
 	}
 	for i := range c.endpoints {
 		e := &c.endpoints[i]
-		out := discoveryv1.Endpoint{Addresses: e.addresses}
+		out := discoveryv1.Endpoint{Addresses: c.addrs[e.first : e.first+e.count : e.first+e.count]}
 		if e.flags&hasHostname != 0 {
 			out.Hostname = &e.hostname
 		}
@@ -233,14 +259,22 @@ func (c *cachedSlice) slice() *discoveryv1.EndpointSlice {
 	return sl
 }
 
-// mirrorSlice is what the index keeps of an endpoint mirror's slice, under
-// its headless mirror and its own name: the endpoint mirror Service it
+// mirrorSlice is what the index keeps of an endpoint mirror's slice, in a
+// list by name under its headless mirror: the endpoint mirror Service it
 // belongs to and whether any endpoint is ready, all that readiness reads of
-// it (aggregate.MirrorEndpointReady).
+// it (aggregate.MirrorEndpointReady). A list, not a map: a map of a few
+// entries costs several times their size.
 type mirrorSlice struct {
-	service string // shares the slice name's bytes where it is its prefix
+	name    string
+	service string // shares the name's bytes where it is its prefix
 	ready   bool
 	gen     uint32
+}
+
+// find is the position of the slice named name in the sorted list l, or
+// where it belongs.
+func find(l []mirrorSlice, name string) (int, bool) {
+	return slices.BinarySearchFunc(l, name, func(m mirrorSlice, n string) int { return strings.Compare(m.name, n) })
 }
 
 // The sparse slices an endpoint mirror's readiness is read from: one ready
@@ -277,13 +311,13 @@ func prefixOf(name, s string) string {
 // bound, values are kept as they come.
 type interner struct {
 	strs  map[string]string
-	ports map[string]any
+	lists map[string]any // label pairs and port lists
 }
 
 const internBound = 10000
 
 func newInterner() *interner {
-	return &interner{strs: map[string]string{}, ports: map[string]any{}}
+	return &interner{strs: map[string]string{}, lists: map[string]any{}}
 }
 
 func (in *interner) str(s string) string {
@@ -316,7 +350,7 @@ func (in *interner) keep(m map[string]string, keys []string) []string {
 			pairs = append(pairs, k, in.str(v))
 		}
 	}
-	return pairs
+	return internList(in, "l"+strings.Join(pairs, "\x00"), pairs)
 }
 
 func (in *interner) servicePorts(ps []corev1.ServicePort) []corev1.ServicePort {
@@ -329,7 +363,7 @@ func (in *interner) servicePorts(ps []corev1.ServicePort) []corev1.ServicePort {
 		b.WriteString(p.Name + "|" + string(p.Protocol) + "|" + optional(p.AppProtocol) + "|" +
 			strconv.Itoa(int(p.Port)) + "|" + p.TargetPort.String() + "|" + strconv.Itoa(int(p.NodePort)) + ";")
 	}
-	return internPorts(in, b.String(), ps)
+	return internList(in, b.String(), ps)
 }
 
 func (in *interner) endpointPorts(ps []discoveryv1.EndpointPort) []discoveryv1.EndpointPort {
@@ -349,15 +383,17 @@ func (in *interner) endpointPorts(ps []discoveryv1.EndpointPort) []discoveryv1.E
 		}
 		b.WriteString(optional(p.Name) + "|" + proto + "|" + port + "|" + optional(p.AppProtocol) + ";")
 	}
-	return internPorts(in, b.String(), ps)
+	return internList(in, b.String(), ps)
 }
 
-func internPorts[P any](in *interner, key string, ps []P) []P {
-	if v, ok := in.ports[key].([]P); ok {
+// internList is the list held under key (a spelling of ps, prefixed by its
+// kind), or ps, now held.
+func internList[P any](in *interner, key string, ps []P) []P {
+	if v, ok := in.lists[key].([]P); ok {
 		return v
 	}
-	if len(in.ports) < internBound {
-		in.ports[key] = ps
+	if len(in.lists) < internBound {
+		in.lists[key] = ps
 	}
 	return ps
 }

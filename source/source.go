@@ -275,11 +275,11 @@ func (s *Source) Input(k Key) aggregate.Input {
 		}
 		seen = seen[:0]
 		for _, sink := range s.slices {
-			for name, ms := range sink.mirrors[id] {
-				if len(s.slices) > 1 && slices.Contains(seen, name) {
+			for _, ms := range sink.mirrors[id] {
+				if len(s.slices) > 1 && slices.Contains(seen, ms.name) {
 					continue
 				}
-				seen = append(seen, name)
+				seen = append(seen, ms.name)
 				if in.EndpointMirrors == nil {
 					in.EndpointMirrors = map[string][]*discoveryv1.EndpointSlice{}
 				}

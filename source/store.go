@@ -182,8 +182,8 @@ type sliceSink struct {
 	// members are the slices of member Services, by name and by service.
 	members   map[nsName]*cachedSlice
 	byService map[nsName][]*cachedSlice
-	// mirrors are endpoint mirrors' slices by headless mirror, then by slice name.
-	mirrors map[nsName]map[string]mirrorSlice
+	// mirrors are endpoint mirrors' slices by headless mirror, sorted by name.
+	mirrors map[nsName][]mirrorSlice
 	// globalNamed are headless mirrors' slices by the name of an endpoint
 	// mirror of theirs that is named like a global.
 	globalNamed map[nsName][]*cachedSlice
@@ -191,7 +191,7 @@ type sliceSink struct {
 
 func newSliceSink(s *Source, sel labels.Selector) *sliceSink {
 	return &sliceSink{s: s, selector: sel, members: map[nsName]*cachedSlice{}, byService: map[nsName][]*cachedSlice{},
-		mirrors: map[nsName]map[string]mirrorSlice{}, globalNamed: map[nsName][]*cachedSlice{}}
+		mirrors: map[nsName][]mirrorSlice{}, globalNamed: map[nsName][]*cachedSlice{}}
 }
 
 func (k *sliceSink) Listing() {
@@ -214,23 +214,26 @@ func (k *sliceSink) Upsert(obj runtime.Object) {
 			k.removeMember(old)
 			changed = k.memberKeys(old, changed)
 		}
-		cur := mirrorSlice{service: prefixOf(sl.Name, sl.Labels[discoveryv1.LabelServiceName]), gen: k.gen}
+		cur := mirrorSlice{name: sl.Name, service: prefixOf(sl.Name, sl.Labels[discoveryv1.LabelServiceName]), gen: k.gen}
 		for i := range sl.Endpoints {
 			cur.ready = cur.ready || aggregate.EndpointReady(&sl.Endpoints[i])
 		}
+		// Filed under the headless mirror it names now: Linkerd never moves
+		// one to another, and if something did, the next list would drop
+		// the entry left under the old one.
 		of := nsName{s.intern.str(sl.Namespace), hm}
-		set := k.mirrors[of]
-		old, had := set[sl.Name]
-		if had && old.service == cur.service && old.ready == cur.ready {
-			set[sl.Name] = cur // the same; only its list is new
+		list := k.mirrors[of]
+		i, had := find(list, sl.Name)
+		if had && list[i].service == cur.service && list[i].ready == cur.ready {
+			list[i].gen = k.gen // the same; only its list is new
 			s.mu.Unlock()
 			return
 		}
-		if set == nil {
-			set = map[string]mirrorSlice{}
-			k.mirrors[of] = set
+		if had {
+			list[i] = cur
+		} else {
+			k.mirrors[of] = slices.Insert(list, i, cur)
 		}
-		set[sl.Name] = cur
 		changed = s.memberKeyOf(of.namespace, hm, changed)
 		s.mu.Unlock()
 		s.notify(changed)
@@ -264,7 +267,7 @@ func (k *sliceSink) Delete(obj runtime.Object) {
 	s.mu.Lock()
 	if hm := sl.Labels[aggregate.LabelHeadlessMirrorName]; hm != "" {
 		of := nsName{sl.Namespace, hm}
-		if _, had := k.mirrors[of][sl.Name]; had {
+		if _, had := find(k.mirrors[of], sl.Name); had {
 			k.removeMirror(of, sl.Name)
 			changed = s.memberKeyOf(of.namespace, hm, changed)
 		}
@@ -287,12 +290,19 @@ func (k *sliceSink) Listed() {
 			changed = k.memberKeys(old, changed)
 		}
 	}
-	for of, set := range k.mirrors {
-		for name, m := range set {
-			if m.gen != k.gen {
-				k.removeMirror(of, name)
-				changed = s.memberKeyOf(of.namespace, of.name, changed)
-			}
+	for of, list := range k.mirrors {
+		rest := slices.DeleteFunc(list, func(m mirrorSlice) bool { return m.gen != k.gen })
+		if len(rest) != len(list) {
+			changed = s.memberKeyOf(of.namespace, of.name, changed)
+		}
+		switch {
+		case len(rest) == 0:
+			delete(k.mirrors, of)
+		case cap(rest) > len(rest):
+			// The list grew by doubling; hold it at its size.
+			k.mirrors[of] = slices.Clone(rest)
+		default:
+			k.mirrors[of] = rest
 		}
 	}
 	s.mu.Unlock()
@@ -300,10 +310,14 @@ func (k *sliceSink) Listed() {
 }
 
 func (k *sliceSink) removeMirror(of nsName, name string) {
-	set := k.mirrors[of]
-	delete(set, name)
-	if len(set) == 0 {
+	list := k.mirrors[of]
+	if i, ok := find(list, name); ok {
+		list = slices.Delete(list, i, i+1)
+	}
+	if len(list) == 0 {
 		delete(k.mirrors, of)
+	} else {
+		k.mirrors[of] = list
 	}
 }
 

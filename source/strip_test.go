@@ -147,14 +147,39 @@ func TestEndpointMirrorSliceIsHeldAsReadiness(t *testing.T) {
 		if len(sink.members) != 0 {
 			t.Errorf("an endpoint mirror's slice is held as a member's: %+v", sink.members)
 		}
-		held := sink.mirrors[nsName{"ns", "db-east"}]["db-0-east-x"]
-		if held.service != "db-0-east" {
+		held := sink.mirrors[nsName{"ns", "db-east"}]
+		if len(held) != 1 || held[0].name != "db-0-east-x" || held[0].service != "db-0-east" {
 			t.Errorf("held %+v", held)
 		}
 		want := aggregate.MirrorEndpointReady(false, []*discoveryv1.EndpointSlice{in})
 		em := s.Input(Key{"ns", "db"}).EndpointMirrors["db-0-east"]
 		if got := aggregate.MirrorEndpointReady(false, em); got != want {
 			t.Errorf("%d endpoints: ready %v when held, %v in the API", len(in.Endpoints), got, want)
+		}
+	}
+}
+
+// Linkerd's remote-svc-fq-name is held only where it names another base than
+// the mirror's name does: Classify reads the same either way.
+func TestRemoteNameHeldOnlyWhereItDecides(t *testing.T) {
+	for _, tc := range []struct {
+		name, fq string
+		held     bool
+	}{
+		{"db-east", "db.ns.svc.cluster.local", false},
+		{"db-east", "other.ns.svc.cluster.local", true},
+		{"renamed", "db.ns.svc.cluster.local", true},
+		{"db-east", "DB.ns.svc.cluster.local", true}, // invalid: Classify reports it
+	} {
+		svc := fixture.HeadlessMirror("ns", "db", "east")
+		svc.Name, svc.Annotations[aggregate.AnnotationRemoteFQName] = tc.name, tc.fq
+		got := newInterner().stripService(svc, serviceKeys(nil)).service()
+		if held := got.Annotations[aggregate.AnnotationRemoteFQName] == tc.fq; held != tc.held {
+			t.Errorf("%s with %s: held %v, want %v", tc.name, tc.fq, held, tc.held)
+		}
+		wantC, wantWhy := aggregate.Classify(svc, nil)
+		if gotC, gotWhy := aggregate.Classify(got, nil); gotC != wantC || !reflect.DeepEqual(gotWhy, wantWhy) {
+			t.Errorf("%s with %s: Classify %+v %+v, before stripping %+v %+v", tc.name, tc.fq, gotC, gotWhy, wantC, wantWhy)
 		}
 	}
 }

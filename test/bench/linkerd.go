@@ -18,10 +18,21 @@ import (
 // 100,000 mirrored pods and more.
 const linkerdServiceCIDRs = "10.96.0.0/12,fd00:10:96::/108"
 
+// LinkerdMemoryResult is CoreDNS's memory in Linkerd's full shape: at each
+// size, and through API server faults at the largest.
+type LinkerdMemoryResult struct {
+	Steps   []LinkerdMemoryStep
+	Relists []RelistResult
+}
+
 // LinkerdMemoryStep is CoreDNS's memory at one size of Linkerd's full shape.
 type LinkerdMemoryStep struct {
 	Bases, Endpoints int
 	RSS              *RSSResult
+	// The controller's, converged: live heap as of its last collection
+	// (go_memstats_next_gc_bytes ÷ 2 at GOGC=100) and VmRSS.
+	ControllerLive float64
+	ControllerRSS  int64
 }
 
 // LinkerdMemory measures CoreDNS's memory, with and without the global
@@ -29,7 +40,7 @@ type LinkerdMemoryStep struct {
 // and an endpoint mirror per pod), at each of sizes bases, ascending: what
 // the plugin adds per mirrored endpoint is the slope between two sizes,
 // which leaves out what does not grow with the world.
-func LinkerdMemory(ctx context.Context, cfg Config, sizes []int) ([]LinkerdMemoryStep, error) {
+func LinkerdMemory(ctx context.Context, cfg Config, sizes []int) (*LinkerdMemoryResult, error) {
 	env, err := localkube.Start(ctx, localkube.Options{
 		Clusters: []string{"source"}, Dir: filepath.Join(cfg.Dir, "linkerd-cluster"), ServiceCIDRs: linkerdServiceCIDRs,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), StopOnSignal: true,
@@ -45,15 +56,15 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int) ([]LinkerdMemor
 	}
 	w := World{Namespace: namespace}
 	env2 := []string{"BENCH_KUBECONFIG=" + cluster.Kubeconfig}
-	var steps []LinkerdMemoryStep
+	res := &LinkerdMemoryResult{}
 	loaded := 0
 	for _, n := range sizes {
 		t := time.Now()
 		if err := w.Load(ctx, client, loaded, n, cfg.LoadWorkers); err != nil {
-			return steps, err
+			return res, err
 		}
 		if err := w.LoadEndpointMirrors(ctx, client, loaded, n, cfg.LoadWorkers); err != nil {
-			return steps, err
+			return res, err
 		}
 		cfg.Log("loaded Linkerd's full shape of bases %d-%d in %v", loaded, n-1, time.Since(t).Round(time.Second))
 		loaded = n
@@ -63,28 +74,36 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int) ([]LinkerdMemor
 			"--leader-elect=false", "--namespaces="+namespace,
 			"--kube-api-qps="+strconv.Itoa(cfg.ControllerQPS), "--kube-api-burst="+strconv.Itoa(2*cfg.ControllerQPS))
 		if err != nil {
-			return steps, err
+			return res, err
 		}
 		if _, err := Converged(ctx, ctrl, n, 20*time.Minute); err != nil {
 			ctrl.Stop()
-			return steps, err
+			return res, err
 		}
+		live, crss, err := controllerMemory(ctx, ctrl)
 		ctrl.Stop()
+		if err != nil {
+			return res, err
+		}
 		t = time.Now()
 		rss, err := w.RSS(ctx, cfg.Dir, n, cfg.RSSRounds, 10*time.Second, env2)
 		if err != nil {
-			return steps, err
+			return res, err
 		}
 		cfg.Log("CoreDNS memory at %d bases of Linkerd's full shape in %v", n, time.Since(t).Round(time.Second))
-		steps = append(steps, LinkerdMemoryStep{Bases: n, Endpoints: n * len(Clusters) * Pods, RSS: rss})
+		res.Steps = append(res.Steps, LinkerdMemoryStep{Bases: n, Endpoints: n * len(Clusters) * Pods, RSS: rss,
+			ControllerLive: live, ControllerRSS: crss})
 	}
-	return steps, nil
+	res.Relists, err = w.Relist(ctx, cfg.Dir, cluster, loaded, env2, cfg.Log)
+	return res, err
 }
 
 // ReportLinkerdMemory writes the steps and the slopes between the first and
 // the last: bytes per mirrored endpoint of the kubernetes plugin alone and
 // what global adds, live heap and RSS.
-func ReportLinkerdMemory(out io.Writer, steps []LinkerdMemoryStep) {
+func ReportLinkerdMemory(out io.Writer, res *LinkerdMemoryResult) {
+	defer ReportRelist(out, res.Relists)
+	steps := res.Steps
 	p := func(format string, a ...any) { fmt.Fprintf(out, format, a...) }
 	p("CoreDNS in Linkerd's full shape (a headless mirror per base and cluster, an endpoint mirror Service and slice per pod), " +
 		"10 s after it answers the last names, live heap after a GC forced through pprof; medians:\n\n")
@@ -107,6 +126,24 @@ func ReportLinkerdMemory(out io.Writer, steps []LinkerdMemoryStep) {
 	p("| | live heap, B | RSS, B |\n|---|---:|---:|\n")
 	p("| the stock `kubernetes` plugin | %.0f | %.0f |\n", offHeap, offRSS)
 	p("| what `global` adds | %.0f | %.0f |\n", onHeap-offHeap, onRSS-offRSS)
+	p("| the controller (its own process; live heap as of its last collection) | %.0f | %.0f |\n",
+		slope(a.ControllerLive, b.ControllerLive), slope(float64(a.ControllerRSS), float64(b.ControllerRSS)))
+}
+
+// controllerMemory is a converged controller's live heap as of its last
+// collection and its VmRSS, 10 s after it converged.
+func controllerMemory(ctx context.Context, ctrl *run.Controller) (float64, int64, error) {
+	select {
+	case <-ctx.Done():
+		return 0, 0, ctx.Err()
+	case <-time.After(10 * time.Second):
+	}
+	s, err := run.Scrape(ctrl.BaseURL + "/metrics")
+	if err != nil {
+		return 0, 0, err
+	}
+	rss, err := vmRSS(ctrl.PID())
+	return s.Sum("go_memstats_next_gc_bytes") / 2, rss, err
 }
 
 func medianFloat(v []float64) float64 { return Median(v) }

@@ -68,11 +68,11 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
-		steps, err := bench.LinkerdMemory(ctx, cfg, sizes)
+		res, err := bench.LinkerdMemory(ctx, cfg, sizes)
 		if err != nil {
 			fail(fmt.Errorf("%w (logs in %s)", err, cfg.Dir))
 		}
-		bench.ReportLinkerdMemory(os.Stdout, steps)
+		bench.ReportLinkerdMemory(os.Stdout, res)
 		return
 	}
 	res, err := bench.Run(ctx, cfg)

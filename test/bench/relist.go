@@ -1,0 +1,238 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/globalmirror/globalmirror/test/dnsq"
+	"github.com/globalmirror/globalmirror/test/localkube"
+	"github.com/globalmirror/globalmirror/test/run"
+	"github.com/globalmirror/globalmirror/test/scenario"
+	"github.com/miekg/dns"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The blocks whose relists are measured, each alone in its CoreDNS: what a
+// relist costs one plugin, not the other's.
+const (
+	relistGlobalCorefile = `.:{$DNS_PORT} {
+    bind 127.0.0.1
+    global cluster.local {
+        kubeconfig {$BENCH_KUBECONFIG}
+        ttl 5
+    }
+}
+`
+	relistKubernetesCorefile = `.:{$DNS_PORT} {
+    bind 127.0.0.1
+    kubernetes cluster.local {
+        kubeconfig {$BENCH_KUBECONFIG}
+        ttl 5
+    }
+}
+`
+)
+
+// RelistResult is one CoreDNS's memory through one fault of its API server.
+type RelistResult struct {
+	Block, Fault string
+	// Live heap as of the last collection: go_memstats_next_gc_bytes ÷ 2
+	// (the heap goal at GOGC=100, CoreDNS's default), sampled at 5 Hz.
+	SteadyLive, PeakLive float64
+	SteadyRSS, PeakRSS   int64
+	Samples              int
+	// Queries asked for the last global during the fault, and those not
+	// answered with all its records.
+	Queries, Wrong int
+}
+
+// relistSample is how often memory is sampled.
+const relistSample = 200 * time.Millisecond
+
+// Relist measures, for CoreDNS with global alone and with kubernetes alone,
+// live heap and RSS through two faults of the API server: a restart, and a
+// restart after etcd compacted past every watch's version (each watch gets
+// 410 Gone and lists again). The steady values are the medians over the 10 s
+// before the fault; the peaks the largest from the fault until after 30 s
+// after the API server is back. A client asks for the last global all the
+// while: every query must be answered in full.
+func (w World) Relist(ctx context.Context, dir string, cluster *localkube.Cluster, bases int, env []string, logf func(string, ...any)) ([]RelistResult, error) {
+	var out []RelistResult
+	probe := w.FQDN(Global(bases - 1))
+	for _, block := range []struct{ name, corefile string }{{"global", relistGlobalCorefile}, {"kubernetes", relistKubernetesCorefile}} {
+		for _, fault := range []string{"restart", "compaction"} {
+			srv, err := StartCoreDNS(ctx, dir, "relist-"+block.name+"-"+fault, block.corefile, "", []string{"DNS_PORT"}, env)
+			if err != nil {
+				return out, err
+			}
+			res, err := w.relistOnce(ctx, srv, cluster, probe, fault)
+			srv.Stop()
+			if err != nil {
+				return out, fmt.Errorf("%s, %s: %w", block.name, fault, err)
+			}
+			res.Block = block.name
+			logf("relist, %s after a %s: live heap %s → peak %s (%.2f×), RSS %s → %s (%.2f×), %d of %d queries wrong",
+				block.name, fault, mib(res.SteadyLive), mib(res.PeakLive), res.PeakLive/res.SteadyLive,
+				mib(float64(res.SteadyRSS)), mib(float64(res.PeakRSS)), float64(res.PeakRSS)/float64(res.SteadyRSS), res.Wrong, res.Queries)
+			out = append(out, *res)
+		}
+	}
+	return out, nil
+}
+
+type memSample struct {
+	live float64
+	rss  int64
+}
+
+func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.Cluster, probe, fault string) (*RelistResult, error) {
+	addr := srv.PortAddr("DNS_PORT")
+	if err := scenario.AwaitRecords(ctx, addr, probe, Records, 3*time.Minute); err != nil {
+		return nil, err
+	}
+	// Let the list's garbage go before the steady window.
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(10 * time.Second):
+	}
+	sample := func() (memSample, error) {
+		s, err := run.Scrape(srv.MetricsURL)
+		if err != nil {
+			return memSample{}, err
+		}
+		rss, err := vmRSS(srv.PID())
+		return memSample{live: s.Sum("go_memstats_next_gc_bytes") / 2, rss: rss}, err
+	}
+	window := func(d time.Duration) ([]memSample, error) {
+		var got []memSample
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			m, err := sample()
+			if err != nil {
+				return nil, err
+			}
+			got = append(got, m)
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(relistSample):
+			}
+		}
+		return got, nil
+	}
+	steady, err := window(10 * time.Second)
+	if err != nil {
+		return nil, err
+	}
+
+	res := &RelistResult{Fault: fault}
+	qctx, stopQueries := context.WithCancel(ctx)
+	var qwg sync.WaitGroup
+	qwg.Add(1)
+	go func() {
+		defer qwg.Done()
+		for qctx.Err() == nil {
+			r, err := dnsq.Ask("udp", addr, probe, dns.TypeA, 0)
+			res.Queries++
+			if err != nil || r.Rcode != dns.RcodeSuccess || len(r.Answer) != Records {
+				res.Wrong++
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	// Sample from the fault on, while it happens.
+	var during []memSample
+	var sampleErr error
+	sctx, stopSampling := context.WithCancel(ctx)
+	var swg sync.WaitGroup
+	swg.Add(1)
+	go func() {
+		defer swg.Done()
+		for sctx.Err() == nil {
+			m, err := sample()
+			if err != nil {
+				sampleErr = err
+				return
+			}
+			during = append(during, m)
+			time.Sleep(relistSample)
+		}
+	}()
+	faultErr := w.apiFault(ctx, cluster, fault)
+	if faultErr == nil {
+		var after []memSample
+		after, faultErr = window(30 * time.Second)
+		stopSampling()
+		swg.Wait()
+		during = append(during, after...)
+	} else {
+		stopSampling()
+		swg.Wait()
+	}
+	stopQueries()
+	qwg.Wait()
+	if faultErr != nil {
+		return nil, faultErr
+	}
+	if sampleErr != nil {
+		return nil, sampleErr
+	}
+	res.Samples = len(steady) + len(during)
+	res.SteadyLive = Median(field(steady, func(m memSample) float64 { return m.live }))
+	res.SteadyRSS = int64(Median(field(steady, func(m memSample) float64 { return float64(m.rss) })))
+	for _, m := range during {
+		res.PeakLive = max(res.PeakLive, m.live)
+		res.PeakRSS = max(res.PeakRSS, m.rss)
+	}
+	return res, nil
+}
+
+// apiFault restarts the API server; for "compaction", after etcd compacted
+// away every version a watch could resume from.
+func (w World) apiFault(ctx context.Context, c *localkube.Cluster, fault string) error {
+	if fault == "compaction" {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.EtcdURL.String()}, DialTimeout: 5 * time.Second})
+		if err != nil {
+			return err
+		}
+		put, err := cli.Put(ctx, "/globalmirror-bench/compaction", time.Now().String())
+		if err == nil {
+			_, err = cli.Compact(ctx, put.Header.Revision, clientv3.WithCompactPhysical())
+		}
+		cli.Close()
+		if err != nil {
+			return err
+		}
+	}
+	if err := c.StopAPIServer(); err != nil {
+		return err
+	}
+	time.Sleep(time.Second)
+	return c.StartAPIServer(ctx)
+}
+
+// ReportRelist writes the relist results.
+func ReportRelist(out io.Writer, rs []RelistResult) {
+	p := func(format string, a ...any) { fmt.Fprintf(out, format, a...) }
+	p("\nThrough API server faults, each block alone in its CoreDNS (live heap as of the last collection, go_memstats_next_gc_bytes ÷ 2, " +
+		"and VmRSS, sampled at 5 Hz; steady: medians over the 10 s before the fault; peak: the largest from the fault to 30 s after the API server is back; " +
+		"a client asked for the last global every 20 ms throughout):\n\n")
+	p("| block | fault | live heap steady | peak | peak ÷ steady | RSS steady | peak | peak ÷ steady | queries | not answered in full |\n")
+	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range slices.Clone(rs) {
+		p("| `%s` | %s | %s | %s | %.2f× | %s | %s | %.2f× | %d | %d |\n", r.Block, faultName(r.Fault),
+			mib(r.SteadyLive), mib(r.PeakLive), r.PeakLive/r.SteadyLive,
+			mib(float64(r.SteadyRSS)), mib(float64(r.PeakRSS)), float64(r.PeakRSS)/float64(r.SteadyRSS), r.Queries, r.Wrong)
+	}
+}
+
+func faultName(f string) string {
+	if f == "compaction" {
+		return "restart after etcd compacted (every watch 410)"
+	}
+	return "restart"
+}
