@@ -81,14 +81,20 @@ const streamQuiet = 30 * time.Second
 
 var errStreamUnsupported = errors.New("the API server does not stream lists")
 
+// healthy is how long a list and its watch must have run for the next
+// failure to be retried at once again. Sooner, the wait before each new list
+// doubles: a watch that fails right after every list must not make a feed
+// list the world in a loop.
+const healthy = time.Minute
+
 // Run lists and watches until ctx is done.
 func (f *Feed) Run(ctx context.Context) {
 	backoff := f.backoff()
 	for ctx.Err() == nil {
+		start := time.Now()
 		rv, err := f.list(ctx)
 		if err == nil {
 			f.synced.Store(true)
-			backoff = f.backoff()
 			err = f.follow(ctx, rv)
 		}
 		if ctx.Err() != nil {
@@ -97,6 +103,9 @@ func (f *Feed) Run(ctx context.Context) {
 		if err != nil {
 			klog.ErrorS(err, "Listing or watching failed", "feed", f.Name)
 		}
+		if time.Since(start) >= healthy {
+			backoff = f.backoff()
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(backoff.Step()):
@@ -104,8 +113,12 @@ func (f *Feed) Run(ctx context.Context) {
 	}
 }
 
+// backoff waits 100 ms before the first relist, doubling to 10 s: short
+// enough that answers follow the API soon after it is back (a refused
+// connection does not even get here: the transport retries it,
+// kubeclient.Configure), long enough that a failing API is not flooded.
 func (f *Feed) backoff() *wait.Backoff {
-	return &wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 20, Cap: 30 * time.Second}
+	return &wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 20, Cap: 10 * time.Second}
 }
 
 // list delivers every object as a full list and returns its version.

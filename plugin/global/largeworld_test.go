@@ -118,9 +118,9 @@ func endpointMirror(host, headless, cluster, clusterIP string) []k8sruntime.Obje
 // globals and waits until it answers for all of them; baseline, if not nil,
 // runs once the clientset is filled, before the plugin exists. stop ends the
 // plugin's informers and worker; the caches and answer sets stay in g.
-func startLarge(b *testing.B, n int, endpointMirrors bool, baseline func()) (g *Global, client *fake.Clientset, stop func()) {
+func startLarge(b *testing.B, world []k8sruntime.Object, baseline func()) (g *Global, client *fake.Clientset, stop func()) {
 	b.Helper()
-	client = fake.NewClientset(largeWorld(n, endpointMirrors)...)
+	client = fake.NewClientset(world...)
 	cfg, err := parse(caddy.NewTestController("dns", "global"))
 	if err != nil {
 		b.Fatal(err)

@@ -22,7 +22,7 @@ import (
 // Without the network and the other blocks, it isolates the lookup's cost.
 func BenchmarkServeDNSScale(b *testing.B) {
 	for _, n := range []int{1_000, 10_000} {
-		g, _, stop := startLarge(b, n, false, nil)
+		g, _, stop := startLarge(b, largeWorld(n, false), nil)
 		hosts := largeHosts(b, n)
 		queries := largeQueries(n)
 		b.Run(fmt.Sprintf("globals=%d/global", n), func(b *testing.B) { serveAll(b, g, queries) })

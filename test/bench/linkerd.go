@@ -116,18 +116,33 @@ func ReportLinkerdMemory(out io.Writer, res *LinkerdMemoryResult) {
 		return
 	}
 	a, b := steps[0], steps[len(steps)-1]
+	sl := res.Slopes()
+	p("\nPer mirrored endpoint, the slope from %s to %s endpoints:\n\n", thousands(a.Endpoints), thousands(b.Endpoints))
+	p("| | live heap, B | RSS, B |\n|---|---:|---:|\n")
+	p("| the stock `kubernetes` plugin | %.0f | %.0f |\n", sl.KubeHeap, sl.KubeRSS)
+	p("| what `global` adds | %.0f | %.0f |\n", sl.GlobalHeap, sl.GlobalRSS)
+	p("| the controller (its own process; live heap as of its last collection) | %.0f | %.0f |\n", sl.ControllerHeap, sl.ControllerRSS)
+}
+
+// MemorySlopes are bytes per mirrored endpoint, the slope from the first
+// size to the last.
+type MemorySlopes struct {
+	KubeHeap, KubeRSS             float64 // CoreDNS with the kubernetes plugin alone
+	GlobalHeap, GlobalRSS         float64 // what global adds to it
+	ControllerHeap, ControllerRSS float64
+}
+
+// Slopes are the bytes per mirrored endpoint between the first and the last size.
+func (res *LinkerdMemoryResult) Slopes() MemorySlopes {
+	a, b := res.Steps[0], res.Steps[len(res.Steps)-1]
 	d := float64(b.Endpoints - a.Endpoints)
 	slope := func(x, y float64) float64 { return (y - x) / d }
 	offHeap := slope(medianFloat(a.RSS.OffHeap), medianFloat(b.RSS.OffHeap))
 	onHeap := slope(medianFloat(a.RSS.OnHeap), medianFloat(b.RSS.OnHeap))
 	offRSS := slope(float64(medianInt(a.RSS.Off)), float64(medianInt(b.RSS.Off)))
 	onRSS := slope(float64(medianInt(a.RSS.On)), float64(medianInt(b.RSS.On)))
-	p("\nPer mirrored endpoint, the slope from %s to %s endpoints:\n\n", thousands(a.Endpoints), thousands(b.Endpoints))
-	p("| | live heap, B | RSS, B |\n|---|---:|---:|\n")
-	p("| the stock `kubernetes` plugin | %.0f | %.0f |\n", offHeap, offRSS)
-	p("| what `global` adds | %.0f | %.0f |\n", onHeap-offHeap, onRSS-offRSS)
-	p("| the controller (its own process; live heap as of its last collection) | %.0f | %.0f |\n",
-		slope(a.ControllerLive, b.ControllerLive), slope(float64(a.ControllerRSS), float64(b.ControllerRSS)))
+	return MemorySlopes{KubeHeap: offHeap, KubeRSS: offRSS, GlobalHeap: onHeap - offHeap, GlobalRSS: onRSS - offRSS,
+		ControllerHeap: slope(a.ControllerLive, b.ControllerLive), ControllerRSS: slope(float64(a.ControllerRSS), float64(b.ControllerRSS))}
 }
 
 // controllerMemory is a converged controller's live heap as of its last

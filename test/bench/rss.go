@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -62,7 +63,7 @@ func (w World) RSS(ctx context.Context, dir string, bases, rounds int, settle ti
 			if err != nil {
 				return nil, err
 			}
-			rss, heap, err := w.loadedRSS(ctx, srv, last, settle)
+			rss, heap, err := w.loadedRSS(ctx, srv, last, settle, filepath.Join(dir, name+".heap"))
 			srv.Stop()
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", name, err)
@@ -77,7 +78,9 @@ func (w World) RSS(ctx context.Context, dir string, bases, rounds int, settle ti
 	return res, nil
 }
 
-func (w World) loadedRSS(ctx context.Context, srv *CoreDNS, last int, settle time.Duration) (int64, float64, error) {
+// loadedRSS samples srv's VmRSS and live heap once it answers the last
+// base's names and settle has passed, and saves its heap profile to profile.
+func (w World) loadedRSS(ctx context.Context, srv *CoreDNS, last int, settle time.Duration, profile string) (int64, float64, error) {
 	addr := srv.PortAddr("DNS_PORT")
 	// Global names come from the global plugin when on, from the controller's
 	// slices through the kubernetes plugin when off: either way all is listed.
@@ -100,7 +103,7 @@ func (w World) loadedRSS(ctx context.Context, srv *CoreDNS, last int, settle tim
 	}
 	// A heap profile with gc=1 runs a full collection first: after it the
 	// allocated heap is the live heap.
-	if err := fetch(ctx, srv.PprofURL+"/heap?gc=1", os.DevNull); err != nil {
+	if err := fetch(ctx, srv.PprofURL+"/heap?gc=1", profile); err != nil {
 		return 0, 0, err
 	}
 	s, err := run.Scrape(srv.MetricsURL)

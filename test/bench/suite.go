@@ -27,6 +27,7 @@ type Config struct {
 	Changes         int           // programming latency changes
 	Idle            time.Duration // controller idle window
 	RSSRounds       int
+	LinkerdSizes    []int // bases of Linkerd's full shape whose memory and relists are measured, ascending; none: skipped
 	GoBenchCount    int
 	ServerCPUs      string        // CoreDNS under load: taskset list
 	ClientCPUs      string        // dnsperf
@@ -54,6 +55,7 @@ type Results struct {
 	Latency    *LatencyResult
 	Scale      []ScaleStep
 	RSS        *RSSResult
+	Linkerd    *LinkerdMemoryResult
 	GoBench    []GoBench
 	Profiles   []string
 }
@@ -199,8 +201,17 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	if err := env.Stop(); err != nil {
 		cfg.Log("stopping the cluster: %v", err)
 	}
-	res.Machine.LoadEnd = LoadAvg()
 	phase("stop the cluster", t)
+
+	if len(cfg.LinkerdSizes) > 0 {
+		t = time.Now()
+		res.Linkerd, err = LinkerdMemory(ctx, cfg, cfg.LinkerdSizes)
+		if err != nil {
+			return res, err
+		}
+		phase("memory and relists in Linkerd's full shape", t)
+	}
+	res.Machine.LoadEnd = LoadAvg()
 
 	if cfg.GoBenchCount > 0 {
 		t = time.Now()
@@ -209,6 +220,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			{Pkg: "./plugin/global", Pattern: "^BenchmarkServeDNSScale$", Count: cfg.GoBenchCount},
 			{Pkg: "./aggregate", Pattern: ".", Count: cfg.GoBenchCount},
 			{Pkg: "./plugin/global", Pattern: "^BenchmarkIndexMemory$", Benchtime: "1x", Count: 1},
+			{Pkg: "./plugin/global", Pattern: "^BenchmarkNonMemberMemory$", Benchtime: "1x", Count: 1},
 		} {
 			b, err := RunGoBench(ctx, cfg.Dir, s)
 			if errors.Is(err, errNoBenchmarks) {

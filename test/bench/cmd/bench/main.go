@@ -43,11 +43,17 @@ func main() {
 	flag.StringVar(&cfg.Dir, "dir", filepath.Join(os.TempDir(), "globalmirror-bench"), "work directory: logs, query files, dnsperf output, profiles")
 	out := flag.String("out", "test/bench/RESULTS.md", "markdown results file")
 	linkerd := flag.String("linkerd-memory", "", "only measure CoreDNS's memory in Linkerd's full shape at these bases (e.g. 667,2000), print it and exit")
+	linkerdSizes := flag.String("linkerd-sizes", "667,2000", "bases of Linkerd's full shape whose memory and relists the full run measures; empty: none")
 	flag.Parse()
 
 	var err error
 	if cfg.Sizes, err = parseSizes(*sizes); err != nil {
 		fail(err)
+	}
+	if *linkerdSizes != "" {
+		if cfg.LinkerdSizes, err = parseSizes(*linkerdSizes); err != nil {
+			fail(err)
+		}
 	}
 	if err := os.RemoveAll(cfg.Dir); err != nil {
 		fail(err)
@@ -86,6 +92,16 @@ func main() {
 		fail(err)
 	}
 	cfg.Log("wrote %s", *out)
+	// The floors as JSON beside the report, for programs.
+	var js bytes.Buffer
+	if err := bench.ReportJSON(&js, res); err != nil {
+		fail(err)
+	}
+	jsonOut := filepath.Join(filepath.Dir(*out), "results.json")
+	if err := os.WriteFile(jsonOut, js.Bytes(), 0o644); err != nil {
+		fail(err)
+	}
+	cfg.Log("wrote %s", jsonOut)
 }
 
 // seconds is a duration flag that also takes a bare number of seconds
