@@ -23,6 +23,7 @@ const linkerdServiceCIDRs = "10.96.0.0/12,fd00:10:96::/108"
 type LinkerdMemoryResult struct {
 	Steps   []LinkerdMemoryStep
 	Relists []RelistResult
+	Storms  []StormResult
 }
 
 // LinkerdMemoryStep is CoreDNS's memory at one size of Linkerd's full shape.
@@ -94,6 +95,9 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int) (*LinkerdMemory
 		res.Steps = append(res.Steps, LinkerdMemoryStep{Bases: n, Endpoints: n * len(Clusters) * Pods, RSS: rss,
 			ControllerLive: live, ControllerRSS: crss})
 	}
+	if res.Storms, err = w.Storm(ctx, cfg.Dir, client, loaded, cfg.LoadWorkers, env2, cfg.Log); err != nil {
+		return res, err
+	}
 	res.Relists, err = w.Relist(ctx, cfg.Dir, cluster, loaded, env2, cfg.Log)
 	return res, err
 }
@@ -102,6 +106,7 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int) (*LinkerdMemory
 // the last: bytes per mirrored endpoint of the kubernetes plugin alone and
 // what global adds, live heap and RSS.
 func ReportLinkerdMemory(out io.Writer, res *LinkerdMemoryResult) {
+	defer ReportStorm(out, res.Storms)
 	defer ReportRelist(out, res.Relists)
 	steps := res.Steps
 	p := func(format string, a ...any) { fmt.Fprintf(out, format, a...) }
