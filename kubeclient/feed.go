@@ -196,7 +196,11 @@ func (f *Feed) pages(ctx context.Context) (string, error) {
 	for {
 		list, err := f.List(ctx, opts)
 		if apierrors.IsResourceExpired(err) && opts.Continue != "" {
-			opts.Continue = "" // the version the pages were at is gone: start over
+			// The version the pages were at is gone: start over, a list
+			// of its own, so that what the first pages held and is gone
+			// since is dropped at its end.
+			opts.Continue = ""
+			f.Sink.Listing()
 			continue
 		}
 		if err != nil {

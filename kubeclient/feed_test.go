@@ -187,7 +187,7 @@ func TestFeedListsInPagesWhereItCannotStream(t *testing.T) {
 		},
 	}
 	_, sink := runFeed(t, api, true)
-	sinkSees(t, sink, "listing", "upsert a@3", "upsert b@4", "upsert a@3", "upsert b@4", "upsert c@6", "listed",
+	sinkSees(t, sink, "listing", "upsert a@3", "upsert b@4", "listing", "upsert a@3", "upsert b@4", "upsert c@6", "listed",
 		"listing", "upsert a@11", "listed")
 	want := []string{"watch rv= stream=true", "list limit=2 continue=", "list limit=2 continue=c1", "list limit=2 continue=",
 		"list limit=2 continue=c1", "watch rv=10 stream=false", "list limit=2 continue=", "watch rv=20 stream=false"}
