@@ -125,7 +125,7 @@ func New(cfg Config) (*Source, error) {
 func feed[L runtime.Object](name string, c kubernetes.Interface, sel string,
 	list func(context.Context, metav1.ListOptions) (L, error),
 	watchOf func(context.Context, metav1.ListOptions) (watch.Interface, error), sink kubeclient.Sink) *kubeclient.Feed {
-	f := kubeclient.NewFeed(name, c,
+	return kubeclient.NewFeed(name, c,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = sel
 			return list(ctx, o)
@@ -134,7 +134,6 @@ func feed[L runtime.Object](name string, c kubernetes.Interface, sel string,
 			o.LabelSelector = sel
 			return watchOf(ctx, o)
 		}, sink)
-	return f
 }
 
 // SliceInformer builds the EndpointSlice informer of ns for label selector
@@ -200,8 +199,8 @@ func (s *Source) WaitForSync(ctx context.Context) bool {
 // Suffix is the global name suffix in use.
 func (s *Source) Suffix() string { return s.cfg.Suffix }
 
-// feedNamespace is the sink the Services of ns come from.
-func (s *Source) feedNamespace(ns string) *serviceSink {
+// serviceSinkOf is the sink the Services of ns come from.
+func (s *Source) serviceSinkOf(ns string) *serviceSink {
 	if k, ok := s.serviceSinks[ns]; ok {
 		return k
 	}

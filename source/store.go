@@ -112,7 +112,7 @@ func (k *serviceSink) Listed() {
 // namespaceOf reports whether objects of ns come from this sink's feed: one
 // feed per watched namespace, or one for all.
 func (k *serviceSink) namespaceOf(ns string) bool {
-	return k.s.feedNamespace(ns) == k
+	return k.s.serviceSinkOf(ns) == k
 }
 
 // holds reports whether the index keeps svc: a member, a global of ours, or
