@@ -169,11 +169,10 @@ func (f *Feed) stream(ctx context.Context) (string, error) {
 		if events == 0 {
 			quiet.Stop()
 		}
+		if f.deliver(ev) {
+			continue
+		}
 		switch ev.Type {
-		case watch.Added, watch.Modified:
-			f.Sink.Upsert(ev.Object)
-		case watch.Deleted:
-			f.Sink.Delete(ev.Object)
 		case watch.Bookmark:
 			m, err := meta.Accessor(ev.Object)
 			if err != nil {
@@ -244,18 +243,27 @@ func (f *Feed) follow(ctx context.Context, rv string) error {
 		if !ok {
 			return nil // the watch gave up: list again
 		}
-		switch ev.Type {
-		case watch.Added, watch.Modified:
-			f.Sink.Upsert(ev.Object)
-		case watch.Deleted:
-			f.Sink.Delete(ev.Object)
-		case watch.Error:
-			if isGone(ev) {
-				return nil
-			}
-			return apierrors.FromObject(ev.Object)
+		if f.deliver(ev) || ev.Type != watch.Error {
+			continue
 		}
+		if isGone(ev) {
+			return nil
+		}
+		return apierrors.FromObject(ev.Object)
 	}
+}
+
+// deliver hands an object's event to the sink, and reports whether it was one.
+func (f *Feed) deliver(ev watch.Event) bool {
+	switch ev.Type {
+	case watch.Added, watch.Modified:
+		f.Sink.Upsert(ev.Object)
+	case watch.Deleted:
+		f.Sink.Delete(ev.Object)
+	default:
+		return false
+	}
+	return true
 }
 
 // DoesNotStream reports whether client cannot stream lists: client-go's fakes.
