@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -70,7 +71,7 @@ func (w World) Relist(ctx context.Context, dir string, cluster *localkube.Cluste
 			if err != nil {
 				return out, err
 			}
-			res, err := w.relistOnce(ctx, srv, cluster, probe, fault)
+			res, err := w.relistOnce(ctx, srv, cluster, probe, fault, filepath.Join(dir, "relist-"+block.name+"-"+fault+"-peak.heap"))
 			srv.Stop()
 			if err != nil {
 				return out, fmt.Errorf("%s, %s: %w", block.name, fault, err)
@@ -90,7 +91,9 @@ type memSample struct {
 	rss  int64
 }
 
-func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.Cluster, probe, fault string) (*RelistResult, error) {
+// relistOnce measures one fault; profile gets the heap profile of the
+// highest live heap sampled during it (as of the collection before it).
+func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.Cluster, probe, fault, profile string) (*RelistResult, error) {
 	addr := srv.PortAddr("DNS_PORT")
 	if err := scenario.AwaitRecords(ctx, addr, probe, Records, 3*time.Minute); err != nil {
 		return nil, err
@@ -157,6 +160,7 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 	swg.Add(1)
 	go func() {
 		defer swg.Done()
+		peak := 0.0
 		for sctx.Err() == nil {
 			m, err := sample()
 			if err != nil {
@@ -164,6 +168,10 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 				return
 			}
 			during = append(during, m)
+			if m.live > peak {
+				peak = m.live
+				_ = fetch(sctx, srv.PprofURL+"/heap", profile) // what holds the peak, for reading later
+			}
 			time.Sleep(relistSample)
 		}
 	}()
@@ -225,7 +233,7 @@ func ReportRelist(out io.Writer, rs []RelistResult) {
 	p := func(format string, a ...any) { fmt.Fprintf(out, format, a...) }
 	p("\nThrough API server faults, each block alone in its CoreDNS (live heap as of the last collection, go_memstats_next_gc_bytes ÷ 2, " +
 		"and VmRSS, sampled at 5 Hz; steady: medians over the 10 s before the fault, which start with a collection forced through pprof; peak: the largest from the fault to 30 s after the API server is back; " +
-		"a client asked for the last global every 20 ms throughout):\n\n")
+		"a client asked for the last global every 20 ms throughout; at each new peak a heap profile is saved, relist-<block>-<fault>-peak.heap in the work directory):\n\n")
 	p("| block | fault | live heap steady | peak | peak ÷ steady | RSS steady | peak | peak ÷ steady | queries | not answered in full |\n")
 	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range slices.Clone(rs) {
