@@ -40,8 +40,8 @@ type (
 //
 // client says, as for informer factories' informers, whether the initial
 // list may be a watch that streams it (fake clients cannot). A transform
-// that caches something other than obj's type must leave objects that
-// implement Sparse, for the deletions a relist finds.
+// must keep objects of obj's type: the deletions a relist finds are
+// delivered as the store last held them.
 func Informer(client any, list ListFunc, watchFn WatchFunc, obj runtime.Object, resync time.Duration) cache.SharedIndexInformer {
 	lw := &listThenResume{ListWatch: cache.ListWatch{
 		ListWithContextFunc:  cache.ListWithContextFunc(list),
@@ -57,13 +57,6 @@ func Informer(client any, list ListFunc, watchFn WatchFunc, obj runtime.Object, 
 		lw.WatchFuncWithContext = r.watch(resumingWatch(watchFn))
 	}
 	return inf
-}
-
-// Sparse is implemented by the objects an informer's transform keeps in
-// place of API objects: Sparse is the object again, as an API object of the
-// informer's type carrying what its handlers read.
-type Sparse interface {
-	Sparse() runtime.Object
 }
 
 // listThenResume lists with a LIST, not a watch that streams the list (the

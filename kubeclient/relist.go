@@ -212,13 +212,10 @@ func (r *relister) lastHeld(ctx context.Context, key string) (runtime.Object, er
 			return nil, err
 		}
 		if ok {
-			if s, isSparse := obj.(Sparse); isSparse {
-				obj = s.Sparse()
-			}
 			if o, isObj := obj.(runtime.Object); isObj && reflect.TypeOf(o) == r.typ {
 				return o, nil
 			}
-			return nil, fmt.Errorf("the informer's store holds %T for %s, neither %v nor Sparse", obj, key, r.typ)
+			return nil, fmt.Errorf("the informer's store holds %T for %s, not %v", obj, key, r.typ)
 		}
 		if time.Now().After(deadline) {
 			// Delivered but never stored: deleted since, or the informer's

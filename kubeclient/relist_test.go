@@ -16,15 +16,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// minimal stands for a transform's cached type (as source's are).
-type minimal struct {
-	metav1.ObjectMeta
-	runtime.Object
-}
-
-func (m *minimal) GetObjectMeta() metav1.Object { return &m.ObjectMeta }
-func (m *minimal) Sparse() runtime.Object {
-	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, Labels: m.Labels, ResourceVersion: m.ResourceVersion}}
+// minimal is what a stripping transform keeps of a Service (as the
+// controller's does of its slices).
+func minimal(s *corev1.Service) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: s.Labels, ResourceVersion: s.ResourceVersion}}
 }
 
 func labelled(name, rv string) *corev1.Service {
@@ -34,7 +29,7 @@ func labelled(name, rv string) *corev1.Service {
 }
 
 // A watch whose version is gone lists again itself and delivers the
-// difference (deletions as the store last held them, through Sparse), then
+// difference (deletions as the store last held them), then
 // resumes from the list: the informer catches up at once, where its
 // reflector would list again only after its backoff.
 func TestGoneVersionRelistsWithinTheWatch(t *testing.T) {
@@ -57,15 +52,15 @@ func TestGoneVersionRelistsWithinTheWatch(t *testing.T) {
 	inf := Informer(nil, list, fake.watch, &corev1.Service{}, 0)
 	if err := inf.SetTransform(func(obj any) (any, error) {
 		if s, ok := obj.(*corev1.Service); ok {
-			return &minimal{ObjectMeta: s.ObjectMeta}, nil
+			return minimal(s), nil
 		}
 		return obj, nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	deleted := make(chan *minimal, 4)
+	deleted := make(chan *corev1.Service, 4)
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
-		if m, ok := obj.(*minimal); ok {
+		if m, ok := obj.(*corev1.Service); ok {
 			deleted <- m
 		}
 	}}); err != nil {
@@ -96,8 +91,8 @@ func TestGoneVersionRelistsWithinTheWatch(t *testing.T) {
 			t.Fatal("a deletion was not delivered")
 		}
 	}
-	if a, _, _ := inf.GetStore().GetByKey("ns/a"); a.(*minimal).ResourceVersion != "15" {
-		t.Errorf("a is at version %s after the relist, want 15", a.(*minimal).ResourceVersion)
+	if a, _, _ := inf.GetStore().GetByKey("ns/a"); a.(*corev1.Service).ResourceVersion != "15" {
+		t.Errorf("a is at version %s after the relist, want 15", a.(*corev1.Service).ResourceVersion)
 	}
 
 	second := <-fake.streams
