@@ -81,21 +81,32 @@ const streamQuiet = 30 * time.Second
 
 var errStreamUnsupported = errors.New("the API server does not stream lists")
 
-// healthy is how long a list and its watch must have run for the next
-// failure to be retried at once again. Sooner, the wait before each new list
+// healthy is how long a watch must have run after its list for the next
+// relist to come at once again. Sooner, the wait before each relist
 // doubles: a watch that fails right after every list must not make a feed
 // list the world in a loop.
 const healthy = time.Minute
 
 // Run lists and watches until ctx is done.
+//
+// Two waits: one before a list that failed is tried again, short (a failed
+// list costs the API server little, and answers must follow it soon after
+// it is back), reset by a list that succeeds; one before a relist after a
+// watch ended, doubling to 10 s, reset by a watch that ran for a minute.
 func (f *Feed) Run(ctx context.Context) {
-	backoff := f.backoff()
+	retry, relist := listRetry(), relistWait()
 	for ctx.Err() == nil {
-		start := time.Now()
 		rv, err := f.list(ctx)
+		wait := retry
 		if err == nil {
 			f.synced.Store(true)
+			retry = listRetry()
+			start := time.Now()
 			err = f.follow(ctx, rv)
+			if time.Since(start) >= healthy {
+				relist = relistWait()
+			}
+			wait = relist
 		}
 		if ctx.Err() != nil {
 			return
@@ -103,21 +114,22 @@ func (f *Feed) Run(ctx context.Context) {
 		if err != nil {
 			klog.ErrorS(err, "Listing or watching failed", "feed", f.Name)
 		}
-		if time.Since(start) >= healthy {
-			backoff = f.backoff()
-		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(backoff.Step()):
+		case <-time.After(wait.Step()):
 		}
 	}
 }
 
-// backoff waits 100 ms before the first relist, doubling to 10 s: short
-// enough that answers follow the API soon after it is back (a refused
-// connection does not even get here: the transport retries it,
-// kubeclient.Configure), long enough that a failing API is not flooded.
-func (f *Feed) backoff() *wait.Backoff {
+// listRetry waits 100 ms before a failed list is tried again, doubling to 1 s
+// (a refused connection does not even get here: the transport retries it,
+// kubeclient.Configure).
+func listRetry() *wait.Backoff {
+	return &wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 20, Cap: time.Second}
+}
+
+// relistWait waits 100 ms before a relist, doubling to 10 s.
+func relistWait() *wait.Backoff {
 	return &wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 20, Cap: 10 * time.Second}
 }
 
