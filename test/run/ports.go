@@ -9,9 +9,16 @@ import (
 	"strings"
 )
 
-// portFloor is the lowest port FreePort picks: above the well-known and the
-// commonly registered ones.
-const portFloor = 10000
+// FreePort picks from [portFloor, portCeiling): above the well-known ports
+// and the fixed ones of a node's components (kubelet 10248/10250/10255,
+// kube-proxy 10249/10256, controller-manager 10257, scheduler 10259), which
+// the node test binds after its control plane has taken its ports — an API
+// server on 10256 answered kube-proxy's health check with 400 — and below
+// the NodePort range (30000-32767).
+const (
+	portFloor   = 11000
+	portCeiling = 30000
+)
 
 // FreePort returns a loopback port that is free for both TCP and UDP, as a DNS
 // server needs, picked below the kernel's ephemeral range. A server that
@@ -20,12 +27,12 @@ const portFloor = 10000
 // server could not bind it again, and a client connected to itself reads its
 // own DNS query back as if it were an empty answer.
 func FreePort() (int, error) {
-	low := ephemeralLow()
-	if low-portFloor < 1000 {
+	high := min(ephemeralLow(), portCeiling)
+	if high-portFloor < 1000 {
 		return anyFreePort()
 	}
 	for range 100 {
-		port := portFloor + rand.IntN(low-portFloor)
+		port := portFloor + rand.IntN(high-portFloor)
 		if free(port) {
 			return port, nil
 		}
