@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -233,8 +234,9 @@ func (n *Node) waitReady(ctx context.Context) error {
 			last = "kube-proxy: " + err.Error()
 			return false, nil
 		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
 		resp.Body.Close()
-		last = "kube-proxy /healthz: " + resp.Status
+		last = fmt.Sprintf("kube-proxy /healthz: %s %q", resp.Status, body)
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
