@@ -43,6 +43,9 @@ type Results struct {
 	// IdleRestarts are idle windows started again because an input of the
 	// controllers changed in them, with what changed.
 	IdleRestarts []string
+	// IdleUnjudged says why no idle window could be judged: the inputs
+	// never stood still.
+	IdleUnjudged string
 	// Foreign are objects globalmirror did not create that it wrote.
 	Foreign []string
 	// Gone410 counts watches resumed after a compaction that the API server
@@ -153,6 +156,9 @@ func (r *Results) Problems() []string {
 	if r.IdleWrites != 0 {
 		out = append(out, fmt.Sprintf("%v API writes while idle", r.IdleWrites))
 	}
+	if r.IdleUnjudged != "" {
+		out = append(out, "no idle check: "+r.IdleUnjudged)
+	}
 	if len(r.Foreign) > 0 {
 		out = append(out, fmt.Sprintf("objects not globalmirror's that it wrote: %v", r.Foreign))
 	}
@@ -178,7 +184,11 @@ func (r *Results) Markdown() string {
 	p("| queries without an answer, outside a planned CoreDNS restart | %d |\n", r.unexpectedFailuresLocked())
 	p("| processes that crashed | %d |\n", len(r.Crashes))
 	p("| objects not created by globalmirror that it changed | %d |\n", len(r.Foreign))
-	p("| API writes while idle (%v) | %v |\n", c.Idle, r.IdleWrites)
+	if r.IdleUnjudged != "" {
+		p("| API writes while idle (%v) | not judged: %s |\n", c.Idle, r.IdleUnjudged)
+	} else {
+		p("| API writes while idle (%v) | %v |\n", c.Idle, r.IdleWrites)
+	}
 	p("| watches resumed after a compaction answered 410 Gone (informers list again) | %d of %d |\n", r.Gone410, r.Faults[compactionKind])
 	p("| wire fuzz (%v): messages, replies, malformed replies | %d, %d, %d |\n", c.Fuzz, r.Fuzz.Sent, r.Fuzz.Replies, r.Fuzz.MalformedCount)
 	p("\n## Faults, and the longest an answer stayed wrong after each\n\n| fault | injected | longest stale answer |\n|---|---:|---:|\n")
