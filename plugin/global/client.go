@@ -14,7 +14,7 @@ import (
 
 // restConfig is the kubeconfig's client config, or the in-cluster one, set
 // up as kubeclient.Configure does for both halves, with client-go's default
-// rate limits (the plugin only lists and watches). A kubeconfig that cannot
+// rate limits (the plugin only lists and watches), over HTTP/1.1. A kubeconfig that cannot
 // be loaded is an error naming the Corefile line.
 func restConfig(cfg *config) (*rest.Config, error) {
 	var rc *rest.Config
@@ -26,7 +26,7 @@ func restConfig(cfg *config) (*rest.Config, error) {
 	} else if rc, err = rest.InClusterConfig(); err != nil {
 		return nil, fmt.Errorf("in-cluster config (use the kubeconfig option outside a cluster): %w", err)
 	}
-	return kubeclient.Configure(rc, kubeclient.Options{
+	rc = kubeclient.Configure(rc, kubeclient.Options{
 		UserAgent: fmt.Sprintf("%s/%s (%s/%s/%s) plugin/global", coremain.CoreName, coremain.CoreVersion, runtime.GOOS, runtime.GOARCH, runtime.Version()),
 		Notify: func(err error) {
 			if err != nil {
@@ -35,5 +35,8 @@ func restConfig(cfg *config) (*rest.Config, error) {
 				log.Info("Kubernetes API reachable again")
 			}
 		},
-	}), nil
+	})
+	// Bounds what a relist holds in flight (see kubeclient.HTTP1).
+	kubeclient.HTTP1(rc)
+	return rc, nil
 }
