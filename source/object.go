@@ -1,7 +1,10 @@
 package source
 
 import (
+	"cmp"
+	"hash/maphash"
 	"math"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strconv"
@@ -141,7 +144,13 @@ type cachedSlice struct {
 	addressType     discoveryv1.AddressType
 	ports           []discoveryv1.EndpointPort
 	endpoints       []cachedEndpoint
-	addrs           []string // every endpoint's, in order
+	// packed holds every endpoint's addresses in order, 4 or 16 bytes each
+	// by the slice's family, when each is the canonical spelling of one (a
+	// string each would cost 32 bytes or more); else raw holds them as they
+	// came, for the aggregation to report.
+	packed    string
+	raw       []string
+	hostnames string // every endpoint's hostname, one after the other
 	// cluster is a headless mirror's slice's cluster; globalNamed are the
 	// names of its endpoints' endpoint mirrors (<hostname>-<cluster>) that
 	// are named like a global, which the index holds no Service of.
@@ -150,12 +159,13 @@ type cachedSlice struct {
 	gen         uint32
 }
 
-// cachedEndpoint is one endpoint; its addresses are
-// addrs[first:first+count] of its slice's.
+// cachedEndpoint is one endpoint: its addresses are the count from first
+// on of its slice's, its hostname hostLen bytes at host in its slice's
+// hostnames.
 type cachedEndpoint struct {
-	hostname     string
-	first, count uint16 // a slice holds at most 1,000 endpoints of at most 100 addresses
-	flags        endpointFlags
+	host                  uint32
+	first, count, hostLen uint16 // a slice holds at most 1,000 endpoints of at most 100 addresses
+	flags                 endpointFlags
 }
 
 type endpointFlags uint8
@@ -191,22 +201,32 @@ func (in *interner) stripSlice(sl *discoveryv1.EndpointSlice, suffix string) *ca
 	if sl.Labels[aggregate.LabelMirroredService] == "true" {
 		c.cluster = in.str(sl.Labels[aggregate.LabelClusterName])
 	}
-	n := 0
+	addrs, hostLen := 0, 0
 	for i := range sl.Endpoints {
-		n += len(sl.Endpoints[i].Addresses)
+		e := &sl.Endpoints[i]
+		addrs += len(e.Addresses)
+		if e.Hostname != nil {
+			if len(*e.Hostname) > math.MaxUint16 {
+				return c // kept as an empty slice rather than misread, as below
+			}
+			hostLen += len(*e.Hostname)
+		}
 	}
-	if n > math.MaxUint16 || len(sl.Endpoints) > math.MaxUint16 {
+	if addrs > math.MaxUint16 || len(sl.Endpoints) > math.MaxUint16 || hostLen > math.MaxUint32 {
 		// Beyond what the API server admits (1,000 endpoints of 100
 		// addresses): kept as an empty slice rather than misread.
 		return c
 	}
-	c.addrs = make([]string, 0, n)
+	c.packed, c.raw = packAddresses(sl, addrs)
+	hostnames := make([]byte, 0, hostLen)
 	c.endpoints = make([]cachedEndpoint, len(sl.Endpoints))
+	first := 0
 	for i, e := range sl.Endpoints {
-		ce := cachedEndpoint{first: uint16(len(c.addrs)), count: uint16(len(e.Addresses))}
-		c.addrs = append(c.addrs, e.Addresses...)
+		ce := cachedEndpoint{first: uint16(first), count: uint16(len(e.Addresses))}
+		first += len(e.Addresses)
 		if e.Hostname != nil {
-			ce.hostname, ce.flags = *e.Hostname, hasHostname
+			ce.host, ce.hostLen, ce.flags = uint32(len(hostnames)), uint16(len(*e.Hostname)), hasHostname
+			hostnames = append(hostnames, *e.Hostname...)
 		}
 		if r := e.Conditions.Ready; r != nil {
 			ce.flags |= readyKnown
@@ -221,7 +241,51 @@ func (in *interner) stripSlice(sl *discoveryv1.EndpointSlice, suffix string) *ca
 			}
 		}
 	}
+	c.hostnames = string(hostnames)
 	return c
+}
+
+// packAddresses is the n addresses of sl's endpoints packed (see
+// cachedSlice.packed), or as they came where one does not come back as it
+// was from its bytes: not of the slice's family, not canonical, zoned.
+func packAddresses(sl *discoveryv1.EndpointSlice, n int) (string, []string) {
+	size := 0
+	switch sl.AddressType {
+	case discoveryv1.AddressTypeIPv4:
+		size = 4
+	case discoveryv1.AddressTypeIPv6:
+		size = 16
+	}
+	packed := make([]byte, 0, n*size)
+	for i := range sl.Endpoints {
+		for _, a := range sl.Endpoints[i].Addresses {
+			ip, err := netip.ParseAddr(a)
+			if size == 0 || err != nil || ip.BitLen() != 8*size || ip.Zone() != "" || ip.String() != a {
+				raw := make([]string, 0, n)
+				for i := range sl.Endpoints {
+					raw = append(raw, sl.Endpoints[i].Addresses...)
+				}
+				return "", raw
+			}
+			packed = append(packed, ip.AsSlice()...)
+		}
+	}
+	return string(packed), nil
+}
+
+// address is the slice's i-th address.
+func (c *cachedSlice) address(i int) string {
+	if c.raw != nil {
+		return c.raw[i]
+	}
+	if c.addressType == discoveryv1.AddressTypeIPv4 {
+		var b [4]byte
+		copy(b[:], c.packed[4*i:])
+		return netip.AddrFrom4(b).String()
+	}
+	var b [16]byte
+	copy(b[:], c.packed[16*i:])
+	return netip.AddrFrom16(b).String()
 }
 
 // slice is c as a sparse EndpointSlice: what the aggregation reads.
@@ -247,9 +311,13 @@ func (c *cachedSlice) slice() *discoveryv1.EndpointSlice {
 	}
 	for i := range c.endpoints {
 		e := &c.endpoints[i]
-		out := discoveryv1.Endpoint{Addresses: c.addrs[e.first : e.first+e.count : e.first+e.count]}
+		out := discoveryv1.Endpoint{Addresses: make([]string, e.count)}
+		for j := range out.Addresses {
+			out.Addresses[j] = c.address(int(e.first) + j)
+		}
 		if e.flags&hasHostname != 0 {
-			out.Hostname = &e.hostname
+			h := c.hostnames[e.host : e.host+uint32(e.hostLen)]
+			out.Hostname = &h
 		}
 		if e.flags&readyKnown != 0 {
 			out.Conditions.Ready = boolPtr(e.flags&isReady != 0)
@@ -262,26 +330,36 @@ func (c *cachedSlice) slice() *discoveryv1.EndpointSlice {
 // mirrorSlice is what the index keeps of an endpoint mirror's slice, in a
 // list by name under its headless mirror: the endpoint mirror Service it
 // belongs to and whether any endpoint is ready, all that readiness reads of
-// it (aggregate.MirrorEndpointReady). A list, not a map: a map of a few
+// it (aggregate.MirrorEndpointReady). Names are held as hashes (nameHash):
+// an endpoint mirror is looked up by the name its headless mirror's
+// endpoint gives it, never listed. A list, not a map: a map of a few
 // entries costs several times their size.
 type mirrorSlice struct {
-	name    string
-	service string // shares the name's bytes where it is its prefix
-	ready   bool
+	name    uint64 // the slice's
+	service uint64 // its kubernetes.io/service-name
 	gen     uint32
+	ready   bool
 }
 
-// find is the position of the slice named name in the sorted list l, or
-// where it belongs.
-func find(l []mirrorSlice, name string) (int, bool) {
-	return slices.BinarySearchFunc(l, name, func(m mirrorSlice, n string) int { return strings.Compare(m.name, n) })
+// nameHash hashes the names of endpoint mirrors and their slices. Seeded
+// per process: nobody can write two names that collide on purpose, and two
+// of the up to a few thousand names under one headless mirror collide by
+// chance once in 2^40 or more.
+type nameHash maphash.Seed
+
+func (h nameHash) of(name string) uint64 { return maphash.String(maphash.Seed(h), name) }
+
+// find is the position of the slice whose name hashes to name in the list
+// l, sorted by it, or where it belongs.
+func find(l []mirrorSlice, name uint64) (int, bool) {
+	return slices.BinarySearchFunc(l, name, func(m mirrorSlice, n uint64) int { return cmp.Compare(m.name, n) })
 }
 
 // The sparse slices an endpoint mirror's readiness is read from: one ready
 // endpoint, or none. Shared, never modified.
 var (
-	readyMirrorSlice    = &discoveryv1.EndpointSlice{Endpoints: []discoveryv1.Endpoint{{Conditions: discoveryv1.EndpointConditions{Ready: boolPtr(true)}}}}
-	notReadyMirrorSlice = &discoveryv1.EndpointSlice{}
+	readyMirror    = []*discoveryv1.EndpointSlice{{Endpoints: []discoveryv1.Endpoint{{Conditions: discoveryv1.EndpointConditions{Ready: boolPtr(true)}}}}}
+	notReadyMirror = []*discoveryv1.EndpointSlice{{}}
 )
 
 var (

@@ -20,6 +20,7 @@ package source
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"sync"
 	"time"
@@ -74,6 +75,7 @@ type Source struct {
 
 	mu           sync.RWMutex
 	intern       *interner
+	hash         nameHash
 	services     map[nsName]*cachedService
 	bases        map[Key][]*cachedService // members and globals of ours, by base
 	skipped      map[nsName]skipped
@@ -93,7 +95,7 @@ func New(cfg Config) (*Source, error) {
 		cfg.Suffix = aggregate.DefaultSuffix
 	}
 	s := &Source{cfg: cfg, labelKeys: serviceKeys(cfg.LocalSelector), intern: newInterner(),
-		services: map[nsName]*cachedService{}, bases: map[Key][]*cachedService{}, skipped: map[nsName]skipped{},
+		hash: nameHash(maphash.MakeSeed()), services: map[nsName]*cachedService{}, bases: map[Key][]*cachedService{}, skipped: map[nsName]skipped{},
 		serviceSinks: map[string]*serviceSink{}}
 	namespaces := cfg.Namespaces
 	if len(namespaces) == 0 {
@@ -269,28 +271,67 @@ func (s *Source) Input(k Key) aggregate.Input {
 			}
 		}
 		in.Members = append(in.Members, m)
-		if cl.Role != aggregate.RoleHeadlessMirror {
-			continue
-		}
-		seen = seen[:0]
-		for _, sink := range s.slices {
-			for _, ms := range sink.mirrors[id] {
-				if len(s.slices) > 1 && slices.Contains(seen, ms.name) {
-					continue
-				}
-				seen = append(seen, ms.name)
-				if in.EndpointMirrors == nil {
-					in.EndpointMirrors = map[string][]*discoveryv1.EndpointSlice{}
-				}
-				sl := notReadyMirrorSlice
-				if ms.ready {
-					sl = readyMirrorSlice
-				}
-				in.EndpointMirrors[ms.service] = append(in.EndpointMirrors[ms.service], sl)
-			}
+		if cl.Role == aggregate.RoleHeadlessMirror {
+			in.EndpointMirrors = s.endpointMirrors(id, cl.Cluster, m.Slices, in.EndpointMirrors)
 		}
 	}
 	return in
+}
+
+// endpointMirrors adds to em, for each endpoint with a hostname of the
+// headless mirror id's slices, its endpoint mirror <hostname>-<cluster> as
+// the sparse slices aggregate.MirrorEndpointReady reads, where the index
+// holds slices of it.
+func (s *Source) endpointMirrors(id nsName, cluster string, headless []*discoveryv1.EndpointSlice, em map[string][]*discoveryv1.EndpointSlice) map[string][]*discoveryv1.EndpointSlice {
+	// ready: whether any slice of an endpoint mirror has a ready endpoint,
+	// by the hash of the endpoint mirror's name.
+	var ready map[uint64]bool
+	var seen []uint64
+	for _, sink := range s.slices {
+		for _, ms := range sink.mirrors[id] {
+			if len(s.slices) > 1 && containsHash(seen, ms.name) {
+				continue // matched by more than one feed's selector
+			}
+			seen = append(seen, ms.name)
+			if ready == nil {
+				ready = map[uint64]bool{}
+			}
+			ready[ms.service] = ready[ms.service] || ms.ready
+		}
+	}
+	if ready == nil {
+		return em
+	}
+	for _, sl := range headless {
+		for i := range sl.Endpoints {
+			h := sl.Endpoints[i].Hostname
+			if h == nil || *h == "" {
+				continue
+			}
+			name := *h + "-" + cluster
+			r, ok := ready[s.hash.of(name)]
+			if !ok {
+				continue
+			}
+			if em == nil {
+				em = map[string][]*discoveryv1.EndpointSlice{}
+			}
+			em[name] = notReadyMirror
+			if r {
+				em[name] = readyMirror
+			}
+		}
+	}
+	return em
+}
+
+func containsHash(l []uint64, h uint64) bool {
+	for _, v := range l {
+		if v == h {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Source) memberKey(svc *corev1.Service) (Key, bool) {

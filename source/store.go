@@ -214,7 +214,7 @@ func (k *sliceSink) Upsert(obj runtime.Object) {
 			k.removeMember(old)
 			changed = k.memberKeys(old, changed)
 		}
-		cur := mirrorSlice{name: sl.Name, service: prefixOf(sl.Name, sl.Labels[discoveryv1.LabelServiceName]), gen: k.gen}
+		cur := mirrorSlice{name: s.hash.of(sl.Name), service: s.hash.of(sl.Labels[discoveryv1.LabelServiceName]), gen: k.gen}
 		for i := range sl.Endpoints {
 			cur.ready = cur.ready || aggregate.EndpointReady(&sl.Endpoints[i])
 		}
@@ -223,7 +223,7 @@ func (k *sliceSink) Upsert(obj runtime.Object) {
 		// the entry left under the old one.
 		of := nsName{s.intern.str(sl.Namespace), hm}
 		list := k.mirrors[of]
-		i, had := find(list, sl.Name)
+		i, had := find(list, cur.name)
 		if had && list[i].service == cur.service && list[i].ready == cur.ready {
 			list[i].gen = k.gen // the same; only its list is new
 			s.mu.Unlock()
@@ -267,8 +267,8 @@ func (k *sliceSink) Delete(obj runtime.Object) {
 	s.mu.Lock()
 	if hm := sl.Labels[aggregate.LabelHeadlessMirrorName]; hm != "" {
 		of := nsName{sl.Namespace, hm}
-		if _, had := find(k.mirrors[of], sl.Name); had {
-			k.removeMirror(of, sl.Name)
+		if name := s.hash.of(sl.Name); contains(k.mirrors[of], name) {
+			k.removeMirror(of, name)
 			changed = s.memberKeyOf(of.namespace, hm, changed)
 		}
 	}
@@ -309,7 +309,12 @@ func (k *sliceSink) Listed() {
 	s.notify(changed)
 }
 
-func (k *sliceSink) removeMirror(of nsName, name string) {
+func contains(l []mirrorSlice, name uint64) bool {
+	_, ok := find(l, name)
+	return ok
+}
+
+func (k *sliceSink) removeMirror(of nsName, name uint64) {
 	list := k.mirrors[of]
 	if i, ok := find(list, name); ok {
 		list = slices.Delete(list, i, i+1)

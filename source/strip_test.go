@@ -1,7 +1,9 @@
 package source
 
 import (
+	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/globalmirror/globalmirror/aggregate"
@@ -122,6 +124,55 @@ func TestStripMemberSliceKeepsAddressesHostnamesReadiness(t *testing.T) {
 	}
 }
 
+// A slice's addresses and hostnames come back exactly as they came: packed
+// where each is canonical, as they came where one is not (which the
+// aggregation reports).
+func TestStripMemberSliceAddressesComeBackAsTheyCame(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		family discoveryv1.AddressType
+		addrs  [][]string
+		packed bool
+	}{
+		{"IPv4", discoveryv1.AddressTypeIPv4, [][]string{{"10.1.0.1"}, {"10.1.0.2", "192.168.255.254"}, {}, {"0.0.0.0"}}, true},
+		{"IPv6", discoveryv1.AddressTypeIPv6, [][]string{{"fd00::1"}, {"2001:db8::ff:1", "::ffff:10.0.0.1"}}, true},
+		{"IPv4 not canonical", discoveryv1.AddressTypeIPv4, [][]string{{"10.1.0.1"}, {"010.1.0.2"}}, false},
+		{"IPv6 in upper case", discoveryv1.AddressTypeIPv6, [][]string{{"FD00::1"}}, false},
+		{"IPv6 in an IPv4 slice", discoveryv1.AddressTypeIPv4, [][]string{{"10.1.0.1", "fd00::1"}}, false},
+		{"IPv4 in an IPv6 slice", discoveryv1.AddressTypeIPv6, [][]string{{"10.1.0.1"}}, false},
+		{"zoned", discoveryv1.AddressTypeIPv6, [][]string{{"fe80::1%eth0"}}, false},
+		{"not an address", discoveryv1.AddressTypeIPv4, [][]string{{"db.example"}}, false},
+		{"FQDN", discoveryv1.AddressTypeFQDN, [][]string{{"db.example.org"}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "db-abc", Namespace: "ns"}, AddressType: tc.family}
+			for i, a := range tc.addrs {
+				e := discoveryv1.Endpoint{Addresses: a}
+				if i%2 == 0 {
+					e.Hostname = new(fmt.Sprintf("db-%d", i))
+				}
+				in.Endpoints = append(in.Endpoints, e)
+			}
+			c := newInterner().stripSlice(in, aggregate.DefaultSuffix)
+			if packed := c.raw == nil; packed != tc.packed {
+				t.Errorf("packed = %v, want %v", packed, tc.packed)
+			}
+			got := c.slice()
+			if len(got.Endpoints) != len(in.Endpoints) {
+				t.Fatalf("%d endpoints, want %d", len(got.Endpoints), len(in.Endpoints))
+			}
+			for i := range in.Endpoints {
+				if g, w := got.Endpoints[i].Addresses, in.Endpoints[i].Addresses; !slices.Equal(g, w) {
+					t.Errorf("endpoint %d: addresses %q, want %q", i, g, w)
+				}
+				if g, w := got.Endpoints[i].Hostname, in.Endpoints[i].Hostname; (g == nil) != (w == nil) || (g != nil && *g != *w) {
+					t.Errorf("endpoint %d: hostname %v, want %v", i, g, w)
+				}
+			}
+		})
+	}
+}
+
 // An endpoint mirror's slice is held as whether an endpoint is ready, and
 // answers readiness as the whole slice does.
 func TestEndpointMirrorSliceIsHeldAsReadiness(t *testing.T) {
@@ -142,13 +193,14 @@ func TestEndpointMirrorSliceIsHeldAsReadiness(t *testing.T) {
 		return sl
 	}
 	for _, in := range []*discoveryv1.EndpointSlice{mirror(), mirror(false), mirror(true), mirror(false, true), mirror(false, false)} {
-		s := indexOf(fixture.HeadlessMirror("ns", "db", "east"), in)
+		hm := fixture.HeadlessMirror("ns", "db", "east")
+		s := indexOf(hm, fixture.Slice(hm, "db-east-abc", discoveryv1.AddressTypeIPv4, nil, fixture.Ready("db-0", "10.1.0.1")), in)
 		sink := s.slices[0]
-		if len(sink.members) != 0 {
+		if len(sink.members) != 1 {
 			t.Errorf("an endpoint mirror's slice is held as a member's: %+v", sink.members)
 		}
 		held := sink.mirrors[nsName{"ns", "db-east"}]
-		if len(held) != 1 || held[0].name != "db-0-east-x" || held[0].service != "db-0-east" {
+		if len(held) != 1 || held[0].name != s.hash.of("db-0-east-x") || held[0].service != s.hash.of("db-0-east") {
 			t.Errorf("held %+v", held)
 		}
 		want := aggregate.MirrorEndpointReady(false, []*discoveryv1.EndpointSlice{in})
