@@ -2,6 +2,7 @@ package source
 
 import (
 	"cmp"
+	"time"
 	"hash/maphash"
 	"math"
 	"net/netip"
@@ -37,39 +38,56 @@ type nsName struct{ namespace, name string }
 // labels, only those keys (key, value pairs: a map of its own costs several
 // times that); ports and selector only of headless Services (members and
 // globals are headless); its UID only where something owns or deletes by it
-// (not of a headless mirror).
+// (not of a headless mirror). What many Services share (namespace, labels,
+// cluster IP "None", ports) is one interned serviceShape; what Linkerd's
+// headless mirrors never have is in rare, nil for them.
 type cachedService struct {
-	name, namespace   string
+	name  string
+	shape *serviceShape
+	rare  *serviceRare
+	gen   uint32 // the list that last delivered it (store.go)
+}
+
+type serviceShape struct {
+	namespace string
+	labels    []string
+	clusterIP string
+	ports     []corev1.ServicePort
+}
+
+type serviceRare struct {
 	uid               types.UID
-	labels            []string
 	remoteFQName      string // Linkerd's remote-svc-fq-name annotation
 	includeMirrors    string // globalmirror's include-mirrors annotation
-	clusterIP         string
-	ports             []corev1.ServicePort
 	selector          map[string]string
 	deletionTimestamp *metav1.Time
-	gen               uint32 // the list that last delivered it (store.go)
 }
+
+func (c *cachedService) namespace() string { return c.shape.namespace }
 
 // service is c as a sparse Service; read-only, like everything from the index.
 func (c *cachedService) service() *corev1.Service {
+	sh := c.shape
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: c.namespace, UID: c.uid, DeletionTimestamp: c.deletionTimestamp},
-		Spec:       corev1.ServiceSpec{ClusterIP: c.clusterIP, Ports: c.ports, Selector: c.selector},
+		ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: sh.namespace},
+		Spec:       corev1.ServiceSpec{ClusterIP: sh.clusterIP, Ports: sh.ports},
 	}
-	if len(c.labels) > 0 {
-		svc.Labels = make(map[string]string, len(c.labels)/2)
-		for i := 0; i < len(c.labels); i += 2 {
-			svc.Labels[c.labels[i]] = c.labels[i+1]
+	if len(sh.labels) > 0 {
+		svc.Labels = make(map[string]string, len(sh.labels)/2)
+		for i := 0; i < len(sh.labels); i += 2 {
+			svc.Labels[sh.labels[i]] = sh.labels[i+1]
 		}
 	}
-	if c.remoteFQName != "" || c.includeMirrors != "" {
-		svc.Annotations = map[string]string{}
-		if c.remoteFQName != "" {
-			svc.Annotations[aggregate.AnnotationRemoteFQName] = c.remoteFQName
-		}
-		if c.includeMirrors != "" {
-			svc.Annotations[aggregate.AnnotationIncludeMirrors] = c.includeMirrors
+	if r := c.rare; r != nil {
+		svc.UID, svc.DeletionTimestamp, svc.Spec.Selector = r.uid, r.deletionTimestamp, r.selector
+		if r.remoteFQName != "" || r.includeMirrors != "" {
+			svc.Annotations = map[string]string{}
+			if r.remoteFQName != "" {
+				svc.Annotations[aggregate.AnnotationRemoteFQName] = r.remoteFQName
+			}
+			if r.includeMirrors != "" {
+				svc.Annotations[aggregate.AnnotationIncludeMirrors] = r.includeMirrors
+			}
 		}
 	}
 	return svc
@@ -100,21 +118,25 @@ func serviceKeys(local labels.Selector) []string {
 
 // stripService is what the index keeps of svc.
 func (in *interner) stripService(svc *corev1.Service, keys []string) *cachedService {
-	c := &cachedService{
-		name:              svc.Name,
-		namespace:         in.str(svc.Namespace),
+	sh := serviceShape{namespace: in.str(svc.Namespace), clusterIP: in.str(svc.Spec.ClusterIP)}
+	var labelsKey, portsKey string
+	sh.labels, labelsKey = in.keep(svc.Labels, keys)
+	r := serviceRare{
 		uid:               svc.UID,
-		labels:            in.keep(svc.Labels, keys),
 		remoteFQName:      remoteFQName(svc),
-		clusterIP:         in.str(svc.Spec.ClusterIP),
 		deletionTimestamp: svc.DeletionTimestamp,
 	}
 	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
-		c.ports, c.selector = in.servicePorts(svc.Spec.Ports), svc.Spec.Selector
-		c.includeMirrors = svc.Annotations[aggregate.AnnotationIncludeMirrors]
+		sh.ports, portsKey = in.servicePorts(svc.Spec.Ports)
+		r.selector = svc.Spec.Selector
+		r.includeMirrors = svc.Annotations[aggregate.AnnotationIncludeMirrors]
 		if svc.Labels[aggregate.LabelMirroredService] == "true" {
-			c.uid = "" // a headless mirror is neither owned nor deleted by uid
+			r.uid = "" // a headless mirror is neither owned nor deleted by uid
 		}
+	}
+	c := &cachedService{name: svc.Name, shape: in.serviceShape(sh, labelsKey+"\x01"+portsKey)}
+	if r.uid != "" || r.remoteFQName != "" || r.includeMirrors != "" || r.deletionTimestamp != nil || r.selector != nil {
+		c.rare = &r
 	}
 	return c
 }
@@ -136,32 +158,57 @@ func remoteFQName(svc *corev1.Service) string {
 }
 
 // cachedSlice is what the index keeps of a member's EndpointSlice (not an
-// endpoint mirror's: mirrorSlice).
+// endpoint mirror's: mirrorSlice). What many slices share (namespace,
+// family, ports, cluster) is one interned sliceShape; what few have is in
+// rare.
 type cachedSlice struct {
-	name, namespace string
-	serviceName     string // kubernetes.io/service-name
-	triggerTime     string // endpoints.kubernetes.io/last-change-trigger-time
-	addressType     discoveryv1.AddressType
-	ports           []discoveryv1.EndpointPort
-	endpoints       []cachedEndpoint
-	// packed holds every endpoint's addresses in order, 4 or 16 bytes each
-	// by the slice's family, when each is the canonical spelling of one (a
-	// string each would cost 32 bytes or more); else raw holds them as they
-	// came, for the aggregation to report.
-	packed    string
-	raw       []string
-	hostnames string // every endpoint's hostname, one after the other
-	// cluster is a headless mirror's slice's cluster; globalNamed are the
-	// names of its endpoints' endpoint mirrors (<hostname>-<cluster>) that
-	// are named like a global, which the index holds no Service of.
-	cluster     string
+	name        string
+	serviceName string // kubernetes.io/service-name
+	shape       *sliceShape
+	endpoints   []cachedEndpoint
+	// data holds every endpoint's addresses in order, packed, 4 or 16 bytes
+	// each by the slice's family (a string each would cost 32 bytes or
+	// more), when each is the canonical spelling of one (else rare.raw
+	// holds them); then every endpoint's hostname, one after the other.
+	data string
+	// trigger is endpoints.kubernetes.io/last-change-trigger-time in Unix
+	// nanoseconds; 0 where it is unset or unreadable (the aggregation
+	// ignores it then).
+	trigger int64
+	gen     uint32
+	rare    *sliceRare
+}
+
+type sliceShape struct {
+	namespace   string
+	addressType discoveryv1.AddressType
+	ports       []discoveryv1.EndpointPort
+	cluster     string // a headless mirror's slice's cluster
+}
+
+type sliceRare struct {
+	// raw holds the addresses as they came where one does not pack (not of
+	// the slice's family, not canonical, zoned), for the aggregation to
+	// report.
+	raw []string
+	// globalNamed are the names of its endpoints' endpoint mirrors
+	// (<hostname>-<cluster>) that are named like a global, which the index
+	// holds no Service of.
 	globalNamed []string
-	gen         uint32
+}
+
+func (c *cachedSlice) namespace() string { return c.shape.namespace }
+func (c *cachedSlice) cluster() string   { return c.shape.cluster }
+
+func (c *cachedSlice) globalNamed() []string {
+	if c.rare == nil {
+		return nil
+	}
+	return c.rare.globalNamed
 }
 
 // cachedEndpoint is one endpoint: its addresses are the count from first
-// on of its slice's, its hostname hostLen bytes at host in its slice's
-// hostnames.
+// on of its slice's, its hostname hostLen bytes at host in its slice's data.
 type cachedEndpoint struct {
 	host                  uint32
 	first, count, hostLen uint16 // a slice holds at most 1,000 endpoints of at most 100 addresses
@@ -184,49 +231,55 @@ func (c *cachedSlice) sameAs(o *cachedSlice) bool {
 
 // stripSlice is what the index keeps of a member's slice.
 func (in *interner) stripSlice(sl *discoveryv1.EndpointSlice, suffix string) *cachedSlice {
+	sh := sliceShape{namespace: in.str(sl.Namespace), addressType: discoveryv1.AddressType(in.str(string(sl.AddressType)))}
 	c := &cachedSlice{
 		name:        sl.Name,
-		namespace:   in.str(sl.Namespace),
 		serviceName: prefixOf(sl.Name, sl.Labels[discoveryv1.LabelServiceName]),
-		triggerTime: sl.Annotations[corev1.EndpointsLastChangeTriggerTime],
-		addressType: discoveryv1.AddressType(in.str(string(sl.AddressType))),
-		ports:       in.endpointPorts(sl.Ports),
+		trigger:     triggerTime(sl.Annotations[corev1.EndpointsLastChangeTriggerTime]),
 	}
+	var portsKey string
 	if sl.Labels[discoveryv1.LabelManagedBy] == aggregate.EndpointSliceManagedBy {
 		// globalmirror's own slices (native names add some to the local
 		// service) are no member's endpoints: held, but under no service.
-		c.serviceName, c.ports = "", nil
+		c.serviceName = ""
+		c.shape = in.sliceShape(sh, "")
 		return c
 	}
+	sh.ports, portsKey = in.endpointPorts(sl.Ports)
 	if sl.Labels[aggregate.LabelMirroredService] == "true" {
-		c.cluster = in.str(sl.Labels[aggregate.LabelClusterName])
+		sh.cluster = in.str(sl.Labels[aggregate.LabelClusterName])
 	}
+	c.shape = in.sliceShape(sh, portsKey)
 	addrs, hostLen := 0, 0
 	for i := range sl.Endpoints {
 		e := &sl.Endpoints[i]
 		addrs += len(e.Addresses)
 		if e.Hostname != nil {
-			if len(*e.Hostname) > math.MaxUint16 {
-				return c // kept as an empty slice rather than misread, as below
-			}
 			hostLen += len(*e.Hostname)
+			if len(*e.Hostname) > math.MaxUint16 {
+				hostLen = math.MaxUint32 // misread below
+			}
 		}
 	}
-	if addrs > math.MaxUint16 || len(sl.Endpoints) > math.MaxUint16 || hostLen > math.MaxUint32 {
+	if addrs > math.MaxUint16 || len(sl.Endpoints) > math.MaxUint16 || addrs*16+hostLen > math.MaxUint32 {
 		// Beyond what the API server admits (1,000 endpoints of 100
-		// addresses): kept as an empty slice rather than misread.
+		// addresses, hostnames of 63 bytes): kept as an empty slice rather
+		// than misread.
 		return c
 	}
-	c.packed, c.raw = packAddresses(sl, addrs)
-	hostnames := make([]byte, 0, hostLen)
+	packed, raw := packAddresses(sl, addrs)
+	if raw != nil {
+		c.rare = &sliceRare{raw: raw}
+	}
+	data := append(make([]byte, 0, len(packed)+hostLen), packed...)
 	c.endpoints = make([]cachedEndpoint, len(sl.Endpoints))
 	first := 0
 	for i, e := range sl.Endpoints {
 		ce := cachedEndpoint{first: uint16(first), count: uint16(len(e.Addresses))}
 		first += len(e.Addresses)
 		if e.Hostname != nil {
-			ce.host, ce.hostLen, ce.flags = uint32(len(hostnames)), uint16(len(*e.Hostname)), hasHostname
-			hostnames = append(hostnames, *e.Hostname...)
+			ce.host, ce.hostLen, ce.flags = uint32(len(data)), uint16(len(*e.Hostname)), hasHostname
+			data = append(data, *e.Hostname...)
 		}
 		if r := e.Conditions.Ready; r != nil {
 			ce.flags |= readyKnown
@@ -235,20 +288,36 @@ func (in *interner) stripSlice(sl *discoveryv1.EndpointSlice, suffix string) *ca
 			}
 		}
 		c.endpoints[i] = ce
-		if c.cluster != "" && e.Hostname != nil {
-			if name := *e.Hostname + "-" + c.cluster; strings.HasSuffix(name, suffix) {
-				c.globalNamed = append(c.globalNamed, name)
+		if sh.cluster != "" && e.Hostname != nil {
+			if name := *e.Hostname + "-" + sh.cluster; strings.HasSuffix(name, suffix) {
+				if c.rare == nil {
+					c.rare = &sliceRare{}
+				}
+				c.rare.globalNamed = append(c.rare.globalNamed, name)
 			}
 		}
 	}
-	c.hostnames = string(hostnames)
+	c.data = string(data)
 	return c
 }
 
+// triggerTime is a last-change-trigger-time as Unix nanoseconds, or 0 where
+// the aggregation could not read it either, or it is beyond what they hold.
+func triggerTime(s string) int64 {
+	if s == "" {
+		return 0
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil || !time.Unix(0, t.UnixNano()).Equal(t) {
+		return 0
+	}
+	return t.UnixNano()
+}
+
 // packAddresses is the n addresses of sl's endpoints packed (see
-// cachedSlice.packed), or as they came where one does not come back as it
+// cachedSlice.data), or as they came where one does not come back as it
 // was from its bytes: not of the slice's family, not canonical, zoned.
-func packAddresses(sl *discoveryv1.EndpointSlice, n int) (string, []string) {
+func packAddresses(sl *discoveryv1.EndpointSlice, n int) ([]byte, []string) {
 	size := 0
 	switch sl.AddressType {
 	case discoveryv1.AddressTypeIPv4:
@@ -265,49 +334,50 @@ func packAddresses(sl *discoveryv1.EndpointSlice, n int) (string, []string) {
 				for i := range sl.Endpoints {
 					raw = append(raw, sl.Endpoints[i].Addresses...)
 				}
-				return "", raw
+				return nil, raw
 			}
 			packed = append(packed, ip.AsSlice()...)
 		}
 	}
-	return string(packed), nil
+	return packed, nil
 }
 
 // address is the slice's i-th address.
 func (c *cachedSlice) address(i int) string {
-	if c.raw != nil {
-		return c.raw[i]
+	if c.rare != nil && c.rare.raw != nil {
+		return c.rare.raw[i]
 	}
-	if c.addressType == discoveryv1.AddressTypeIPv4 {
+	if c.shape.addressType == discoveryv1.AddressTypeIPv4 {
 		var b [4]byte
-		copy(b[:], c.packed[4*i:])
+		copy(b[:], c.data[4*i:])
 		return netip.AddrFrom4(b).String()
 	}
 	var b [16]byte
-	copy(b[:], c.packed[16*i:])
+	copy(b[:], c.data[16*i:])
 	return netip.AddrFrom16(b).String()
 }
 
 // slice is c as a sparse EndpointSlice: what the aggregation reads.
 func (c *cachedSlice) slice() *discoveryv1.EndpointSlice {
+	sh := c.shape
 	sl := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: c.name, Namespace: c.namespace},
-		AddressType: c.addressType,
-		Ports:       c.ports,
+		ObjectMeta:  metav1.ObjectMeta{Name: c.name, Namespace: sh.namespace},
+		AddressType: sh.addressType,
+		Ports:       sh.ports,
 		Endpoints:   make([]discoveryv1.Endpoint, len(c.endpoints)),
 	}
-	if c.serviceName != "" || c.cluster != "" {
+	if c.serviceName != "" || sh.cluster != "" {
 		sl.Labels = map[string]string{}
 		if c.serviceName != "" {
 			sl.Labels[discoveryv1.LabelServiceName] = c.serviceName
 		}
-		if c.cluster != "" {
+		if sh.cluster != "" {
 			sl.Labels[aggregate.LabelMirroredService] = "true"
-			sl.Labels[aggregate.LabelClusterName] = c.cluster
+			sl.Labels[aggregate.LabelClusterName] = sh.cluster
 		}
 	}
-	if c.triggerTime != "" {
-		sl.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: c.triggerTime}
+	if c.trigger != 0 {
+		sl.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: time.Unix(0, c.trigger).UTC().Format(time.RFC3339Nano)}
 	}
 	for i := range c.endpoints {
 		e := &c.endpoints[i]
@@ -316,7 +386,7 @@ func (c *cachedSlice) slice() *discoveryv1.EndpointSlice {
 			out.Addresses[j] = c.address(int(e.first) + j)
 		}
 		if e.flags&hasHostname != 0 {
-			h := c.hostnames[e.host : e.host+uint32(e.hostLen)]
+			h := c.data[e.host : e.host+uint32(e.hostLen)]
 			out.Hostname = &h
 		}
 		if e.flags&readyKnown != 0 {
@@ -411,8 +481,9 @@ func (in *interner) str(s string) string {
 	return s
 }
 
-// keep is the key, value pairs of m's labels among keys, or nil.
-func (in *interner) keep(m map[string]string, keys []string) []string {
+// keep is the key, value pairs of m's labels among keys, or nil, and
+// their spelling.
+func (in *interner) keep(m map[string]string, keys []string) ([]string, string) {
 	n := 0
 	for _, k := range keys {
 		if _, ok := m[k]; ok {
@@ -420,7 +491,7 @@ func (in *interner) keep(m map[string]string, keys []string) []string {
 		}
 	}
 	if n == 0 {
-		return nil
+		return nil, ""
 	}
 	pairs := make([]string, 0, 2*n)
 	for _, k := range keys {
@@ -428,12 +499,13 @@ func (in *interner) keep(m map[string]string, keys []string) []string {
 			pairs = append(pairs, k, in.str(v))
 		}
 	}
-	return internList(in, "l"+strings.Join(pairs, "\x00"), pairs)
+	key := "l" + strings.Join(pairs, "\x00")
+	return internList(in, key, pairs), key
 }
 
-func (in *interner) servicePorts(ps []corev1.ServicePort) []corev1.ServicePort {
+func (in *interner) servicePorts(ps []corev1.ServicePort) ([]corev1.ServicePort, string) {
 	if len(ps) == 0 {
-		return nil
+		return nil, ""
 	}
 	var b strings.Builder
 	b.WriteString("s")
@@ -441,12 +513,12 @@ func (in *interner) servicePorts(ps []corev1.ServicePort) []corev1.ServicePort {
 		b.WriteString(p.Name + "|" + string(p.Protocol) + "|" + optional(p.AppProtocol) + "|" +
 			strconv.Itoa(int(p.Port)) + "|" + p.TargetPort.String() + "|" + strconv.Itoa(int(p.NodePort)) + ";")
 	}
-	return internList(in, b.String(), ps)
+	return internList(in, b.String(), ps), b.String()
 }
 
-func (in *interner) endpointPorts(ps []discoveryv1.EndpointPort) []discoveryv1.EndpointPort {
+func (in *interner) endpointPorts(ps []discoveryv1.EndpointPort) ([]discoveryv1.EndpointPort, string) {
 	if len(ps) == 0 {
-		return nil
+		return nil, ""
 	}
 	var b strings.Builder
 	b.WriteString("e")
@@ -461,7 +533,30 @@ func (in *interner) endpointPorts(ps []discoveryv1.EndpointPort) []discoveryv1.E
 		}
 		b.WriteString(optional(p.Name) + "|" + proto + "|" + port + "|" + optional(p.AppProtocol) + ";")
 	}
-	return internList(in, b.String(), ps)
+	return internList(in, b.String(), ps), b.String()
+}
+
+// serviceShape is the shape held once for sh, whose labels and ports are
+// spelled by key.
+func (in *interner) serviceShape(sh serviceShape, key string) *serviceShape {
+	return internValue(in, "S"+sh.namespace+"\x00"+sh.clusterIP+"\x00"+key, sh)
+}
+
+// sliceShape is the shape held once for sh, whose ports are spelled by key.
+func (in *interner) sliceShape(sh sliceShape, key string) *sliceShape {
+	return internValue(in, "E"+sh.namespace+"\x00"+string(sh.addressType)+"\x00"+sh.cluster+"\x00"+key, sh)
+}
+
+// internValue is the value held under key, or v, now held.
+func internValue[V any](in *interner, key string, v V) *V {
+	if p, ok := in.lists[key].(*V); ok {
+		return p
+	}
+	p := &v
+	if len(in.lists) < internBound {
+		in.lists[key] = p
+	}
+	return p
 }
 
 // internList is the list held under key (a spelling of ps, prefixed by its

@@ -227,7 +227,7 @@ func (s *Source) Service(namespace, name string) *corev1.Service {
 		for _, k := range s.slices {
 			for _, sl := range k.globalNamed[nsName{namespace, name}] {
 				return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{
-					aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: sl.cluster,
+					aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: sl.cluster(),
 					aggregate.LabelHeadlessMirrorName: sl.serviceName,
 				}}}
 			}

@@ -130,14 +130,14 @@ func (s *Source) holds(svc *corev1.Service) bool {
 }
 
 func (s *Source) addService(c *cachedService) {
-	s.services[nsName{c.namespace, c.name}] = c
+	s.services[nsName{c.namespace(), c.name}] = c
 	if k, ok := s.baseKey(c); ok {
 		s.bases[k] = append(s.bases[k], c)
 	}
 }
 
 func (s *Source) removeService(c *cachedService) {
-	delete(s.services, nsName{c.namespace, c.name})
+	delete(s.services, nsName{c.namespace(), c.name})
 	if k, ok := s.baseKey(c); ok {
 		rest := slices.DeleteFunc(s.bases[k], func(o *cachedService) bool { return o == c })
 		if len(rest) == 0 {
@@ -168,7 +168,7 @@ func (s *Source) serviceKeys(c *cachedService, keys []Key) []Key {
 		keys = append(keys, k)
 	}
 	if base, ok := aggregate.BaseOf(c.name, s.cfg.Suffix); ok {
-		keys = append(keys, Key{c.namespace, base})
+		keys = append(keys, Key{c.namespace(), base})
 	}
 	return keys
 }
@@ -327,19 +327,19 @@ func (k *sliceSink) removeMirror(of nsName, name uint64) {
 }
 
 func (k *sliceSink) addMember(c *cachedSlice) {
-	k.members[nsName{c.namespace, c.name}] = c
+	k.members[nsName{c.namespace(), c.name}] = c
 	if c.serviceName != "" {
-		id := nsName{c.namespace, c.serviceName}
+		id := nsName{c.namespace(), c.serviceName}
 		k.byService[id] = append(k.byService[id], c)
 	}
-	for _, n := range c.globalNamed {
-		id := nsName{c.namespace, n}
+	for _, n := range c.globalNamed() {
+		id := nsName{c.namespace(), n}
 		k.globalNamed[id] = append(k.globalNamed[id], c)
 	}
 }
 
 func (k *sliceSink) removeMember(c *cachedSlice) {
-	delete(k.members, nsName{c.namespace, c.name})
+	delete(k.members, nsName{c.namespace(), c.name})
 	drop := func(m map[nsName][]*cachedSlice, id nsName) {
 		rest := slices.DeleteFunc(m[id], func(o *cachedSlice) bool { return o == c })
 		if len(rest) == 0 {
@@ -349,10 +349,10 @@ func (k *sliceSink) removeMember(c *cachedSlice) {
 		}
 	}
 	if c.serviceName != "" {
-		drop(k.byService, nsName{c.namespace, c.serviceName})
+		drop(k.byService, nsName{c.namespace(), c.serviceName})
 	}
-	for _, n := range c.globalNamed {
-		drop(k.globalNamed, nsName{c.namespace, n})
+	for _, n := range c.globalNamed() {
+		drop(k.globalNamed, nsName{c.namespace(), n})
 	}
 }
 
@@ -361,15 +361,15 @@ func (k *sliceSink) removeMember(c *cachedSlice) {
 // name is held: Source.Service). A slice whose service is not held yet maps
 // to nothing: the service's own arrival covers it.
 func (k *sliceSink) memberKeys(c *cachedSlice, keys []Key) []Key {
-	for _, n := range c.globalNamed {
+	for _, n := range c.globalNamed() {
 		if base, ok := aggregate.BaseOf(n, k.s.cfg.Suffix); ok {
-			keys = append(keys, Key{c.namespace, base})
+			keys = append(keys, Key{c.namespace(), base})
 		}
 	}
 	if c.serviceName == "" {
 		return keys
 	}
-	return k.s.memberKeyOf(c.namespace, c.serviceName, keys)
+	return k.s.memberKeyOf(c.namespace(), c.serviceName, keys)
 }
 
 // memberKeyOf appends the base of the held Service namespace/name, if a member.

@@ -154,7 +154,7 @@ func TestStripMemberSliceAddressesComeBackAsTheyCame(t *testing.T) {
 				in.Endpoints = append(in.Endpoints, e)
 			}
 			c := newInterner().stripSlice(in, aggregate.DefaultSuffix)
-			if packed := c.raw == nil; packed != tc.packed {
+			if packed := c.rare == nil || c.rare.raw == nil; packed != tc.packed {
 				t.Errorf("packed = %v, want %v", packed, tc.packed)
 			}
 			got := c.slice()
@@ -232,6 +232,25 @@ func TestRemoteNameHeldOnlyWhereItDecides(t *testing.T) {
 		wantC, wantWhy := aggregate.Classify(svc, nil)
 		if gotC, gotWhy := aggregate.Classify(got, nil); gotC != wantC || !reflect.DeepEqual(gotWhy, wantWhy) {
 			t.Errorf("%s with %s: Classify %+v %+v, before stripping %+v %+v", tc.name, tc.fq, gotC, gotWhy, wantC, wantWhy)
+		}
+	}
+}
+
+// A slice's trigger time is held as the instant the aggregation reads from
+// it; one the aggregation cannot read is held as none.
+func TestStripMemberSliceTriggerTime(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z"},
+		{"2026-01-01T01:00:00.123456789+01:00", "2026-01-01T00:00:00.123456789Z"},
+		{"yesterday", ""},
+		{"9999-01-01T00:00:00Z", ""}, // beyond Unix nanoseconds
+		{"", ""},
+	} {
+		sl := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "db-abc", Namespace: "ns",
+			Annotations: map[string]string{corev1.EndpointsLastChangeTriggerTime: tc.in}}, AddressType: discoveryv1.AddressTypeIPv4}
+		got := newInterner().stripSlice(sl, aggregate.DefaultSuffix).slice().Annotations[corev1.EndpointsLastChangeTriggerTime]
+		if got != tc.want {
+			t.Errorf("trigger time %q held as %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }
