@@ -2,7 +2,6 @@ package source
 
 import (
 	"cmp"
-	"time"
 	"hash/maphash"
 	"math"
 	"net/netip"
@@ -10,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	corev1 "k8s.io/api/core/v1"
