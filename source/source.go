@@ -76,8 +76,8 @@ type Source struct {
 	mu           sync.RWMutex
 	intern       *interner
 	hash         nameHash
-	services     map[nsName]*cachedService
-	bases        map[Key][]*cachedService // members and globals of ours, by base
+	services     nsMap[*cachedService]
+	bases        nsMap[[]*cachedService] // members and globals of ours, by base
 	skipped      map[nsName]skipped
 	serviceSinks map[string]*serviceSink // by watched namespace; "" for all
 	slices       []*sliceSink
@@ -95,7 +95,7 @@ func New(cfg Config) (*Source, error) {
 		cfg.Suffix = aggregate.DefaultSuffix
 	}
 	s := &Source{cfg: cfg, labelKeys: serviceKeys(cfg.LocalSelector), intern: newInterner(),
-		hash: nameHash(maphash.MakeSeed()), services: map[nsName]*cachedService{}, bases: map[Key][]*cachedService{}, skipped: map[nsName]skipped{},
+		hash: nameHash(maphash.MakeSeed()), services: nsMap[*cachedService]{}, bases: nsMap[[]*cachedService]{}, skipped: map[nsName]skipped{},
 		serviceSinks: map[string]*serviceSink{}}
 	namespaces := cfg.Namespaces
 	if len(namespaces) == 0 {
@@ -220,7 +220,7 @@ func (s *Source) Watches(namespace string) bool {
 func (s *Source) Service(namespace, name string) *corev1.Service {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if c := s.services[nsName{namespace, name}]; c != nil {
+	if c := s.services.get(namespace, name); c != nil {
 		return c.service()
 	}
 	if _, ok := aggregate.BaseOf(name, s.cfg.Suffix); ok {
@@ -240,10 +240,10 @@ func (s *Source) Service(namespace, name string) *corev1.Service {
 func (s *Source) Keys() []Key {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	keys := make([]Key, 0, len(s.bases))
-	for k := range s.bases {
-		keys = append(keys, k)
-	}
+	keys := make([]Key, 0, s.bases.len())
+	s.bases.each(func(namespace, base string, _ []*cachedService) {
+		keys = append(keys, Key{namespace, base})
+	})
 	return keys
 }
 
@@ -252,7 +252,7 @@ func (s *Source) Input(k Key) aggregate.Input {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	in := aggregate.Input{Namespace: k.Namespace, Base: k.Base, Suffix: s.cfg.Suffix}
-	for _, c := range s.bases[k] {
+	for _, c := range s.bases.get(k.Namespace, k.Base) {
 		svc := c.service()
 		cl, _ := aggregate.Classify(svc, s.cfg.LocalSelector)
 		if cl.Base != k.Base || !cl.Member() {
@@ -262,7 +262,7 @@ func (s *Source) Input(k Key) aggregate.Input {
 		id := nsName{k.Namespace, svc.Name}
 		var seen []string
 		for _, sink := range s.slices {
-			for _, sl := range sink.byService[id] {
+			for _, sl := range sink.byService.get(id.namespace, id.name) {
 				if len(s.slices) > 1 && slices.Contains(seen, sl.name) {
 					continue // matched by more than one feed's selector
 				}
@@ -288,7 +288,7 @@ func (s *Source) endpointMirrors(id nsName, cluster string, headless []*discover
 	var ready map[uint64]bool
 	var seen []uint64
 	for _, sink := range s.slices {
-		for _, ms := range sink.mirrors[id] {
+		for _, ms := range sink.mirrors.get(id.namespace, id.name) {
 			if len(s.slices) > 1 && containsHash(seen, ms.name) {
 				continue // matched by more than one feed's selector
 			}

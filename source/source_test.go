@@ -289,7 +289,7 @@ func TestRelistDropsWhatIsGoneAndTellsOnlyChanges(t *testing.T) {
 		t.Errorf("db's input after the relist: %+v", in)
 	}
 	for _, k := range s.slices {
-		if len(k.mirrors) > 0 || len(k.byService) > 1 || len(k.members) > 1 || (len(k.members) == 1 && k.members[nsName{"ns", "db-east-x"}] == nil) {
+		if k.mirrors.len() > 0 || k.byService.len() > 1 || k.members.len() > 1 || (k.members.len() == 1 && k.members.get("ns", "db-east-x") == nil) {
 			t.Errorf("left behind: members %v, mirrors %v, by service %v", k.members, k.mirrors, k.byService)
 		}
 	}
@@ -308,9 +308,9 @@ func TestIndexHoldsOnlyWhatIsRead(t *testing.T) {
 		service("web-global", nil, "None"),                              // a user's: blocks web's global
 	)
 	var held []string
-	for id := range s.services {
-		held = append(held, id.name)
-	}
+	s.services.each(func(_, name string, _ *cachedService) {
+		held = append(held, name)
+	})
 	slices.Sort(held)
 	if want := []string{"db", "db-east", "web-global"}; !slices.Equal(held, want) {
 		t.Errorf("held %v, want %v", held, want)

@@ -37,7 +37,7 @@ func (k *serviceSink) Upsert(obj runtime.Object) {
 	var changed []Key
 	s.mu.Lock()
 	id := nsName{svc.Namespace, svc.Name}
-	old := s.services[id]
+	old := s.services.get(id.namespace, id.name)
 	if _, skip := aggregate.Classify(svc, s.cfg.LocalSelector); skip != nil {
 		if seen, ok := s.skipped[id]; !ok || seen.version != svc.ResourceVersion {
 			defer s.skippedService(svc, *skip)
@@ -82,7 +82,7 @@ func (k *serviceSink) Delete(obj runtime.Object) {
 	s.mu.Lock()
 	id := nsName{svc.Namespace, svc.Name}
 	delete(s.skipped, id)
-	if old := s.services[id]; old != nil {
+	if old := s.services.get(id.namespace, id.name); old != nil {
 		s.removeService(old)
 		changed = s.serviceKeys(old, changed)
 	}
@@ -94,12 +94,12 @@ func (k *serviceSink) Listed() {
 	s := k.s
 	var changed []Key
 	s.mu.Lock()
-	for id, svc := range s.services {
-		if svc.gen != k.gen && k.namespaceOf(id.namespace) {
+	s.services.each(func(namespace, _ string, svc *cachedService) {
+		if svc.gen != k.gen && k.namespaceOf(namespace) {
 			s.removeService(svc)
 			changed = s.serviceKeys(svc, changed)
 		}
-	}
+	})
 	for id, sk := range s.skipped {
 		if sk.gen != k.gen && k.namespaceOf(id.namespace) {
 			delete(s.skipped, id)
@@ -130,20 +130,20 @@ func (s *Source) holds(svc *corev1.Service) bool {
 }
 
 func (s *Source) addService(c *cachedService) {
-	s.services[nsName{c.namespace(), c.name}] = c
+	s.services.set(c.namespace(), c.name, c)
 	if k, ok := s.baseKey(c); ok {
-		s.bases[k] = append(s.bases[k], c)
+		s.bases.set(k.Namespace, k.Base, append(s.bases.get(k.Namespace, k.Base), c))
 	}
 }
 
 func (s *Source) removeService(c *cachedService) {
-	delete(s.services, nsName{c.namespace(), c.name})
+	s.services.del(c.namespace(), c.name)
 	if k, ok := s.baseKey(c); ok {
-		rest := slices.DeleteFunc(s.bases[k], func(o *cachedService) bool { return o == c })
+		rest := slices.DeleteFunc(s.bases.get(k.Namespace, k.Base), func(o *cachedService) bool { return o == c })
 		if len(rest) == 0 {
-			delete(s.bases, k)
+			s.bases.del(k.Namespace, k.Base)
 		} else {
-			s.bases[k] = rest
+			s.bases.set(k.Namespace, k.Base, rest)
 		}
 	}
 }
@@ -180,18 +180,18 @@ type sliceSink struct {
 	selector labels.Selector // the feed's
 	gen      uint32
 	// members are the slices of member Services, by name and by service.
-	members   map[nsName]*cachedSlice
-	byService map[nsName][]*cachedSlice
+	members   nsMap[*cachedSlice]
+	byService nsMap[[]*cachedSlice]
 	// mirrors are endpoint mirrors' slices by headless mirror, sorted by name.
-	mirrors map[nsName][]mirrorSlice
+	mirrors nsMap[[]mirrorSlice]
 	// globalNamed are headless mirrors' slices by the name of an endpoint
 	// mirror of theirs that is named like a global.
 	globalNamed map[nsName][]*cachedSlice
 }
 
 func newSliceSink(s *Source, sel labels.Selector) *sliceSink {
-	return &sliceSink{s: s, selector: sel, members: map[nsName]*cachedSlice{}, byService: map[nsName][]*cachedSlice{},
-		mirrors: map[nsName][]mirrorSlice{}, globalNamed: map[nsName][]*cachedSlice{}}
+	return &sliceSink{s: s, selector: sel, members: nsMap[*cachedSlice]{}, byService: nsMap[[]*cachedSlice]{},
+		mirrors: nsMap[[]mirrorSlice]{}, globalNamed: map[nsName][]*cachedSlice{}}
 }
 
 func (k *sliceSink) Listing() {
@@ -210,7 +210,7 @@ func (k *sliceSink) Upsert(obj runtime.Object) {
 	s.mu.Lock()
 	id := nsName{sl.Namespace, sl.Name}
 	if hm := sl.Labels[aggregate.LabelHeadlessMirrorName]; hm != "" {
-		if old := k.members[id]; old != nil { // relabeled: it was a member's
+		if old := k.members.get(id.namespace, id.name); old != nil { // relabeled: it was a member's
 			k.removeMember(old)
 			changed = k.memberKeys(old, changed)
 		}
@@ -222,7 +222,7 @@ func (k *sliceSink) Upsert(obj runtime.Object) {
 		// one to another, and if something did, the next list would drop
 		// the entry left under the old one.
 		of := nsName{s.intern.str(sl.Namespace), hm}
-		list := k.mirrors[of]
+		list := k.mirrors.get(of.namespace, of.name)
 		i, had := find(list, cur.name)
 		if had && list[i].service == cur.service && list[i].ready == cur.ready {
 			list[i].gen = k.gen // the same; only its list is new
@@ -232,7 +232,7 @@ func (k *sliceSink) Upsert(obj runtime.Object) {
 		if had {
 			list[i] = cur
 		} else {
-			k.mirrors[of] = slices.Insert(list, i, cur)
+			k.mirrors.set(of.namespace, of.name, slices.Insert(list, i, cur))
 		}
 		changed = s.memberKeyOf(of.namespace, hm, changed)
 		s.mu.Unlock()
@@ -241,7 +241,7 @@ func (k *sliceSink) Upsert(obj runtime.Object) {
 	}
 	cur := s.intern.stripSlice(sl, s.cfg.Suffix)
 	cur.gen = k.gen
-	old := k.members[id]
+	old := k.members.get(id.namespace, id.name)
 	if old != nil && old.sameAs(cur) {
 		old.gen = k.gen
 		s.mu.Unlock()
@@ -267,12 +267,12 @@ func (k *sliceSink) Delete(obj runtime.Object) {
 	s.mu.Lock()
 	if hm := sl.Labels[aggregate.LabelHeadlessMirrorName]; hm != "" {
 		of := nsName{sl.Namespace, hm}
-		if name := s.hash.of(sl.Name); contains(k.mirrors[of], name) {
+		if name := s.hash.of(sl.Name); contains(k.mirrors.get(of.namespace, of.name), name) {
 			k.removeMirror(of, name)
 			changed = s.memberKeyOf(of.namespace, hm, changed)
 		}
 	}
-	if old := k.members[nsName{sl.Namespace, sl.Name}]; old != nil {
+	if old := k.members.get(sl.Namespace, sl.Name); old != nil {
 		k.removeMember(old)
 		changed = k.memberKeys(old, changed)
 	}
@@ -284,27 +284,27 @@ func (k *sliceSink) Listed() {
 	s := k.s
 	var changed []Key
 	s.mu.Lock()
-	for _, old := range k.members {
+	k.members.each(func(_, _ string, old *cachedSlice) {
 		if old.gen != k.gen {
 			k.removeMember(old)
 			changed = k.memberKeys(old, changed)
 		}
-	}
-	for of, list := range k.mirrors {
+	})
+	k.mirrors.each(func(namespace, name string, list []mirrorSlice) {
 		rest := slices.DeleteFunc(list, func(m mirrorSlice) bool { return m.gen != k.gen })
 		if len(rest) != len(list) {
-			changed = s.memberKeyOf(of.namespace, of.name, changed)
+			changed = s.memberKeyOf(namespace, name, changed)
 		}
 		switch {
 		case len(rest) == 0:
-			delete(k.mirrors, of)
+			k.mirrors.del(namespace, name)
 		case cap(rest) > len(rest):
 			// The list grew by doubling; hold it at its size.
-			k.mirrors[of] = slices.Clone(rest)
+			k.mirrors.set(namespace, name, slices.Clone(rest))
 		default:
-			k.mirrors[of] = rest
+			k.mirrors.set(namespace, name, rest)
 		}
-	}
+	})
 	s.mu.Unlock()
 	s.notify(changed)
 }
@@ -315,22 +315,21 @@ func contains(l []mirrorSlice, name uint64) bool {
 }
 
 func (k *sliceSink) removeMirror(of nsName, name uint64) {
-	list := k.mirrors[of]
+	list := k.mirrors.get(of.namespace, of.name)
 	if i, ok := find(list, name); ok {
 		list = slices.Delete(list, i, i+1)
 	}
 	if len(list) == 0 {
-		delete(k.mirrors, of)
+		k.mirrors.del(of.namespace, of.name)
 	} else {
-		k.mirrors[of] = list
+		k.mirrors.set(of.namespace, of.name, list)
 	}
 }
 
 func (k *sliceSink) addMember(c *cachedSlice) {
-	k.members[nsName{c.namespace(), c.name}] = c
+	k.members.set(c.namespace(), c.name, c)
 	if c.serviceName != "" {
-		id := nsName{c.namespace(), c.serviceName}
-		k.byService[id] = append(k.byService[id], c)
+		k.byService.set(c.namespace(), c.serviceName, append(k.byService.get(c.namespace(), c.serviceName), c))
 	}
 	for _, n := range c.globalNamed() {
 		id := nsName{c.namespace(), n}
@@ -339,20 +338,23 @@ func (k *sliceSink) addMember(c *cachedSlice) {
 }
 
 func (k *sliceSink) removeMember(c *cachedSlice) {
-	delete(k.members, nsName{c.namespace(), c.name})
-	drop := func(m map[nsName][]*cachedSlice, id nsName) {
-		rest := slices.DeleteFunc(m[id], func(o *cachedSlice) bool { return o == c })
+	k.members.del(c.namespace(), c.name)
+	if c.serviceName != "" {
+		rest := slices.DeleteFunc(k.byService.get(c.namespace(), c.serviceName), func(o *cachedSlice) bool { return o == c })
 		if len(rest) == 0 {
-			delete(m, id)
+			k.byService.del(c.namespace(), c.serviceName)
 		} else {
-			m[id] = rest
+			k.byService.set(c.namespace(), c.serviceName, rest)
 		}
 	}
-	if c.serviceName != "" {
-		drop(k.byService, nsName{c.namespace(), c.serviceName})
-	}
 	for _, n := range c.globalNamed() {
-		drop(k.globalNamed, nsName{c.namespace(), n})
+		id := nsName{c.namespace(), n}
+		rest := slices.DeleteFunc(k.globalNamed[id], func(o *cachedSlice) bool { return o == c })
+		if len(rest) == 0 {
+			delete(k.globalNamed, id)
+		} else {
+			k.globalNamed[id] = rest
+		}
 	}
 }
 
@@ -374,7 +376,7 @@ func (k *sliceSink) memberKeys(c *cachedSlice, keys []Key) []Key {
 
 // memberKeyOf appends the base of the held Service namespace/name, if a member.
 func (s *Source) memberKeyOf(namespace, name string, keys []Key) []Key {
-	if c := s.services[nsName{namespace, name}]; c != nil {
+	if c := s.services.get(namespace, name); c != nil {
 		if k, ok := s.memberKey(c.service()); ok {
 			keys = append(keys, k)
 		}

@@ -196,10 +196,10 @@ func TestEndpointMirrorSliceIsHeldAsReadiness(t *testing.T) {
 		hm := fixture.HeadlessMirror("ns", "db", "east")
 		s := indexOf(hm, fixture.Slice(hm, "db-east-abc", discoveryv1.AddressTypeIPv4, nil, fixture.Ready("db-0", "10.1.0.1")), in)
 		sink := s.slices[0]
-		if len(sink.members) != 1 {
+		if sink.members.len() != 1 {
 			t.Errorf("an endpoint mirror's slice is held as a member's: %+v", sink.members)
 		}
-		held := sink.mirrors[nsName{"ns", "db-east"}]
+		held := sink.mirrors.get("ns", "db-east")
 		if len(held) != 1 || held[0].name != s.hash.of("db-0-east-x") || held[0].service != s.hash.of("db-0-east") {
 			t.Errorf("held %+v", held)
 		}

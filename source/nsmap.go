@@ -1,0 +1,49 @@
+package source
+
+// nsMap maps a namespace and a name to V: one map per namespace keyed by the
+// name alone. Its slots are half the size of a map keyed by both, and a
+// large index is mostly slots.
+type nsMap[V any] map[string]map[string]V
+
+func (m nsMap[V]) get(namespace, name string) V {
+	return m[namespace][name]
+}
+
+func (m nsMap[V]) lookup(namespace, name string) (V, bool) {
+	v, ok := m[namespace][name]
+	return v, ok
+}
+
+func (m nsMap[V]) set(namespace, name string, v V) {
+	in := m[namespace]
+	if in == nil {
+		in = map[string]V{}
+		m[namespace] = in
+	}
+	in[name] = v
+}
+
+func (m nsMap[V]) del(namespace, name string) {
+	in := m[namespace]
+	delete(in, name)
+	if len(in) == 0 {
+		delete(m, namespace)
+	}
+}
+
+func (m nsMap[V]) len() int {
+	n := 0
+	for _, in := range m {
+		n += len(in)
+	}
+	return n
+}
+
+// each calls f with every entry; f may delete the entry it is given.
+func (m nsMap[V]) each(f func(namespace, name string, v V)) {
+	for ns, in := range m {
+		for name, v := range in {
+			f(ns, name, v)
+		}
+	}
+}
