@@ -165,12 +165,15 @@ type cachedSlice struct {
 	name        string
 	serviceName string // kubernetes.io/service-name
 	shape       *sliceShape
-	endpoints   []cachedEndpoint
-	// data holds every endpoint's addresses in order, packed, 4 or 16 bytes
-	// each by the slice's family (a string each would cost 32 bytes or
-	// more), when each is the canonical spelling of one (else rare.raw
-	// holds them); then every endpoint's hostname, one after the other.
-	data string
+	// data holds the endpoints, in order: for each, one byte each of its
+	// address count, its hostname's length and its flags; then every
+	// endpoint's addresses, packed, 4 or 16 bytes each by the slice's family
+	// (a string each would cost 32 bytes or more), when each is the
+	// canonical spelling of one (else rare.raw holds them); then every
+	// endpoint's hostname. One string, where a slice of structs, an array
+	// of strings and their bytes cost three times as much.
+	data      string
+	endpoints uint16
 	// trigger is endpoints.kubernetes.io/last-change-trigger-time in Unix
 	// nanoseconds; 0 where it is unset or unreadable (the aggregation
 	// ignores it then).
@@ -207,13 +210,10 @@ func (c *cachedSlice) globalNamed() []string {
 	return c.rare.globalNamed
 }
 
-// cachedEndpoint is one endpoint: its addresses are the count from first
-// on of its slice's, its hostname hostLen bytes at host in its slice's data.
-type cachedEndpoint struct {
-	host                  uint32
-	first, count, hostLen uint16 // a slice holds at most 1,000 endpoints of at most 100 addresses
-	flags                 endpointFlags
-}
+// endpointHeader is the size of an endpoint's entry at the start of its
+// slice's data: its address count (the API admits 100), the length of its
+// hostname (a DNS label: 63) and its flags.
+const endpointHeader = 3
 
 type endpointFlags uint8
 
@@ -256,12 +256,12 @@ func (in *interner) stripSlice(sl *discoveryv1.EndpointSlice, suffix string) *ca
 		addrs += len(e.Addresses)
 		if e.Hostname != nil {
 			hostLen += len(*e.Hostname)
-			if len(*e.Hostname) > math.MaxUint16 {
-				hostLen = math.MaxUint32 // misread below
-			}
+		}
+		if len(e.Addresses) > math.MaxUint8 || (e.Hostname != nil && len(*e.Hostname) > math.MaxUint8) {
+			return c // beyond what the API server admits, as below
 		}
 	}
-	if addrs > math.MaxUint16 || len(sl.Endpoints) > math.MaxUint16 || addrs*16+hostLen > math.MaxUint32 {
+	if len(sl.Endpoints) > math.MaxUint16 {
 		// Beyond what the API server admits (1,000 endpoints of 100
 		// addresses, hostnames of 63 bytes): kept as an empty slice rather
 		// than misread.
@@ -271,23 +271,23 @@ func (in *interner) stripSlice(sl *discoveryv1.EndpointSlice, suffix string) *ca
 	if raw != nil {
 		c.rare = &sliceRare{raw: raw}
 	}
-	data := append(make([]byte, 0, len(packed)+hostLen), packed...)
-	c.endpoints = make([]cachedEndpoint, len(sl.Endpoints))
-	first := 0
+	data := make([]byte, endpointHeader*len(sl.Endpoints), endpointHeader*len(sl.Endpoints)+len(packed)+hostLen)
+	data = append(data, packed...)
 	for i, e := range sl.Endpoints {
-		ce := cachedEndpoint{first: uint16(first), count: uint16(len(e.Addresses))}
-		first += len(e.Addresses)
+		var flags endpointFlags
 		if e.Hostname != nil {
-			ce.host, ce.hostLen, ce.flags = uint32(len(data)), uint16(len(*e.Hostname)), hasHostname
+			flags = hasHostname
+			data[endpointHeader*i+1] = byte(len(*e.Hostname))
 			data = append(data, *e.Hostname...)
 		}
 		if r := e.Conditions.Ready; r != nil {
-			ce.flags |= readyKnown
+			flags |= readyKnown
 			if *r {
-				ce.flags |= isReady
+				flags |= isReady
 			}
 		}
-		c.endpoints[i] = ce
+		data[endpointHeader*i] = byte(len(e.Addresses))
+		data[endpointHeader*i+2] = byte(flags)
 		if sh.cluster != "" && e.Hostname != nil {
 			if name := *e.Hostname + "-" + sh.cluster; strings.HasSuffix(name, suffix) {
 				if c.rare == nil {
@@ -297,7 +297,7 @@ func (in *interner) stripSlice(sl *discoveryv1.EndpointSlice, suffix string) *ca
 			}
 		}
 	}
-	c.data = string(data)
+	c.data, c.endpoints = string(data), uint16(len(sl.Endpoints))
 	return c
 }
 
@@ -342,18 +342,18 @@ func packAddresses(sl *discoveryv1.EndpointSlice, n int) ([]byte, []string) {
 	return packed, nil
 }
 
-// address is the slice's i-th address.
-func (c *cachedSlice) address(i int) string {
+// address is the slice's i-th address, its packed addresses starting at at.
+func (c *cachedSlice) address(i, at int) string {
 	if c.rare != nil && c.rare.raw != nil {
 		return c.rare.raw[i]
 	}
 	if c.shape.addressType == discoveryv1.AddressTypeIPv4 {
 		var b [4]byte
-		copy(b[:], c.data[4*i:])
+		copy(b[:], c.data[at+4*i:])
 		return netip.AddrFrom4(b).String()
 	}
 	var b [16]byte
-	copy(b[:], c.data[16*i:])
+	copy(b[:], c.data[at+16*i:])
 	return netip.AddrFrom16(b).String()
 }
 
@@ -364,7 +364,7 @@ func (c *cachedSlice) slice() *discoveryv1.EndpointSlice {
 		ObjectMeta:  metav1.ObjectMeta{Name: c.name, Namespace: sh.namespace},
 		AddressType: sh.addressType,
 		Ports:       sh.ports,
-		Endpoints:   make([]discoveryv1.Endpoint, len(c.endpoints)),
+		Endpoints:   make([]discoveryv1.Endpoint, c.endpoints),
 	}
 	if c.serviceName != "" || sh.cluster != "" {
 		sl.Labels = map[string]string{}
@@ -379,18 +379,36 @@ func (c *cachedSlice) slice() *discoveryv1.EndpointSlice {
 	if c.trigger != 0 {
 		sl.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: time.Unix(0, c.trigger).UTC().Format(time.RFC3339Nano)}
 	}
-	for i := range c.endpoints {
-		e := &c.endpoints[i]
-		out := discoveryv1.Endpoint{Addresses: make([]string, e.count)}
-		for j := range out.Addresses {
-			out.Addresses[j] = c.address(int(e.first) + j)
+	n := int(c.endpoints)
+	addrs := 0
+	for i := range n {
+		addrs += int(c.data[endpointHeader*i])
+	}
+	at := endpointHeader * n // the first address
+	host := at               // the next hostname
+	if c.rare == nil || c.rare.raw == nil {
+		switch sh.addressType {
+		case discoveryv1.AddressTypeIPv4:
+			host += 4 * addrs
+		case discoveryv1.AddressTypeIPv6:
+			host += 16 * addrs
 		}
-		if e.flags&hasHostname != 0 {
-			h := c.data[e.host : e.host+uint32(e.hostLen)]
+	}
+	next := 0 // the next address
+	for i := range n {
+		count, hostLen, flags := int(c.data[endpointHeader*i]), int(c.data[endpointHeader*i+1]), endpointFlags(c.data[endpointHeader*i+2])
+		out := discoveryv1.Endpoint{Addresses: make([]string, count)}
+		for j := range out.Addresses {
+			out.Addresses[j] = c.address(next, at)
+			next++
+		}
+		if flags&hasHostname != 0 {
+			h := c.data[host : host+hostLen]
+			host += hostLen
 			out.Hostname = &h
 		}
-		if e.flags&readyKnown != 0 {
-			out.Conditions.Ready = boolPtr(e.flags&isReady != 0)
+		if flags&readyKnown != 0 {
+			out.Conditions.Ready = boolPtr(flags&isReady != 0)
 		}
 		sl.Endpoints[i] = out
 	}
