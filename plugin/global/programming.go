@@ -15,6 +15,12 @@ func (dc *dnsController) takePending(k source.Key) (time.Time, bool) {
 	defer dc.pendingMu.Unlock()
 	t, ok := dc.pending[k]
 	delete(dc.pending, k)
+	if len(dc.pending) == 0 && ok {
+		// A map never gives back the room a storm or the initial list grew
+		// it to (tens of bytes per global); an empty one costs nothing to
+		// make again.
+		dc.pending = map[source.Key]time.Time{}
+	}
 	return t, ok
 }
 

@@ -49,9 +49,10 @@ func ControllerWrites(ctrl *run.Controller) (Writes, error) {
 	return w, nil
 }
 
-// Converged waits until the controller manages bases globals holding every
-// endpoint and its queue is empty, and returns when it first saw that.
-func Converged(ctx context.Context, ctrl *run.Controller, bases int, timeout time.Duration) (time.Time, error) {
+// Converged waits until the controller manages bases globals holding
+// endpoints endpoints and its queue is empty, and returns when it first saw
+// that.
+func Converged(ctx context.Context, ctrl *run.Controller, bases, endpoints int, timeout time.Duration) (time.Time, error) {
 	var seen time.Time
 	err := await.Poll(ctx, timeout, 100*time.Millisecond, func(context.Context) string {
 		s, err := run.Scrape(ctrl.BaseURL + "/metrics")
@@ -61,7 +62,7 @@ func Converged(ctx context.Context, ctrl *run.Controller, bases int, timeout tim
 		}
 		g, e := s.Sum("globalmirror_globals"), s.Sum("globalmirror_endpoints")
 		depth := s.Sum("workqueue_depth", `name="globalmirror"`)
-		if int(g) == bases && int(e) == bases*Records && depth == 0 {
+		if int(g) == bases && int(e) == endpoints && depth == 0 {
 			return ""
 		}
 		return fmt.Sprintf("%v globals, %v endpoints, queue depth %v", g, e, depth)

@@ -23,7 +23,7 @@ const linkerdServiceCIDRs = "10.96.0.0/12,fd00:10:96::/108"
 type LinkerdMemoryResult struct {
 	Steps   []LinkerdMemoryStep
 	Relists []RelistResult
-	Storms  []StormResult
+	Storms  *StormReport
 }
 
 // LinkerdMemoryStep is CoreDNS's memory at one size of Linkerd's full shape.
@@ -77,7 +77,7 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int) (*LinkerdMemory
 		if err != nil {
 			return res, err
 		}
-		if _, err := Converged(ctx, ctrl, n, 20*time.Minute); err != nil {
+		if _, err := Converged(ctx, ctrl, n, n*Records, 20*time.Minute); err != nil {
 			ctrl.Stop()
 			return res, err
 		}
@@ -95,10 +95,11 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int) (*LinkerdMemory
 		res.Steps = append(res.Steps, LinkerdMemoryStep{Bases: n, Endpoints: n * len(Clusters) * Pods, RSS: rss,
 			ControllerLive: live, ControllerRSS: crss})
 	}
-	if res.Storms, err = w.Storm(ctx, cfg.Dir, client, loaded, cfg.LoadWorkers, env2, cfg.Log); err != nil {
+	if res.Relists, err = w.Relist(ctx, cfg.Dir, cluster, loaded, env2, cfg.Log); err != nil {
 		return res, err
 	}
-	res.Relists, err = w.Relist(ctx, cfg.Dir, cluster, loaded, env2, cfg.Log)
+	// Last: the storm world, in a namespace of its own, stays loaded.
+	res.Storms, err = Storm(ctx, cfg, cluster.Kubeconfig, client, env2)
 	return res, err
 }
 

@@ -4,92 +4,254 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/dnsq"
-	"github.com/globalmirror/globalmirror/test/scenario"
+	"github.com/globalmirror/globalmirror/test/run"
 	"github.com/miekg/dns"
 	"golang.org/x/sync/errgroup"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 )
 
-// StormResult is how fast CoreDNS with global follows one cluster's whole
-// gateway going down, or coming back: every endpoint mirror of the cluster
-// not ready (or ready) at once, as Linkerd's service mirror writes them.
+// The storms run in the largest Linkerd users' shape: ten linked clusters,
+// StormBases headless services each, Pods pods each, in Linkerd's full
+// shape (a headless mirror per service and cluster, an endpoint mirror per
+// pod), in a namespace of their own.
+var stormWorld = World{Namespace: "storm", Clusters: func() []string {
+	var c []string
+	for i := range 10 {
+		c = append(c, fmt.Sprintf("c%02d", i))
+	}
+	return c
+}()}
+
+// StormBases is the number of services every cluster of the storm world exports.
+const StormBases = 1000
+
+// stormCorefile is CoreDNS with global alone, watching the storm's namespace.
+const stormCorefile = `.:{$DNS_PORT} {
+    bind 127.0.0.1
+    global cluster.local {
+        kubeconfig {$BENCH_KUBECONFIG}
+        namespaces storm
+        ttl 5
+    }
+}
+`
+
+// StormResult is how fast both halves follow one cluster changing at once.
 type StormResult struct {
 	What    string
 	Globals int
-	Writes  int
+	Writes  int // the simulator's
 	Writers int
 	// Writing is from the first write sent to the last answered.
 	Writing time.Duration
-	// After is, per global, from the last write answered to its first right
-	// answer; zero where it was right before.
+	// After is, per global, from the last write answered to the plugin's
+	// first right answer; zero where it was right before.
 	After []time.Duration
+	// ControllerWrites are the controller's writes of its global slices in
+	// the storm, and ControllerAfter when the last of them was seen, after
+	// the simulator's last write (zero if before).
+	ControllerWrites int
+	ControllerAfter  time.Duration
+}
+
+// RestartResult is how long a half takes to answer, and to converge, once
+// restarted in the storm world.
+type RestartResult struct {
+	What string
+	// First is from the start to the first right answer (CoreDNS) or the
+	// controller's readiness; Converged to every global right (CoreDNS) or
+	// the controller's queue drained with every global built.
+	First, Converged time.Duration
+	// Writes are the controller's API writes after it restarted.
+	Writes int
+}
+
+// StormReport is everything the storm world measured.
+type StormReport struct {
+	Clusters, Bases, Objects int
+	Loading                  time.Duration
+	Storms                   []StormResult
+	Restarts                 []RestartResult
 }
 
 // stormSweepers ask for every global in turn, in parallel.
 const stormSweepers = 8
 
-// Storm flips the gateway of the last cluster down, then up, in a world of
-// bases loaded in Linkerd's full shape, against CoreDNS with global alone,
-// and measures when each global's answer follows.
-func (w World) Storm(ctx context.Context, dir string, client kubernetes.Interface, bases, workers int, env []string, logf func(string, ...any)) ([]StormResult, error) {
-	srv, err := StartCoreDNS(ctx, dir, "storm", relistGlobalCorefile, "", []string{"DNS_PORT"}, env)
+// Storm loads the storm world and, with the controller and CoreDNS with
+// global running, takes one cluster's gateway down and back, unlinks it and
+// links it again, then restarts each half.
+func Storm(ctx context.Context, cfg Config, kubeconfig string, client kubernetes.Interface, env []string) (*StormReport, error) {
+	w, bases := stormWorld, StormBases
+	records := w.Records()
+	rep := &StormReport{Clusters: len(w.clusters()), Bases: bases, Objects: bases * len(w.clusters()) * (2 + 2*Pods)}
+	t := time.Now()
+	if err := w.Load(ctx, client, 0, bases, cfg.LoadWorkers); err != nil {
+		return rep, err
+	}
+	if err := w.LoadEndpointMirrors(ctx, client, 0, bases, cfg.LoadWorkers); err != nil {
+		return rep, err
+	}
+	rep.Loading = time.Since(t)
+	cfg.Log("storm world: %d clusters × %d services × %d pods, %d objects loaded in %v", rep.Clusters, bases, Pods, rep.Objects, rep.Loading.Round(time.Second))
+
+	ctrl, err := startStormController(ctx, cfg, kubeconfig, "storm-controller.log")
 	if err != nil {
-		return nil, err
+		return rep, err
 	}
-	defer srv.Stop()
+	defer func() { ctrl.Stop() }()
+	if _, err := Converged(ctx, ctrl, bases, bases*records, 10*time.Minute); err != nil {
+		return rep, err
+	}
+	srv, err := StartCoreDNS(ctx, cfg.Dir, "storm", stormCorefile, "", []string{"DNS_PORT"}, env)
+	if err != nil {
+		return rep, err
+	}
+	defer func() { srv.Stop() }()
 	addr := srv.PortAddr("DNS_PORT")
-	if err := scenario.AwaitRecords(ctx, addr, w.FQDN(Global(bases-1)), Records, 3*time.Minute); err != nil {
-		return nil, err
+	if _, err := w.sweep(ctx, addr, bases, records, time.Time{}, 3*time.Minute); err != nil {
+		return rep, err
 	}
-	c := len(Clusters) - 1
-	var out []StormResult
-	for _, up := range []bool{false, true} {
-		what, want := fmt.Sprintf("gateway of %s down", Clusters[c]), Records-Pods
-		if up {
-			what, want = fmt.Sprintf("gateway of %s back", Clusters[c]), Records
-		}
-		res, err := w.stormOnce(ctx, addr, client, bases, c, up, want, workers)
+
+	c := len(w.clusters()) - 1
+	name := w.clusters()[c]
+	for _, phase := range []struct {
+		what  string
+		want  int
+		write func(context.Context, kubernetes.Interface, int, int) error
+		count int
+	}{
+		{"gateway of " + name + " down", records - Pods, w.setGateway(false), Pods},
+		{"gateway of " + name + " back", records, w.setGateway(true), Pods},
+		{"unlink of " + name, records - Pods, w.unlink, 2 + 2*Pods},
+		{"link of " + name + " again", records, w.link, 2 + 2*Pods},
+	} {
+		res, err := w.stormOnce(ctx, addr, client, bases, c, phase.want, cfg.LoadWorkers, phase.write)
 		if err != nil {
-			return out, fmt.Errorf("%s: %w", what, err)
+			return rep, fmt.Errorf("%s: %w", phase.what, err)
 		}
-		res.What = what
-		logf("storm, %s: %d writes in %v; every global right %v after the last (p50 %v)", what, res.Writes,
-			res.Writing.Round(time.Millisecond), DurationQuantile(res.After, 1).Round(time.Millisecond), DurationQuantile(res.After, .5).Round(time.Millisecond))
-		out = append(out, *res)
+		res.What, res.Writes = phase.what, bases*phase.count
+		cfg.Log("storm, %s: %d writes in %v; every global right %v after the last (p50 %v); the controller wrote %d slices, the last %v after",
+			res.What, res.Writes, res.Writing.Round(time.Millisecond), DurationQuantile(res.After, 1).Round(time.Millisecond),
+			DurationQuantile(res.After, .5).Round(time.Millisecond), res.ControllerWrites, res.ControllerAfter.Round(time.Millisecond))
+		rep.Storms = append(rep.Storms, *res)
+	}
+
+	// CoreDNS restarted: its first right answer and every global right.
+	srv.Stop()
+	start := time.Now()
+	if srv, err = StartCoreDNS(ctx, cfg.Dir, "storm-restarted", stormCorefile, "", []string{"DNS_PORT"}, env); err != nil {
+		return rep, err
+	}
+	times, err := w.sweep(ctx, srv.PortAddr("DNS_PORT"), bases, records, start, 3*time.Minute)
+	if err != nil {
+		return rep, fmt.Errorf("CoreDNS restarted: %w", err)
+	}
+	r := RestartResult{What: "CoreDNS", First: slices.Min(times), Converged: slices.Max(times)}
+	cfg.Log("storm world, CoreDNS restarted: first right answer after %v, every global right after %v", r.First.Round(time.Millisecond), r.Converged.Round(time.Millisecond))
+	rep.Restarts = append(rep.Restarts, r)
+
+	// The controller restarted: ready, converged, and what it wrote.
+	ctrl.Stop()
+	start = time.Now()
+	if ctrl, err = startStormController(ctx, cfg, kubeconfig, "storm-controller-restarted.log"); err != nil {
+		return rep, err
+	}
+	r = RestartResult{What: "controller", First: time.Since(start)}
+	done, err := Converged(ctx, ctrl, bases, bases*records, 10*time.Minute)
+	if err != nil {
+		return rep, fmt.Errorf("controller restarted: %w", err)
+	}
+	r.Converged = done.Sub(start)
+	writes, err := Settle(ctx, ctrl, 5*time.Second, 2*time.Minute)
+	if err != nil {
+		return rep, err
+	}
+	r.Writes = int(writes.Total())
+	cfg.Log("storm world, controller restarted: ready after %v, converged after %v, %d writes", r.First.Round(time.Millisecond), r.Converged.Round(time.Millisecond), r.Writes)
+	rep.Restarts = append(rep.Restarts, r)
+	return rep, nil
+}
+
+func startStormController(ctx context.Context, cfg Config, kubeconfig, log string) (*run.Controller, error) {
+	return run.StartController(ctx, cfg.Dir, log, kubeconfig, "--leader-elect=false", "--namespaces="+stormWorld.Namespace,
+		"--kube-api-qps="+strconv.Itoa(cfg.ControllerQPS), "--kube-api-burst="+strconv.Itoa(2*cfg.ControllerQPS))
+}
+
+// sweep asks every global until each answers want A records, stormSweepers
+// at a time, and returns when each first did, after since (zero: the times
+// themselves are not wanted, only that all did).
+func (w World) sweep(ctx context.Context, addr string, bases, want int, since time.Time, timeout time.Duration) ([]time.Duration, error) {
+	right := make([]time.Time, bases)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var sweepers sync.WaitGroup
+	for s := range stormSweepers {
+		sweepers.Go(func() { w.sweepSome(ctx, addr, s, bases, want, right) })
+	}
+	sweepers.Wait()
+	out := make([]time.Duration, bases)
+	for i, t := range right {
+		if t.IsZero() {
+			return nil, fmt.Errorf("%s never answered %d records", Global(i), want)
+		}
+		if !since.IsZero() {
+			out[i] = t.Sub(since)
+		}
 	}
 	return out, nil
 }
 
-func (w World) stormOnce(ctx context.Context, addr string, client kubernetes.Interface, bases, c int, ready bool, want, workers int) (*StormResult, error) {
+// sweepSome asks for every stormSweepers-th global from s on in turn until
+// each answered want records, noting when in right.
+func (w World) sweepSome(ctx context.Context, addr string, s, bases, want int, right []time.Time) {
+	var pending []int
+	for i := s; i < bases; i += stormSweepers {
+		pending = append(pending, i)
+	}
+	for len(pending) > 0 && ctx.Err() == nil {
+		rest := pending[:0]
+		for _, i := range pending {
+			r, err := dnsq.Ask("udp", addr, w.FQDN(Global(i)), dns.TypeA, 0)
+			if err == nil && len(r.Answer) == want {
+				right[i] = time.Now()
+				continue
+			}
+			rest = append(rest, i)
+		}
+		pending = rest
+	}
+}
+
+// stormOnce writes, for every base, what write writes for cluster c, up to
+// workers at a time, while the sweepers wait for every global to answer
+// want records and a watch notes the controller's writes of its slices.
+func (w World) stormOnce(ctx context.Context, addr string, client kubernetes.Interface, bases, c, want, workers int,
+	write func(context.Context, kubernetes.Interface, int, int) error) (*StormResult, error) {
 	res := &StormResult{Globals: bases, Writers: workers, After: make([]time.Duration, bases)}
+	writes, err := w.watchControllerSlices(ctx, client)
+	if err != nil {
+		return nil, err
+	}
+	defer writes.stop()
+
 	right := make([]time.Time, bases)
 	sweepCtx, stopSweeping := context.WithTimeout(ctx, 2*time.Minute)
 	defer stopSweeping()
 	var sweepers sync.WaitGroup
 	for s := range stormSweepers {
-		sweepers.Go(func() {
-			pending := []int{}
-			for i := s; i < bases; i += stormSweepers {
-				pending = append(pending, i)
-			}
-			for len(pending) > 0 && sweepCtx.Err() == nil {
-				rest := pending[:0]
-				for _, i := range pending {
-					r, err := dnsq.Ask("udp", addr, w.FQDN(Global(i)), dns.TypeA, 0)
-					if err == nil && len(r.Answer) == want {
-						right[i] = time.Now()
-						continue
-					}
-					rest = append(rest, i)
-				}
-				pending = rest
-			}
-		})
+		sweepers.Go(func() { w.sweepSome(sweepCtx, addr, s, bases, want, right) })
 	}
 
 	start := time.Now()
@@ -98,23 +260,18 @@ func (w World) stormOnce(ctx context.Context, addr string, client kubernetes.Int
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers)
 	for i := range bases {
-		for p := range Pods {
-			g.Go(func() error {
-				s := w.EndpointMirrorSlice(i, c, p)
-				s.Endpoints[0].Conditions.Ready = new(ready)
-				// Unconditional: EndpointSlices take an update without a version.
-				if _, err := client.DiscoveryV1().EndpointSlices(w.Namespace).Update(gctx, s, metav1.UpdateOptions{}); err != nil {
-					return err
-				}
-				mu.Lock()
-				last = time.Now()
-				mu.Unlock()
-				return nil
-			})
-		}
+		g.Go(func() error {
+			if err := write(gctx, client, i, c); err != nil {
+				return err
+			}
+			mu.Lock()
+			last = time.Now()
+			mu.Unlock()
+			return nil
+		})
 	}
-	err := g.Wait()
-	res.Writes, res.Writing = bases*Pods, last.Sub(start)
+	err = g.Wait()
+	res.Writing = last.Sub(start)
 	if err != nil {
 		return nil, err
 	}
@@ -125,22 +282,145 @@ func (w World) stormOnce(ctx context.Context, addr string, client kubernetes.Int
 		}
 		res.After[i] = max(0, t.Sub(last))
 	}
+	// The controller is done when its slices have been still for a while.
+	if err := await.Poll(ctx, 2*time.Minute, 100*time.Millisecond, func(context.Context) string {
+		if n, at := writes.count(); n < bases || time.Since(at) < 3*time.Second {
+			return fmt.Sprintf("%d slice writes seen, the last at %v", n, at.Format(time.StampMilli))
+		}
+		return ""
+	}); err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
+	}
+	n, at := writes.count()
+	res.ControllerWrites, res.ControllerAfter = n, max(0, at.Sub(last))
 	return res, nil
 }
 
-// ReportStorm writes the storm results.
-func ReportStorm(out io.Writer, rs []StormResult) {
-	if len(rs) == 0 {
+// setGateway marks every endpoint mirror of base i from cluster c ready or
+// not, as Linkerd does when the cluster's gateway goes down or comes back.
+func (w World) setGateway(ready bool) func(context.Context, kubernetes.Interface, int, int) error {
+	return func(ctx context.Context, client kubernetes.Interface, i, c int) error {
+		for p := range Pods {
+			s := w.EndpointMirrorSlice(i, c, p)
+			s.Endpoints[0].Conditions.Ready = new(ready)
+			// Unconditional: EndpointSlices take an update without a version.
+			if _, err := client.DiscoveryV1().EndpointSlices(w.Namespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// unlink deletes what Linkerd wrote for base i from cluster c, as it does
+// when the cluster is unlinked: endpoint mirrors first, then the headless
+// mirror.
+func (w World) unlink(ctx context.Context, client kubernetes.Interface, i, c int) error {
+	del := func(err error) error {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	for p := range Pods {
+		if err := del(client.CoreV1().Services(w.Namespace).Delete(ctx, w.EndpointMirror(i, c, p), metav1.DeleteOptions{})); err != nil {
+			return err
+		}
+		if err := del(client.DiscoveryV1().EndpointSlices(w.Namespace).Delete(ctx, w.EndpointMirror(i, c, p)+"-m", metav1.DeleteOptions{})); err != nil {
+			return err
+		}
+	}
+	if err := del(client.CoreV1().Services(w.Namespace).Delete(ctx, w.Mirror(i, c), metav1.DeleteOptions{})); err != nil {
+		return err
+	}
+	return del(client.DiscoveryV1().EndpointSlices(w.Namespace).Delete(ctx, w.Mirror(i, c)+"-m", metav1.DeleteOptions{}))
+}
+
+// link writes base i from cluster c again: the headless mirror, then its
+// endpoint mirrors.
+func (w World) link(ctx context.Context, client kubernetes.Interface, i, c int) error {
+	if err := w.createMirror(ctx, client, i, c); err != nil {
+		return err
+	}
+	for p := range Pods {
+		if err := w.createEndpointMirror(ctx, client, i, c, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sliceWrites counts the controller's writes of its global slices as a
+// watch sees them, and when it saw the last.
+type sliceWrites struct {
+	stop func()
+	mu   sync.Mutex
+	n    int
+	last time.Time
+}
+
+func (s *sliceWrites) count() (int, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n, s.last
+}
+
+// watchControllerSlices watches globalmirror's EndpointSlices in the world's
+// namespace from now on.
+func (w World) watchControllerSlices(ctx context.Context, client kubernetes.Interface) (*sliceWrites, error) {
+	api := client.DiscoveryV1().EndpointSlices(w.Namespace)
+	sel := discoveryv1.LabelManagedBy + "=" + aggregate.EndpointSliceManagedBy
+	list, err := api.List(ctx, metav1.ListOptions{LabelSelector: sel, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	wi, err := api.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		return nil, err
+	}
+	s := &sliceWrites{stop: wi.Stop}
+	go func() {
+		for ev := range wi.ResultChan() {
+			switch ev.Type {
+			case watch.Added, watch.Modified, watch.Deleted:
+				s.mu.Lock()
+				s.n++
+				s.last = time.Now()
+				s.mu.Unlock()
+			}
+		}
+	}()
+	return s, nil
+}
+
+// ReportStorm writes the storm world's results.
+func ReportStorm(out io.Writer, rep *StormReport) {
+	if rep == nil || len(rep.Storms) == 0 {
 		return
 	}
 	p := func(format string, a ...any) { fmt.Fprintf(out, format, a...) }
-	p("\nStorms: every endpoint mirror of one cluster not ready at once (its gateway down), then ready again, written by %d "+
-		"concurrent clients as fast as the API server takes them; CoreDNS with `global` alone; %d clients ask for every global "+
-		"in turn until each answers with the cluster's pods gone (or back), so a global's time is late by up to one sweep of its client. "+
-		"Time from the last write answered to each global's first right answer:\n\n", rs[0].Writers, stormSweepers)
-	p("| storm | globals | writes | writing took | p50 | p99 | p100 |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	rs := rep.Storms
+	p("\nStorms in the largest users' shape: %d linked clusters × %s headless services × %d pods in Linkerd's full shape "+
+		"(%s objects, loaded in %v). The controller and CoreDNS with `global` alone run; one cluster changes at once, "+
+		"written by %d concurrent clients as fast as the API server takes them; %d clients ask for every global in turn until "+
+		"each answers right, so a global's time is late by up to one sweep of its client. Time from the last write answered to "+
+		"each global's first right answer, and the controller's writes of its slices (one per global is the least it can do) "+
+		"and when the last was seen:\n\n",
+		rep.Clusters, thousands(rep.Bases), Pods, thousands(rep.Objects), rep.Loading.Round(time.Second), rs[0].Writers, stormSweepers)
+	p("| storm | globals | writes | writing took | p50 | p99 | p100 | controller's writes | its last after |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
-		p("| %s | %s | %s | %v | %s | %s | %s |\n", r.What, thousands(r.Globals), thousands(r.Writes), r.Writing.Round(time.Millisecond),
-			millis(DurationQuantile(r.After, .5)), millis(DurationQuantile(r.After, .99)), millis(DurationQuantile(r.After, 1)))
+		p("| %s | %s | %s | %v | %s | %s | %s | %s | %s |\n", r.What, thousands(r.Globals), thousands(r.Writes), r.Writing.Round(time.Millisecond),
+			millis(DurationQuantile(r.After, .5)), millis(DurationQuantile(r.After, .99)), millis(DurationQuantile(r.After, 1)),
+			thousands(r.ControllerWrites), millis(r.ControllerAfter))
+	}
+	if len(rep.Restarts) > 0 {
+		p("\nRestarts in that world: from the start of the process.\n\n| restarted | first right answer (controller: ready) | every global right (controller: converged) | controller's writes |\n|---|---:|---:|---:|\n")
+		for _, r := range rep.Restarts {
+			w := "—"
+			if r.What == "controller" {
+				w = strconv.Itoa(r.Writes)
+			}
+			p("| %s | %s | %s | %s |\n", r.What, millis(r.First), millis(r.Converged), w)
+		}
 	}
 }

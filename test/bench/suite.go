@@ -148,7 +148,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		if err != nil {
 			return res, err
 		}
-		if _, err := Converged(ctx, ctrl, n, 20*time.Minute); err != nil {
+		if _, err := Converged(ctx, ctrl, n, n*Records, 20*time.Minute); err != nil {
 			return res, err
 		}
 		wall := time.Since(t)

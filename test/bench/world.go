@@ -21,13 +21,14 @@ import (
 // Zone is the cluster DNS zone every block serves.
 const Zone = "cluster.local."
 
-// Clusters mirror every base; each has Pods pods.
+// Clusters mirror every base of the default world; each has Pods pods.
 var Clusters = []string{"east", "west", "north"}
 
 // Pods per base per cluster.
 const Pods = 3
 
-// Records in the A answer of a global name: every pod of every cluster.
+// Records in the A answer of a global name of the default world: every pod
+// of every cluster.
 var Records = len(Clusters) * Pods
 
 // Pod addresses come from 198.18.0.0/15, the range set aside for
@@ -39,7 +40,7 @@ var addrBase = netip.MustParseAddr("198.18.0.0")
 const (
 	addrSpace   = 1 << 17
 	changeAddrs = 1 << 13
-	// MaxBases is the largest world the address range holds.
+	// MaxBases is the largest default world the address range holds.
 	MaxBases = (addrSpace - changeAddrs) / 9
 )
 
@@ -52,7 +53,23 @@ const sliceManagedBy = "bench.globalmirror.io"
 // each exported from every cluster and mirrored headless by Linkerd.
 type World struct {
 	Namespace string
+	// Clusters are the linked clusters; nil: the default Clusters.
+	Clusters []string
 }
+
+func (w World) clusters() []string {
+	if w.Clusters == nil {
+		return Clusters
+	}
+	return w.Clusters
+}
+
+// Records is how many A records a global name answers: every pod of every
+// cluster.
+func (w World) Records() int { return len(w.clusters()) * Pods }
+
+// MaxBases is the largest world of these clusters the address range holds.
+func (w World) MaxBases() int { return (addrSpace - changeAddrs) / w.Records() }
 
 // Base is the name of base i.
 func Base(i int) string { return fmt.Sprintf("s%05d", i) }
@@ -60,16 +77,23 @@ func Base(i int) string { return fmt.Sprintf("s%05d", i) }
 // Global is the global service of base i.
 func Global(i int) string { return Base(i) + aggregate.DefaultSuffix }
 
+// Mirror is Linkerd's headless mirror of base i from cluster c, in the
+// default world.
+func Mirror(i, c int) string { return World{}.Mirror(i, c) }
+
 // Mirror is Linkerd's headless mirror of base i from cluster c.
-func Mirror(i, c int) string { return Base(i) + "-" + Clusters[c] }
+func (w World) Mirror(i, c int) string { return Base(i) + "-" + w.clusters()[c] }
 
 // FQDN is a service's name in the zone.
 func (w World) FQDN(service string) string {
 	return service + "." + w.Namespace + ".svc." + Zone
 }
 
+// Addr is the address of pod p of base i in cluster c, in the default world.
+func Addr(i, c, p int) netip.Addr { return World{}.Addr(i, c, p) }
+
 // Addr is the address of pod p of base i in cluster c.
-func Addr(i, c, p int) netip.Addr { return offset((i*len(Clusters)+c)*Pods + p) }
+func (w World) Addr(i, c, p int) netip.Addr { return offset((i*len(w.clusters())+c)*Pods + p) }
 
 // ChangeAddr is the k-th address the latency phase adds.
 func ChangeAddr(k int) netip.Addr { return offset(addrSpace - changeAddrs + k%changeAddrs) }
@@ -82,8 +106,8 @@ func offset(n int) netip.Addr {
 
 var peerPort = corev1.ServicePort{Name: "peer", Port: 7000, Protocol: corev1.ProtocolTCP}
 
-func mirrorLabels(c int) map[string]string {
-	return map[string]string{aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: Clusters[c]}
+func (w World) mirrorLabels(c int) map[string]string {
+	return map[string]string{aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: w.clusters()[c]}
 }
 
 // MirrorService is the headless mirror of base i from cluster c, as Linkerd's
@@ -91,7 +115,7 @@ func mirrorLabels(c int) map[string]string {
 func (w World) MirrorService(i, c int) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: Mirror(i, c), Namespace: w.Namespace, Labels: mirrorLabels(c),
+			Name: w.Mirror(i, c), Namespace: w.Namespace, Labels: w.mirrorLabels(c),
 			Annotations: map[string]string{aggregate.AnnotationRemoteFQName: Base(i) + "." + w.Namespace + ".svc.cluster.local"},
 		},
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{peerPort}},
@@ -102,11 +126,11 @@ func (w World) MirrorService(i, c int) *corev1.Service {
 // controller writes it from Linkerd's Endpoints: the Linkerd labels copied,
 // one ready endpoint with a hostname per pod, plus extra endpoints.
 func (w World) MirrorSlice(i, c int, extra ...Endpoint) *discoveryv1.EndpointSlice {
-	lbl := mirrorLabels(c)
-	lbl[discoveryv1.LabelServiceName] = Mirror(i, c)
+	lbl := w.mirrorLabels(c)
+	lbl[discoveryv1.LabelServiceName] = w.Mirror(i, c)
 	lbl[discoveryv1.LabelManagedBy] = sliceManagedBy
 	s := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: Mirror(i, c) + "-m", Namespace: w.Namespace, Labels: lbl},
+		ObjectMeta:  metav1.ObjectMeta{Name: w.Mirror(i, c) + "-m", Namespace: w.Namespace, Labels: lbl},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports: []discoveryv1.EndpointPort{{
 			Name: new(peerPort.Name), Port: new(peerPort.Port), Protocol: new(peerPort.Protocol),
@@ -114,7 +138,7 @@ func (w World) MirrorSlice(i, c int, extra ...Endpoint) *discoveryv1.EndpointSli
 	}
 	eps := make([]Endpoint, 0, Pods+len(extra))
 	for p := range Pods {
-		eps = append(eps, Endpoint{Hostname: fmt.Sprintf("%s-%d", Base(i), p), Addr: Addr(i, c, p)})
+		eps = append(eps, Endpoint{Hostname: fmt.Sprintf("%s-%d", Base(i), p), Addr: w.Addr(i, c, p)})
 	}
 	for _, e := range append(eps, extra...) {
 		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
@@ -135,8 +159,8 @@ type Endpoint struct {
 // Load creates the namespace (if missing) and the mirrors of bases [from, to)
 // with up to workers requests in flight.
 func (w World) Load(ctx context.Context, client kubernetes.Interface, from, to, workers int) error {
-	if to > MaxBases {
-		return fmt.Errorf("%d bases: the address range holds at most %d", to, MaxBases)
+	if to > w.MaxBases() {
+		return fmt.Errorf("%d bases: the address range holds at most %d", to, w.MaxBases())
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.Namespace}}
 	if _, err := client.CoreV1().Namespaces().Get(ctx, w.Namespace, metav1.GetOptions{}); err != nil {
@@ -147,19 +171,22 @@ func (w World) Load(ctx context.Context, client kubernetes.Interface, from, to, 
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers)
 	for i := from; i < to; i++ {
-		for c := range Clusters {
-			g.Go(func() error {
-				if _, err := client.CoreV1().Services(w.Namespace).Create(gctx, w.MirrorService(i, c), metav1.CreateOptions{}); err != nil {
-					return fmt.Errorf("service %s: %w", Mirror(i, c), err)
-				}
-				if _, err := client.DiscoveryV1().EndpointSlices(w.Namespace).Create(gctx, w.MirrorSlice(i, c), metav1.CreateOptions{}); err != nil {
-					return fmt.Errorf("slice of %s: %w", Mirror(i, c), err)
-				}
-				return nil
-			})
+		for c := range w.clusters() {
+			g.Go(func() error { return w.createMirror(gctx, client, i, c) })
 		}
 	}
 	return g.Wait()
+}
+
+// createMirror creates the headless mirror of base i from cluster c and its slice.
+func (w World) createMirror(ctx context.Context, client kubernetes.Interface, i, c int) error {
+	if _, err := client.CoreV1().Services(w.Namespace).Create(ctx, w.MirrorService(i, c), metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("service %s: %w", w.Mirror(i, c), err)
+	}
+	if _, err := client.DiscoveryV1().EndpointSlices(w.Namespace).Create(ctx, w.MirrorSlice(i, c), metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("slice of %s: %w", w.Mirror(i, c), err)
+	}
+	return nil
 }
 
 // SetExtra rewrites the slice of base i from cluster c with extra endpoints
@@ -167,7 +194,7 @@ func (w World) Load(ctx context.Context, client kubernetes.Interface, from, to, 
 // duration metric starts from. It returns once the API server answered the
 // update, with the time just before it was sent and its round trip.
 func (w World) SetExtra(ctx context.Context, client kubernetes.Interface, i, c int, extra ...Endpoint) (time.Time, time.Duration, error) {
-	cur, err := client.DiscoveryV1().EndpointSlices(w.Namespace).Get(ctx, Mirror(i, c)+"-m", metav1.GetOptions{})
+	cur, err := client.DiscoveryV1().EndpointSlices(w.Namespace).Get(ctx, w.Mirror(i, c)+"-m", metav1.GetOptions{})
 	if err != nil {
 		return time.Time{}, 0, err
 	}
@@ -182,7 +209,9 @@ func (w World) SetExtra(ctx context.Context, client kubernetes.Interface, i, c i
 // EndpointMirror is Linkerd's endpoint mirror of pod p of base i from
 // cluster c: a ClusterIP Service named <hostname>-<cluster>, routed to the
 // gateway.
-func EndpointMirror(i, c, p int) string { return fmt.Sprintf("%s-%d-%s", Base(i), p, Clusters[c]) }
+func (w World) EndpointMirror(i, c, p int) string {
+	return fmt.Sprintf("%s-%d-%s", Base(i), p, w.clusters()[c])
+}
 
 // gatewayAddr is every cluster's gateway: data only, never contacted.
 const gatewayAddr = "192.0.2.1"
@@ -193,11 +222,11 @@ const gatewayAddr = "192.0.2.1"
 // headless mirror's name, and the slice Kubernetes' mirroring controller
 // makes of its Endpoints, one ready endpoint at the gateway.
 func (w World) EndpointMirrorService(i, c, p int) *corev1.Service {
-	lbl := mirrorLabels(c)
-	lbl[aggregate.LabelHeadlessMirrorName] = Mirror(i, c)
+	lbl := w.mirrorLabels(c)
+	lbl[aggregate.LabelHeadlessMirrorName] = w.Mirror(i, c)
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: EndpointMirror(i, c, p), Namespace: w.Namespace, Labels: lbl,
+			Name: w.EndpointMirror(i, c, p), Namespace: w.Namespace, Labels: lbl,
 			Annotations: map[string]string{aggregate.AnnotationRemoteFQName: Base(i) + "." + w.Namespace + ".svc.cluster.local"},
 		},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{peerPort}},
@@ -205,12 +234,12 @@ func (w World) EndpointMirrorService(i, c, p int) *corev1.Service {
 }
 
 func (w World) EndpointMirrorSlice(i, c, p int) *discoveryv1.EndpointSlice {
-	lbl := mirrorLabels(c)
-	lbl[aggregate.LabelHeadlessMirrorName] = Mirror(i, c)
-	lbl[discoveryv1.LabelServiceName] = EndpointMirror(i, c, p)
+	lbl := w.mirrorLabels(c)
+	lbl[aggregate.LabelHeadlessMirrorName] = w.Mirror(i, c)
+	lbl[discoveryv1.LabelServiceName] = w.EndpointMirror(i, c, p)
 	lbl[discoveryv1.LabelManagedBy] = sliceManagedBy
 	return &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: EndpointMirror(i, c, p) + "-m", Namespace: w.Namespace, Labels: lbl},
+		ObjectMeta:  metav1.ObjectMeta{Name: w.EndpointMirror(i, c, p) + "-m", Namespace: w.Namespace, Labels: lbl},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: new(peerPort.Name), Port: new(int32(4143)), Protocol: new(peerPort.Protocol)}},
 		Endpoints: []discoveryv1.Endpoint{{
@@ -226,19 +255,23 @@ func (w World) LoadEndpointMirrors(ctx context.Context, client kubernetes.Interf
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers)
 	for i := from; i < to; i++ {
-		for c := range Clusters {
+		for c := range w.clusters() {
 			for p := range Pods {
-				g.Go(func() error {
-					if _, err := client.CoreV1().Services(w.Namespace).Create(gctx, w.EndpointMirrorService(i, c, p), metav1.CreateOptions{}); err != nil {
-						return fmt.Errorf("service %s: %w", EndpointMirror(i, c, p), err)
-					}
-					if _, err := client.DiscoveryV1().EndpointSlices(w.Namespace).Create(gctx, w.EndpointMirrorSlice(i, c, p), metav1.CreateOptions{}); err != nil {
-						return fmt.Errorf("slice of %s: %w", EndpointMirror(i, c, p), err)
-					}
-					return nil
-				})
+				g.Go(func() error { return w.createEndpointMirror(gctx, client, i, c, p) })
 			}
 		}
 	}
 	return g.Wait()
+}
+
+// createEndpointMirror creates the endpoint mirror of pod p of base i from
+// cluster c and its slice.
+func (w World) createEndpointMirror(ctx context.Context, client kubernetes.Interface, i, c, p int) error {
+	if _, err := client.CoreV1().Services(w.Namespace).Create(ctx, w.EndpointMirrorService(i, c, p), metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("service %s: %w", w.EndpointMirror(i, c, p), err)
+	}
+	if _, err := client.DiscoveryV1().EndpointSlices(w.Namespace).Create(ctx, w.EndpointMirrorSlice(i, c, p), metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("slice of %s: %w", w.EndpointMirror(i, c, p), err)
+	}
+	return nil
 }
