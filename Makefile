@@ -173,6 +173,7 @@ lint: $(STATICCHECK)
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
+	cd test/benchplot && $(GO) vet ./... && $(STATICCHECK) ./...
 
 ## demo: three local clusters, the Linkerd mirror simulator, the controller and
 ## CoreDNS on 127.0.0.1:$(DEMO_DNS_PORT); prints dig answers, runs until Ctrl-C
@@ -183,8 +184,10 @@ demo: tools build
 	CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/demo ./test/cmd/demo
 	DEMO_DNS_PORT=$(DEMO_DNS_PORT) $(BIN)/demo
 
-## bench: DNS throughput, programming latency, memory, controller scale and Go
-## micro-benchmarks into test/bench/RESULTS.md (and stdout); see test/bench/README.md.
+## bench: DNS throughput, programming latency, memory, relists, storms, controller
+## scale and Go micro-benchmarks into test/bench/RESULTS.md (and stdout),
+## results.json (the floors) and the curves' plots (test/benchplot); see
+## test/bench/README.md.
 BENCH_ROUNDS   ?= 5
 BENCH_DURATION ?= 10
 BENCH_SIZES    ?= 1000,10000
@@ -194,6 +197,7 @@ bench: tools build
 	CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/bench ./test/bench/cmd/bench
 	$(BIN)/bench -rounds=$(BENCH_ROUNDS) -duration=$(BENCH_DURATION) -sizes=$(BENCH_SIZES) \
 		-changes=$(BENCH_CHANGES) -go=$(GO) -out=test/bench/RESULTS.md $(BENCH_FLAGS)
+	cd test/benchplot && $(GO) run . -in ../bench/curves.json -out ../bench
 
 ## faults: a mesh of local clusters (two controllers and a CoreDNS each) queried
 ## over UDP and TCP while faults are injected in a seeded random order, then an

@@ -33,8 +33,11 @@ func largeEndpoints(n int) int { return n * len(largeClusters) * largePods }
 func largeBase(i int) string { return fmt.Sprintf("s%06d", i) }
 
 // largeAddr is the address of pod p of base i in cluster c.
-func largeAddr(i, c, p int) string {
-	k := (i*len(largeClusters)+c)*largePods + p
+func largeAddr(i, c, p int) string { return largeAddrOf(i, c, p, len(largeClusters)) }
+
+// largeAddrOf is the address of pod p of base i in cluster c of clusters.
+func largeAddrOf(i, c, p, clusters int) string {
+	k := (i*clusters+c)*largePods + p
 	return fmt.Sprintf("10.%d.%d.%d", k>>16&255, k>>8&255, k&255)
 }
 
@@ -44,11 +47,16 @@ func largeAddr(i, c, p int) string {
 // mirror per pod (a ClusterIP Service <pod>-<cluster> routed to the gateway,
 // and the slice mirrored from its Endpoints).
 func largeWorld(n int, endpointMirrors bool) []k8sruntime.Object {
-	objs := make([]k8sruntime.Object, 0, 2*n*len(largeClusters)*(1+largePods))
+	return largeWorldOf(n, largeClusters, endpointMirrors)
+}
+
+// largeWorldOf is largeWorld with the given clusters.
+func largeWorldOf(n int, clusters []string, endpointMirrors bool) []k8sruntime.Object {
+	objs := make([]k8sruntime.Object, 0, 2*n*len(clusters)*(1+largePods))
 	proto, port, portName := corev1.ProtocolTCP, int32(7000), "peer"
 	for i := range n {
 		base := largeBase(i)
-		for c, cluster := range largeClusters {
+		for c, cluster := range clusters {
 			name := base + "-" + cluster
 			svc := &corev1.Service{
 				ObjectMeta: metav1.ObjectMeta{
@@ -71,10 +79,10 @@ func largeWorld(n int, endpointMirrors bool) []k8sruntime.Object {
 			for p := range largePods {
 				host := fmt.Sprintf("%s-%d", base, p)
 				sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{
-					Addresses: []string{largeAddr(i, c, p)}, Hostname: new(host),
+					Addresses: []string{largeAddrOf(i, c, p, len(clusters))}, Hostname: new(host),
 				})
 				if endpointMirrors {
-					objs = append(objs, endpointMirror(host, name, cluster, largeAddr(i, c, p))...)
+					objs = append(objs, endpointMirror(host, name, cluster, largeAddrOf(i, c, p, len(clusters)))...)
 				}
 			}
 			objs = append(objs, svc, sl)

@@ -221,6 +221,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			{Pkg: "./aggregate", Pattern: ".", Count: cfg.GoBenchCount},
 			{Pkg: "./plugin/global", Pattern: "^BenchmarkIndexMemory$", Benchtime: "1x", Count: 1},
 			{Pkg: "./plugin/global", Pattern: "^BenchmarkNonMemberMemory$", Benchtime: "1x", Count: 1},
+			curveSpec,
 		} {
 			b, err := RunGoBench(ctx, cfg.Dir, s)
 			if errors.Is(err, errNoBenchmarks) {

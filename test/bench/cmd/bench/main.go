@@ -43,6 +43,7 @@ func main() {
 	flag.StringVar(&cfg.Dir, "dir", filepath.Join(os.TempDir(), "globalmirror-bench"), "work directory: logs, query files, dnsperf output, profiles")
 	out := flag.String("out", "test/bench/RESULTS.md", "markdown results file")
 	linkerd := flag.String("linkerd-memory", "", "only measure CoreDNS's memory in Linkerd's full shape at these bases (e.g. 667,2000), print it and exit")
+	curveOnly := flag.Bool("curve", false, "only run BenchmarkCurve, write curves.json beside -out and exit")
 	linkerdSizes := flag.String("linkerd-sizes", "667,2000", "bases of Linkerd's full shape whose memory and relists the full run measures; empty: none")
 	flag.Parse()
 
@@ -81,6 +82,18 @@ func main() {
 		bench.ReportLinkerdMemory(os.Stdout, res)
 		return
 	}
+	curveOut := filepath.Join(filepath.Dir(*out), "curves.json")
+	if *curveOnly {
+		if err := bench.CompileTests(ctx, cfg.GoCmd, cfg.Dir, "./plugin/global"); err != nil {
+			fail(err)
+		}
+		bs, err := bench.RunCurve(ctx, cfg.Dir)
+		if err != nil {
+			fail(err)
+		}
+		writeCurve(curveOut, bs, cfg.Log)
+		return
+	}
 	res, err := bench.Run(ctx, cfg)
 	if err != nil {
 		fail(fmt.Errorf("%w (logs in %s)", err, cfg.Dir))
@@ -102,6 +115,19 @@ func main() {
 		fail(err)
 	}
 	cfg.Log("wrote %s", jsonOut)
+	writeCurve(curveOut, res.GoBench, cfg.Log)
+}
+
+// writeCurve writes BenchmarkCurve's points for test/benchplot.
+func writeCurve(path string, bs []bench.GoBench, logf func(string, ...any)) {
+	var b bytes.Buffer
+	if err := bench.WriteCurve(&b, bench.Curve(bs)); err != nil {
+		fail(err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		fail(err)
+	}
+	logf("wrote %s", path)
 }
 
 // seconds is a duration flag that also takes a bare number of seconds

@@ -1,0 +1,123 @@
+// Command benchplot draws the curves `make bench` measures (curves.json,
+// written by test/bench) as SVG plots beside it: what the plugin holds per
+// mirrored endpoint, how long it takes to build every answer, and how long
+// one change takes to reach the answers, against the mirrored endpoints, one
+// line per number of linked clusters. A module of its own, so that the
+// plotting library is no dependency of the product.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"image/color"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+type point struct {
+	Clusters         int     `json:"clusters"`
+	Endpoints        int     `json:"endpoints"`
+	BytesPerEndpoint float64 `json:"bytes_per_endpoint"`
+	BuiltMs          float64 `json:"built_ms"`
+	ProgrammingP99Ms float64 `json:"programming_p99_ms"`
+}
+
+// chart is one plot: the value it draws of each point, and how.
+type chart struct {
+	file, title, yLabel string
+	y                   func(point) float64
+	logY                bool
+}
+
+var charts = []chart{
+	{"curve-memory.svg", "Heap the plugin holds per mirrored endpoint", "bytes per endpoint",
+		func(p point) float64 { return p.BytesPerEndpoint }, false},
+	{"curve-built.svg", "From start to every answer built", "milliseconds",
+		func(p point) float64 { return p.BuiltMs }, true},
+	{"curve-programming.svg", "One changed slice to its new answer, p99", "milliseconds",
+		func(p point) float64 { return p.ProgrammingP99Ms }, false},
+}
+
+func main() {
+	in := flag.String("in", "test/bench/curves.json", "the curve points")
+	out := flag.String("out", "test/bench", "directory for the SVG plots")
+	flag.Parse()
+	b, err := os.ReadFile(*in)
+	if err != nil {
+		fail(err)
+	}
+	var data struct{ Points []point }
+	if err := json.Unmarshal(b, &data); err != nil {
+		fail(fmt.Errorf("%s: %w", *in, err))
+	}
+	if len(data.Points) == 0 {
+		fail(fmt.Errorf("%s: no points", *in))
+	}
+	for _, c := range charts {
+		path := filepath.Join(*out, c.file)
+		if err := draw1(c, data.Points, path); err != nil {
+			fail(fmt.Errorf("%s: %w", path, err))
+		}
+		fmt.Println("wrote", path)
+	}
+}
+
+// draw1 draws one chart: a line with points per number of clusters, the
+// mirrored endpoints on a logarithmic axis.
+func draw1(c chart, ps []point, path string) error {
+	p := plot.New()
+	p.Title.Text = c.title
+	p.X.Label.Text = "mirrored endpoints (Linkerd's full shape)"
+	p.Y.Label.Text = c.yLabel
+	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	if c.logY {
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	} else {
+		p.Y.Min = 0
+	}
+	p.Legend.Top, p.Legend.Left = true, true
+	byClusters := map[int]plotter.XYs{}
+	for _, pt := range ps {
+		if v := c.y(pt); pt.Endpoints > 0 && (!c.logY || v > 0) {
+			byClusters[pt.Clusters] = append(byClusters[pt.Clusters], plotter.XY{X: float64(pt.Endpoints), Y: v})
+		}
+	}
+	var clusters []int
+	for n := range byClusters {
+		clusters = append(clusters, n)
+	}
+	slices.Sort(clusters)
+	for i, n := range clusters {
+		xys := byClusters[n]
+		slices.SortFunc(xys, func(a, b plotter.XY) int { return int(a.X - b.X) })
+		line, points, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return err
+		}
+		col := palette[i%len(palette)]
+		line.Color, points.Color = col, col
+		points.Shape = draw.CircleGlyph{}
+		p.Add(line, points)
+		p.Legend.Add(fmt.Sprintf("%d clusters", n), line, points)
+	}
+	p.Add(plotter.NewGrid())
+	return p.Save(6*vg.Inch, 4*vg.Inch, path)
+}
+
+var palette = []color.Color{
+	color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "benchplot:", err)
+	os.Exit(1)
+}
