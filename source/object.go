@@ -30,6 +30,25 @@ import (
 // entries are turned back into (sparse, read-only) API objects only to
 // aggregate one base, or when asked for one.
 
+// version is an object's resourceVersion where it is a number, as etcd's
+// are, else 0 (unknown). Only ever compared for equality, as the API allows:
+// an object delivered again at the version held (a relist finding it as it
+// was) is not read again.
+type version uint64
+
+func versionOf(rv string) version {
+	v, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return version(v)
+}
+
+// unchanged reports whether an object at version rv is the one held at held.
+func unchanged(held version, rv string) bool {
+	return held != 0 && held == versionOf(rv)
+}
+
 // nsName names an object in the index.
 type nsName struct{ namespace, name string }
 
@@ -46,6 +65,7 @@ type cachedService struct {
 	shape *serviceShape
 	rare  *serviceRare
 	gen   uint32 // the list that last delivered it (store.go)
+	rv    version
 }
 
 type serviceShape struct {
@@ -97,7 +117,7 @@ func (c *cachedService) service() *corev1.Service {
 // something not kept changes nothing.
 func (c *cachedService) sameAs(o *cachedService) bool {
 	a, b := *c, *o
-	a.gen, b.gen = 0, 0
+	a.gen, b.gen, a.rv, b.rv = 0, 0, 0, 0
 	return reflect.DeepEqual(a, b)
 }
 
@@ -134,7 +154,7 @@ func (in *interner) stripService(svc *corev1.Service, keys []string) *cachedServ
 			r.uid = "" // a headless mirror is neither owned nor deleted by uid
 		}
 	}
-	c := &cachedService{name: svc.Name, shape: in.serviceShape(sh, labelsKey+"\x01"+portsKey)}
+	c := &cachedService{name: svc.Name, shape: in.serviceShape(sh, labelsKey+"\x01"+portsKey), rv: versionOf(svc.ResourceVersion)}
 	if r.uid != "" || r.remoteFQName != "" || r.includeMirrors != "" || r.deletionTimestamp != nil || r.selector != nil {
 		c.rare = &r
 	}
@@ -174,12 +194,9 @@ type cachedSlice struct {
 	// of strings and their bytes cost three times as much.
 	data      string
 	endpoints uint16
-	// trigger is endpoints.kubernetes.io/last-change-trigger-time in Unix
-	// nanoseconds; 0 where it is unset or unreadable (the aggregation
-	// ignores it then).
-	trigger int64
-	gen     uint32
-	rare    *sliceRare
+	gen       uint32
+	rv        version
+	rare      *sliceRare
 }
 
 type sliceShape struct {
@@ -190,6 +207,10 @@ type sliceShape struct {
 }
 
 type sliceRare struct {
+	// trigger is endpoints.kubernetes.io/last-change-trigger-time in Unix
+	// nanoseconds; 0 where it is unset or unreadable (the aggregation
+	// ignores it then). Linkerd's mirrors carry none.
+	trigger int64
 	// raw holds the addresses as they came where one does not pack (not of
 	// the slice's family, not canonical, zoned), for the aggregation to
 	// report.
@@ -225,7 +246,7 @@ const (
 
 func (c *cachedSlice) sameAs(o *cachedSlice) bool {
 	a, b := *c, *o
-	a.gen, b.gen = 0, 0
+	a.gen, b.gen, a.rv, b.rv = 0, 0, 0, 0
 	return reflect.DeepEqual(a, b)
 }
 
@@ -235,7 +256,10 @@ func (in *interner) stripSlice(sl *discoveryv1.EndpointSlice, suffix string) *ca
 	c := &cachedSlice{
 		name:        sl.Name,
 		serviceName: prefixOf(sl.Name, sl.Labels[discoveryv1.LabelServiceName]),
-		trigger:     triggerTime(sl.Annotations[corev1.EndpointsLastChangeTriggerTime]),
+		rv:          versionOf(sl.ResourceVersion),
+	}
+	if t := triggerTime(sl.Annotations[corev1.EndpointsLastChangeTriggerTime]); t != 0 {
+		c.rare = &sliceRare{trigger: t}
 	}
 	var portsKey string
 	if sl.Labels[discoveryv1.LabelManagedBy] == aggregate.EndpointSliceManagedBy {
@@ -269,7 +293,10 @@ func (in *interner) stripSlice(sl *discoveryv1.EndpointSlice, suffix string) *ca
 	}
 	packed, raw := packAddresses(sl, addrs)
 	if raw != nil {
-		c.rare = &sliceRare{raw: raw}
+		if c.rare == nil {
+			c.rare = &sliceRare{}
+		}
+		c.rare.raw = raw
 	}
 	data := make([]byte, endpointHeader*len(sl.Endpoints), endpointHeader*len(sl.Endpoints)+len(packed)+hostLen)
 	data = append(data, packed...)
@@ -376,8 +403,8 @@ func (c *cachedSlice) slice() *discoveryv1.EndpointSlice {
 			sl.Labels[aggregate.LabelClusterName] = sh.cluster
 		}
 	}
-	if c.trigger != 0 {
-		sl.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: time.Unix(0, c.trigger).UTC().Format(time.RFC3339Nano)}
+	if c.rare != nil && c.rare.trigger != 0 {
+		sl.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: time.Unix(0, c.rare.trigger).UTC().Format(time.RFC3339Nano)}
 	}
 	n := int(c.endpoints)
 	addrs := 0

@@ -38,6 +38,16 @@ func (k *serviceSink) Upsert(obj runtime.Object) {
 	s.mu.Lock()
 	id := nsName{svc.Namespace, svc.Name}
 	old := s.services.get(id.namespace, id.name)
+	if old != nil && unchanged(old.rv, svc.ResourceVersion) {
+		// A relist delivering it as it was: nothing to read again.
+		old.gen = k.gen
+		if sk, ok := s.skipped[id]; ok {
+			sk.gen = k.gen
+			s.skipped[id] = sk
+		}
+		s.mu.Unlock()
+		return
+	}
 	if _, skip := aggregate.Classify(svc, s.cfg.LocalSelector); skip != nil {
 		if seen, ok := s.skipped[id]; !ok || seen.version != svc.ResourceVersion {
 			defer s.skippedService(svc, *skip)
@@ -58,7 +68,7 @@ func (k *serviceSink) Upsert(obj runtime.Object) {
 	cur := s.intern.stripService(svc, s.labelKeys)
 	cur.gen = k.gen
 	if old != nil && old.sameAs(cur) {
-		old.gen = k.gen
+		old.gen, old.rv = k.gen, cur.rv
 		s.mu.Unlock()
 		return
 	}
@@ -239,11 +249,16 @@ func (k *sliceSink) Upsert(obj runtime.Object) {
 		s.notify(changed)
 		return
 	}
+	old := k.members.get(id.namespace, id.name)
+	if old != nil && unchanged(old.rv, sl.ResourceVersion) {
+		old.gen = k.gen // a relist delivering it as it was
+		s.mu.Unlock()
+		return
+	}
 	cur := s.intern.stripSlice(sl, s.cfg.Suffix)
 	cur.gen = k.gen
-	old := k.members.get(id.namespace, id.name)
 	if old != nil && old.sameAs(cur) {
-		old.gen = k.gen
+		old.gen, old.rv = k.gen, cur.rv
 		s.mu.Unlock()
 		return
 	}

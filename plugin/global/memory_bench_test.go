@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -88,6 +89,7 @@ func programmingP99(b *testing.B, globals int, clusters []string, world []k8srun
 			b.Fatal(err)
 		}
 		sl.Endpoints[0].Addresses = []string{fmt.Sprintf("10.255.%d.%d", k>>8&255, k&255)}
+		sl.ResourceVersion = strconv.Itoa(2 + k) // as an API server would; the fake keeps it
 		if _, err := client.DiscoveryV1().EndpointSlices("bench").Update(context.Background(), sl, metav1.UpdateOptions{}); err != nil {
 			b.Fatal(err)
 		}
