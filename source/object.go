@@ -25,10 +25,10 @@ import (
 // events themselves (kubeclient.Feed), so it holds no informer's copy, key,
 // index entry or queue slot per object; Services nothing reads are not held
 // at all; an endpoint mirror's slice (one per mirrored pod, the bulk of a
-// large world) is its name and one readiness bit; strings few objects differ
-// in (namespaces, clusters, label values, port lists) are held once. The
-// entries are turned back into (sparse, read-only) API objects only to
-// aggregate one base, or when asked for one.
+// large world) is two name hashes and one readiness bit; a member slice is
+// one string; what many objects share (namespaces, clusters, label pairs,
+// port lists) is held once. The entries are turned back into (sparse,
+// read-only) API objects only to aggregate one base, or when asked for one.
 
 // version is an object's resourceVersion where it is a number, as etcd's
 // are, else 0 (unknown). Only ever compared for equality, as the API allows:
