@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -12,6 +15,7 @@ import (
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/dnsq"
+	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/run"
 	"github.com/miekg/dns"
 	"golang.org/x/sync/errgroup"
@@ -24,9 +28,10 @@ import (
 
 // The storms run in the largest Linkerd users' shape: ten linked clusters,
 // StormBases headless services each, Pods pods each, in Linkerd's full
-// shape (a headless mirror per service and cluster, an endpoint mirror per
-// pod), in a namespace of their own.
-var stormWorld = World{Namespace: "storm", Clusters: func() []string {
+// shape (a headless mirror per service and cluster, an endpoint mirror's
+// slice per pod; not the endpoint mirrors' Services, which neither half
+// receives), in a namespace of their own.
+var stormWorld = World{Namespace: "storm", NoEndpointMirrorServices: true, Clusters: func() []string {
 	var c []string
 	for i := range 10 {
 		c = append(c, fmt.Sprintf("c%02d", i))
@@ -95,7 +100,7 @@ const stormSweepers = 8
 func Storm(ctx context.Context, cfg Config, kubeconfig string, client kubernetes.Interface, env []string) (*StormReport, error) {
 	w, bases := stormWorld, StormBases
 	records := w.Records()
-	rep := &StormReport{Clusters: len(w.clusters()), Bases: bases, Objects: bases * len(w.clusters()) * (2 + 2*Pods)}
+	rep := &StormReport{Clusters: len(w.clusters()), Bases: bases, Objects: bases * len(w.clusters()) * (2 + Pods)}
 	t := time.Now()
 	if err := w.Load(ctx, client, 0, bases, cfg.LoadWorkers); err != nil {
 		return rep, err
@@ -134,8 +139,8 @@ func Storm(ctx context.Context, cfg Config, kubeconfig string, client kubernetes
 	}{
 		{"gateway of " + name + " down", records - Pods, w.setGateway(false), Pods},
 		{"gateway of " + name + " back", records, w.setGateway(true), Pods},
-		{"unlink of " + name, records - Pods, w.unlink, 2 + 2*Pods},
-		{"link of " + name + " again", records, w.link, 2 + 2*Pods},
+		{"unlink of " + name, records - Pods, w.unlink, 2 + Pods},
+		{"link of " + name + " again", records, w.link, 2 + Pods},
 	} {
 		res, err := w.stormOnce(ctx, addr, client, bases, c, phase.want, cfg.LoadWorkers, phase.write)
 		if err != nil {
@@ -223,7 +228,7 @@ func (w World) sweepSome(ctx context.Context, addr string, s, bases, want int, r
 	for len(pending) > 0 && ctx.Err() == nil {
 		rest := pending[:0]
 		for _, i := range pending {
-			r, err := dnsq.Ask("udp", addr, w.FQDN(Global(i)), dns.TypeA, 0)
+			r, err := dnsq.Ask("udp", addr, w.FQDN(Global(i)), dns.TypeA, dns.DefaultMsgSize)
 			if err == nil && len(r.Answer) == want {
 				right[i] = time.Now()
 				continue
@@ -323,8 +328,10 @@ func (w World) unlink(ctx context.Context, client kubernetes.Interface, i, c int
 		return err
 	}
 	for p := range Pods {
-		if err := del(client.CoreV1().Services(w.Namespace).Delete(ctx, w.EndpointMirror(i, c, p), metav1.DeleteOptions{})); err != nil {
-			return err
+		if !w.NoEndpointMirrorServices {
+			if err := del(client.CoreV1().Services(w.Namespace).Delete(ctx, w.EndpointMirror(i, c, p), metav1.DeleteOptions{})); err != nil {
+				return err
+			}
 		}
 		if err := del(client.DiscoveryV1().EndpointSlices(w.Namespace).Delete(ctx, w.EndpointMirror(i, c, p)+"-m", metav1.DeleteOptions{})); err != nil {
 			return err
@@ -400,8 +407,8 @@ func ReportStorm(out io.Writer, rep *StormReport) {
 	}
 	p := func(format string, a ...any) { fmt.Fprintf(out, format, a...) }
 	rs := rep.Storms
-	p("\nStorms in the largest users' shape: %d linked clusters × %s headless services × %d pods in Linkerd's full shape "+
-		"(%s objects, loaded in %v). The controller and CoreDNS with `global` alone run; one cluster changes at once, "+
+	p("\nStorms in the largest users' shape: %d linked clusters × %s headless services × %d pods in Linkerd's full shape, "+
+		"but for the endpoint mirrors' Services, which neither half receives (%s objects, loaded in %v). The controller and CoreDNS with `global` alone run; one cluster changes at once, "+
 		"written by %d concurrent clients as fast as the API server takes them; %d clients ask for every global in turn until "+
 		"each answers right, so a global's time is late by up to one sweep of its client. Time from the last write answered to "+
 		"each global's first right answer, and the controller's writes of its slices (one per global is the least it can do) "+
@@ -423,4 +430,22 @@ func ReportStorm(out io.Writer, rep *StormReport) {
 			p("| %s | %s | %s | %s |\n", r.What, millis(r.First), millis(r.Converged), w)
 		}
 	}
+}
+
+// StormAlone runs Storm on a control plane of its own (bin/bench -storm).
+func StormAlone(ctx context.Context, cfg Config) (*StormReport, error) {
+	env, err := localkube.Start(ctx, localkube.Options{
+		Clusters: []string{"source"}, Dir: filepath.Join(cfg.Dir, "storm-cluster"),
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), StopOnSignal: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer env.Stop()
+	cluster := env.Cluster("source")
+	client, err := bulkClient(cluster.Config)
+	if err != nil {
+		return nil, err
+	}
+	return Storm(ctx, cfg, cluster.Kubeconfig, client, []string{"BENCH_KUBECONFIG=" + cluster.Kubeconfig})
 }

@@ -55,6 +55,12 @@ type World struct {
 	Namespace string
 	// Clusters are the linked clusters; nil: the default Clusters.
 	Clusters []string
+	// NoEndpointMirrorServices leaves out the Services of Linkerd's
+	// endpoint mirrors, keeping their slices. Neither half ever receives
+	// them (the API server filters them out by label), and their ClusterIPs
+	// cost this machine's API server more with each one it holds: 30,000
+	// took half an hour to write.
+	NoEndpointMirrorServices bool
 }
 
 func (w World) clusters() []string {
@@ -267,8 +273,10 @@ func (w World) LoadEndpointMirrors(ctx context.Context, client kubernetes.Interf
 // createEndpointMirror creates the endpoint mirror of pod p of base i from
 // cluster c and its slice.
 func (w World) createEndpointMirror(ctx context.Context, client kubernetes.Interface, i, c, p int) error {
-	if _, err := client.CoreV1().Services(w.Namespace).Create(ctx, w.EndpointMirrorService(i, c, p), metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("service %s: %w", w.EndpointMirror(i, c, p), err)
+	if !w.NoEndpointMirrorServices {
+		if _, err := client.CoreV1().Services(w.Namespace).Create(ctx, w.EndpointMirrorService(i, c, p), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("service %s: %w", w.EndpointMirror(i, c, p), err)
+		}
 	}
 	if _, err := client.DiscoveryV1().EndpointSlices(w.Namespace).Create(ctx, w.EndpointMirrorSlice(i, c, p), metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("slice of %s: %w", w.EndpointMirror(i, c, p), err)

@@ -43,6 +43,7 @@ func main() {
 	flag.StringVar(&cfg.Dir, "dir", filepath.Join(os.TempDir(), "globalmirror-bench"), "work directory: logs, query files, dnsperf output, profiles")
 	out := flag.String("out", "test/bench/RESULTS.md", "markdown results file")
 	linkerd := flag.String("linkerd-memory", "", "only measure CoreDNS's memory in Linkerd's full shape at these bases (e.g. 667,2000), print it and exit")
+	stormOnly := flag.Bool("storm", false, "only run the storms in the largest users' shape, print them and exit")
 	curveOnly := flag.Bool("curve", false, "only run BenchmarkCurve, write curves.json beside -out and exit")
 	linkerdSizes := flag.String("linkerd-sizes", "667,2000", "bases of Linkerd's full shape whose memory and relists the full run measures; empty: none")
 	flag.Parse()
@@ -80,6 +81,14 @@ func main() {
 			fail(fmt.Errorf("%w (logs in %s)", err, cfg.Dir))
 		}
 		bench.ReportLinkerdMemory(os.Stdout, res)
+		return
+	}
+	if *stormOnly {
+		rep, err := bench.StormAlone(ctx, cfg)
+		bench.ReportStorm(os.Stdout, rep)
+		if err != nil {
+			fail(fmt.Errorf("%w (logs in %s)", err, cfg.Dir))
+		}
 		return
 	}
 	curveOut := filepath.Join(filepath.Dir(*out), "curves.json")
