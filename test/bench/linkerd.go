@@ -21,7 +21,10 @@ const linkerdServiceCIDRs = "10.96.0.0/12,fd00:10:96::/108"
 // LinkerdMemoryResult is CoreDNS's memory in Linkerd's full shape: at each
 // size, and through API server faults at the largest.
 type LinkerdMemoryResult struct {
-	Steps   []LinkerdMemoryStep
+	Steps []LinkerdMemoryStep
+	// Large is the world grown on to Config.LinkerdLarge bases, but for the
+	// endpoint mirrors' Services; nil if not.
+	Large   *LinkerdMemoryStep
 	Relists []RelistResult
 	Storms  *StormReport
 }
@@ -59,15 +62,17 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int) (*LinkerdMemory
 	env2 := []string{"BENCH_KUBECONFIG=" + cluster.Kubeconfig}
 	res := &LinkerdMemoryResult{}
 	loaded := 0
-	for _, n := range sizes {
+	// grow loads bases [loaded, n) of w and measures the controller and
+	// CoreDNS at n.
+	grow := func(w World, n int) (LinkerdMemoryStep, error) {
 		t := time.Now()
 		if err := w.Load(ctx, client, loaded, n, cfg.LoadWorkers); err != nil {
-			return res, err
+			return LinkerdMemoryStep{}, err
 		}
 		if err := w.LoadEndpointMirrors(ctx, client, loaded, n, cfg.LoadWorkers); err != nil {
-			return res, err
+			return LinkerdMemoryStep{}, err
 		}
-		cfg.Log("loaded Linkerd's full shape of bases %d-%d in %v", loaded, n-1, time.Since(t).Round(time.Second))
+		cfg.Log("loaded Linkerd's shape of bases %d-%d in %v", loaded, n-1, time.Since(t).Round(time.Second))
 		loaded = n
 		// The controller's slices answer the global names for the
 		// CoreDNS without the plugin, as RSS expects.
@@ -75,28 +80,46 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int) (*LinkerdMemory
 			"--leader-elect=false", "--namespaces="+namespace,
 			"--kube-api-qps="+strconv.Itoa(cfg.ControllerQPS), "--kube-api-burst="+strconv.Itoa(2*cfg.ControllerQPS))
 		if err != nil {
-			return res, err
+			return LinkerdMemoryStep{}, err
 		}
 		if _, err := Converged(ctx, ctrl, n, n*Records, 20*time.Minute); err != nil {
 			ctrl.Stop()
-			return res, err
+			return LinkerdMemoryStep{}, err
 		}
 		live, crss, err := controllerMemory(ctx, ctrl)
 		ctrl.Stop()
 		if err != nil {
-			return res, err
+			return LinkerdMemoryStep{}, err
 		}
 		t = time.Now()
 		rss, err := w.RSS(ctx, cfg.Dir, n, cfg.RSSRounds, 10*time.Second, env2)
 		if err != nil {
+			return LinkerdMemoryStep{}, err
+		}
+		cfg.Log("CoreDNS memory at %d bases of Linkerd's shape in %v", n, time.Since(t).Round(time.Second))
+		return LinkerdMemoryStep{Bases: n, Endpoints: n * len(Clusters) * Pods, RSS: rss, ControllerLive: live, ControllerRSS: crss}, nil
+	}
+	for _, n := range sizes {
+		step, err := grow(w, n)
+		if err != nil {
 			return res, err
 		}
-		cfg.Log("CoreDNS memory at %d bases of Linkerd's full shape in %v", n, time.Since(t).Round(time.Second))
-		res.Steps = append(res.Steps, LinkerdMemoryStep{Bases: n, Endpoints: n * len(Clusters) * Pods, RSS: rss,
-			ControllerLive: live, ControllerRSS: crss})
+		res.Steps = append(res.Steps, step)
 	}
 	if res.Relists, err = w.Relist(ctx, cfg.Dir, cluster, loaded, env2, cfg.Log); err != nil {
 		return res, err
+	}
+	if cfg.LinkerdLarge > loaded {
+		// Grown to about 100,000 mirrored endpoints without the endpoint
+		// mirrors' Services, which global never receives (the API server
+		// filters them out by label) and whose ClusterIPs cost this API
+		// server more with each one it holds: what global adds is measured
+		// all the same; what the stock plugin holds is not, there.
+		step, err := grow(World{Namespace: namespace, NoEndpointMirrorServices: true}, cfg.LinkerdLarge)
+		if err != nil {
+			return res, err
+		}
+		res.Large = &step
 	}
 	// Last: the storm world, in a namespace of its own, stays loaded.
 	res.Storms, err = Storm(ctx, cfg, cluster.Kubeconfig, client, env2)
@@ -128,6 +151,16 @@ func ReportLinkerdMemory(out io.Writer, res *LinkerdMemoryResult) {
 	p("| the stock `kubernetes` plugin | %.0f | %.0f |\n", sl.KubeHeap, sl.KubeRSS)
 	p("| what `global` adds | %.0f | %.0f |\n", sl.GlobalHeap, sl.GlobalRSS)
 	p("| the controller (its own process; live heap as of its last collection) | %.0f | %.0f |\n", sl.ControllerHeap, sl.ControllerRSS)
+	if l := res.Large; l != nil {
+		ls := res.LargeSlopes()
+		p("\nGrown on to %s bases (%s mirrored endpoints), without the endpoint mirrors' Services, which global never receives: "+
+			"`kubernetes` only %s heap, %s RSS; with `global` %s heap, %s RSS. Per mirrored endpoint, the slope from %s to %s endpoints:\n\n",
+			thousands(l.Bases), thousands(l.Endpoints), mib(medianFloat(l.RSS.OffHeap)), mib(float64(medianInt(l.RSS.Off))),
+			mib(medianFloat(l.RSS.OnHeap)), mib(float64(medianInt(l.RSS.On))), thousands(b.Endpoints), thousands(l.Endpoints))
+		p("| | live heap, B | RSS, B |\n|---|---:|---:|\n")
+		p("| what `global` adds | %.0f | %.0f |\n", ls.GlobalHeap, ls.GlobalRSS)
+		p("| the controller | %.0f | %.0f |\n", ls.ControllerHeap, ls.ControllerRSS)
+	}
 }
 
 // MemorySlopes are bytes per mirrored endpoint, the slope from the first
@@ -149,6 +182,21 @@ func (res *LinkerdMemoryResult) Slopes() MemorySlopes {
 	onRSS := slope(float64(medianInt(a.RSS.On)), float64(medianInt(b.RSS.On)))
 	return MemorySlopes{KubeHeap: offHeap, KubeRSS: offRSS, GlobalHeap: onHeap - offHeap, GlobalRSS: onRSS - offRSS,
 		ControllerHeap: slope(a.ControllerLive, b.ControllerLive), ControllerRSS: slope(float64(a.ControllerRSS), float64(b.ControllerRSS))}
+}
+
+// LargeSlopes are what global and the controller add per mirrored endpoint
+// from the last full-shape size to Large (the stock plugin's is not
+// comparable there: it misses the endpoint mirrors' Services).
+func (res *LinkerdMemoryResult) LargeSlopes() MemorySlopes {
+	a, b := res.Steps[len(res.Steps)-1], *res.Large
+	d := float64(b.Endpoints - a.Endpoints)
+	added := func(s LinkerdMemoryStep) (heap, rss float64) {
+		return medianFloat(s.RSS.OnHeap) - medianFloat(s.RSS.OffHeap), float64(medianInt(s.RSS.On) - medianInt(s.RSS.Off))
+	}
+	ah, ar := added(a)
+	bh, br := added(b)
+	return MemorySlopes{GlobalHeap: (bh - ah) / d, GlobalRSS: (br - ar) / d,
+		ControllerHeap: (b.ControllerLive - a.ControllerLive) / d, ControllerRSS: float64(b.ControllerRSS-a.ControllerRSS) / d}
 }
 
 // controllerMemory is a converged controller's live heap as of its last

@@ -42,5 +42,5 @@ func TestResultsJSONHoldsEveryFloor(t *testing.T) {
 	check("controller writes while idle: 0", &zero, true)
 	check("controller writes for one endpoint change: exactly 1", &two, false)
 	check("per local Service (with a slice) neither member nor global ≤ 40 B", &nonMember, true)
-	check("what global adds to CoreDNS's live heap per mirrored endpoint, Linkerd's full shape ≤ 200 B", nil, false)
+	check("what global adds to CoreDNS's live heap per mirrored endpoint, Linkerd's full shape, up to 100,000 endpoints ≤ 200 B", nil, false)
 }

@@ -28,6 +28,7 @@ type Config struct {
 	Idle            time.Duration // controller idle window
 	RSSRounds       int
 	LinkerdSizes    []int // bases of Linkerd's full shape whose memory and relists are measured, ascending; none: skipped
+	LinkerdLarge    int   // bases the Linkerd world then grows to, without the endpoint mirrors' Services; 0: none
 	GoBenchCount    int
 	ServerCPUs      string        // CoreDNS under load: taskset list
 	ClientCPUs      string        // dnsperf
