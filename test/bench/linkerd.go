@@ -4,13 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 
-	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/run"
 )
 
@@ -45,19 +42,11 @@ type LinkerdMemoryStep struct {
 // the plugin adds per mirrored endpoint is the slope between two sizes,
 // which leaves out what does not grow with the world.
 func LinkerdMemory(ctx context.Context, cfg Config, sizes []int) (*LinkerdMemoryResult, error) {
-	env, err := localkube.Start(ctx, localkube.Options{
-		Clusters: []string{"source"}, Dir: filepath.Join(cfg.Dir, "linkerd-cluster"), ServiceCIDRs: linkerdServiceCIDRs,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), StopOnSignal: true,
-	})
+	env, cluster, client, err := startCluster(ctx, filepath.Join(cfg.Dir, "linkerd-cluster"), linkerdServiceCIDRs)
 	if err != nil {
 		return nil, err
 	}
 	defer env.Stop()
-	cluster := env.Cluster("source")
-	client, err := bulkClient(cluster.Config)
-	if err != nil {
-		return nil, err
-	}
 	w := World{Namespace: namespace}
 	env2 := []string{"BENCH_KUBECONFIG=" + cluster.Kubeconfig}
 	res := &LinkerdMemoryResult{}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,7 +13,6 @@ import (
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/dnsq"
-	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/run"
 	"github.com/miekg/dns"
 	"golang.org/x/sync/errgroup"
@@ -434,18 +431,10 @@ func ReportStorm(out io.Writer, rep *StormReport) {
 
 // StormAlone runs Storm on a control plane of its own (bin/bench -storm).
 func StormAlone(ctx context.Context, cfg Config) (*StormReport, error) {
-	env, err := localkube.Start(ctx, localkube.Options{
-		Clusters: []string{"source"}, Dir: filepath.Join(cfg.Dir, "storm-cluster"),
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), StopOnSignal: true,
-	})
+	env, cluster, client, err := startCluster(ctx, filepath.Join(cfg.Dir, "storm-cluster"), "")
 	if err != nil {
 		return nil, err
 	}
 	defer env.Stop()
-	cluster := env.Cluster("source")
-	client, err := bulkClient(cluster.Config)
-	if err != nil {
-		return nil, err
-	}
 	return Storm(ctx, cfg, cluster.Kubeconfig, client, []string{"BENCH_KUBECONFIG=" + cluster.Kubeconfig})
 }

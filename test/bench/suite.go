@@ -102,22 +102,14 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	}
 
 	t = time.Now()
-	env, err := localkube.Start(ctx, localkube.Options{
-		Clusters: []string{"source"}, Dir: filepath.Join(cfg.Dir, "cluster"),
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), StopOnSignal: true,
-	})
+	env, cluster, client, err := startCluster(ctx, filepath.Join(cfg.Dir, "cluster"), "")
 	if err != nil {
 		return res, err
 	}
 	defer env.Stop()
-	cluster := env.Cluster("source")
 	phase("start the cluster", t)
 	res.Machine = Describe(ctx, cfg.GoCmd, cluster.Client)
 
-	client, err := bulkClient(cluster.Config)
-	if err != nil {
-		return res, err
-	}
 	w := World{Namespace: namespace}
 	env2 := []string{"BENCH_KUBECONFIG=" + cluster.Kubeconfig}
 	ctrlArgs := []string{"--leader-elect=false", "--namespaces=" + namespace,
@@ -238,6 +230,25 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	}
 	res.Elapsed = time.Since(res.Started)
 	return res, nil
+}
+
+// startCluster starts a control plane of one cluster, "source", in dir, with
+// serviceCIDRs (empty: localkube's), and returns it with a bulkClient of it.
+func startCluster(ctx context.Context, dir, serviceCIDRs string) (*localkube.Env, *localkube.Cluster, kubernetes.Interface, error) {
+	env, err := localkube.Start(ctx, localkube.Options{
+		Clusters: []string{"source"}, Dir: dir, ServiceCIDRs: serviceCIDRs,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), StopOnSignal: true,
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cluster := env.Cluster("source")
+	client, err := bulkClient(cluster.Config)
+	if err != nil {
+		env.Stop()
+		return nil, nil, nil, err
+	}
+	return env, cluster, client, nil
 }
 
 // bulkClient is an unthrottled protobuf client for loading and changing mirrors.
