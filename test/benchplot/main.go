@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -48,7 +49,13 @@ var charts = []chart{
 func main() {
 	in := flag.String("in", "test/bench/curves.json", "the curve points")
 	out := flag.String("out", "test/bench", "directory for the SVG plots")
+	results := flag.String("results", "", "markdown file to write the curves' section into (default: RESULTS.md in -out, if there)")
 	flag.Parse()
+	if *results == "" {
+		if p := filepath.Join(*out, "RESULTS.md"); fileExists(p) {
+			*results = p
+		}
+	}
 	b, err := os.ReadFile(*in)
 	if err != nil {
 		fail(err)
@@ -67,6 +74,44 @@ func main() {
 		}
 		fmt.Println("wrote", path)
 	}
+	if *results != "" {
+		if err := section(*results, data.Points); err != nil {
+			fail(fmt.Errorf("%s: %w", *results, err))
+		}
+		fmt.Println("wrote the curves into", *results)
+	}
+}
+
+// curvesMark opens the curves' section of RESULTS.md; it runs to the end.
+const curvesMark = "<!-- curves: written by test/benchplot -->"
+
+// section writes the curves' section (the plots and their points) at the
+// end of the results file, in place of the one there.
+func section(path string, ps []point) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	text := string(b)
+	if i := strings.Index(text, curvesMark); i >= 0 {
+		text = text[:i]
+	}
+	var w strings.Builder
+	w.WriteString(strings.TrimRight(text, "\n") + "\n\n" + curvesMark + "\n")
+	w.WriteString("\n### Curves\n\n" +
+		"How the plugin's cost grows with the world, in process (`BenchmarkCurve` in plugin/global: a fake clientset, " +
+		"which shares its strings with the index, so the heap is below what a real API server's objects cost): " +
+		"Linkerd's full shape of 3 and of 10 linked clusters, three pods per service and cluster, from about 1,000 to " +
+		"100,000 mirrored endpoints. The heap the plugin holds per endpoint (index and answer sets), the time from its " +
+		"start to every answer built, and how long one changed slice takes to reach its global's answers (p99 of 100).\n\n")
+	for _, c := range charts {
+		fmt.Fprintf(&w, "![%s](%s)\n\n", c.title, c.file)
+	}
+	w.WriteString("| clusters | mirrored endpoints | heap per endpoint | every answer built | programming p99 |\n|---:|---:|---:|---:|---:|\n")
+	for _, p := range ps {
+		fmt.Fprintf(&w, "| %d | %d | %.0f B | %.0f ms | %.1f ms |\n", p.Clusters, p.Endpoints, p.BytesPerEndpoint, p.BuiltMs, p.ProgrammingP99Ms)
+	}
+	return os.WriteFile(path, []byte(w.String()), 0o644)
 }
 
 // draw1 draws one chart: a line with points per number of clusters, the
@@ -115,6 +160,11 @@ var palette = []color.Color{
 	color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
 	color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
 	color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func fail(err error) {
