@@ -138,9 +138,22 @@ func serviceKeys(local labels.Selector) []string {
 
 // stripService is what the index keeps of svc.
 func (in *interner) stripService(svc *corev1.Service, keys []string) *cachedService {
-	sh := serviceShape{namespace: in.str(svc.Namespace), clusterIP: in.str(svc.Spec.ClusterIP)}
+	// Shared only where it is like others': a cluster IP or a label value
+	// of its own (a global's base) would fill the interner with entries
+	// held for one Service each.
+	sh := serviceShape{namespace: in.str(svc.Namespace), clusterIP: svc.Spec.ClusterIP}
+	shared := true
+	switch sh.clusterIP {
+	case corev1.ClusterIPNone:
+		sh.clusterIP = corev1.ClusterIPNone
+	case "":
+	default:
+		shared = false
+	}
 	var labelsKey, portsKey string
-	sh.labels, labelsKey = in.keep(svc.Labels, keys)
+	var sharedLabels bool
+	sh.labels, labelsKey, sharedLabels = in.keep(svc.Labels, keys)
+	shared = shared && sharedLabels
 	r := serviceRare{
 		uid:               svc.UID,
 		remoteFQName:      remoteFQName(svc),
@@ -154,7 +167,10 @@ func (in *interner) stripService(svc *corev1.Service, keys []string) *cachedServ
 			r.uid = "" // a headless mirror is neither owned nor deleted by uid
 		}
 	}
-	c := &cachedService{name: svc.Name, shape: in.serviceShape(sh, labelsKey+"\x01"+portsKey), rv: versionOf(svc.ResourceVersion)}
+	c := &cachedService{name: svc.Name, shape: &sh, rv: versionOf(svc.ResourceVersion)}
+	if shared {
+		c.shape = in.serviceShape(sh, labelsKey+"\x01"+portsKey)
+	}
 	if r.uid != "" || r.remoteFQName != "" || r.includeMirrors != "" || r.deletionTimestamp != nil || r.selector != nil {
 		c.rare = &r
 	}
@@ -526,9 +542,11 @@ func (in *interner) str(s string) string {
 	return s
 }
 
-// keep is the key, value pairs of m's labels among keys, or nil, and
-// their spelling.
-func (in *interner) keep(m map[string]string, keys []string) ([]string, string) {
+// keep is the key, value pairs of m's labels among keys, or nil, their
+// spelling, and whether other Services may share them: not where a value is
+// one Service's own (a global's base), which is neither interned nor held
+// in the interner.
+func (in *interner) keep(m map[string]string, keys []string) ([]string, string, bool) {
 	n := 0
 	for _, k := range keys {
 		if _, ok := m[k]; ok {
@@ -536,16 +554,27 @@ func (in *interner) keep(m map[string]string, keys []string) ([]string, string) 
 		}
 	}
 	if n == 0 {
-		return nil, ""
+		return nil, "", true
 	}
 	pairs := make([]string, 0, 2*n)
+	shared := true
 	for _, k := range keys {
-		if v, ok := m[k]; ok {
-			pairs = append(pairs, k, in.str(v))
+		v, ok := m[k]
+		switch {
+		case !ok:
+			continue
+		case k == aggregate.LabelBase:
+			shared = false
+		default:
+			v = in.str(v)
 		}
+		pairs = append(pairs, k, v)
+	}
+	if !shared {
+		return pairs, "", false
 	}
 	key := "l" + strings.Join(pairs, "\x00")
-	return internList(in, key, pairs), key
+	return internList(in, key, pairs), key, true
 }
 
 func (in *interner) servicePorts(ps []corev1.ServicePort) ([]corev1.ServicePort, string) {

@@ -2,7 +2,9 @@ package source
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -345,4 +347,38 @@ func TestEndpointMirrorsAreNotCachedButHoldAGlobalName(t *testing.T) {
 	}
 	eventually(t, "the name freed", func() bool { return src.Service("ns", "db-global") == nil })
 	eventually(t, "db told", func() bool { return rec.reset()[Key{"ns", "db"}] > 0 })
+}
+
+// What many Services share is held once, and what is one Service's own (a
+// global's base, a cluster IP) is not held in the interner at all: it would
+// grow with the world and, bounded, stop sharing what should be shared.
+func TestInternerHoldsWhatIsShared(t *testing.T) {
+	var objs []runtime.Object
+	for i := range 500 {
+		base := fmt.Sprintf("db%03d", i)
+		for _, cluster := range []string{"east", "west"} {
+			objs = append(objs, fixture.HeadlessMirror("ns", base, cluster))
+		}
+		objs = append(objs, service(base+"-global", map[string]string{aggregate.LabelManagedBy: aggregate.ManagedBy, aggregate.LabelBase: base}, "None"),
+			service(base+"-other-global", nil, fmt.Sprintf("10.96.%d.%d", i/256, i%256))) // a user's, named like a global
+	}
+	s := indexOf(objs...)
+	if n := s.services.len(); n != 2000 {
+		t.Fatalf("%d Services held, want 2,000", n)
+	}
+	if n := len(s.intern.strs) + len(s.intern.lists); n > 20 {
+		t.Errorf("the interner holds %d entries for 2,000 Services of 2 clusters", n)
+	}
+	shapes := map[*serviceShape]bool{}
+	s.services.each(func(_, name string, c *cachedService) {
+		if strings.HasSuffix(name, "-east") || strings.HasSuffix(name, "-west") {
+			shapes[c.shape] = true
+		}
+	})
+	if len(shapes) != 2 {
+		t.Errorf("1,000 headless mirrors of 2 clusters hold %d shapes, want 2", len(shapes))
+	}
+	if got := s.Service("ns", "db007-global").Labels[aggregate.LabelBase]; got != "db007" {
+		t.Errorf("a global's base reads %q", got)
+	}
 }
