@@ -9,11 +9,6 @@ func (m nsMap[V]) get(namespace, name string) V {
 	return m[namespace][name]
 }
 
-func (m nsMap[V]) lookup(namespace, name string) (V, bool) {
-	v, ok := m[namespace][name]
-	return v, ok
-}
-
 func (m nsMap[V]) set(namespace, name string, v V) {
 	in := m[namespace]
 	if in == nil {
