@@ -1,5 +1,7 @@
 package source
 
+import "slices"
+
 // nsMap maps a namespace and a name to V: one map per namespace keyed by the
 // name alone. Its slots are half the size of a map keyed by both, and a
 // large index is mostly slots.
@@ -41,4 +43,20 @@ func (m nsMap[V]) each(f func(namespace, name string, v V)) {
 			f(ns, name, v)
 		}
 	}
+}
+
+// removeFrom removes v from the list m holds under namespace and name, and
+// the entry with its last element.
+func removeFrom[V comparable](m nsMap[[]V], namespace, name string, v V) {
+	rest := slices.DeleteFunc(m.get(namespace, name), func(o V) bool { return o == v })
+	if len(rest) == 0 {
+		m.del(namespace, name)
+	} else {
+		m.set(namespace, name, rest)
+	}
+}
+
+// appendTo appends v to the list m holds under namespace and name.
+func appendTo[V any](m nsMap[[]V], namespace, name string, v V) {
+	m.set(namespace, name, append(m.get(namespace, name), v))
 }

@@ -225,7 +225,7 @@ func (s *Source) Service(namespace, name string) *corev1.Service {
 	}
 	if _, ok := aggregate.BaseOf(name, s.cfg.Suffix); ok {
 		for _, k := range s.slices {
-			for _, sl := range k.globalNamed[nsName{namespace, name}] {
+			for _, sl := range k.globalNamed.get(namespace, name) {
 				return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{
 					aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: sl.cluster(),
 					aggregate.LabelHeadlessMirrorName: sl.serviceName,
@@ -289,7 +289,7 @@ func (s *Source) endpointMirrors(id nsName, cluster string, headless []*discover
 	var seen []uint64
 	for _, sink := range s.slices {
 		for _, ms := range sink.mirrors.get(id.namespace, id.name) {
-			if len(s.slices) > 1 && containsHash(seen, ms.name) {
+			if len(s.slices) > 1 && slices.Contains(seen, ms.name) {
 				continue // matched by more than one feed's selector
 			}
 			seen = append(seen, ms.name)
@@ -323,15 +323,6 @@ func (s *Source) endpointMirrors(id nsName, cluster string, headless []*discover
 		}
 	}
 	return em
-}
-
-func containsHash(l []uint64, h uint64) bool {
-	for _, v := range l {
-		if v == h {
-			return true
-		}
-	}
-	return false
 }
 
 func (s *Source) memberKey(svc *corev1.Service) (Key, bool) {

@@ -142,19 +142,14 @@ func (s *Source) holds(svc *corev1.Service) bool {
 func (s *Source) addService(c *cachedService) {
 	s.services.set(c.namespace(), c.name, c)
 	if k, ok := s.baseKey(c); ok {
-		s.bases.set(k.Namespace, k.Base, append(s.bases.get(k.Namespace, k.Base), c))
+		appendTo(s.bases, k.Namespace, k.Base, c)
 	}
 }
 
 func (s *Source) removeService(c *cachedService) {
 	s.services.del(c.namespace(), c.name)
 	if k, ok := s.baseKey(c); ok {
-		rest := slices.DeleteFunc(s.bases.get(k.Namespace, k.Base), func(o *cachedService) bool { return o == c })
-		if len(rest) == 0 {
-			s.bases.del(k.Namespace, k.Base)
-		} else {
-			s.bases.set(k.Namespace, k.Base, rest)
-		}
+		removeFrom(s.bases, k.Namespace, k.Base, c)
 	}
 }
 
@@ -196,12 +191,12 @@ type sliceSink struct {
 	mirrors nsMap[[]mirrorSlice]
 	// globalNamed are headless mirrors' slices by the name of an endpoint
 	// mirror of theirs that is named like a global.
-	globalNamed map[nsName][]*cachedSlice
+	globalNamed nsMap[[]*cachedSlice]
 }
 
 func newSliceSink(s *Source, sel labels.Selector) *sliceSink {
 	return &sliceSink{s: s, selector: sel, members: nsMap[*cachedSlice]{}, byService: nsMap[[]*cachedSlice]{},
-		mirrors: nsMap[[]mirrorSlice]{}, globalNamed: map[nsName][]*cachedSlice{}}
+		mirrors: nsMap[[]mirrorSlice]{}, globalNamed: nsMap[[]*cachedSlice]{}}
 }
 
 func (k *sliceSink) Listing() {
@@ -344,32 +339,20 @@ func (k *sliceSink) removeMirror(of nsName, name uint64) {
 func (k *sliceSink) addMember(c *cachedSlice) {
 	k.members.set(c.namespace(), c.name, c)
 	if c.serviceName != "" {
-		k.byService.set(c.namespace(), c.serviceName, append(k.byService.get(c.namespace(), c.serviceName), c))
+		appendTo(k.byService, c.namespace(), c.serviceName, c)
 	}
 	for _, n := range c.globalNamed() {
-		id := nsName{c.namespace(), n}
-		k.globalNamed[id] = append(k.globalNamed[id], c)
+		appendTo(k.globalNamed, c.namespace(), n, c)
 	}
 }
 
 func (k *sliceSink) removeMember(c *cachedSlice) {
 	k.members.del(c.namespace(), c.name)
 	if c.serviceName != "" {
-		rest := slices.DeleteFunc(k.byService.get(c.namespace(), c.serviceName), func(o *cachedSlice) bool { return o == c })
-		if len(rest) == 0 {
-			k.byService.del(c.namespace(), c.serviceName)
-		} else {
-			k.byService.set(c.namespace(), c.serviceName, rest)
-		}
+		removeFrom(k.byService, c.namespace(), c.serviceName, c)
 	}
 	for _, n := range c.globalNamed() {
-		id := nsName{c.namespace(), n}
-		rest := slices.DeleteFunc(k.globalNamed[id], func(o *cachedSlice) bool { return o == c })
-		if len(rest) == 0 {
-			delete(k.globalNamed, id)
-		} else {
-			k.globalNamed[id] = rest
-		}
+		removeFrom(k.globalNamed, c.namespace(), n, c)
 	}
 }
 
