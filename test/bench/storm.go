@@ -122,7 +122,7 @@ func Storm(ctx context.Context, cfg Config, kubeconfig string, client kubernetes
 	}
 	defer func() { srv.Stop() }()
 	addr := srv.PortAddr("DNS_PORT")
-	if _, err := w.sweep(ctx, addr, bases, records, time.Time{}, 3*time.Minute); err != nil {
+	if _, err := w.sweepAll(ctx, addr, bases, records, 3*time.Minute); err != nil {
 		return rep, err
 	}
 
@@ -156,11 +156,12 @@ func Storm(ctx context.Context, cfg Config, kubeconfig string, client kubernetes
 	if srv, err = StartCoreDNS(ctx, cfg.Dir, "storm-restarted", stormCorefile, "", []string{"DNS_PORT"}, env); err != nil {
 		return rep, err
 	}
-	times, err := w.sweep(ctx, srv.PortAddr("DNS_PORT"), bases, records, start, 3*time.Minute)
+	right, err := w.sweepAll(ctx, srv.PortAddr("DNS_PORT"), bases, records, 3*time.Minute)
 	if err != nil {
 		return rep, fmt.Errorf("CoreDNS restarted: %w", err)
 	}
-	r := RestartResult{What: "CoreDNS", First: slices.Min(times), Converged: slices.Max(times)}
+	first, last := slices.MinFunc(right, time.Time.Compare), slices.MaxFunc(right, time.Time.Compare)
+	r := RestartResult{What: "CoreDNS", First: first.Sub(start), Converged: last.Sub(start)}
 	cfg.Log("storm world, CoreDNS restarted: first right answer after %v, every global right after %v", r.First.Round(time.Millisecond), r.Converged.Round(time.Millisecond))
 	rep.Restarts = append(rep.Restarts, r)
 
@@ -191,28 +192,31 @@ func startStormController(ctx context.Context, cfg Config, kubeconfig, log strin
 		"--kube-api-qps="+strconv.Itoa(cfg.ControllerQPS), "--kube-api-burst="+strconv.Itoa(2*cfg.ControllerQPS))
 }
 
-// sweep asks every global until each answers want A records, stormSweepers
-// at a time, and returns when each first did, after since (zero: the times
-// themselves are not wanted, only that all did).
-func (w World) sweep(ctx context.Context, addr string, bases, want int, since time.Time, timeout time.Duration) ([]time.Duration, error) {
+// sweep starts stormSweepers clients asking for every global until each
+// answers want A records or ctx ends. The function it returns waits for
+// them and returns when each global first did.
+func (w World) sweep(ctx context.Context, addr string, bases, want int) func() ([]time.Time, error) {
 	right := make([]time.Time, bases)
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	var sweepers sync.WaitGroup
 	for s := range stormSweepers {
 		sweepers.Go(func() { w.sweepSome(ctx, addr, s, bases, want, right) })
 	}
-	sweepers.Wait()
-	out := make([]time.Duration, bases)
-	for i, t := range right {
-		if t.IsZero() {
-			return nil, fmt.Errorf("%s never answered %d records", Global(i), want)
+	return func() ([]time.Time, error) {
+		sweepers.Wait()
+		for i, t := range right {
+			if t.IsZero() {
+				return nil, fmt.Errorf("%s never answered %d records", Global(i), want)
+			}
 		}
-		if !since.IsZero() {
-			out[i] = t.Sub(since)
-		}
+		return right, nil
 	}
-	return out, nil
+}
+
+// sweepAll is sweep, waited for, within timeout.
+func (w World) sweepAll(ctx context.Context, addr string, bases, want int, timeout time.Duration) ([]time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return w.sweep(ctx, addr, bases, want)()
 }
 
 // sweepSome asks for every stormSweepers-th global from s on in turn until
@@ -248,13 +252,9 @@ func (w World) stormOnce(ctx context.Context, addr string, client kubernetes.Int
 	}
 	defer writes.stop()
 
-	right := make([]time.Time, bases)
 	sweepCtx, stopSweeping := context.WithTimeout(ctx, 2*time.Minute)
 	defer stopSweeping()
-	var sweepers sync.WaitGroup
-	for s := range stormSweepers {
-		sweepers.Go(func() { w.sweepSome(sweepCtx, addr, s, bases, want, right) })
-	}
+	swept := w.sweep(sweepCtx, addr, bases, want)
 
 	start := time.Now()
 	var mu sync.Mutex
@@ -277,11 +277,11 @@ func (w World) stormOnce(ctx context.Context, addr string, client kubernetes.Int
 	if err != nil {
 		return nil, err
 	}
-	sweepers.Wait()
+	right, err := swept()
+	if err != nil {
+		return nil, err
+	}
 	for i, t := range right {
-		if t.IsZero() {
-			return nil, fmt.Errorf("%s never answered %d records", Global(i), want)
-		}
 		res.After[i] = max(0, t.Sub(last))
 	}
 	// The controller is done when its slices have been still for a while.
