@@ -194,13 +194,12 @@ func remoteFQName(svc *corev1.Service) string {
 }
 
 // cachedSlice is what the index keeps of a member's EndpointSlice (not an
-// endpoint mirror's: mirrorSlice). What many slices share (namespace,
-// family, ports, cluster) is one interned sliceShape; what few have is in
-// rare.
+// endpoint mirror's: mirrorSlice), in its service's entry (which holds the
+// service's name for it). What many slices share (namespace, family, ports,
+// cluster) is one interned sliceShape; what few have is in rare.
 type cachedSlice struct {
-	name        string
-	serviceName string // kubernetes.io/service-name
-	shape       *sliceShape
+	name  string
+	shape *sliceShape
 	// data holds the endpoints, in order: for each, one byte each of its
 	// address count, its hostname's length and its flags; then every
 	// endpoint's addresses, packed, 4 or 16 bytes each by the slice's family
@@ -209,10 +208,11 @@ type cachedSlice struct {
 	// endpoint's hostname. One string, where a slice of structs, an array
 	// of strings and their bytes cost three times as much.
 	data      string
-	endpoints uint16
-	gen       uint32
-	rv        version
 	rare      *sliceRare
+	rv        version
+	gen       uint32
+	endpoints uint16
+	kind      uint8 // of the feed that holds it: mirrorFeed or localFeed
 }
 
 type sliceShape struct {
@@ -269,19 +269,13 @@ func (c *cachedSlice) sameAs(o *cachedSlice) bool {
 // stripSlice is what the index keeps of a member's slice.
 func (in *interner) stripSlice(sl *discoveryv1.EndpointSlice, suffix string) *cachedSlice {
 	sh := sliceShape{namespace: in.str(sl.Namespace), addressType: discoveryv1.AddressType(in.str(string(sl.AddressType)))}
-	c := &cachedSlice{
-		name:        sl.Name,
-		serviceName: prefixOf(sl.Name, sl.Labels[discoveryv1.LabelServiceName]),
-		rv:          versionOf(sl.ResourceVersion),
-	}
+	c := &cachedSlice{name: sl.Name, rv: versionOf(sl.ResourceVersion)}
 	if t := triggerTime(sl.Annotations[corev1.EndpointsLastChangeTriggerTime]); t != 0 {
 		c.rare = &sliceRare{trigger: t}
 	}
 	var portsKey string
 	if sl.Labels[discoveryv1.LabelManagedBy] == aggregate.EndpointSliceManagedBy {
-		// globalmirror's own slices (native names add some to the local
-		// service) are no member's endpoints: held, but under no service.
-		c.serviceName = ""
+		// globalmirror's own slices are no member's (sliceService): not held.
 		c.shape = in.sliceShape(sh, "")
 		return c
 	}
@@ -400,8 +394,9 @@ func (c *cachedSlice) address(i, at int) string {
 	return netip.AddrFrom16(b).String()
 }
 
-// slice is c as a sparse EndpointSlice: what the aggregation reads.
-func (c *cachedSlice) slice() *discoveryv1.EndpointSlice {
+// slice is c, a slice of service, as a sparse EndpointSlice: what the
+// aggregation reads.
+func (c *cachedSlice) slice(service string) *discoveryv1.EndpointSlice {
 	sh := c.shape
 	sl := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Name: c.name, Namespace: sh.namespace},
@@ -409,10 +404,10 @@ func (c *cachedSlice) slice() *discoveryv1.EndpointSlice {
 		Ports:       sh.ports,
 		Endpoints:   make([]discoveryv1.Endpoint, c.endpoints),
 	}
-	if c.serviceName != "" || sh.cluster != "" {
+	if service != "" || sh.cluster != "" {
 		sl.Labels = map[string]string{}
-		if c.serviceName != "" {
-			sl.Labels[discoveryv1.LabelServiceName] = c.serviceName
+		if service != "" {
+			sl.Labels[discoveryv1.LabelServiceName] = service
 		}
 		if sh.cluster != "" {
 			sl.Labels[aggregate.LabelMirroredService] = "true"
@@ -459,31 +454,76 @@ func (c *cachedSlice) slice() *discoveryv1.EndpointSlice {
 }
 
 // mirrorSlice is what the index keeps of an endpoint mirror's slice, in a
-// list by name under its headless mirror: the endpoint mirror Service it
-// belongs to and whether any endpoint is ready, all that readiness reads of
-// it (aggregate.MirrorEndpointReady). Names are held as hashes (nameHash):
-// an endpoint mirror is looked up by the name its headless mirror's
-// endpoint gives it, never listed. A list, not a map: a map of a few
-// entries costs several times their size.
+// list sorted by key in its headless mirror's entry: the endpoint mirror
+// Service it belongs to and whether any endpoint is ready, all that
+// readiness reads of it (aggregate.MirrorEndpointReady). Names are held as
+// hashes (nameHash): an endpoint mirror is looked up by the name its
+// headless mirror's endpoint gives it, never listed. 16 bytes, the bulk of
+// a large world's index: each hash gives up its low bits to what else is
+// held (a list, not a map: a map of a few entries costs several times
+// their size).
 type mirrorSlice struct {
-	name    uint64 // the slice's
-	service uint64 // its kubernetes.io/service-name
-	gen     uint32
-	ready   bool
+	key     uint64 // the slice's name hashed; the low bit, its feed's kind
+	service uint64 // its kubernetes.io/service-name hashed; the low two bits, its flags
+}
+
+// The flags in a mirrorSlice's service.
+const (
+	mirrorReadyFlag = 1 << iota // an endpoint is ready
+	mirrorFreshFlag             // delivered since its feed's list began
+	mirrorFlags     = mirrorReadyFlag | mirrorFreshFlag
+)
+
+// mirrorKey is the key of the slice whose name hashes to name, held by a
+// feed of kind.
+func mirrorKey(name uint64, kind uint8) uint64 { return name&^1 | uint64(kind&1) }
+
+// mirrorService is the service hash a mirrorSlice holds for a name's hash.
+func mirrorService(name uint64) uint64 { return name &^ mirrorFlags }
+
+func newMirrorSlice(name, service uint64, kind uint8, ready bool) mirrorSlice {
+	m := mirrorSlice{key: mirrorKey(name, kind), service: mirrorService(service) | mirrorFreshFlag}
+	if ready {
+		m.service |= mirrorReadyFlag
+	}
+	return m
+}
+
+func (m mirrorSlice) feed() uint8         { return uint8(m.key & 1) }
+func (m mirrorSlice) serviceHash() uint64 { return mirrorService(m.service) }
+func (m mirrorSlice) ready() bool         { return m.service&mirrorReadyFlag != 0 }
+func (m mirrorSlice) fresh() bool         { return m.service&mirrorFreshFlag != 0 }
+
+func (m mirrorSlice) withFresh(fresh bool) mirrorSlice {
+	m.service &^= mirrorFreshFlag
+	if fresh {
+		m.service |= mirrorFreshFlag
+	}
+	return m
+}
+
+// mirrorReady reports whether any of an endpoint mirror's slice's endpoints is ready.
+func mirrorReady(sl *discoveryv1.EndpointSlice) bool {
+	for i := range sl.Endpoints {
+		if aggregate.EndpointReady(&sl.Endpoints[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 // nameHash hashes the names of endpoint mirrors and their slices. Seeded
 // per process: nobody can write two names that collide on purpose, and two
 // of the up to a few thousand names under one headless mirror collide by
-// chance once in 2^40 or more.
+// chance (in the 62 or 63 bits held) once in 2^40 or more.
 type nameHash maphash.Seed
 
 func (h nameHash) of(name string) uint64 { return maphash.String(maphash.Seed(h), name) }
 
-// find is the position of the slice whose name hashes to name in the list
-// l, sorted by it, or where it belongs.
-func find(l []mirrorSlice, name uint64) (int, bool) {
-	return slices.BinarySearchFunc(l, name, func(m mirrorSlice, n uint64) int { return cmp.Compare(m.name, n) })
+// findMirror is the position of the slice of key in the list l, sorted by
+// it, or where it belongs.
+func findMirror(l []mirrorSlice, key uint64) (int, bool) {
+	return slices.BinarySearchFunc(l, key, func(m mirrorSlice, k uint64) int { return cmp.Compare(m.key, k) })
 }
 
 // The sparse slices an endpoint mirror's readiness is read from: one ready

@@ -76,7 +76,7 @@ type Source struct {
 	mu           sync.RWMutex
 	intern       *interner
 	hash         nameHash
-	services     nsMap[*cachedService]
+	entries      nsMap[*entry]           // by Service name (store.go)
 	bases        nsMap[[]*cachedService] // members and globals of ours, by base
 	skipped      map[nsName]skipped
 	serviceSinks map[string]*serviceSink // by watched namespace; "" for all
@@ -95,7 +95,7 @@ func New(cfg Config) (*Source, error) {
 		cfg.Suffix = aggregate.DefaultSuffix
 	}
 	s := &Source{cfg: cfg, labelKeys: serviceKeys(cfg.LocalSelector), intern: newInterner(),
-		hash: nameHash(maphash.MakeSeed()), services: nsMap[*cachedService]{}, bases: nsMap[[]*cachedService]{}, skipped: map[nsName]skipped{},
+		hash: nameHash(maphash.MakeSeed()), entries: nsMap[*entry]{}, bases: nsMap[[]*cachedService]{}, skipped: map[nsName]skipped{},
 		serviceSinks: map[string]*serviceSink{}}
 	namespaces := cfg.Namespaces
 	if len(namespaces) == 0 {
@@ -113,8 +113,8 @@ func New(cfg Config) (*Source, error) {
 		if cfg.LocalSelector != nil && !cfg.LocalSelector.Empty() {
 			selectors = append(selectors, cfg.LocalSelector)
 		}
-		for _, sel := range selectors {
-			sink := newSliceSink(s, sel)
+		for kind, sel := range selectors {
+			sink := newSliceSink(s, sel, ns, uint8(kind))
 			s.slices = append(s.slices, sink)
 			api := c.DiscoveryV1().EndpointSlices(ns)
 			s.feeds = append(s.feeds, feed("endpointslices "+ns+" "+sel.String(), c, sel.String(), api.List, api.Watch, sink))
@@ -220,15 +220,15 @@ func (s *Source) Watches(namespace string) bool {
 func (s *Source) Service(namespace, name string) *corev1.Service {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if c := s.services.get(namespace, name); c != nil {
+	if c := s.service(namespace, name); c != nil {
 		return c.service()
 	}
 	if _, ok := aggregate.BaseOf(name, s.cfg.Suffix); ok {
 		for _, k := range s.slices {
-			for _, sl := range k.globalNamed.get(namespace, name) {
+			for _, by := range k.globalNamed.get(namespace, name) {
 				return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{
-					aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: sl.cluster(),
-					aggregate.LabelHeadlessMirrorName: sl.serviceName,
+					aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: by.slice.cluster(),
+					aggregate.LabelHeadlessMirrorName: by.headless,
 				}}}
 			}
 		}
@@ -259,48 +259,41 @@ func (s *Source) Input(k Key) aggregate.Input {
 			continue // the managed global itself, filed under the same base
 		}
 		m := aggregate.Member{Cluster: cl.Cluster, Service: svc}
-		id := nsName{k.Namespace, svc.Name}
-		var seen []string
-		for _, sink := range s.slices {
-			for _, sl := range sink.byService.get(id.namespace, id.name) {
-				if len(s.slices) > 1 && slices.Contains(seen, sl.name) {
-					continue // matched by more than one feed's selector
+		e := s.entries.get(k.Namespace, svc.Name) // held: bases holds only what entries do
+		for _, kind := range []uint8{mirrorFeed, localFeed} {
+			for _, sl := range e.members {
+				if sl.kind != kind || (kind != mirrorFeed && slices.ContainsFunc(m.Slices, func(o *discoveryv1.EndpointSlice) bool { return o.Name == sl.name })) {
+					continue // another feed's, or held by both: their selectors match it
 				}
-				seen = append(seen, sl.name)
-				m.Slices = append(m.Slices, sl.slice())
+				m.Slices = append(m.Slices, sl.slice(svc.Name))
 			}
 		}
 		in.Members = append(in.Members, m)
 		if cl.Role == aggregate.RoleHeadlessMirror {
-			in.EndpointMirrors = s.endpointMirrors(id, cl.Cluster, m.Slices, in.EndpointMirrors)
+			in.EndpointMirrors = s.endpointMirrors(e, cl.Cluster, m.Slices, in.EndpointMirrors)
 		}
 	}
 	return in
 }
 
-// endpointMirrors adds to em, for each endpoint with a hostname of the
-// headless mirror id's slices, its endpoint mirror <hostname>-<cluster> as
-// the sparse slices aggregate.MirrorEndpointReady reads, where the index
-// holds slices of it.
-func (s *Source) endpointMirrors(id nsName, cluster string, headless []*discoveryv1.EndpointSlice, em map[string][]*discoveryv1.EndpointSlice) map[string][]*discoveryv1.EndpointSlice {
-	// ready: whether any slice of an endpoint mirror has a ready endpoint,
-	// by the hash of the endpoint mirror's name.
-	var ready map[uint64]bool
-	var seen []uint64
-	for _, sink := range s.slices {
-		for _, ms := range sink.mirrors.get(id.namespace, id.name) {
-			if len(s.slices) > 1 && slices.Contains(seen, ms.name) {
-				continue // matched by more than one feed's selector
-			}
-			seen = append(seen, ms.name)
-			if ready == nil {
-				ready = map[uint64]bool{}
-			}
-			ready[ms.service] = ready[ms.service] || ms.ready
-		}
-	}
-	if ready == nil {
+// endpointMirrors adds to em, for each endpoint with a hostname of a
+// headless mirror's slices, its endpoint mirror <hostname>-<cluster> as the
+// sparse slices aggregate.MirrorEndpointReady reads, where the headless
+// mirror's entry e holds slices of it.
+func (s *Source) endpointMirrors(e *entry, cluster string, headless []*discoveryv1.EndpointSlice, em map[string][]*discoveryv1.EndpointSlice) map[string][]*discoveryv1.EndpointSlice {
+	if len(e.mirrors) == 0 {
 		return em
+	}
+	// ready: whether any slice of an endpoint mirror has a ready endpoint,
+	// by the hash of the endpoint mirror's name. A slice both feeds hold
+	// (their selectors match it) is read as the mirror feed holds it: that
+	// one sorts first, its key's low bit clear.
+	ready := make(map[uint64]bool, len(e.mirrors))
+	for i, ms := range e.mirrors {
+		if i > 0 && e.mirrors[i-1].key == ms.key&^1 {
+			continue
+		}
+		ready[ms.serviceHash()] = ready[ms.serviceHash()] || ms.ready()
 	}
 	for _, sl := range headless {
 		for i := range sl.Endpoints {
@@ -309,7 +302,7 @@ func (s *Source) endpointMirrors(id nsName, cluster string, headless []*discover
 				continue
 			}
 			name := *h + "-" + cluster
-			r, ok := ready[s.hash.of(name)]
+			r, ok := ready[mirrorService(s.hash.of(name))]
 			if !ok {
 				continue
 			}

@@ -290,10 +290,20 @@ func TestRelistDropsWhatIsGoneAndTellsOnlyChanges(t *testing.T) {
 	if in := s.Input(Key{"ns", "db"}); len(in.EndpointMirrors) != 0 || len(in.Members) != 1 || len(in.Members[0].Slices) != 1 {
 		t.Errorf("db's input after the relist: %+v", in)
 	}
-	for _, k := range s.slices {
-		if k.mirrors.len() > 0 || k.byService.len() > 1 || k.members.len() > 1 || (k.members.len() == 1 && k.members.get("ns", "db-east-x") == nil) {
-			t.Errorf("left behind: members %v, mirrors %v, by service %v", k.members, k.mirrors, k.byService)
+	var held []string
+	s.entries.each(func(_, name string, e *entry) {
+		held = append(held, name)
+		if len(e.mirrors) > 0 {
+			t.Errorf("%s: endpoint mirrors left behind: %+v", name, e.mirrors)
 		}
+		for _, m := range e.members {
+			if name != "db-east" || m.name != "db-east-x" {
+				t.Errorf("%s: member slice %s left behind", name, m.name)
+			}
+		}
+	})
+	if !slices.Equal(held, []string{"db-east"}) {
+		t.Errorf("entries %v, want db-east's alone", held)
 	}
 }
 
@@ -310,8 +320,10 @@ func TestIndexHoldsOnlyWhatIsRead(t *testing.T) {
 		service("web-global", nil, "None"),                              // a user's: blocks web's global
 	)
 	var held []string
-	s.services.each(func(_, name string, _ *cachedService) {
-		held = append(held, name)
+	s.entries.each(func(_, name string, e *entry) {
+		if e.svc != nil {
+			held = append(held, name)
+		}
 	})
 	slices.Sort(held)
 	if want := []string{"db", "db-east", "web-global"}; !slices.Equal(held, want) {
@@ -363,16 +375,16 @@ func TestInternerHoldsWhatIsShared(t *testing.T) {
 			service(base+"-other-global", nil, fmt.Sprintf("10.96.%d.%d", i/256, i%256))) // a user's, named like a global
 	}
 	s := indexOf(objs...)
-	if n := s.services.len(); n != 2000 {
+	if n := s.entries.len(); n != 2000 {
 		t.Fatalf("%d Services held, want 2,000", n)
 	}
 	if n := len(s.intern.strs) + len(s.intern.lists); n > 20 {
 		t.Errorf("the interner holds %d entries for 2,000 Services of 2 clusters", n)
 	}
 	shapes := map[*serviceShape]bool{}
-	s.services.each(func(_, name string, c *cachedService) {
+	s.entries.each(func(_, name string, e *entry) {
 		if strings.HasSuffix(name, "-east") || strings.HasSuffix(name, "-west") {
-			shapes[c.shape] = true
+			shapes[e.svc.shape] = true
 		}
 	})
 	if len(shapes) != 2 {
@@ -380,5 +392,107 @@ func TestInternerHoldsWhatIsShared(t *testing.T) {
 	}
 	if got := s.Service("ns", "db007-global").Labels[aggregate.LabelBase]; got != "db007" {
 		t.Errorf("a global's base reads %q", got)
+	}
+}
+
+// slicesOf is the names of the slices Input gives each member of base db,
+// by the member's Service name.
+func slicesOf(s *Source) map[string][]string {
+	got := map[string][]string{}
+	for _, m := range s.Input(Key{"ns", "db"}).Members {
+		for _, sl := range m.Slices {
+			got[m.Service.Name] = append(got[m.Service.Name], sl.Name)
+		}
+	}
+	return got
+}
+
+// A member slice is held under its service's entry alone, found by its
+// name: one named for its service, under the one it names however it was
+// relabeled; one named otherwise, through the few such names held.
+func TestMemberSlicesAreFoundWhereverTheyAreFiled(t *testing.T) {
+	east, west := fixture.HeadlessMirror("ns", "db", "east"), fixture.HeadlessMirror("ns", "db", "west")
+	named := epSlice("db-east-abc", "db-east", fixture.MirrorLabels("east"), true, "db-0", "192.0.2.1")
+	other := epSlice("custom", "db-east", fixture.MirrorLabels("east"), true, "db-1", "192.0.2.2")
+	s := indexOf(east, west, named, other)
+	mirrors := s.slices[0]
+	if got := slicesOf(s); !slices.Equal(got["db-east"], []string{"db-east-abc", "custom"}) || len(got) != 1 {
+		t.Fatalf("slices %v, want db-east's two", got)
+	}
+
+	for _, sl := range []*discoveryv1.EndpointSlice{named, other} {
+		moved := sl.DeepCopy()
+		moved.Labels[discoveryv1.LabelServiceName], moved.Labels[aggregate.LabelClusterName] = "db-west", "west"
+		moved.ResourceVersion = "7"
+		mirrors.Upsert(moved)
+	}
+	if got := slicesOf(s); !slices.Equal(got["db-west"], []string{"db-east-abc", "custom"}) || len(got) != 1 {
+		t.Errorf("after both were relabeled to db-west: %v", got)
+	}
+
+	// One becomes an endpoint mirror's slice: a member's no more.
+	epm := named.DeepCopy()
+	epm.Labels = fixture.MirrorLabels("west", aggregate.LabelHeadlessMirrorName, "db-west")
+	epm.Labels[discoveryv1.LabelServiceName], epm.ResourceVersion = "db-0-west", "8"
+	mirrors.Upsert(epm)
+	in := s.Input(Key{"ns", "db"})
+	if got := slicesOf(s); !slices.Equal(got["db-west"], []string{"custom"}) || len(got) != 1 {
+		t.Errorf("after db-east-abc became an endpoint mirror's: %v", got)
+	}
+	if _, ok := in.EndpointMirrors["db-1-west"]; ok || len(s.entries.get("ns", "db-west").mirrors) != 1 {
+		t.Errorf("the endpoint mirror's slice is not held as one: %+v", s.entries.get("ns", "db-west"))
+	}
+
+	mirrors.Delete(other)
+	if got := slicesOf(s); len(got) != 0 {
+		t.Errorf("after custom's delete: %v", got)
+	}
+	if mirrors.otherNamed.len() != 0 {
+		t.Errorf("otherNamed left behind: %v", mirrors.otherNamed)
+	}
+}
+
+// A slice that both feeds' selectors match is held by each and read once;
+// each feed's list and delete take only its own.
+func TestEachFeedHoldsItsOwn(t *testing.T) {
+	both := fixture.MirrorLabels("east", aggregate.LabelExported, "true")
+	hm := fixture.HeadlessMirror("ns", "db", "east")
+	member := epSlice("db-east-abc", "db-east", both, true, "db-0", "192.0.2.1")
+	epm := epSlice("db-0-east-x", "db-0-east", fixture.MirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east", aggregate.LabelExported, "true"), true, "", "10.96.0.1")
+	s := indexOf(hm, member, epm)
+	mirrors, local := s.slices[0], s.slices[1]
+	e := s.entries.get("ns", "db-east")
+	if len(e.members) != 2 || len(e.mirrors) != 2 {
+		t.Fatalf("held %d member slices and %d endpoint mirrors' slices, want two of each (a feed each)", len(e.members), len(e.mirrors))
+	}
+	if got := slicesOf(s); !slices.Equal(got["db-east"], []string{"db-east-abc"}) {
+		t.Errorf("slices %v, want db-east-abc once", got)
+	}
+	if em := s.Input(Key{"ns", "db"}).EndpointMirrors["db-0-east"]; !aggregate.MirrorEndpointReady(false, em) {
+		t.Errorf("db-0-east not ready: %v", em)
+	}
+
+	// The local feed loses both (relabeled out of its selector); the mirror feed keeps them.
+	local.Delete(member)
+	local.Delete(epm)
+	if len(e.members) != 1 || e.members[0].kind != mirrorFeed || len(e.mirrors) != 1 || e.mirrors[0].feed() != mirrorFeed {
+		t.Errorf("after the local feed's deletes: %+v", e)
+	}
+	if got := slicesOf(s); !slices.Equal(got["db-east"], []string{"db-east-abc"}) {
+		t.Errorf("slices %v, want db-east-abc", got)
+	}
+
+	// A list that failed part way, then one without the endpoint mirror's
+	// slice: it goes, though the failed one delivered it.
+	mirrors.Listing()
+	mirrors.Upsert(epm)
+	mirrors.Listing()
+	mirrors.Upsert(member)
+	mirrors.Listed()
+	if len(e.mirrors) != 0 || len(e.members) != 1 {
+		t.Errorf("after the lists: %+v", e)
+	}
+	if _, ok := s.Input(Key{"ns", "db"}).EndpointMirrors["db-0-east"]; ok {
+		t.Error("db-0-east's readiness outlived its slice")
 	}
 }

@@ -2,6 +2,7 @@ package source
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	corev1 "k8s.io/api/core/v1"
@@ -37,7 +38,7 @@ func (k *serviceSink) Upsert(obj runtime.Object) {
 	var changed []Key
 	s.mu.Lock()
 	id := nsName{svc.Namespace, svc.Name}
-	old := s.services.get(id.namespace, id.name)
+	old := s.service(id.namespace, id.name)
 	if old != nil && unchanged(old.rv, svc.ResourceVersion) {
 		// A relist delivering it as it was: nothing to read again.
 		old.gen = k.gen
@@ -92,7 +93,7 @@ func (k *serviceSink) Delete(obj runtime.Object) {
 	s.mu.Lock()
 	id := nsName{svc.Namespace, svc.Name}
 	delete(s.skipped, id)
-	if old := s.services.get(id.namespace, id.name); old != nil {
+	if old := s.service(id.namespace, id.name); old != nil {
 		s.removeService(old)
 		changed = s.serviceKeys(old, changed)
 	}
@@ -104,8 +105,8 @@ func (k *serviceSink) Listed() {
 	s := k.s
 	var changed []Key
 	s.mu.Lock()
-	s.services.each(func(namespace, _ string, svc *cachedService) {
-		if svc.gen != k.gen && k.namespaceOf(namespace) {
+	s.entries.each(func(namespace, _ string, e *entry) {
+		if svc := e.svc; svc != nil && svc.gen != k.gen && k.namespaceOf(namespace) {
 			s.removeService(svc)
 			changed = s.serviceKeys(svc, changed)
 		}
@@ -139,15 +140,54 @@ func (s *Source) holds(svc *corev1.Service) bool {
 	return ok
 }
 
+// entry is what the index holds under one name in a namespace: the Service
+// of that name, if held; the member slices of the service of that name, of
+// every slice feed, each tagged with its feed's kind; and, where it is a
+// headless mirror, its endpoint mirrors' slices. One map slot and one small
+// struct per Service, where a map by kind cost a slot each.
+type entry struct {
+	svc     *cachedService
+	members []*cachedSlice
+	mirrors []mirrorSlice // sorted by key
+}
+
+// service is the held Service namespace/name, or nil.
+func (s *Source) service(namespace, name string) *cachedService {
+	if e := s.entries.get(namespace, name); e != nil {
+		return e.svc
+	}
+	return nil
+}
+
+// entryFor is the entry of namespace/name, made if there is none.
+func (s *Source) entryFor(namespace, name string) *entry {
+	if e := s.entries.get(namespace, name); e != nil {
+		return e
+	}
+	e := &entry{}
+	s.entries.set(namespace, name, e)
+	return e
+}
+
+// dropIfEmpty removes the entry e of namespace/name if it holds nothing.
+func (s *Source) dropIfEmpty(namespace, name string, e *entry) {
+	if e.svc == nil && len(e.members) == 0 && len(e.mirrors) == 0 {
+		s.entries.del(namespace, name)
+	}
+}
+
 func (s *Source) addService(c *cachedService) {
-	s.services.set(c.namespace(), c.name, c)
+	s.entryFor(c.namespace(), c.name).svc = c
 	if k, ok := s.baseKey(c); ok {
 		appendTo(s.bases, k.Namespace, k.Base, c)
 	}
 }
 
 func (s *Source) removeService(c *cachedService) {
-	s.services.del(c.namespace(), c.name)
+	if e := s.entries.get(c.namespace(), c.name); e != nil {
+		e.svc = nil
+		s.dropIfEmpty(c.namespace(), c.name, e)
+	}
 	if k, ok := s.baseKey(c); ok {
 		removeFrom(s.bases, k.Namespace, k.Base, c)
 	}
@@ -178,31 +218,68 @@ func (s *Source) serviceKeys(c *cachedService, keys []Key) []Key {
 	return keys
 }
 
-// sliceSink indexes the EndpointSlices of one label-selected feed. Slices
-// may match more than one feed's selector; each feed's sink holds its own.
+// sliceSink indexes the EndpointSlices of one label-selected feed into the
+// entries of their services (Source.entries). Slices may match more than
+// one feed's selector; each feed's sink holds its own, tagged by its kind.
 type sliceSink struct {
-	s        *Source
-	selector labels.Selector // the feed's
-	gen      uint32
-	// members are the slices of member Services, by name and by service.
-	members   nsMap[*cachedSlice]
-	byService nsMap[[]*cachedSlice]
-	// mirrors are endpoint mirrors' slices by headless mirror, sorted by name.
-	mirrors nsMap[[]mirrorSlice]
+	s         *Source
+	selector  labels.Selector // the feed's
+	namespace string          // the feed's; "" for all
+	kind      uint8           // mirrorFeed or localFeed
+	gen       uint32
+	// otherNamed are the member slices whose name does not begin with
+	// their service's and a dash, as the names generated for a service's
+	// slices do: their service's name, by theirs. Every other member slice
+	// is found by its name alone (findMember).
+	otherNamed nsMap[string]
 	// globalNamed are headless mirrors' slices by the name of an endpoint
 	// mirror of theirs that is named like a global.
-	globalNamed nsMap[[]*cachedSlice]
+	globalNamed nsMap[[]globalNamedBy]
 }
 
-func newSliceSink(s *Source, sel labels.Selector) *sliceSink {
-	return &sliceSink{s: s, selector: sel, members: nsMap[*cachedSlice]{}, byService: nsMap[[]*cachedSlice]{},
-		mirrors: nsMap[[]mirrorSlice]{}, globalNamed: nsMap[[]*cachedSlice]{}}
+// The kinds of slice feed in a namespace: one per selector.
+const (
+	mirrorFeed uint8 = iota // Linkerd's mirrors
+	localFeed               // the local selector
+)
+
+// globalNamedBy is a headless mirror's slice holding the name of an
+// endpoint mirror named like a global, and that headless mirror.
+type globalNamedBy struct {
+	slice    *cachedSlice
+	headless string
+}
+
+func newSliceSink(s *Source, sel labels.Selector, namespace string, kind uint8) *sliceSink {
+	return &sliceSink{s: s, selector: sel, namespace: namespace, kind: kind,
+		otherNamed: nsMap[string]{}, globalNamed: nsMap[[]globalNamedBy]{}}
+}
+
+// eachEntry calls f with every entry of the feed's namespaces.
+func (k *sliceSink) eachEntry(f func(namespace, name string, e *entry)) {
+	if k.namespace == "" {
+		k.s.entries.each(f)
+		return
+	}
+	for name, e := range k.s.entries[k.namespace] {
+		f(k.namespace, name, e)
+	}
 }
 
 func (k *sliceSink) Listing() {
 	k.s.mu.Lock()
+	defer k.s.mu.Unlock()
 	k.gen++
-	k.s.mu.Unlock()
+	// Endpoint mirrors' slices carry no generation (it would not fit in
+	// their 16 bytes): each list clears their fresh mark and delivering
+	// one sets it again.
+	k.eachEntry(func(_, _ string, e *entry) {
+		for i := range e.mirrors {
+			if e.mirrors[i].feed() == k.kind {
+				e.mirrors[i] = e.mirrors[i].withFresh(false)
+			}
+		}
+	})
 }
 
 func (k *sliceSink) Upsert(obj runtime.Object) {
@@ -213,58 +290,68 @@ func (k *sliceSink) Upsert(obj runtime.Object) {
 	s := k.s
 	var changed []Key
 	s.mu.Lock()
-	id := nsName{sl.Namespace, sl.Name}
 	if hm := sl.Labels[aggregate.LabelHeadlessMirrorName]; hm != "" {
-		if old := k.members.get(id.namespace, id.name); old != nil { // relabeled: it was a member's
-			k.removeMember(old)
-			changed = k.memberKeys(old, changed)
+		if e, service, i := k.findMember(sl.Namespace, sl.Name, ""); e != nil { // relabeled: it was a member's
+			changed = k.removeMember(sl.Namespace, service, e, i, changed)
 		}
-		cur := mirrorSlice{name: s.hash.of(sl.Name), service: s.hash.of(sl.Labels[discoveryv1.LabelServiceName]), gen: k.gen}
-		for i := range sl.Endpoints {
-			cur.ready = cur.ready || aggregate.EndpointReady(&sl.Endpoints[i])
-		}
+		cur := newMirrorSlice(s.hash.of(sl.Name), s.hash.of(sl.Labels[discoveryv1.LabelServiceName]), k.kind, mirrorReady(sl))
 		// Filed under the headless mirror it names now: Linkerd never moves
 		// one to another, and if something did, the next list would drop
 		// the entry left under the old one.
-		of := nsName{s.intern.str(sl.Namespace), hm}
-		list := k.mirrors.get(of.namespace, of.name)
-		i, had := find(list, cur.name)
-		if had && list[i].service == cur.service && list[i].ready == cur.ready {
-			list[i].gen = k.gen // the same; only its list is new
+		e := s.entryFor(sl.Namespace, hm)
+		i, had := findMirror(e.mirrors, cur.key)
+		switch {
+		case had && e.mirrors[i] == cur.withFresh(false):
+			e.mirrors[i] = cur // the same; only its list is new
 			s.mu.Unlock()
 			return
+		case had:
+			e.mirrors[i] = cur
+		default:
+			e.mirrors = slices.Insert(e.mirrors, i, cur)
 		}
-		if had {
-			list[i] = cur
-		} else {
-			k.mirrors.set(of.namespace, of.name, slices.Insert(list, i, cur))
-		}
-		changed = s.memberKeyOf(of.namespace, hm, changed)
+		changed = s.memberKeyOf(sl.Namespace, hm, changed)
 		s.mu.Unlock()
 		s.notify(changed)
 		return
 	}
-	old := k.members.get(id.namespace, id.name)
-	if old != nil && unchanged(old.rv, sl.ResourceVersion) {
-		old.gen = k.gen // a relist delivering it as it was
-		s.mu.Unlock()
-		return
+	service := sliceService(sl)
+	e, held, i := k.findMember(sl.Namespace, sl.Name, service)
+	var old *cachedSlice
+	if e != nil {
+		old = e.members[i]
+		if held == service && unchanged(old.rv, sl.ResourceVersion) {
+			old.gen = k.gen // a relist delivering it as it was
+			s.mu.Unlock()
+			return
+		}
 	}
 	cur := s.intern.stripSlice(sl, s.cfg.Suffix)
-	cur.gen = k.gen
-	if old != nil && old.sameAs(cur) {
+	cur.gen, cur.kind = k.gen, k.kind
+	if old != nil && held == service && old.sameAs(cur) {
 		old.gen, old.rv = k.gen, cur.rv
 		s.mu.Unlock()
 		return
 	}
 	if old != nil {
-		k.removeMember(old)
-		changed = k.memberKeys(old, changed)
+		changed = k.removeMember(sl.Namespace, held, e, i, changed)
 	}
-	k.addMember(cur)
-	changed = k.memberKeys(cur, changed)
+	if service != "" || len(cur.globalNamed()) > 0 {
+		changed = k.addMember(sl.Namespace, service, cur, changed)
+	}
 	s.mu.Unlock()
 	s.notify(changed)
+}
+
+// sliceService is the service whose member slice sl is: its
+// kubernetes.io/service-name, sharing the bytes of its name where that is
+// generated from it; "" for globalmirror's own slices (native names add
+// some to the local service), which are no member's endpoints.
+func sliceService(sl *discoveryv1.EndpointSlice) string {
+	if sl.Labels[discoveryv1.LabelManagedBy] == aggregate.EndpointSliceManagedBy {
+		return ""
+	}
+	return prefixOf(sl.Name, sl.Labels[discoveryv1.LabelServiceName])
 }
 
 func (k *sliceSink) Delete(obj runtime.Object) {
@@ -276,15 +363,16 @@ func (k *sliceSink) Delete(obj runtime.Object) {
 	var changed []Key
 	s.mu.Lock()
 	if hm := sl.Labels[aggregate.LabelHeadlessMirrorName]; hm != "" {
-		of := nsName{sl.Namespace, hm}
-		if name := s.hash.of(sl.Name); contains(k.mirrors.get(of.namespace, of.name), name) {
-			k.removeMirror(of, name)
-			changed = s.memberKeyOf(of.namespace, hm, changed)
+		if e := s.entries.get(sl.Namespace, hm); e != nil {
+			if i, ok := findMirror(e.mirrors, mirrorKey(s.hash.of(sl.Name), k.kind)); ok {
+				e.mirrors = slices.Delete(e.mirrors, i, i+1)
+				s.dropIfEmpty(sl.Namespace, hm, e)
+				changed = s.memberKeyOf(sl.Namespace, hm, changed)
+			}
 		}
 	}
-	if old := k.members.get(sl.Namespace, sl.Name); old != nil {
-		k.removeMember(old)
-		changed = k.memberKeys(old, changed)
+	if e, service, i := k.findMember(sl.Namespace, sl.Name, sliceService(sl)); e != nil {
+		changed = k.removeMember(sl.Namespace, service, e, i, changed)
 	}
 	s.mu.Unlock()
 	s.notify(changed)
@@ -294,87 +382,123 @@ func (k *sliceSink) Listed() {
 	s := k.s
 	var changed []Key
 	s.mu.Lock()
-	k.members.each(func(_, _ string, old *cachedSlice) {
-		if old.gen != k.gen {
-			k.removeMember(old)
-			changed = k.memberKeys(old, changed)
+	k.eachEntry(func(namespace, name string, e *entry) {
+		for i := len(e.members) - 1; i >= 0; i-- {
+			if m := e.members[i]; m.kind == k.kind && m.gen != k.gen {
+				changed = k.removeMember(namespace, name, e, i, changed)
+			}
 		}
-	})
-	k.mirrors.each(func(namespace, name string, list []mirrorSlice) {
-		rest := slices.DeleteFunc(list, func(m mirrorSlice) bool { return m.gen != k.gen })
-		if len(rest) != len(list) {
-			changed = s.memberKeyOf(namespace, name, changed)
+		rest := slices.DeleteFunc(e.mirrors, func(m mirrorSlice) bool { return m.feed() == k.kind && !m.fresh() })
+		if len(rest) == len(e.mirrors) {
+			return
 		}
-		switch {
-		case len(rest) == 0:
-			k.mirrors.del(namespace, name)
-		case cap(rest) > len(rest):
+		changed = s.memberKeyOf(namespace, name, changed)
+		if cap(rest) > len(rest) {
 			// The list grew by doubling; hold it at its size.
-			k.mirrors.set(namespace, name, slices.Clone(rest))
-		default:
-			k.mirrors.set(namespace, name, rest)
+			rest = slices.Clip(slices.Clone(rest))
 		}
+		e.mirrors = rest
+		if len(rest) == 0 {
+			e.mirrors = nil
+		}
+		s.dropIfEmpty(namespace, name, e)
 	})
 	s.mu.Unlock()
 	s.notify(changed)
 }
 
-func contains(l []mirrorSlice, name uint64) bool {
-	_, ok := find(l, name)
-	return ok
+// findMember is where this feed's member slice namespace/name is held: its
+// entry, the name of that entry's service and its position there; nil if
+// it is not held. service is where it most likely is: the one its labels
+// name now.
+func (k *sliceSink) findMember(namespace, name, service string) (*entry, string, int) {
+	if held, ok := k.otherNamed[namespace][name]; ok {
+		e, i := k.memberOf(namespace, held, name)
+		return e, held, i
+	}
+	// Named for its service: under the one its labels name, or, relabeled,
+	// under its name up to one of its dashes.
+	if strings.HasPrefix(name, service+"-") {
+		if e, i := k.memberOf(namespace, service, name); e != nil {
+			return e, service, i
+		}
+	}
+	for i := range len(name) {
+		if name[i] != '-' {
+			continue
+		}
+		if e, j := k.memberOf(namespace, name[:i], name); e != nil {
+			return e, name[:i], j
+		}
+	}
+	return nil, "", -1
 }
 
-func (k *sliceSink) removeMirror(of nsName, name uint64) {
-	list := k.mirrors.get(of.namespace, of.name)
-	if i, ok := find(list, name); ok {
-		list = slices.Delete(list, i, i+1)
+// memberOf is the entry of service if it holds this feed's member slice
+// name, and its position there.
+func (k *sliceSink) memberOf(namespace, service, name string) (*entry, int) {
+	e := k.s.entries.get(namespace, service)
+	if e == nil {
+		return nil, -1
 	}
-	if len(list) == 0 {
-		k.mirrors.del(of.namespace, of.name)
-	} else {
-		k.mirrors.set(of.namespace, of.name, list)
+	i := slices.IndexFunc(e.members, func(m *cachedSlice) bool { return m.kind == k.kind && m.name == name })
+	if i < 0 {
+		return nil, -1
 	}
+	return e, i
 }
 
-func (k *sliceSink) addMember(c *cachedSlice) {
-	k.members.set(c.namespace(), c.name, c)
-	if c.serviceName != "" {
-		appendTo(k.byService, c.namespace(), c.serviceName, c)
+// addMember files c under its service's entry, and tells its bases.
+func (k *sliceSink) addMember(namespace, service string, c *cachedSlice, changed []Key) []Key {
+	e := k.s.entryFor(namespace, service)
+	e.members = append(e.members, c)
+	if !strings.HasPrefix(c.name, service+"-") {
+		k.otherNamed.set(k.s.intern.str(namespace), c.name, service)
 	}
 	for _, n := range c.globalNamed() {
-		appendTo(k.globalNamed, c.namespace(), n, c)
+		appendTo(k.globalNamed, c.namespace(), n, globalNamedBy{c, service})
 	}
+	return k.memberKeys(service, c, changed)
 }
 
-func (k *sliceSink) removeMember(c *cachedSlice) {
-	k.members.del(c.namespace(), c.name)
-	if c.serviceName != "" {
-		removeFrom(k.byService, c.namespace(), c.serviceName, c)
+// removeMember removes the i-th member slice of the entry of service, and
+// tells its bases.
+func (k *sliceSink) removeMember(namespace, service string, e *entry, i int, changed []Key) []Key {
+	c := e.members[i]
+	e.members = slices.Delete(e.members, i, i+1)
+	if len(e.members) == 0 {
+		e.members = nil
+	}
+	if !strings.HasPrefix(c.name, service+"-") {
+		k.otherNamed.del(namespace, c.name)
 	}
 	for _, n := range c.globalNamed() {
-		removeFrom(k.globalNamed, c.namespace(), n, c)
+		removeFrom(k.globalNamed, namespace, n, globalNamedBy{c, service})
 	}
+	changed = k.memberKeys(service, c, changed)
+	k.s.dropIfEmpty(namespace, service, e)
+	return changed
 }
 
-// memberKeys appends the bases a member slice can affect: its service's, and
-// those of the endpoint mirrors of its endpoints named like a global (the
-// name is held: Source.Service). A slice whose service is not held yet maps
-// to nothing: the service's own arrival covers it.
-func (k *sliceSink) memberKeys(c *cachedSlice, keys []Key) []Key {
+// memberKeys appends the bases a member slice of service can affect: its
+// service's, and those of the endpoint mirrors of its endpoints named like
+// a global (the name is held: Source.Service). A slice whose service is not
+// held yet maps to nothing: the service's own arrival covers it.
+func (k *sliceSink) memberKeys(service string, c *cachedSlice, keys []Key) []Key {
 	for _, n := range c.globalNamed() {
 		if base, ok := aggregate.BaseOf(n, k.s.cfg.Suffix); ok {
 			keys = append(keys, Key{c.namespace(), base})
 		}
 	}
-	if c.serviceName == "" {
+	if service == "" {
 		return keys
 	}
-	return k.s.memberKeyOf(c.namespace(), c.serviceName, keys)
+	return k.s.memberKeyOf(c.namespace(), service, keys)
 }
 
 // memberKeyOf appends the base of the held Service namespace/name, if a member.
 func (s *Source) memberKeyOf(namespace, name string, keys []Key) []Key {
-	if c := s.services.get(namespace, name); c != nil {
+	if c := s.service(namespace, name); c != nil {
 		if k, ok := s.memberKey(c.service()); ok {
 			keys = append(keys, k)
 		}

@@ -119,7 +119,7 @@ func TestStripMemberSliceKeepsAddressesHostnamesReadiness(t *testing.T) {
 			Conditions: discoveryv1.EndpointConditions{Ready: &ready},
 		}},
 	}
-	if got := c.slice(); !reflect.DeepEqual(got, want) {
+	if got := c.slice(sliceService(in)); !reflect.DeepEqual(got, want) {
 		t.Errorf("StripMemberSlice =\n%+v\nwant\n%+v", got, want)
 	}
 }
@@ -157,7 +157,7 @@ func TestStripMemberSliceAddressesComeBackAsTheyCame(t *testing.T) {
 			if packed := c.rare == nil || c.rare.raw == nil; packed != tc.packed {
 				t.Errorf("packed = %v, want %v", packed, tc.packed)
 			}
-			got := c.slice()
+			got := c.slice("")
 			if len(got.Endpoints) != len(in.Endpoints) {
 				t.Fatalf("%d endpoints, want %d", len(got.Endpoints), len(in.Endpoints))
 			}
@@ -195,12 +195,12 @@ func TestEndpointMirrorSliceIsHeldAsReadiness(t *testing.T) {
 	for _, in := range []*discoveryv1.EndpointSlice{mirror(), mirror(false), mirror(true), mirror(false, true), mirror(false, false)} {
 		hm := fixture.HeadlessMirror("ns", "db", "east")
 		s := indexOf(hm, fixture.Slice(hm, "db-east-abc", discoveryv1.AddressTypeIPv4, nil, fixture.Ready("db-0", "10.1.0.1")), in)
-		sink := s.slices[0]
-		if sink.members.len() != 1 {
-			t.Errorf("an endpoint mirror's slice is held as a member's: %+v", sink.members)
+		e := s.entries.get("ns", "db-east")
+		if len(e.members) != 1 || s.entries.get("ns", "db-0-east") != nil {
+			t.Errorf("an endpoint mirror's slice is held as a member's: %+v", e.members)
 		}
-		held := sink.mirrors.get("ns", "db-east")
-		if len(held) != 1 || held[0].name != s.hash.of("db-0-east-x") || held[0].service != s.hash.of("db-0-east") {
+		held := e.mirrors
+		if len(held) != 1 || held[0].key != mirrorKey(s.hash.of("db-0-east-x"), mirrorFeed) || held[0].serviceHash() != mirrorService(s.hash.of("db-0-east")) {
 			t.Errorf("held %+v", held)
 		}
 		want := aggregate.MirrorEndpointReady(false, []*discoveryv1.EndpointSlice{in})
@@ -248,7 +248,7 @@ func TestStripMemberSliceTriggerTime(t *testing.T) {
 	} {
 		sl := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "db-abc", Namespace: "ns",
 			Annotations: map[string]string{corev1.EndpointsLastChangeTriggerTime: tc.in}}, AddressType: discoveryv1.AddressTypeIPv4}
-		got := newInterner().stripSlice(sl, aggregate.DefaultSuffix).slice().Annotations[corev1.EndpointsLastChangeTriggerTime]
+		got := newInterner().stripSlice(sl, aggregate.DefaultSuffix).slice("db").Annotations[corev1.EndpointsLastChangeTriggerTime]
 		if got != tc.want {
 			t.Errorf("trigger time %q held as %q, want %q", tc.in, got, tc.want)
 		}
