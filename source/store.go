@@ -308,7 +308,7 @@ func (k *sliceSink) Upsert(obj runtime.Object) {
 		case had:
 			e.mirrors[i] = cur
 		default:
-			e.mirrors = slices.Insert(e.mirrors, i, cur)
+			e.mirrors = insertMirror(e.mirrors, i, cur)
 		}
 		changed = s.memberKeyOf(sl.Namespace, hm, changed)
 		s.mu.Unlock()
@@ -341,6 +341,21 @@ func (k *sliceSink) Upsert(obj runtime.Object) {
 	}
 	s.mu.Unlock()
 	s.notify(changed)
+}
+
+// insertMirror inserts m into l at i. A short list grows by one, where
+// doubling would hold a third more than a headless mirror of three pods
+// needs; a long one by doubling, so that a large StatefulSet's list is not
+// copied on every insert.
+func insertMirror(l []mirrorSlice, i int, m mirrorSlice) []mirrorSlice {
+	if len(l) < cap(l) || len(l) >= 16 {
+		return slices.Insert(l, i, m)
+	}
+	out := make([]mirrorSlice, len(l)+1)
+	copy(out, l[:i])
+	out[i] = m
+	copy(out[i+1:], l[i:])
+	return out
 }
 
 // sliceService is the service whose member slice sl is: its

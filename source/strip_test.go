@@ -1,6 +1,7 @@
 package source
 
 import (
+	"cmp"
 	"fmt"
 	"reflect"
 	"slices"
@@ -252,5 +253,28 @@ func TestStripMemberSliceTriggerTime(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("trigger time %q held as %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// An endpoint mirror's slices stay sorted by key however they arrive, and a
+// headless mirror of three pods holds three entries, not four.
+func TestInsertMirrorKeepsOrderAndSize(t *testing.T) {
+	var l []mirrorSlice
+	for _, k := range []uint64{30, 10, 20} {
+		i, _ := findMirror(l, k)
+		l = insertMirror(l, i, mirrorSlice{key: k})
+	}
+	if cap(l) != 3 || l[0].key != 10 || l[1].key != 20 || l[2].key != 30 {
+		t.Errorf("three inserts: %v, capacity %d", l, cap(l))
+	}
+	for k := range uint64(40) {
+		i, had := findMirror(l, 1000-k)
+		if had {
+			t.Fatalf("%d found before its insert", 1000-k)
+		}
+		l = insertMirror(l, i, mirrorSlice{key: 1000 - k})
+	}
+	if !slices.IsSortedFunc(l, func(a, b mirrorSlice) int { return cmp.Compare(a.key, b.key) }) || len(l) != 43 {
+		t.Errorf("after 43 inserts: %d, sorted %v", len(l), slices.IsSortedFunc(l, func(a, b mirrorSlice) int { return cmp.Compare(a.key, b.key) }))
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
+	"sync"
 
 	"github.com/globalmirror/globalmirror/aggregate"
 )
@@ -29,34 +29,43 @@ type answerSet struct {
 	// the entries first give it. It is never written after it is built:
 	// records handed out point into it.
 	slab []byte
-	n4   uint32
-	// names holds the distinct hostnames (or dashed IPs) of the records.
+	// names holds the distinct hostnames (or dashed IPs) of the records,
+	// each as its length in one byte, then its bytes.
 	names string
 	recs  []rec
 	// byHost is the records sorted by lower-case host, then by position.
 	byHost []uint32
+	ports  [][]portSpec // distinct port sets of the records, shared (portSets)
+
+	trigger   int64  // the newest last-change-trigger-time, Unix ns; 0 for none
+	n4        uint32 // IPv4 addresses in slab
+	entries   uint32 // entries of all records, for the SRV weight
+	endpoints uint32 // ready endpoints, for the gauge
+	rare      *answerRare
+}
+
+// answerRare is what few answer sets hold; nil for the rest.
+type answerRare struct {
 	// keys are the lower-case hosts of the records, only when some host is
 	// not lower case; otherwise a record's host is its key.
-	keys    []string
-	ports   [][]portSpec // distinct port sets of the records
-	entries int          // entries of all records, for the SRV weight
-
+	keys []string
+	// problems holds detail -> reason, to count each problem once.
+	problems map[string]string
 	// absent: the global does not exist, but globalmirror's Service for it
 	// still does; every name under it is NXDOMAIN.
 	absent bool
-
-	endpoints int               // ready endpoints, for the gauge
-	problems  map[string]string // detail -> reason, to count each problem once
-	trigger   time.Time
 }
 
 // rec is one ready endpoint address.
 type rec struct {
-	addr    uint32 // address index: < n4 IPv4, else IPv6
-	host    uint32 // offset of the host in names
-	ports   uint32 // index of the port set
-	hostLen uint16
+	addr  uint32 // address index: < n4 IPv4, else IPv6
+	host  uint32 // offset of the host's length byte in names
+	ports uint32 // index of the port set
 }
+
+// maxHost is the longest host a record holds: its length is one byte. Hosts
+// are DNS labels, or two in the clusterset view, far shorter.
+const maxHost = 255
 
 // portSpec is one port of an endpoint's slice, as the kubernetes plugin sees it.
 type portSpec struct {
@@ -102,10 +111,9 @@ func newAnswerSet(v aggregate.View) *answerSet { return newNamedAnswerSet(v, v.N
 // newNamedAnswerSet turns a view into an answer set for the service label
 // service, its records named by hostOf.
 func newNamedAnswerSet(v aggregate.View, service string, hostOf hostNaming) *answerSet {
-	s := &answerSet{
-		name:      service,
-		namespace: v.Namespace,
-		trigger:   v.TriggerTime,
+	s := &answerSet{name: service, namespace: v.Namespace}
+	if !v.TriggerTime.IsZero() {
+		s.trigger = v.TriggerTime.UnixNano()
 	}
 
 	// Distinct addresses by family, hosts and port sets, in first-seen order.
@@ -131,12 +139,12 @@ func newNamedAnswerSet(v aggregate.View, service string, hostOf hostNaming) *ans
 			continue
 		}
 		s.endpoints++
-		ps, pkey := portSet(*ep)
+		pkey := portKey(*ep)
 		pi, ok := portIdx[pkey]
 		if !ok {
 			pi = uint32(len(s.ports)) // #nosec G115 -- fewer port sets than endpoints
 			portIdx[pkey] = pi
-			s.ports = append(s.ports, ps)
+			s.ports = append(s.ports, portSets.of(pkey, *ep))
 		}
 		for _, ip := range ep.Addresses {
 			addr := net.ParseIP(ip)
@@ -161,12 +169,13 @@ func newNamedAnswerSet(v aggregate.View, service string, hostOf hostNaming) *ans
 			}
 			p.addr = ai
 			host := hostOf(ep, ip)
+			host = host[:min(len(host), maxHost)]
 			hi, seen := hostIdx[host]
 			if !seen {
 				hi = len(hosts)
 				hostIdx[host] = hi
 				hosts = append(hosts, host)
-				namesLen += len(host)
+				namesLen += 1 + len(host)
 				lowerKeys = lowerKeys || strings.ToLower(host) != host
 			}
 			p.host = hi
@@ -187,25 +196,27 @@ func newNamedAnswerSet(v aggregate.View, service string, hostOf hostNaming) *ans
 	offsets := make([]uint32, len(hosts))
 	for i, h := range hosts {
 		offsets[i] = uint32(b.Len()) // #nosec G115 -- hostnames are short
+		b.WriteByte(byte(len(h)))
 		b.WriteString(h)
 	}
 	s.names = b.String()
 
 	s.recs = make([]rec, len(pend))
 	for i, p := range pend {
-		r := rec{ports: p.ports, host: offsets[p.host], hostLen: uint16(len(hosts[p.host]))} // #nosec G115 -- DNS labels are short
-		r.addr = uint32(p.addr)                                                              // #nosec G115 -- see n4
+		r := rec{ports: p.ports, host: offsets[p.host]}
+		r.addr = uint32(p.addr) // #nosec G115 -- see n4
 		if !p.v4 {
 			r.addr += s.n4
 		}
 		s.recs[i] = r
-		s.entries += max(1, len(s.ports[p.ports]))
+		s.entries += uint32(max(1, len(s.ports[p.ports]))) // #nosec G115 -- see n4
 	}
 	if lowerKeys {
-		s.keys = make([]string, len(s.recs))
+		keys := make([]string, len(s.recs))
 		for i := range s.recs {
-			s.keys[i] = strings.ToLower(s.host(&s.recs[i]))
+			keys[i] = strings.ToLower(s.host(&s.recs[i]))
 		}
+		s.rare = &answerRare{keys: keys}
 	}
 	s.byHost = make([]uint32, len(s.recs))
 	for i := range s.byHost {
@@ -214,9 +225,12 @@ func newNamedAnswerSet(v aggregate.View, service string, hostOf hostNaming) *ans
 	slices.SortStableFunc(s.byHost, func(a, b uint32) int { return strings.Compare(s.hostKey(a), s.hostKey(b)) })
 
 	if len(v.Problems) > 0 {
-		s.problems = make(map[string]string, len(v.Problems))
+		if s.rare == nil {
+			s.rare = &answerRare{}
+		}
+		s.rare.problems = make(map[string]string, len(v.Problems))
 		for _, p := range v.Problems {
-			s.problems[p.Detail] = p.Reason
+			s.rare.problems[p.Detail] = p.Reason
 		}
 	}
 	return s
@@ -224,15 +238,26 @@ func newNamedAnswerSet(v aggregate.View, service string, hostOf hostNaming) *ans
 
 // absentSet answers NXDOMAIN for every name under the global name.namespace.
 func absentSet(name, namespace string) *answerSet {
-	return &answerSet{name: name, namespace: namespace, absent: true, byHost: []uint32{}}
+	return &answerSet{name: name, namespace: namespace, rare: &answerRare{absent: true}, byHost: []uint32{}}
+}
+
+// absent reports whether every name under s is NXDOMAIN (absentSet).
+func (s *answerSet) absent() bool { return s.rare != nil && s.rare.absent }
+
+// problems are the problems s was built with, detail -> reason.
+func (s *answerSet) problems() map[string]string {
+	if s == nil || s.rare == nil {
+		return nil
+	}
+	return s.rare.problems
 }
 
 // counts is what s adds to the globals and endpoints gauges.
 func (s *answerSet) counts() (globals, endpoints int) {
-	if s == nil || s.absent {
+	if s == nil || s.absent() {
 		return 0, 0
 	}
-	return 1, s.endpoints
+	return 1, int(s.endpoints)
 }
 
 // sameAnswers reports whether a and b give the same records to every query.
@@ -245,13 +270,38 @@ func sameAnswers(a, b *answerSet) bool {
 		slices.Equal(a.recs, b.recs) && slices.EqualFunc(a.ports, b.ports, slices.Equal)
 }
 
-// portSet is an endpoint's ports and a key that identifies them.
-func portSet(ep aggregate.Endpoint) ([]portSpec, string) {
+// portKey identifies an endpoint's ports.
+func portKey(ep aggregate.Endpoint) string {
+	var key strings.Builder
+	for _, p := range ep.Ports {
+		port, name, proto := int32(-1), "", ""
+		if p.Port != nil {
+			port = *p.Port
+		}
+		if p.Name != nil {
+			name = *p.Name
+		}
+		if p.Protocol != nil {
+			proto = string(*p.Protocol)
+		}
+		// Lengths first: names and protocols may hold any byte.
+		for _, f := range []string{name, proto} {
+			key.WriteString(strconv.Itoa(len(f)))
+			key.WriteByte(':')
+			key.WriteString(f)
+		}
+		key.WriteString(strconv.Itoa(int(port)))
+		key.WriteByte(';')
+	}
+	return key.String()
+}
+
+// portSet is an endpoint's ports.
+func portSet(ep aggregate.Endpoint) []portSpec {
 	if len(ep.Ports) == 0 {
-		return nil, ""
+		return nil
 	}
 	ps := make([]portSpec, len(ep.Ports))
-	var key strings.Builder
 	for i, p := range ep.Ports {
 		ps[i].port = -1
 		if p.Port != nil {
@@ -263,25 +313,49 @@ func portSet(ep aggregate.Endpoint) ([]portSpec, string) {
 		if p.Protocol != nil {
 			ps[i].proto = string(*p.Protocol)
 		}
-		// Lengths first: names and protocols may hold any byte.
-		for _, f := range []string{ps[i].name, ps[i].proto} {
-			key.WriteString(strconv.Itoa(len(f)))
-			key.WriteByte(':')
-			key.WriteString(f)
-		}
-		key.WriteString(strconv.Itoa(int(ps[i].port)))
-		key.WriteByte(';')
 	}
-	return ps, key.String()
+	return ps
+}
+
+// portSets holds each port set once for every answer set, of every server
+// block: a port set is the same for most globals, and never written once
+// built. Bounded, as the index's interner is: past the bound, each answer
+// set holds its own.
+var portSets = portInterner{sets: map[string][]portSpec{}}
+
+type portInterner struct {
+	mu   sync.Mutex
+	sets map[string][]portSpec
+}
+
+const portSetsBound = 10000
+
+// of is the port set of ep, whose key is key.
+func (in *portInterner) of(key string, ep aggregate.Endpoint) []portSpec {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if ps, ok := in.sets[key]; ok {
+		return ps
+	}
+	ps := portSet(ep)
+	if len(in.sets) < portSetsBound {
+		in.sets[key] = ps
+	}
+	return ps
 }
 
 // host is the hostname (or dashed IP) of r.
-func (s *answerSet) host(r *rec) string { return s.names[r.host : r.host+uint32(r.hostLen)] }
+func (s *answerSet) host(r *rec) string {
+	return s.names[r.host+1 : r.host+1+s.hostLen(r)]
+}
+
+// hostLen is the length of the host of r.
+func (s *answerSet) hostLen(r *rec) uint32 { return uint32(s.names[r.host]) }
 
 // hostKey is the lower-case host of record i.
 func (s *answerSet) hostKey(i uint32) string {
-	if s.keys != nil {
-		return s.keys[i]
+	if s.rare != nil && s.rare.keys != nil {
+		return s.rare.keys[i]
 	}
 	return s.host(&s.recs[i])
 }

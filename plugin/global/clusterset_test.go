@@ -142,7 +142,7 @@ func clustersetReference(t testing.TB, src *source.Source) *kubernetes.Kubernete
 		slicesOf := map[group]*discoveryv1.EndpointSlice{}
 		var order []group
 		for _, ep := range v.Endpoints {
-			_, pkey := portSet(ep)
+			pkey := portKey(ep)
 			g := group{cmp.Or(ep.Cluster, localID), ep.AddressType, pkey}
 			s := slicesOf[g]
 			if s == nil {

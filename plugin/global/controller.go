@@ -294,9 +294,9 @@ func (dc *dnsController) rebuild(k source.Key) {
 	if cur == nil {
 		return
 	}
-	for detail, reason := range cur.problems {
+	for detail, reason := range cur.problems() {
 		if old != nil {
-			if _, known := old.problems[detail]; known {
+			if _, known := old.problems()[detail]; known {
 				continue
 			}
 		}

@@ -150,7 +150,7 @@ func indexMemory(b *testing.B, want int, world []k8sruntime.Object) (total, answ
 	// their caches and answer sets stay reachable through g.
 	stop()
 	for _, s := range g.ctrl.sets {
-		endpoints += s.endpoints
+		endpoints += int(s.endpoints)
 	}
 	if endpoints != want {
 		b.Fatalf("index holds %d endpoints, want %d", endpoints, want)

@@ -32,8 +32,8 @@ func (dc *dnsController) takePending(k source.Key) (time.Time, bool) {
 // initial list are not changes.
 func (dc *dnsController) observeProgramming(now time.Time, old, cur *answerSet, delivered time.Time, wasDelivered bool) {
 	from := delivered
-	if cur != nil && old != nil && !cur.trigger.IsZero() && cur.trigger.After(old.trigger) {
-		from = cur.trigger
+	if cur != nil && old != nil && cur.trigger != 0 && cur.trigger > old.trigger {
+		from = time.Unix(0, cur.trigger)
 	} else if !wasDelivered {
 		return
 	}

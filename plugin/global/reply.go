@@ -171,7 +171,7 @@ func srvReply(sel *selection, req *dns.Msg, owner, zone string, ttl uint32) *dns
 	targets := b.String()
 	target := func(r *rec) string {
 		o, _ := starts.get(uint64(r.host))
-		return targets[o : o+uint32(r.hostLen)+uint32(suffixLen)] // #nosec G115 -- see above
+		return targets[o : o+s.hostLen(r)+uint32(suffixLen)] // #nosec G115 -- see above
 	}
 
 	weight := srvWeight(sel.entries())

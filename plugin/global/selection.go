@@ -40,7 +40,7 @@ func (sel *selection) selects(p *portSpec) bool {
 // entries counts the selected entries: 0 means the name does not exist.
 func (sel *selection) entries() int {
 	if sel.recs == nil && !sel.filter {
-		return sel.s.entries
+		return int(sel.s.entries)
 	}
 	n := 0
 	for k := range sel.len() {
@@ -177,7 +177,7 @@ func (sel *selection) planSRV(srvBuf, extraBuf []srvItem) srvPlan {
 				p.srv = append(p.srv, srvItem{rec: r, port: port})
 				if hostSeen.add(h, 0) {
 					p.hosts++
-					p.hostsLen += int(r.hostLen)
+					p.hostsLen += int(sel.s.hostLen(r))
 				}
 			}
 			if extraSeen.add(h|uint64(r.addr), 0) {
