@@ -40,6 +40,7 @@ type dnsController struct {
 	ptr map[netip.Addr][]string
 
 	queue    workqueue.TypedInterface[source.Key]
+	listed   atomic.Bool // the informers have synced: changes are queued from here
 	synced   atomic.Bool
 	modified atomic.Int64 // unix seconds of the last change, the SOA serial
 
@@ -97,6 +98,9 @@ func newDNSController(src *source.Source, opts controllerOptions) (*dnsControlle
 
 // Changed implements source.Handler.
 func (dc *dnsController) Changed(k source.Key) {
+	if !dc.listed.Load() {
+		return // the initial build reads every base (run)
+	}
 	dc.pendingMu.Lock()
 	if _, ok := dc.pending[k]; !ok {
 		dc.pending[k] = dc.now()
@@ -182,7 +186,10 @@ func setOrDelete(m map[string]*answerSet, key string, s *answerSet) {
 func (dc *dnsController) ready() bool { return dc.synced.Load() }
 
 // run builds answer sets until ctx is done. It waits for the informers to
-// sync, queues every known base, and reports ready once those are built.
+// sync, builds every known base, reports ready, and serves the queue of
+// changes from then on. The initial build does not go through the queue: its
+// sets (and the pending map) would hold room for every base for good, where
+// a change or a storm needs room only for the bases it touches.
 func (dc *dnsController) run(ctx context.Context) {
 	go func() {
 		<-ctx.Done()
@@ -193,16 +200,17 @@ func (dc *dnsController) run(ctx context.Context) {
 	if !dc.src.WaitForSync(ctx) {
 		return
 	}
+	// Before reading the keys: a change from here on is queued, one before
+	// is in the index they are read from.
+	dc.listed.Store(true)
 	for _, k := range dc.src.Keys() {
-		dc.queue.Add(k)
-	}
-	if dc.queue.Len() == 0 {
-		dc.markSynced()
-	}
-	for dc.processNext() {
-		if !dc.synced.Load() && dc.queue.Len() == 0 {
-			dc.markSynced()
+		if ctx.Err() != nil {
+			return
 		}
+		dc.rebuild(k)
+	}
+	dc.markSynced()
+	for dc.processNext() {
 	}
 }
 
