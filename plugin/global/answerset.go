@@ -5,6 +5,7 @@ import (
 	"math"
 	"net"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,10 +33,10 @@ type answerSet struct {
 	// names holds the distinct hostnames (or dashed IPs) of the records,
 	// each as its length in one byte, then its bytes.
 	names string
+	// recs are sorted by lower-case host, then in the order the entries
+	// give them (record order is no part of the contract; see DESIGN.md).
 	recs  []rec
-	// byHost is the records sorted by lower-case host, then by position.
-	byHost []uint32
-	ports  [][]portSpec // distinct port sets of the records, shared (portSets)
+	ports [][]portSpec // distinct port sets of the records, shared (portSets)
 
 	trigger   int64  // the newest last-change-trigger-time, Unix ns; 0 for none
 	n4        uint32 // IPv4 addresses in slab
@@ -211,18 +212,43 @@ func newNamedAnswerSet(v aggregate.View, service string, hostOf hostNaming) *ans
 		s.recs[i] = r
 		s.entries += uint32(max(1, len(s.ports[p.ports]))) // #nosec G115 -- see n4
 	}
+	// By host, so that a host's records are found by a binary search over
+	// them, with no index beside them.
+	var keys []string
 	if lowerKeys {
-		keys := make([]string, len(s.recs))
+		keys = make([]string, len(s.recs))
 		for i := range s.recs {
 			keys[i] = strings.ToLower(s.host(&s.recs[i]))
 		}
+	}
+	key := func(i int) string {
+		if keys != nil {
+			return keys[i]
+		}
+		return s.host(&s.recs[i])
+	}
+	order := make([]int, len(s.recs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(key(a), key(b)) })
+	if !slices.IsSorted(order) {
+		recs := make([]rec, len(s.recs))
+		var sortedKeys []string
+		if keys != nil {
+			sortedKeys = make([]string, len(keys))
+		}
+		for i, j := range order {
+			recs[i] = s.recs[j]
+			if keys != nil {
+				sortedKeys[i] = keys[j]
+			}
+		}
+		s.recs, keys = recs, sortedKeys
+	}
+	if keys != nil {
 		s.rare = &answerRare{keys: keys}
 	}
-	s.byHost = make([]uint32, len(s.recs))
-	for i := range s.byHost {
-		s.byHost[i] = uint32(i) // #nosec G115 -- see n4
-	}
-	slices.SortStableFunc(s.byHost, func(a, b uint32) int { return strings.Compare(s.hostKey(a), s.hostKey(b)) })
 
 	if len(v.Problems) > 0 {
 		if s.rare == nil {
@@ -238,7 +264,7 @@ func newNamedAnswerSet(v aggregate.View, service string, hostOf hostNaming) *ans
 
 // absentSet answers NXDOMAIN for every name under the global name.namespace.
 func absentSet(name, namespace string) *answerSet {
-	return &answerSet{name: name, namespace: namespace, rare: &answerRare{absent: true}, byHost: []uint32{}}
+	return &answerSet{name: name, namespace: namespace, rare: &answerRare{absent: true}}
 }
 
 // absent reports whether every name under s is NXDOMAIN (absentSet).
@@ -353,23 +379,21 @@ func (s *answerSet) host(r *rec) string {
 func (s *answerSet) hostLen(r *rec) uint32 { return uint32(s.names[r.host]) }
 
 // hostKey is the lower-case host of record i.
-func (s *answerSet) hostKey(i uint32) string {
+func (s *answerSet) hostKey(i int) string {
 	if s.rare != nil && s.rare.keys != nil {
 		return s.rare.keys[i]
 	}
 	return s.host(&s.recs[i])
 }
 
-// hostRecords are the records of host (lower case), in order. The result is
-// never nil (byHost is made even when empty): a selection with nil recs is
-// one of all records.
-func (s *answerSet) hostRecords(host string) []uint32 {
-	lo, _ := slices.BinarySearchFunc(s.byHost, host, func(i uint32, h string) int { return strings.Compare(s.hostKey(i), h) })
-	hi := lo
-	for hi < len(s.byHost) && s.hostKey(s.byHost[hi]) == host {
+// hostRecords are the positions of the records of host (lower case), lo to hi.
+func (s *answerSet) hostRecords(host string) (lo, hi int) {
+	lo = sort.Search(len(s.recs), func(i int) bool { return s.hostKey(i) >= host })
+	hi = lo
+	for hi < len(s.recs) && s.hostKey(hi) == host {
 		hi++
 	}
-	return s.byHost[lo:hi:hi]
+	return lo, hi
 }
 
 // recPorts is the entries' ports of r: its port set, or one without a port.

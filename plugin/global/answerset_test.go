@@ -2,6 +2,7 @@ package global
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -9,7 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
-// A record's host is held behind its length in one byte: hosts are DNS
+// Records are held by host, and a record's host behind its length in one byte: hosts are DNS
 // labels (two in the clusterset view), and one longer than a byte counts is
 // held cut, its address still answered, the hosts after it unharmed.
 func TestAnswerSetHostsAreHeldWithTheirLength(t *testing.T) {
@@ -24,11 +25,11 @@ func TestAnswerSetHostsAreHeldWithTheirLength(t *testing.T) {
 	for i := range s.recs {
 		hosts = append(hosts, s.host(&s.recs[i]))
 	}
-	if want := []string{"db-0", long[:maxHost], "db-2"}; !slices.Equal(hosts, want) {
-		t.Errorf("hosts %q, want %q", hosts, want)
+	if want := []string{long[:maxHost], "db-0", "db-2"}; !slices.Equal(hosts, want) {
+		t.Errorf("hosts %q, want %q (by host)", hosts, want)
 	}
-	if got := s.hostRecords("db-2"); len(got) != 1 || s.ip(s.recs[got[0]].addr).String() != "10.0.0.3" {
-		t.Errorf("db-2's records %v", got)
+	if lo, hi := s.hostRecords("db-2"); hi != lo+1 || s.ip(s.recs[lo].addr).String() != "10.0.0.3" {
+		t.Errorf("db-2's records %d to %d", lo, hi)
 	}
 	if s.naddrs() != 3 {
 		t.Errorf("%d addresses, want 3", s.naddrs())
@@ -48,5 +49,30 @@ func TestAnswerSetsSharePortSets(t *testing.T) {
 	}
 	if c.ports[0][0].port != 7001 || a.ports[0][0].port != 7000 {
 		t.Errorf("ports %v and %v, want 7000 and 7001", a.ports, c.ports)
+	}
+}
+
+// A host's records are found by their lower-case host, in the order the
+// entries give them, however the hosts are spelled.
+func TestHostRecordsByLowerCaseHost(t *testing.T) {
+	ep := func(host, addr string) aggregate.Endpoint {
+		return aggregate.Endpoint{Addresses: []string{addr}, AddressType: discoveryv1.AddressTypeIPv4, Hostname: host, Ready: true}
+	}
+	for _, hosts := range [][]string{{"b", "a", "c", "a"}, {"B", "a", "C", "A"}} {
+		v := aggregate.View{Namespace: "ns", Name: "db-global"}
+		for i, h := range hosts {
+			v.Endpoints = append(v.Endpoints, ep(h, "10.0.0."+strconv.Itoa(i+1)))
+		}
+		s := newAnswerSet(v)
+		for host, want := range map[string][]string{"a": {"10.0.0.2", "10.0.0.4"}, "b": {"10.0.0.1"}, "c": {"10.0.0.3"}, "d": nil} {
+			lo, hi := s.hostRecords(host)
+			var got []string
+			for i := lo; i < hi; i++ {
+				got = append(got, s.ip(s.recs[i].addr).String())
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("hosts %q: %s's records %v, want %v", hosts, host, got, want)
+			}
+		}
 	}
 }

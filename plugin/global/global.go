@@ -146,9 +146,9 @@ func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg)
 		case q.extra == 0:
 			sel = &selection{s: set}
 		case q.extra == 1 && !clusterset:
-			sel = &selection{s: set, recs: set.hostRecords(q.first)}
+			sel = hostSelection(set, q.first)
 		case clusterset && q.clustersetHostQuery():
-			sel = &selection{s: set, recs: set.hostRecords(q.both)}
+			sel = hostSelection(set, q.both)
 		case q.extra == 2:
 			sel = &selection{s: set}
 			if port, proto := stripUnderscore(q.first), stripUnderscore(q.second); port != "" || proto != "" {

@@ -117,7 +117,7 @@ func addrReply[T any, PT interface {
 	lo, hi := sel.s.family(v4)
 	n := int(hi - lo)
 	var list []uint32 // nil: all addresses of the family, lo to hi
-	if sel.recs != nil || sel.filter {
+	if sel.one || sel.filter {
 		var buf [16]uint32
 		list = sel.addrs(v4, buf[:0])
 		n = len(list)

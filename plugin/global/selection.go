@@ -9,8 +9,9 @@ import (
 // or those with a named port and protocol.
 type selection struct {
 	s *answerSet
-	// recs are the selected records; nil: all of them.
-	recs []uint32
+	// one: the selection is one host's records, lo to hi; else all of them.
+	one    bool
+	lo, hi int
 	// filter: only entries whose port matches port and proto ("" matches any).
 	filter      bool
 	port, proto string
@@ -18,18 +19,24 @@ type selection struct {
 
 // len is the number of records the selection looks at.
 func (sel *selection) len() int {
-	if sel.recs != nil {
-		return len(sel.recs)
+	if sel.one {
+		return sel.hi - sel.lo
 	}
 	return len(sel.s.recs)
 }
 
 // rec is the k-th record the selection looks at.
 func (sel *selection) rec(k int) *rec {
-	if sel.recs != nil {
-		return &sel.s.recs[sel.recs[k]]
+	if sel.one {
+		return &sel.s.recs[sel.lo+k]
 	}
 	return &sel.s.recs[k]
+}
+
+// hostSelection selects the records of host (lower case).
+func hostSelection(s *answerSet, host string) *selection {
+	lo, hi := s.hostRecords(host)
+	return &selection{s: s, one: true, lo: lo, hi: hi}
 }
 
 // selects reports whether the selection holds entry p (of one of its records).
@@ -39,7 +46,7 @@ func (sel *selection) selects(p *portSpec) bool {
 
 // entries counts the selected entries: 0 means the name does not exist.
 func (sel *selection) entries() int {
-	if sel.recs == nil && !sel.filter {
+	if !sel.one && !sel.filter {
 		return int(sel.s.entries)
 	}
 	n := 0
