@@ -145,7 +145,11 @@ func newNamedAnswerSet(v aggregate.View, service string, hostOf hostNaming) *ans
 		if !ok {
 			pi = uint32(len(s.ports)) // #nosec G115 -- fewer port sets than endpoints
 			portIdx[pkey] = pi
-			s.ports = append(s.ports, portSets.of(pkey, *ep))
+			if len(s.ports) == 0 {
+				s.ports = portSets.only(pkey, *ep) // the common case, shared whole
+			} else {
+				s.ports = append(slices.Clip(s.ports), portSets.of(pkey, *ep).only[0])
+			}
 		}
 		for _, ip := range ep.Addresses {
 			addr := net.ParseIP(ip)
@@ -347,27 +351,37 @@ func portSet(ep aggregate.Endpoint) []portSpec {
 // block: a port set is the same for most globals, and never written once
 // built. Bounded, as the index's interner is: past the bound, each answer
 // set holds its own.
-var portSets = portInterner{sets: map[string][]portSpec{}}
+var portSets = portInterner{sets: map[string]sharedPorts{}}
 
 type portInterner struct {
 	mu   sync.Mutex
-	sets map[string][]portSpec
+	sets map[string]sharedPorts
 }
+
+// sharedPorts is a port set as the list of one set an answer set holds
+// when all its records have those ports (most do).
+type sharedPorts struct{ only [][]portSpec }
 
 const portSetsBound = 10000
 
 // of is the port set of ep, whose key is key.
-func (in *portInterner) of(key string, ep aggregate.Endpoint) []portSpec {
+func (in *portInterner) of(key string, ep aggregate.Endpoint) sharedPorts {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if ps, ok := in.sets[key]; ok {
 		return ps
 	}
-	ps := portSet(ep)
+	ps := sharedPorts{[][]portSpec{portSet(ep)}}
 	if len(in.sets) < portSetsBound {
 		in.sets[key] = ps
 	}
 	return ps
+}
+
+// only is the list of one port set, ep's (whose key is key): never
+// appended to in place (it has no room).
+func (in *portInterner) only(key string, ep aggregate.Endpoint) [][]portSpec {
+	return slices.Clip(in.of(key, ep).only)
 }
 
 // host is the hostname (or dashed IP) of r.
