@@ -59,7 +59,8 @@ type nsName struct{ namespace, name string }
 // globals are headless); its UID only where something owns or deletes by it
 // (not of a headless mirror). What many Services share (namespace, labels,
 // cluster IP "None", ports) is one interned serviceShape; what Linkerd's
-// headless mirrors never have is in rare, nil for them.
+// headless mirrors never have is in rare, nil for them. Held in its
+// Service's entry (store.go), whose key its name shares.
 type cachedService struct {
 	name  string
 	shape *serviceShape
@@ -84,6 +85,10 @@ type serviceRare struct {
 }
 
 func (c *cachedService) namespace() string { return c.shape.namespace }
+
+// held reports whether c holds a Service (an entry's is empty where it holds
+// only slices).
+func (c *cachedService) held() bool { return c.shape != nil }
 
 // service is c as a sparse Service; read-only, like everything from the index.
 func (c *cachedService) service() *corev1.Service {

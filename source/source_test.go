@@ -321,7 +321,7 @@ func TestIndexHoldsOnlyWhatIsRead(t *testing.T) {
 	)
 	var held []string
 	s.entries.each(func(_, name string, e *entry) {
-		if e.svc != nil {
+		if e.svc.held() {
 			held = append(held, name)
 		}
 	})

@@ -59,8 +59,7 @@ func (k *serviceSink) Upsert(obj runtime.Object) {
 	}
 	if !s.holds(svc) {
 		if old != nil {
-			s.removeService(old)
-			changed = s.serviceKeys(old, changed)
+			changed = s.removeService(old, changed)
 		}
 		s.mu.Unlock()
 		s.notify(changed)
@@ -74,11 +73,9 @@ func (k *serviceSink) Upsert(obj runtime.Object) {
 		return
 	}
 	if old != nil {
-		s.removeService(old)
-		changed = s.serviceKeys(old, changed)
+		changed = s.removeService(old, changed)
 	}
-	s.addService(cur)
-	changed = s.serviceKeys(cur, changed)
+	changed = s.serviceKeys(s.addService(cur), changed)
 	s.mu.Unlock()
 	s.notify(changed)
 }
@@ -94,8 +91,7 @@ func (k *serviceSink) Delete(obj runtime.Object) {
 	id := nsName{svc.Namespace, svc.Name}
 	delete(s.skipped, id)
 	if old := s.service(id.namespace, id.name); old != nil {
-		s.removeService(old)
-		changed = s.serviceKeys(old, changed)
+		changed = s.removeService(old, changed)
 	}
 	s.mu.Unlock()
 	s.notify(changed)
@@ -106,9 +102,8 @@ func (k *serviceSink) Listed() {
 	var changed []Key
 	s.mu.Lock()
 	s.entries.each(func(namespace, _ string, e *entry) {
-		if svc := e.svc; svc != nil && svc.gen != k.gen && k.namespaceOf(namespace) {
-			s.removeService(svc)
-			changed = s.serviceKeys(svc, changed)
+		if e.svc.held() && e.svc.gen != k.gen && k.namespaceOf(namespace) {
+			changed = s.removeService(&e.svc, changed)
 		}
 	})
 	for id, sk := range s.skipped {
@@ -144,17 +139,18 @@ func (s *Source) holds(svc *corev1.Service) bool {
 // of that name, if held; the member slices of the service of that name, of
 // every slice feed, each tagged with its feed's kind; and, where it is a
 // headless mirror, its endpoint mirrors' slices. One map slot and one small
-// struct per Service, where a map by kind cost a slot each.
+// struct per Service, where a map by kind cost a slot each. Its Service's
+// name is the map's key, the one string of it held.
 type entry struct {
-	svc     *cachedService
+	svc     cachedService // named always; held where it has a shape
 	members []*cachedSlice
 	mirrors []mirrorSlice // sorted by key
 }
 
 // service is the held Service namespace/name, or nil.
 func (s *Source) service(namespace, name string) *cachedService {
-	if e := s.entries.get(namespace, name); e != nil {
-		return e.svc
+	if e := s.entries.get(namespace, name); e != nil && e.svc.held() {
+		return &e.svc
 	}
 	return nil
 }
@@ -164,33 +160,43 @@ func (s *Source) entryFor(namespace, name string) *entry {
 	if e := s.entries.get(namespace, name); e != nil {
 		return e
 	}
-	e := &entry{}
+	e := &entry{svc: cachedService{name: name}}
 	s.entries.set(namespace, name, e)
 	return e
 }
 
 // dropIfEmpty removes the entry e of namespace/name if it holds nothing.
 func (s *Source) dropIfEmpty(namespace, name string, e *entry) {
-	if e.svc == nil && len(e.members) == 0 && len(e.mirrors) == 0 {
+	if !e.svc.held() && len(e.members) == 0 && len(e.mirrors) == 0 {
 		s.entries.del(namespace, name)
 	}
 }
 
-func (s *Source) addService(c *cachedService) {
-	s.entryFor(c.namespace(), c.name).svc = c
-	if k, ok := s.baseKey(c); ok {
-		appendTo(s.bases, k.Namespace, k.Base, c)
+// addService holds c in its entry, and returns it as held there.
+func (s *Source) addService(c *cachedService) *cachedService {
+	e := s.entryFor(c.namespace(), c.name)
+	name := e.svc.name
+	e.svc = *c
+	e.svc.name = name
+	if k, ok := s.baseKey(&e.svc); ok {
+		appendTo(s.bases, k.Namespace, k.Base, &e.svc)
 	}
+	return &e.svc
 }
 
-func (s *Source) removeService(c *cachedService) {
-	if e := s.entries.get(c.namespace(), c.name); e != nil {
-		e.svc = nil
-		s.dropIfEmpty(c.namespace(), c.name, e)
-	}
+// removeService drops the held Service c, and appends every base it could
+// affect to keys.
+func (s *Source) removeService(c *cachedService, keys []Key) []Key {
+	keys = s.serviceKeys(c, keys)
+	namespace := c.namespace()
 	if k, ok := s.baseKey(c); ok {
 		removeFrom(s.bases, k.Namespace, k.Base, c)
 	}
+	*c = cachedService{name: c.name}
+	if e := s.entries.get(namespace, c.name); e != nil {
+		s.dropIfEmpty(namespace, c.name, e)
+	}
+	return keys
 }
 
 // baseKey is the base a held Service is filed under: members under their
