@@ -203,20 +203,21 @@ func remoteFQName(svc *corev1.Service) string {
 // service's name for it). What many slices share (namespace, family, ports,
 // cluster) is one interned sliceShape; what few have is in rare.
 type cachedSlice struct {
-	name  string
 	shape *sliceShape
-	// data holds the endpoints, in order: for each, one byte each of its
-	// address count, its hostname's length and its flags; then every
-	// endpoint's addresses, packed, 4 or 16 bytes each by the slice's family
-	// (a string each would cost 32 bytes or more), when each is the
-	// canonical spelling of one (else rare.raw holds them); then every
-	// endpoint's hostname. One string, where a slice of structs, an array
-	// of strings and their bytes cost three times as much.
+	// data holds, in order: the slice's name (rare.name where it is longer
+	// than a byte counts); for each endpoint, one byte each of its address
+	// count, its hostname's length and its flags; every endpoint's
+	// addresses, packed, 4 or 16 bytes each by the slice's family (a string
+	// each would cost 32 bytes or more), when each is the canonical
+	// spelling of one (else rare.raw holds them); every endpoint's hostname.
+	// One string, where a name, a slice of structs, an array of strings and
+	// their bytes cost three times as much.
 	data      string
 	rare      *sliceRare
 	rv        version
 	gen       uint32
 	endpoints uint16
+	nameLen   uint8
 	kind      uint8 // of the feed that holds it: mirrorFeed or localFeed
 }
 
@@ -228,6 +229,7 @@ type sliceShape struct {
 }
 
 type sliceRare struct {
+	name string // where it does not fit in data
 	// trigger is endpoints.kubernetes.io/last-change-trigger-time in Unix
 	// nanoseconds; 0 where it is unset or unreadable (the aggregation
 	// ignores it then). Linkerd's mirrors carry none.
@@ -244,6 +246,17 @@ type sliceRare struct {
 
 func (c *cachedSlice) namespace() string { return c.shape.namespace }
 func (c *cachedSlice) cluster() string   { return c.shape.cluster }
+
+// name is the slice's name.
+func (c *cachedSlice) name() string {
+	if c.rare != nil && c.rare.name != "" {
+		return c.rare.name
+	}
+	return c.data[:c.nameLen]
+}
+
+// body is data past the name: the endpoints.
+func (c *cachedSlice) body() string { return c.data[c.nameLen:] }
 
 func (c *cachedSlice) globalNamed() []string {
 	if c.rare == nil {
@@ -274,10 +287,18 @@ func (c *cachedSlice) sameAs(o *cachedSlice) bool {
 // stripSlice is what the index keeps of a member's slice.
 func (in *interner) stripSlice(sl *discoveryv1.EndpointSlice, suffix string) *cachedSlice {
 	sh := sliceShape{namespace: in.str(sl.Namespace), addressType: discoveryv1.AddressType(in.str(string(sl.AddressType)))}
-	c := &cachedSlice{name: sl.Name, rv: versionOf(sl.ResourceVersion)}
+	c := &cachedSlice{rv: versionOf(sl.ResourceVersion)}
+	name := sl.Name
 	if t := triggerTime(sl.Annotations[corev1.EndpointsLastChangeTriggerTime]); t != 0 {
 		c.rare = &sliceRare{trigger: t}
 	}
+	if len(name) > math.MaxUint8 {
+		if c.rare == nil {
+			c.rare = &sliceRare{}
+		}
+		c.rare.name, name = name, ""
+	}
+	c.data, c.nameLen = name, uint8(len(name))
 	var portsKey string
 	if sl.Labels[discoveryv1.LabelManagedBy] == aggregate.EndpointSliceManagedBy {
 		// globalmirror's own slices are no member's (sliceService): not held.
@@ -313,13 +334,16 @@ func (in *interner) stripSlice(sl *discoveryv1.EndpointSlice, suffix string) *ca
 		}
 		c.rare.raw = raw
 	}
-	data := make([]byte, endpointHeader*len(sl.Endpoints), endpointHeader*len(sl.Endpoints)+len(packed)+hostLen)
+	at := len(name) // the first endpoint's header
+	data := make([]byte, at+endpointHeader*len(sl.Endpoints), at+endpointHeader*len(sl.Endpoints)+len(packed)+hostLen)
+	copy(data, name)
 	data = append(data, packed...)
 	for i, e := range sl.Endpoints {
+		header := data[at+endpointHeader*i:]
 		var flags endpointFlags
 		if e.Hostname != nil {
 			flags = hasHostname
-			data[endpointHeader*i+1] = byte(len(*e.Hostname))
+			header[1] = byte(len(*e.Hostname))
 			data = append(data, *e.Hostname...)
 		}
 		if r := e.Conditions.Ready; r != nil {
@@ -328,8 +352,8 @@ func (in *interner) stripSlice(sl *discoveryv1.EndpointSlice, suffix string) *ca
 				flags |= isReady
 			}
 		}
-		data[endpointHeader*i] = byte(len(e.Addresses))
-		data[endpointHeader*i+2] = byte(flags)
+		header[0] = byte(len(e.Addresses))
+		header[2] = byte(flags)
 		if sh.cluster != "" && e.Hostname != nil {
 			if name := *e.Hostname + "-" + sh.cluster; strings.HasSuffix(name, suffix) {
 				if c.rare == nil {
@@ -384,18 +408,19 @@ func packAddresses(sl *discoveryv1.EndpointSlice, n int) ([]byte, []string) {
 	return packed, nil
 }
 
-// address is the slice's i-th address, its packed addresses starting at at.
-func (c *cachedSlice) address(i, at int) string {
+// address is the slice's i-th address, its packed addresses starting at at
+// in its body.
+func (c *cachedSlice) address(body string, i, at int) string {
 	if c.rare != nil && c.rare.raw != nil {
 		return c.rare.raw[i]
 	}
 	if c.shape.addressType == discoveryv1.AddressTypeIPv4 {
 		var b [4]byte
-		copy(b[:], c.data[at+4*i:])
+		copy(b[:], body[at+4*i:])
 		return netip.AddrFrom4(b).String()
 	}
 	var b [16]byte
-	copy(b[:], c.data[at+16*i:])
+	copy(b[:], body[at+16*i:])
 	return netip.AddrFrom16(b).String()
 }
 
@@ -404,7 +429,7 @@ func (c *cachedSlice) address(i, at int) string {
 func (c *cachedSlice) slice(service string) *discoveryv1.EndpointSlice {
 	sh := c.shape
 	sl := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: c.name, Namespace: sh.namespace},
+		ObjectMeta:  metav1.ObjectMeta{Name: c.name(), Namespace: sh.namespace},
 		AddressType: sh.addressType,
 		Ports:       sh.ports,
 		Endpoints:   make([]discoveryv1.Endpoint, c.endpoints),
@@ -422,10 +447,10 @@ func (c *cachedSlice) slice(service string) *discoveryv1.EndpointSlice {
 	if c.rare != nil && c.rare.trigger != 0 {
 		sl.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: time.Unix(0, c.rare.trigger).UTC().Format(time.RFC3339Nano)}
 	}
-	n := int(c.endpoints)
+	n, body := int(c.endpoints), c.body()
 	addrs := 0
 	for i := range n {
-		addrs += int(c.data[endpointHeader*i])
+		addrs += int(body[endpointHeader*i])
 	}
 	at := endpointHeader * n // the first address
 	host := at               // the next hostname
@@ -439,14 +464,14 @@ func (c *cachedSlice) slice(service string) *discoveryv1.EndpointSlice {
 	}
 	next := 0 // the next address
 	for i := range n {
-		count, hostLen, flags := int(c.data[endpointHeader*i]), int(c.data[endpointHeader*i+1]), endpointFlags(c.data[endpointHeader*i+2])
+		count, hostLen, flags := int(body[endpointHeader*i]), int(body[endpointHeader*i+1]), endpointFlags(body[endpointHeader*i+2])
 		out := discoveryv1.Endpoint{Addresses: make([]string, count)}
 		for j := range out.Addresses {
-			out.Addresses[j] = c.address(next, at)
+			out.Addresses[j] = c.address(body, next, at)
 			next++
 		}
 		if flags&hasHostname != 0 {
-			h := c.data[host : host+hostLen]
+			h := body[host : host+hostLen]
 			host += hostLen
 			out.Hostname = &h
 		}

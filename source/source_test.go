@@ -297,8 +297,8 @@ func TestRelistDropsWhatIsGoneAndTellsOnlyChanges(t *testing.T) {
 			t.Errorf("%s: endpoint mirrors left behind: %+v", name, e.mirrors)
 		}
 		for _, m := range e.members {
-			if name != "db-east" || m.name != "db-east-x" {
-				t.Errorf("%s: member slice %s left behind", name, m.name)
+			if name != "db-east" || m.name() != "db-east-x" {
+				t.Errorf("%s: member slice %s left behind", name, m.name())
 			}
 		}
 	})

@@ -155,11 +155,14 @@ func (s *Source) service(namespace, name string) *cachedService {
 	return nil
 }
 
-// entryFor is the entry of namespace/name, made if there is none.
+// entryFor is the entry of namespace/name, made if there is none. Its name
+// is a copy: name may be part of a larger string (a slice's name, which
+// data holds already), which the map would otherwise keep whole.
 func (s *Source) entryFor(namespace, name string) *entry {
 	if e := s.entries.get(namespace, name); e != nil {
 		return e
 	}
+	name = strings.Clone(name)
 	e := &entry{svc: cachedService{name: name}}
 	s.entries.set(namespace, name, e)
 	return e
@@ -462,7 +465,7 @@ func (k *sliceSink) memberOf(namespace, service, name string) (*entry, int) {
 	if e == nil {
 		return nil, -1
 	}
-	i := slices.IndexFunc(e.members, func(m *cachedSlice) bool { return m.kind == k.kind && m.name == name })
+	i := slices.IndexFunc(e.members, func(m *cachedSlice) bool { return m.kind == k.kind && m.name() == name })
 	if i < 0 {
 		return nil, -1
 	}
@@ -473,8 +476,8 @@ func (k *sliceSink) memberOf(namespace, service, name string) (*entry, int) {
 func (k *sliceSink) addMember(namespace, service string, c *cachedSlice, changed []Key) []Key {
 	e := k.s.entryFor(namespace, service)
 	e.members = append(e.members, c)
-	if !strings.HasPrefix(c.name, service+"-") {
-		k.otherNamed.set(k.s.intern.str(namespace), c.name, service)
+	if name := c.name(); !strings.HasPrefix(name, service+"-") {
+		k.otherNamed.set(k.s.intern.str(namespace), name, service)
 	}
 	for _, n := range c.globalNamed() {
 		appendTo(k.globalNamed, c.namespace(), n, globalNamedBy{c, service})
@@ -490,8 +493,8 @@ func (k *sliceSink) removeMember(namespace, service string, e *entry, i int, cha
 	if len(e.members) == 0 {
 		e.members = nil
 	}
-	if !strings.HasPrefix(c.name, service+"-") {
-		k.otherNamed.del(namespace, c.name)
+	if name := c.name(); !strings.HasPrefix(name, service+"-") {
+		k.otherNamed.del(namespace, name)
 	}
 	for _, n := range c.globalNamed() {
 		removeFrom(k.globalNamed, namespace, n, globalNamedBy{c, service})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/globalmirror/globalmirror/aggregate"
@@ -276,5 +277,23 @@ func TestInsertMirrorKeepsOrderAndSize(t *testing.T) {
 	}
 	if !slices.IsSortedFunc(l, func(a, b mirrorSlice) int { return cmp.Compare(a.key, b.key) }) || len(l) != 43 {
 		t.Errorf("after 43 inserts: %d, sorted %v", len(l), slices.IsSortedFunc(l, func(a, b mirrorSlice) int { return cmp.Compare(a.key, b.key) }))
+	}
+}
+
+// A slice's name is held at the start of its data, or, longer than a byte
+// counts (the API admits 253), beside it; either way it comes back whole,
+// its endpoints unharmed.
+func TestStripMemberSliceKeepsItsName(t *testing.T) {
+	for _, name := range []string{"db-abc", strings.Repeat("d", 300)} {
+		in := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}, AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.1.0.1"}, Hostname: new("db-0")}}}
+		c := newInterner().stripSlice(in, aggregate.DefaultSuffix)
+		got := c.slice("db")
+		if c.name() != name || got.Name != name {
+			t.Errorf("name %q held as %q, given back as %q", name, c.name(), got.Name)
+		}
+		if len(got.Endpoints) != 1 || got.Endpoints[0].Addresses[0] != "10.1.0.1" || *got.Endpoints[0].Hostname != "db-0" {
+			t.Errorf("%d-byte name: endpoints %+v", len(name), got.Endpoints)
+		}
 	}
 }
