@@ -22,8 +22,9 @@ import (
 // endpoint's slice (one without a port when the slice has none); an entry is
 // a record here and one of its port set's ports.
 type answerSet struct {
-	name      string // global service name
-	namespace string
+	// key is "service.namespace", the service label and namespace of its
+	// names, and the key it is held under (dnsController.swap).
+	key string
 
 	// slab holds every distinct address once, the n4 IPv4 addresses (4 bytes
 	// each) first, then the IPv6 ones (16 bytes), each family in the order
@@ -112,7 +113,7 @@ func newAnswerSet(v aggregate.View) *answerSet { return newNamedAnswerSet(v, v.N
 // newNamedAnswerSet turns a view into an answer set for the service label
 // service, its records named by hostOf.
 func newNamedAnswerSet(v aggregate.View, service string, hostOf hostNaming) *answerSet {
-	s := &answerSet{name: service, namespace: v.Namespace}
+	s := &answerSet{key: service + "." + v.Namespace}
 	if !v.TriggerTime.IsZero() {
 		s.trigger = v.TriggerTime.UnixNano()
 	}
@@ -268,7 +269,7 @@ func newNamedAnswerSet(v aggregate.View, service string, hostOf hostNaming) *ans
 
 // absentSet answers NXDOMAIN for every name under the global name.namespace.
 func absentSet(name, namespace string) *answerSet {
-	return &answerSet{name: name, namespace: namespace, rare: &answerRare{absent: true}}
+	return &answerSet{key: name + "." + namespace, rare: &answerRare{absent: true}}
 }
 
 // absent reports whether every name under s is NXDOMAIN (absentSet).

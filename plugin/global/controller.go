@@ -173,10 +173,15 @@ func (dc *dnsController) swap(key string, cur *answerSet, baseKey string, native
 	}
 }
 
+// setOrDelete holds s under key in m, or, for nil, deletes it. A set's own
+// key spells the same: held under it, one string serves both.
 func setOrDelete(m map[string]*answerSet, key string, s *answerSet) {
-	if s == nil {
+	switch {
+	case s == nil:
 		delete(m, key)
-	} else {
+	case s.key == key:
+		m[s.key] = s
+	default:
 		m[key] = s
 	}
 }

@@ -151,7 +151,7 @@ func srvReply(sel *selection, req *dns.Msg, owner, zone string, ttl uint32) *dns
 		return nil
 	}
 	s := sel.s
-	suffix := [...]string{".", s.name, ".", s.namespace, ".svc.", zone}
+	suffix := [...]string{".", s.key, ".svc.", zone}
 	suffixLen := 0
 	for _, x := range suffix {
 		suffixLen += len(x)
