@@ -170,7 +170,10 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 			during = append(during, m)
 			if m.live > peak {
 				peak = m.live
-				_ = fetch(sctx, srv.PprofURL+"/heap", profile) // what holds the peak, for reading later
+				// What holds the peak, for reading later: in the text
+				// format, which the process writes without a compressor
+				// (a megabyte of heap, enough to make the next peak).
+				_ = fetch(sctx, srv.PprofURL+"/heap?debug=1", profile)
 			}
 			time.Sleep(relistSample)
 		}
