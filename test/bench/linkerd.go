@@ -125,10 +125,17 @@ func ReportLinkerdMemory(out io.Writer, res *LinkerdMemoryResult) {
 	p := func(format string, a ...any) { fmt.Fprintf(out, format, a...) }
 	p("CoreDNS in Linkerd's full shape (a headless mirror per base and cluster, an endpoint mirror Service and slice per pod), " +
 		"10 s after it answers the last names, live heap after a GC forced through pprof; medians:\n\n")
-	p("| bases | mirrored endpoints | `kubernetes` only: heap | RSS | with `global`: heap | RSS |\n|---:|---:|---:|---:|---:|---:|\n")
+	p("| bases | mirrored endpoints | `kubernetes` only: heap | RSS | with `global`: heap | RSS | `global` only: heap | RSS |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	row := func(s LinkerdMemoryStep) {
+		p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", thousands(s.Bases), thousands(s.Endpoints),
+			mib(medianFloat(s.RSS.OffHeap)), mib(float64(medianInt(s.RSS.Off))), mib(medianFloat(s.RSS.OnHeap)), mib(float64(medianInt(s.RSS.On))),
+			mib(medianFloat(s.RSS.AloneHeap)), mib(float64(medianInt(s.RSS.Alone))))
+	}
 	for _, s := range steps {
-		p("| %s | %s | %s | %s | %s | %s |\n", thousands(s.Bases), thousands(s.Endpoints),
-			mib(medianFloat(s.RSS.OffHeap)), mib(float64(medianInt(s.RSS.Off))), mib(medianFloat(s.RSS.OnHeap)), mib(float64(medianInt(s.RSS.On))))
+		row(s)
+	}
+	if res.Large != nil {
+		row(*res.Large)
 	}
 	if len(steps) < 2 {
 		return
@@ -138,7 +145,8 @@ func ReportLinkerdMemory(out io.Writer, res *LinkerdMemoryResult) {
 	p("\nPer mirrored endpoint, the slope from %s to %s endpoints:\n\n", thousands(a.Endpoints), thousands(b.Endpoints))
 	p("| | live heap, B | RSS, B |\n|---|---:|---:|\n")
 	p("| the stock `kubernetes` plugin | %.0f | %.0f |\n", sl.KubeHeap, sl.KubeRSS)
-	p("| what `global` adds | %.0f | %.0f |\n", sl.GlobalHeap, sl.GlobalRSS)
+	p("| what `global` adds (with `global` − `kubernetes` only) | %.0f | %.0f |\n", sl.GlobalHeap, sl.GlobalRSS)
+	p("| what `global` holds (`global` only) | %.0f | %.0f |\n", sl.AloneHeap, sl.AloneRSS)
 	p("| the controller (its own process; live heap as of its last collection) | %.0f | %.0f |\n", sl.ControllerHeap, sl.ControllerRSS)
 	if l := res.Large; l != nil {
 		ls := res.LargeSlopes()
@@ -147,7 +155,8 @@ func ReportLinkerdMemory(out io.Writer, res *LinkerdMemoryResult) {
 			thousands(l.Bases), thousands(l.Endpoints), mib(medianFloat(l.RSS.OffHeap)), mib(float64(medianInt(l.RSS.Off))),
 			mib(medianFloat(l.RSS.OnHeap)), mib(float64(medianInt(l.RSS.On))), thousands(b.Endpoints), thousands(l.Endpoints))
 		p("| | live heap, B | RSS, B |\n|---|---:|---:|\n")
-		p("| what `global` adds | %.0f | %.0f |\n", ls.GlobalHeap, ls.GlobalRSS)
+		p("| what `global` adds (with `global` − `kubernetes` only) | %.0f | %.0f |\n", ls.GlobalHeap, ls.GlobalRSS)
+		p("| what `global` holds (`global` only) | %.0f | %.0f |\n", ls.AloneHeap, ls.AloneRSS)
 		p("| the controller | %.0f | %.0f |\n", ls.ControllerHeap, ls.ControllerRSS)
 	}
 }
@@ -155,8 +164,11 @@ func ReportLinkerdMemory(out io.Writer, res *LinkerdMemoryResult) {
 // MemorySlopes are bytes per mirrored endpoint, the slope from the first
 // size to the last.
 type MemorySlopes struct {
-	KubeHeap, KubeRSS             float64 // CoreDNS with the kubernetes plugin alone
-	GlobalHeap, GlobalRSS         float64 // what global adds to it
+	KubeHeap, KubeRSS     float64 // CoreDNS with the kubernetes plugin alone
+	GlobalHeap, GlobalRSS float64 // what global adds to it
+	// CoreDNS with the global plugin alone: what it holds, without the
+	// kubernetes plugin's noise on both sides of a difference.
+	AloneHeap, AloneRSS           float64
 	ControllerHeap, ControllerRSS float64
 }
 
@@ -170,6 +182,8 @@ func (res *LinkerdMemoryResult) Slopes() MemorySlopes {
 	offRSS := slope(float64(medianInt(a.RSS.Off)), float64(medianInt(b.RSS.Off)))
 	onRSS := slope(float64(medianInt(a.RSS.On)), float64(medianInt(b.RSS.On)))
 	return MemorySlopes{KubeHeap: offHeap, KubeRSS: offRSS, GlobalHeap: onHeap - offHeap, GlobalRSS: onRSS - offRSS,
+		AloneHeap:      slope(medianFloat(a.RSS.AloneHeap), medianFloat(b.RSS.AloneHeap)),
+		AloneRSS:       slope(float64(medianInt(a.RSS.Alone)), float64(medianInt(b.RSS.Alone))),
 		ControllerHeap: slope(a.ControllerLive, b.ControllerLive), ControllerRSS: slope(float64(a.ControllerRSS), float64(b.ControllerRSS))}
 }
 
@@ -185,6 +199,8 @@ func (res *LinkerdMemoryResult) LargeSlopes() MemorySlopes {
 	ah, ar := added(a)
 	bh, br := added(b)
 	return MemorySlopes{GlobalHeap: (bh - ah) / d, GlobalRSS: (br - ar) / d,
+		AloneHeap:      (medianFloat(b.RSS.AloneHeap) - medianFloat(a.RSS.AloneHeap)) / d,
+		AloneRSS:       float64(medianInt(b.RSS.Alone)-medianInt(a.RSS.Alone)) / d,
 		ControllerHeap: (b.ControllerLive - a.ControllerLive) / d, ControllerRSS: float64(b.ControllerRSS-a.ControllerRSS) / d}
 }
 

@@ -35,15 +35,29 @@ const (
     }
 }
 `
+	// The global plugin alone: the slope of its memory between two sizes is
+	// what it adds, without the kubernetes plugin's hundreds of megabytes
+	// (and their noise) on both sides of a difference.
+	rssAloneCorefile = `.:{$DNS_PORT} {
+    bind 127.0.0.1
+    global cluster.local {
+        kubeconfig {$BENCH_KUBECONFIG}
+        ttl 5
+    }
+}
+`
 )
 
 // RSSResult is CoreDNS's resident memory with the plugin off and on, one
 // sample per round each.
 type RSSResult struct {
-	Bases       int
-	Off, On     []int64 // VmRSS bytes
-	OffHeap     []float64
-	OnHeap      []float64 // live heap: go_memstats_heap_alloc_bytes after a forced GC
+	Bases   int
+	Off, On []int64 // VmRSS bytes
+	OffHeap []float64
+	OnHeap  []float64 // live heap: go_memstats_heap_alloc_bytes after a forced GC
+	// Alone: CoreDNS with the global plugin alone.
+	Alone       []int64
+	AloneHeap   []float64
 	SettleAfter time.Duration
 }
 
@@ -54,24 +68,25 @@ func (w World) RSS(ctx context.Context, dir string, bases, rounds int, settle ti
 	res := &RSSResult{Bases: bases, SettleAfter: settle}
 	last := bases - 1
 	for r := range rounds {
-		for _, on := range []bool{false, true} {
-			corefile, name := rssOffCorefile, fmt.Sprintf("rss-off-%d", r)
-			if on {
-				corefile, name = rssOnCorefile, fmt.Sprintf("rss-on-%d", r)
-			}
+		for _, block := range []string{"off", "on", "alone"} {
+			corefile := map[string]string{"off": rssOffCorefile, "on": rssOnCorefile, "alone": rssAloneCorefile}[block]
+			name := fmt.Sprintf("rss-%s-%d", block, r)
 			srv, err := StartCoreDNS(ctx, dir, name, corefile, "", []string{"DNS_PORT"}, env)
 			if err != nil {
 				return nil, err
 			}
-			rss, heap, err := w.loadedRSS(ctx, srv, last, settle, filepath.Join(dir, name+".heap"))
+			rss, heap, err := w.loadedRSS(ctx, srv, last, block != "alone", settle, filepath.Join(dir, name+".heap"))
 			srv.Stop()
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", name, err)
 			}
-			if on {
+			switch block {
+			case "on":
 				res.On, res.OnHeap = append(res.On, rss), append(res.OnHeap, heap)
-			} else {
+			case "off":
 				res.Off, res.OffHeap = append(res.Off, rss), append(res.OffHeap, heap)
+			default:
+				res.Alone, res.AloneHeap = append(res.Alone, rss), append(res.AloneHeap, heap)
 			}
 		}
 	}
@@ -79,15 +94,20 @@ func (w World) RSS(ctx context.Context, dir string, bases, rounds int, settle ti
 }
 
 // loadedRSS samples srv's VmRSS and live heap once it answers the last
-// base's names and settle has passed, and saves its heap profile to profile.
-func (w World) loadedRSS(ctx context.Context, srv *CoreDNS, last int, settle time.Duration, profile string) (int64, float64, error) {
+// base's names (and, with kubernetes, a mirror's) and settle has passed,
+// and saves its heap profile to profile.
+func (w World) loadedRSS(ctx context.Context, srv *CoreDNS, last int, kubernetes bool, settle time.Duration, profile string) (int64, float64, error) {
 	addr := srv.PortAddr("DNS_PORT")
 	// Global names come from the global plugin when on, from the controller's
 	// slices through the kubernetes plugin when off: either way all is listed.
-	for _, probe := range []struct {
+	probes := []struct {
 		name    string
 		records int
-	}{{w.FQDN(Global(last)), Records}, {w.FQDN(Mirror(last, len(Clusters)-1)), Pods}} {
+	}{{w.FQDN(Global(last)), Records}, {w.FQDN(Mirror(last, len(Clusters)-1)), Pods}}
+	if !kubernetes {
+		probes = probes[:1]
+	}
+	for _, probe := range probes {
 		if err := scenario.AwaitRecords(ctx, addr, probe.name, probe.records, 3*time.Minute); err != nil {
 			return 0, 0, err
 		}
