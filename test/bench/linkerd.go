@@ -110,6 +110,9 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int) (*LinkerdMemory
 		}
 		res.Large = &step
 	}
+	if cfg.NoStorms {
+		return res, nil
+	}
 	// Last: the storm world, in a namespace of its own, stays loaded.
 	res.Storms, err = Storm(ctx, cfg, cluster.Kubeconfig, client, env2)
 	return res, err

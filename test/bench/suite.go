@@ -29,6 +29,7 @@ type Config struct {
 	RSSRounds       int
 	LinkerdSizes    []int // bases of Linkerd's full shape whose memory and relists are measured, ascending; none: skipped
 	LinkerdLarge    int   // bases the Linkerd world then grows to, without the endpoint mirrors' Services; 0: none
+	NoStorms        bool  // leave out the storms after the Linkerd world
 	GoBenchCount    int
 	ServerCPUs      string        // CoreDNS under load: taskset list
 	ClientCPUs      string        // dnsperf

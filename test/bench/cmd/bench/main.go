@@ -45,6 +45,7 @@ func main() {
 	linkerd := flag.String("linkerd-memory", "", "only measure CoreDNS's memory in Linkerd's full shape at these bases (e.g. 667,2000), print it and exit")
 	stormOnly := flag.Bool("storm", false, "only run the storms in the largest users' shape, print them and exit")
 	curveOnly := flag.Bool("curve", false, "only run BenchmarkCurve, write curves.json beside -out and exit")
+	flag.BoolVar(&cfg.NoStorms, "no-storms", false, "with -linkerd-memory: leave out the storms")
 	flag.IntVar(&cfg.LinkerdLarge, "linkerd-large", 11112, "bases Linkerd's shape then grows to (100,008 mirrored endpoints), without the endpoint mirrors' Services, to measure what global adds there; 0: none")
 	linkerdSizes := flag.String("linkerd-sizes", "667,2000", "bases of Linkerd's full shape whose memory and relists the full run measures; empty: none")
 	flag.Parse()
