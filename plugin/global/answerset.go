@@ -37,11 +37,10 @@ type answerSet struct {
 	// recs are sorted by lower-case host, then in the order the entries
 	// give them (record order is no part of the contract; see DESIGN.md).
 	recs  []rec
-	ports [][]portSpec // distinct port sets of the records, shared (portSets)
+	ports *portTable // distinct port sets of the records, shared (portSets)
 
 	trigger   int64  // the newest last-change-trigger-time, Unix ns; 0 for none
 	n4        uint32 // IPv4 addresses in slab
-	entries   uint32 // entries of all records, for the SRV weight
 	endpoints uint32 // ready endpoints, for the gauge
 	rare      *answerRare
 }
@@ -144,12 +143,12 @@ func newNamedAnswerSet(v aggregate.View, service string, hostOf hostNaming) *ans
 		pkey := portKey(*ep)
 		pi, ok := portIdx[pkey]
 		if !ok {
-			pi = uint32(len(s.ports)) // #nosec G115 -- fewer port sets than endpoints
+			pi = uint32(len(portIdx)) // #nosec G115 -- fewer port sets than endpoints
 			portIdx[pkey] = pi
-			if len(s.ports) == 0 {
-				s.ports = portSets.only(pkey, *ep) // the common case, shared whole
+			if s.ports == nil {
+				s.ports = portSets.of(pkey, *ep) // the common case, shared whole
 			} else {
-				s.ports = append(slices.Clip(s.ports), portSets.of(pkey, *ep).only[0])
+				s.ports = &portTable{sets: append(slices.Clip(s.ports.sets), portSets.of(pkey, *ep).sets[0])}
 			}
 		}
 		for _, ip := range ep.Addresses {
@@ -215,7 +214,6 @@ func newNamedAnswerSet(v aggregate.View, service string, hostOf hostNaming) *ans
 			r.addr += s.n4
 		}
 		s.recs[i] = r
-		s.entries += uint32(max(1, len(s.ports[p.ports]))) // #nosec G115 -- see n4
 	}
 	// By host, so that a host's records are found by a binary search over
 	// them, with no index beside them.
@@ -283,6 +281,15 @@ func (s *answerSet) problems() map[string]string {
 	return s.rare.problems
 }
 
+// entries counts the entries of all records, for the SRV weight.
+func (s *answerSet) entries() int {
+	n := 0
+	for i := range s.recs {
+		n += len(s.recPorts(&s.recs[i]))
+	}
+	return n
+}
+
 // counts is what s adds to the globals and endpoints gauges.
 func (s *answerSet) counts() (globals, endpoints int) {
 	if s == nil || s.absent() {
@@ -298,7 +305,7 @@ func sameAnswers(a, b *answerSet) bool {
 		return (a == nil || len(a.recs) == 0) && (b == nil || len(b.recs) == 0)
 	}
 	return a.n4 == b.n4 && string(a.slab) == string(b.slab) && a.names == b.names &&
-		slices.Equal(a.recs, b.recs) && slices.EqualFunc(a.ports, b.ports, slices.Equal)
+		slices.Equal(a.recs, b.recs) && slices.EqualFunc(a.ports.list(), b.ports.list(), slices.Equal)
 }
 
 // portKey identifies an endpoint's ports.
@@ -352,37 +359,41 @@ func portSet(ep aggregate.Endpoint) []portSpec {
 // block: a port set is the same for most globals, and never written once
 // built. Bounded, as the index's interner is: past the bound, each answer
 // set holds its own.
-var portSets = portInterner{sets: map[string]sharedPorts{}}
+var portSets = portInterner{tables: map[string]*portTable{}}
 
-type portInterner struct {
-	mu   sync.Mutex
-	sets map[string]sharedPorts
+// portTable is the distinct port sets of an answer set's records; one of
+// one port set, the common case, is shared by every answer set with it.
+// Never written once built.
+type portTable struct{ sets [][]portSpec }
+
+// list is the port sets; none for no table.
+func (t *portTable) list() [][]portSpec {
+	if t == nil {
+		return nil
+	}
+	return t.sets
 }
 
-// sharedPorts is a port set as the list of one set an answer set holds
-// when all its records have those ports (most do).
-type sharedPorts struct{ only [][]portSpec }
+type portInterner struct {
+	mu     sync.Mutex
+	tables map[string]*portTable
+}
 
 const portSetsBound = 10000
 
-// of is the port set of ep, whose key is key.
-func (in *portInterner) of(key string, ep aggregate.Endpoint) sharedPorts {
+// of is the table of one port set, ep's, whose key is key. Its list has no
+// room to append to in place.
+func (in *portInterner) of(key string, ep aggregate.Endpoint) *portTable {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if ps, ok := in.sets[key]; ok {
-		return ps
+	if t, ok := in.tables[key]; ok {
+		return t
 	}
-	ps := sharedPorts{[][]portSpec{portSet(ep)}}
-	if len(in.sets) < portSetsBound {
-		in.sets[key] = ps
+	t := &portTable{sets: [][]portSpec{portSet(ep)}}
+	if len(in.tables) < portSetsBound {
+		in.tables[key] = t
 	}
-	return ps
-}
-
-// only is the list of one port set, ep's (whose key is key): never
-// appended to in place (it has no room).
-func (in *portInterner) only(key string, ep aggregate.Endpoint) [][]portSpec {
-	return slices.Clip(in.of(key, ep).only)
+	return t
 }
 
 // host is the hostname (or dashed IP) of r.
@@ -413,7 +424,7 @@ func (s *answerSet) hostRecords(host string) (lo, hi int) {
 
 // recPorts is the entries' ports of r: its port set, or one without a port.
 func (s *answerSet) recPorts(r *rec) []portSpec {
-	if ps := s.ports[r.ports]; len(ps) > 0 {
+	if ps := s.ports.sets[r.ports]; len(ps) > 0 {
 		return ps
 	}
 	return noPort

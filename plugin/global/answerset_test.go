@@ -44,18 +44,18 @@ func TestAnswerSetsSharePortSets(t *testing.T) {
 			AddressType: discoveryv1.AddressTypeIPv4, Hostname: "db-0", Ready: true, Ports: []discoveryv1.EndpointPort{p}}}}
 	}
 	a, b, c := newAnswerSet(view("a-global", 7000)), newAnswerSet(view("b-global", 7000)), newAnswerSet(view("c-global", 7001))
-	if &a.ports[0] != &b.ports[0] || &a.ports[0][0] != &b.ports[0][0] {
+	if a.ports != b.ports || &a.ports.sets[0][0] != &b.ports.sets[0][0] {
 		t.Error("two globals of the same ports hold a port set each")
 	}
 	// One of two port sets, the first shared: the shared list stays one.
 	two := view("d-global", 7000)
 	two.Endpoints = append(two.Endpoints, view("", 7001).Endpoints...)
 	two.Endpoints[1].Addresses = []string{"10.0.0.2"}
-	if d := newAnswerSet(two); len(d.ports) != 2 || d.ports[1][0].port != 7001 || len(a.ports) != 1 || len(newAnswerSet(view("e-global", 7000)).ports) != 1 {
-		t.Errorf("two port sets: %v; the shared list now %v", d.ports, a.ports)
+	if d := newAnswerSet(two); len(d.ports.sets) != 2 || d.ports.sets[1][0].port != 7001 || len(a.ports.sets) != 1 || len(newAnswerSet(view("e-global", 7000)).ports.sets) != 1 {
+		t.Errorf("two port sets: %v; the shared list now %v", d.ports.sets, a.ports.sets)
 	}
-	if c.ports[0][0].port != 7001 || a.ports[0][0].port != 7000 {
-		t.Errorf("ports %v and %v, want 7000 and 7001", a.ports, c.ports)
+	if c.ports.sets[0][0].port != 7001 || a.ports.sets[0][0].port != 7000 {
+		t.Errorf("ports %v and %v, want 7000 and 7001", a.ports.sets, c.ports.sets)
 	}
 }
 

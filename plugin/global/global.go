@@ -167,7 +167,7 @@ func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg)
 		// The kubernetes plugin answers SOA only at the apex: NODATA below it.
 		return g.negative(ctx, state, zi, zone, dns.RcodeSuccess)
 	}
-	if sel == nil || sel.entries() == 0 {
+	if sel == nil || sel.empty() {
 		return g.nameError(ctx, state, zi, zone, synced)
 	}
 

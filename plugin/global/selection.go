@@ -44,10 +44,18 @@ func (sel *selection) selects(p *portSpec) bool {
 	return !sel.filter || (sel.port == "" || match(sel.port, p.name)) && (sel.proto == "" || match(sel.proto, p.proto))
 }
 
+// empty reports whether the selection holds no entry: the name does not exist.
+func (sel *selection) empty() bool {
+	if !sel.one && !sel.filter {
+		return len(sel.s.recs) == 0 // every record has an entry
+	}
+	return sel.entries() == 0
+}
+
 // entries counts the selected entries: 0 means the name does not exist.
 func (sel *selection) entries() int {
 	if !sel.one && !sel.filter {
-		return int(sel.s.entries)
+		return sel.s.entries()
 	}
 	n := 0
 	for k := range sel.len() {
