@@ -204,8 +204,9 @@ func remoteFQName(svc *corev1.Service) string {
 // cluster) is one interned sliceShape; what few have is in rare.
 type cachedSlice struct {
 	shape *sliceShape
-	// data holds, in order: the slice's name (rare.name where it is longer
-	// than a byte counts); for each endpoint, one byte each of its address
+	// data holds, in order: the slice's name, or, where it is named for
+	// its service ("<service>-<tail>", as generated names are), its tail
+	// (rare.name where it is longer than a byte counts); for each endpoint, one byte each of its address
 	// count, its hostname's length and its flags; every endpoint's
 	// addresses, packed, 4 or 16 bytes each by the slice's family (a string
 	// each would cost 32 bytes or more), when each is the canonical
@@ -218,7 +219,30 @@ type cachedSlice struct {
 	gen       uint32
 	endpoints uint16
 	nameLen   uint8
-	kind      uint8 // of the feed that holds it: mirrorFeed or localFeed
+	flags     sliceFlags
+}
+
+// sliceFlags are a cachedSlice's bits.
+type sliceFlags uint8
+
+const (
+	fromLocalFeed sliceFlags = 1 << iota // held by the local feed (localFeed), else the mirror feed
+	tailOnly                             // data holds its name's tail only
+)
+
+// kind is the kind of the feed that holds c: mirrorFeed or localFeed.
+func (c *cachedSlice) kind() uint8 {
+	if c.flags&fromLocalFeed != 0 {
+		return localFeed
+	}
+	return mirrorFeed
+}
+
+func (c *cachedSlice) setKind(kind uint8) {
+	c.flags &^= fromLocalFeed
+	if kind == localFeed {
+		c.flags |= fromLocalFeed
+	}
 }
 
 type sliceShape struct {
@@ -247,12 +271,36 @@ type sliceRare struct {
 func (c *cachedSlice) namespace() string { return c.shape.namespace }
 func (c *cachedSlice) cluster() string   { return c.shape.cluster }
 
-// name is the slice's name.
-func (c *cachedSlice) name() string {
+// held is what data or rare holds of the slice's name.
+func (c *cachedSlice) held() string {
 	if c.rare != nil && c.rare.name != "" {
 		return c.rare.name
 	}
 	return c.data[:c.nameLen]
+}
+
+// name is the name of c, a slice of service.
+func (c *cachedSlice) name(service string) string {
+	if c.flags&tailOnly != 0 {
+		return service + "-" + c.held()
+	}
+	return c.held()
+}
+
+// named reports whether name is the name of c, a slice of service.
+func (c *cachedSlice) named(service, name string) bool {
+	if c.flags&tailOnly == 0 {
+		return c.held() == name
+	}
+	tail := c.held()
+	return len(name) == len(service)+1+len(tail) && name[len(service)] == '-' &&
+		strings.HasPrefix(name, service) && strings.HasSuffix(name, tail)
+}
+
+// namedFor reports whether a slice named name is named for service:
+// "<service>-<tail>", as the names generated for its slices are.
+func namedFor(name, service string) bool {
+	return service != "" && len(name) > len(service)+1 && name[len(service)] == '-' && strings.HasPrefix(name, service)
 }
 
 // body is data past the name: the endpoints.
@@ -284,11 +332,14 @@ func (c *cachedSlice) sameAs(o *cachedSlice) bool {
 	return reflect.DeepEqual(a, b)
 }
 
-// stripSlice is what the index keeps of a member's slice.
-func (in *interner) stripSlice(sl *discoveryv1.EndpointSlice, suffix string) *cachedSlice {
+// stripSlice is what the index keeps of a member's slice of service.
+func (in *interner) stripSlice(sl *discoveryv1.EndpointSlice, service, suffix string) *cachedSlice {
 	sh := sliceShape{namespace: in.str(sl.Namespace), addressType: discoveryv1.AddressType(in.str(string(sl.AddressType)))}
 	c := &cachedSlice{rv: versionOf(sl.ResourceVersion)}
 	name := sl.Name
+	if namedFor(name, service) {
+		name, c.flags = name[len(service)+1:], tailOnly
+	}
 	if t := triggerTime(sl.Annotations[corev1.EndpointsLastChangeTriggerTime]); t != 0 {
 		c.rare = &sliceRare{trigger: t}
 	}
@@ -429,7 +480,7 @@ func (c *cachedSlice) address(body string, i, at int) string {
 func (c *cachedSlice) slice(service string) *discoveryv1.EndpointSlice {
 	sh := c.shape
 	sl := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: c.name(), Namespace: sh.namespace},
+		ObjectMeta:  metav1.ObjectMeta{Name: c.name(service), Namespace: sh.namespace},
 		AddressType: sh.addressType,
 		Ports:       sh.ports,
 		Endpoints:   make([]discoveryv1.Endpoint, c.endpoints),

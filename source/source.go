@@ -262,7 +262,7 @@ func (s *Source) Input(k Key) aggregate.Input {
 		e := s.entries.get(k.Namespace, svc.Name) // held: bases holds only what entries do
 		for _, kind := range []uint8{mirrorFeed, localFeed} {
 			for _, sl := range e.members {
-				if sl.kind != kind || (kind != mirrorFeed && slices.ContainsFunc(m.Slices, func(o *discoveryv1.EndpointSlice) bool { return o.Name == sl.name() })) {
+				if sl.kind() != kind || (kind != mirrorFeed && slices.ContainsFunc(m.Slices, func(o *discoveryv1.EndpointSlice) bool { return sl.named(svc.Name, o.Name) })) {
 					continue // another feed's, or held by both: their selectors match it
 				}
 				m.Slices = append(m.Slices, sl.slice(svc.Name))

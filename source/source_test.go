@@ -297,8 +297,8 @@ func TestRelistDropsWhatIsGoneAndTellsOnlyChanges(t *testing.T) {
 			t.Errorf("%s: endpoint mirrors left behind: %+v", name, e.mirrors)
 		}
 		for _, m := range e.members {
-			if name != "db-east" || m.name() != "db-east-x" {
-				t.Errorf("%s: member slice %s left behind", name, m.name())
+			if name != "db-east" || m.name(name) != "db-east-x" {
+				t.Errorf("%s: member slice %s left behind", name, m.name(name))
 			}
 		}
 	})
@@ -475,7 +475,7 @@ func TestEachFeedHoldsItsOwn(t *testing.T) {
 	// The local feed loses both (relabeled out of its selector); the mirror feed keeps them.
 	local.Delete(member)
 	local.Delete(epm)
-	if len(e.members) != 1 || e.members[0].kind != mirrorFeed || len(e.mirrors) != 1 || e.mirrors[0].feed() != mirrorFeed {
+	if len(e.members) != 1 || e.members[0].kind() != mirrorFeed || len(e.mirrors) != 1 || e.mirrors[0].feed() != mirrorFeed {
 		t.Errorf("after the local feed's deletes: %+v", e)
 	}
 	if got := slicesOf(s); !slices.Equal(got["db-east"], []string{"db-east-abc"}) {

@@ -335,8 +335,9 @@ func (k *sliceSink) Upsert(obj runtime.Object) {
 			return
 		}
 	}
-	cur := s.intern.stripSlice(sl, s.cfg.Suffix)
-	cur.gen, cur.kind = k.gen, k.kind
+	cur := s.intern.stripSlice(sl, service, s.cfg.Suffix)
+	cur.gen = k.gen
+	cur.setKind(k.kind)
 	if old != nil && held == service && old.sameAs(cur) {
 		old.gen, old.rv = k.gen, cur.rv
 		s.mu.Unlock()
@@ -408,7 +409,7 @@ func (k *sliceSink) Listed() {
 	s.mu.Lock()
 	k.eachEntry(func(namespace, name string, e *entry) {
 		for i := len(e.members) - 1; i >= 0; i-- {
-			if m := e.members[i]; m.kind == k.kind && m.gen != k.gen {
+			if m := e.members[i]; m.kind() == k.kind && m.gen != k.gen {
 				changed = k.removeMember(namespace, name, e, i, changed)
 			}
 		}
@@ -465,7 +466,7 @@ func (k *sliceSink) memberOf(namespace, service, name string) (*entry, int) {
 	if e == nil {
 		return nil, -1
 	}
-	i := slices.IndexFunc(e.members, func(m *cachedSlice) bool { return m.kind == k.kind && m.name() == name })
+	i := slices.IndexFunc(e.members, func(m *cachedSlice) bool { return m.kind() == k.kind && m.named(service, name) })
 	if i < 0 {
 		return nil, -1
 	}
@@ -476,8 +477,8 @@ func (k *sliceSink) memberOf(namespace, service, name string) (*entry, int) {
 func (k *sliceSink) addMember(namespace, service string, c *cachedSlice, changed []Key) []Key {
 	e := k.s.entryFor(namespace, service)
 	e.members = append(e.members, c)
-	if name := c.name(); !strings.HasPrefix(name, service+"-") {
-		k.otherNamed.set(k.s.intern.str(namespace), name, service)
+	if c.flags&tailOnly == 0 {
+		k.otherNamed.set(k.s.intern.str(namespace), c.held(), service)
 	}
 	for _, n := range c.globalNamed() {
 		appendTo(k.globalNamed, c.namespace(), n, globalNamedBy{c, service})
@@ -493,8 +494,8 @@ func (k *sliceSink) removeMember(namespace, service string, e *entry, i int, cha
 	if len(e.members) == 0 {
 		e.members = nil
 	}
-	if name := c.name(); !strings.HasPrefix(name, service+"-") {
-		k.otherNamed.del(namespace, name)
+	if c.flags&tailOnly == 0 {
+		k.otherNamed.del(namespace, c.held())
 	}
 	for _, n := range c.globalNamed() {
 		removeFrom(k.globalNamed, namespace, n, globalNamedBy{c, service})

@@ -107,7 +107,7 @@ func TestStripMemberSliceKeepsAddressesHostnamesReadiness(t *testing.T) {
 			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Name: "db-0"}, NodeName: new("node"), Zone: new("z"),
 		}},
 	}
-	c := newInterner().stripSlice(in, aggregate.DefaultSuffix)
+	c := newInterner().stripSlice(in, sliceService(in), aggregate.DefaultSuffix)
 	want := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "db-east-abc", Namespace: "ns",
@@ -155,7 +155,7 @@ func TestStripMemberSliceAddressesComeBackAsTheyCame(t *testing.T) {
 				}
 				in.Endpoints = append(in.Endpoints, e)
 			}
-			c := newInterner().stripSlice(in, aggregate.DefaultSuffix)
+			c := newInterner().stripSlice(in, "", aggregate.DefaultSuffix)
 			if packed := c.rare == nil || c.rare.raw == nil; packed != tc.packed {
 				t.Errorf("packed = %v, want %v", packed, tc.packed)
 			}
@@ -250,7 +250,7 @@ func TestStripMemberSliceTriggerTime(t *testing.T) {
 	} {
 		sl := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "db-abc", Namespace: "ns",
 			Annotations: map[string]string{corev1.EndpointsLastChangeTriggerTime: tc.in}}, AddressType: discoveryv1.AddressTypeIPv4}
-		got := newInterner().stripSlice(sl, aggregate.DefaultSuffix).slice("db").Annotations[corev1.EndpointsLastChangeTriggerTime]
+		got := newInterner().stripSlice(sl, "", aggregate.DefaultSuffix).slice("db").Annotations[corev1.EndpointsLastChangeTriggerTime]
 		if got != tc.want {
 			t.Errorf("trigger time %q held as %q, want %q", tc.in, got, tc.want)
 		}
@@ -280,20 +280,32 @@ func TestInsertMirrorKeepsOrderAndSize(t *testing.T) {
 	}
 }
 
-// A slice's name is held at the start of its data, or, longer than a byte
-// counts (the API admits 253), beside it; either way it comes back whole,
-// its endpoints unharmed.
+// A slice's name is held at the start of its data, only its tail where it
+// is named for its service, or, longer than a byte counts (the API admits
+// 253), beside it; either way it comes back whole, its endpoints unharmed.
 func TestStripMemberSliceKeepsItsName(t *testing.T) {
-	for _, name := range []string{"db-abc", strings.Repeat("d", 300)} {
-		in := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}, AddressType: discoveryv1.AddressTypeIPv4,
+	for _, tc := range []struct{ name, service, held string }{
+		{"db-abc", "db", "abc"},
+		{"db-abc", "web", "db-abc"},
+		{"db-", "db", "db-"},
+		{"db-abc", "", "db-abc"},
+		{strings.Repeat("d", 300), "", strings.Repeat("d", 300)},
+		{"db-" + strings.Repeat("d", 300), "db", strings.Repeat("d", 300)},
+	} {
+		in := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: tc.name, Namespace: "ns"}, AddressType: discoveryv1.AddressTypeIPv4,
 			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.1.0.1"}, Hostname: new("db-0")}}}
-		c := newInterner().stripSlice(in, aggregate.DefaultSuffix)
-		got := c.slice("db")
-		if c.name() != name || got.Name != name {
-			t.Errorf("name %q held as %q, given back as %q", name, c.name(), got.Name)
+		c := newInterner().stripSlice(in, tc.service, aggregate.DefaultSuffix)
+		got := c.slice(tc.service)
+		if c.held() != tc.held || c.name(tc.service) != tc.name || got.Name != tc.name || !c.named(tc.service, tc.name) {
+			t.Errorf("%q of %q: held %q, named %q, given back as %q", tc.name, tc.service, c.held(), c.name(tc.service), got.Name)
+		}
+		for _, other := range []string{tc.name + "x", "x" + tc.name, tc.service + "-", ""} {
+			if other != tc.name && c.named(tc.service, other) {
+				t.Errorf("%q of %q is named %q too", tc.name, tc.service, other)
+			}
 		}
 		if len(got.Endpoints) != 1 || got.Endpoints[0].Addresses[0] != "10.1.0.1" || *got.Endpoints[0].Hostname != "db-0" {
-			t.Errorf("%d-byte name: endpoints %+v", len(name), got.Endpoints)
+			t.Errorf("%q: endpoints %+v", tc.name, got.Endpoints)
 		}
 	}
 }
