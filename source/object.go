@@ -100,7 +100,7 @@ func (c *cachedService) service() *corev1.Service {
 	if len(sh.labels) > 0 {
 		svc.Labels = make(map[string]string, len(sh.labels)/2)
 		for i := 0; i < len(sh.labels); i += 2 {
-			svc.Labels[sh.labels[i]] = sh.labels[i+1]
+			svc.Labels[sh.labels[i]] = labelValue(sh.labels[i+1], c.name)
 		}
 	}
 	if r := c.rare; r != nil {
@@ -141,8 +141,26 @@ func serviceKeys(local labels.Selector) []string {
 	return keys
 }
 
-// stripService is what the index keeps of svc.
-func (in *interner) stripService(svc *corev1.Service, keys []string) *cachedService {
+// A label value held as "\x00<n>" is the Service's name but its last n
+// bytes: a global's base label, its name less the suffix. So held, it is
+// the same for every global, whose label pairs and shape are then shared.
+// No label value holds a NUL.
+const fromName = "\x00"
+
+// labelValue is the label value held as v, of the Service named name.
+func labelValue(v, name string) string {
+	if rest, ok := strings.CutPrefix(v, fromName); ok {
+		if n, err := strconv.Atoi(rest); err == nil && n <= len(name) {
+			return name[:len(name)-n]
+		}
+	}
+	return v
+}
+
+// stripService is what the index keeps of svc, a Service whose globals'
+// names end in suffix; with keepUID, its UID where anything owns or deletes
+// by it.
+func (in *interner) stripService(svc *corev1.Service, keys []string, suffix string, keepUID bool) *cachedService {
 	// Shared only where it is like others': a cluster IP or a label value
 	// of its own (a global's base) would fill the interner with entries
 	// held for one Service each.
@@ -157,7 +175,7 @@ func (in *interner) stripService(svc *corev1.Service, keys []string) *cachedServ
 	}
 	var labelsKey, portsKey string
 	var sharedLabels bool
-	sh.labels, labelsKey, sharedLabels = in.keep(svc.Labels, keys)
+	sh.labels, labelsKey, sharedLabels = in.keep(svc.Labels, keys, svc.Name, suffix)
 	shared = shared && sharedLabels
 	r := serviceRare{
 		uid:               svc.UID,
@@ -171,6 +189,9 @@ func (in *interner) stripService(svc *corev1.Service, keys []string) *cachedServ
 		if svc.Labels[aggregate.LabelMirroredService] == "true" {
 			r.uid = "" // a headless mirror is neither owned nor deleted by uid
 		}
+	}
+	if !keepUID {
+		r.uid = ""
 	}
 	c := &cachedService{name: svc.Name, shape: &sh, rv: versionOf(svc.ResourceVersion)}
 	if shared {
@@ -665,9 +686,9 @@ func (in *interner) str(s string) string {
 
 // keep is the key, value pairs of m's labels among keys, or nil, their
 // spelling, and whether other Services may share them: not where a value is
-// one Service's own (a global's base), which is neither interned nor held
-// in the interner.
-func (in *interner) keep(m map[string]string, keys []string) ([]string, string, bool) {
+// one Service's own (a global's base other than its name less suffix),
+// which is neither interned nor held in the interner.
+func (in *interner) keep(m map[string]string, keys []string, name, suffix string) ([]string, string, bool) {
 	n := 0
 	for _, k := range keys {
 		if _, ok := m[k]; ok {
@@ -684,6 +705,8 @@ func (in *interner) keep(m map[string]string, keys []string) ([]string, string, 
 		switch {
 		case !ok:
 			continue
+		case k == aggregate.LabelBase && suffix != "" && v+suffix == name:
+			v = in.str(fromName + strconv.Itoa(len(suffix)))
 		case k == aggregate.LabelBase:
 			shared = false
 		default:

@@ -56,6 +56,9 @@ type Config struct {
 	LocalSelector labels.Selector
 	// PagedLists lists in pages even where lists could stream (tests).
 	PagedLists bool
+	// NoUIDs keeps no Service's UID, for a user that neither owns nor
+	// deletes anything by one (the plugin).
+	NoUIDs bool
 }
 
 // Handler is told about every base whose inputs may have changed.

@@ -393,6 +393,23 @@ func TestInternerHoldsWhatIsShared(t *testing.T) {
 	if got := s.Service("ns", "db007-global").Labels[aggregate.LabelBase]; got != "db007" {
 		t.Errorf("a global's base reads %q", got)
 	}
+	// Globals of ours share one shape: the base label is the name less
+	// the suffix, held as such.
+	globals := map[*serviceShape]bool{}
+	s.entries.each(func(_, name string, e *entry) {
+		if strings.HasSuffix(name, "0-global") && !strings.Contains(name, "other") {
+			globals[e.svc.shape] = true
+		}
+	})
+	if len(globals) != 1 {
+		t.Errorf("globals of ours hold %d shapes, want 1", len(globals))
+	}
+	// One whose base label is not its name less the suffix keeps it as is.
+	odd := service("renamed-global", map[string]string{aggregate.LabelManagedBy: aggregate.ManagedBy, aggregate.LabelBase: "db001"}, "None")
+	relist(s, append(objs, odd)...)
+	if got := s.Service("ns", "renamed-global").Labels[aggregate.LabelBase]; got != "db001" {
+		t.Errorf("renamed-global's base reads %q, want db001", got)
+	}
 }
 
 // slicesOf is the names of the slices Input gives each member of base db,

@@ -65,7 +65,7 @@ func (k *serviceSink) Upsert(obj runtime.Object) {
 		s.notify(changed)
 		return
 	}
-	cur := s.intern.stripService(svc, s.labelKeys)
+	cur := s.intern.stripService(svc, s.labelKeys, s.cfg.Suffix, !s.cfg.NoUIDs)
 	cur.gen = k.gen
 	if old != nil && old.sameAs(cur) {
 		old.gen, old.rv = k.gen, cur.rv

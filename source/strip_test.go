@@ -57,7 +57,7 @@ func TestStripServiceKeepsWhatClassifies(t *testing.T) {
 			map[string]string{aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: "east", aggregate.LabelHeadlessMirrorName: "db-east"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := newInterner().stripService(tc.in, keys).service()
+			got := newInterner().stripService(tc.in, keys, aggregate.DefaultSuffix, true).service()
 			wantUID := types.UID("u")
 			if tc.in.Labels[aggregate.LabelMirroredService] == "true" && tc.in.Spec.ClusterIP == corev1.ClusterIPNone {
 				wantUID = "" // neither owned nor deleted by uid
@@ -227,7 +227,7 @@ func TestRemoteNameHeldOnlyWhereItDecides(t *testing.T) {
 	} {
 		svc := fixture.HeadlessMirror("ns", "db", "east")
 		svc.Name, svc.Annotations[aggregate.AnnotationRemoteFQName] = tc.name, tc.fq
-		got := newInterner().stripService(svc, serviceKeys(nil)).service()
+		got := newInterner().stripService(svc, serviceKeys(nil), aggregate.DefaultSuffix, true).service()
 		if held := got.Annotations[aggregate.AnnotationRemoteFQName] == tc.fq; held != tc.held {
 			t.Errorf("%s with %s: held %v, want %v", tc.name, tc.fq, held, tc.held)
 		}
@@ -307,5 +307,21 @@ func TestStripMemberSliceKeepsItsName(t *testing.T) {
 		if len(got.Endpoints) != 1 || got.Endpoints[0].Addresses[0] != "10.1.0.1" || *got.Endpoints[0].Hostname != "db-0" {
 			t.Errorf("%q: endpoints %+v", tc.name, got.Endpoints)
 		}
+	}
+}
+
+// Without UIDs (the plugin's index), no Service keeps one; with them, those
+// something owns or deletes by do.
+func TestStripServiceUIDs(t *testing.T) {
+	global := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "db-global", Namespace: "ns", UID: "u1",
+		Labels: map[string]string{aggregate.LabelManagedBy: aggregate.ManagedBy, aggregate.LabelBase: "db"}},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}}
+	keys := serviceKeys(nil)
+	if got := newInterner().stripService(global, keys, aggregate.DefaultSuffix, true).service(); got.UID != "u1" || got.Labels[aggregate.LabelBase] != "db" {
+		t.Errorf("kept: UID %q, base %q", got.UID, got.Labels[aggregate.LabelBase])
+	}
+	c := newInterner().stripService(global, keys, aggregate.DefaultSuffix, false)
+	if got := c.service(); got.UID != "" || got.Labels[aggregate.LabelBase] != "db" || c.rare != nil {
+		t.Errorf("without UIDs: UID %q, base %q, rare %+v", got.UID, got.Labels[aggregate.LabelBase], c.rare)
 	}
 }

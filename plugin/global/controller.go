@@ -325,6 +325,7 @@ func newFromClient(cfg *config, client kubernetes.Interface) (*Global, error) {
 		Namespaces:    cfg.namespaces,
 		Suffix:        cfg.suffix,
 		LocalSelector: cfg.localSelector,
+		NoUIDs:        true, // the plugin owns and deletes nothing
 	})
 	if err != nil {
 		return nil, err

@@ -57,6 +57,16 @@ func largeWorldOf(n int, clusters []string, endpointMirrors bool) []k8sruntime.O
 	proto, port, portName := corev1.ProtocolTCP, int32(7000), "peer"
 	for i := range n {
 		base := largeBase(i)
+		// The global Service the controller writes, which the plugin holds
+		// for its verdicts.
+		objs = append(objs, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: base + aggregate.DefaultSuffix, Namespace: "bench", UID: k8stypes.UID("svc/" + base + "-global"), ResourceVersion: "1",
+				Labels: map[string]string{aggregate.LabelManagedBy: aggregate.ManagedBy, aggregate.LabelBase: base},
+			},
+			Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone,
+				Ports: []corev1.ServicePort{{Name: portName, Port: port, Protocol: proto}}},
+		})
 		for c, cluster := range clusters {
 			name := base + "-" + cluster
 			svc := &corev1.Service{
