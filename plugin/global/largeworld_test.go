@@ -181,21 +181,21 @@ func startLarge(b *testing.B, world []k8sruntime.Object, baseline func()) (g *Gl
 
 // fromWire is obj encoded to protobuf and decoded again, as a client reads it.
 func fromWire(obj k8sruntime.Object) (k8sruntime.Object, error) {
-	switch l := obj.(type) {
-	case *corev1.ServiceList:
-		b, err := l.Marshal()
-		if err != nil {
-			return nil, err
-		}
-		out := &corev1.ServiceList{}
-		return out, out.Unmarshal(b)
-	case *discoveryv1.EndpointSliceList:
-		b, err := l.Marshal()
-		if err != nil {
-			return nil, err
-		}
-		out := &discoveryv1.EndpointSliceList{}
-		return out, out.Unmarshal(b)
+	var out interface {
+		k8sruntime.Object
+		Unmarshal([]byte) error
 	}
-	return obj, nil
+	switch obj.(type) {
+	case *corev1.ServiceList:
+		out = &corev1.ServiceList{}
+	case *discoveryv1.EndpointSliceList:
+		out = &discoveryv1.EndpointSliceList{}
+	default:
+		return obj, nil
+	}
+	b, err := obj.(interface{ Marshal() ([]byte, error) }).Marshal()
+	if err != nil {
+		return nil, err
+	}
+	return out, out.Unmarshal(b)
 }

@@ -99,8 +99,9 @@ func section(path string, ps []point) error {
 	var w strings.Builder
 	w.WriteString(strings.TrimRight(text, "\n") + "\n\n" + curvesMark + "\n")
 	w.WriteString("\n### Curves\n\n" +
-		"How the plugin's cost grows with the world, in process (`BenchmarkCurve` in plugin/global: a fake clientset, " +
-		"which shares its strings with the index, so the heap is below what a real API server's objects cost): " +
+		"How the plugin's cost grows with the world, in process (`BenchmarkCurve` in plugin/global: a fake clientset " +
+		"whose lists are encoded to protobuf and decoded again, as a client reads an API server's, and which holds the " +
+		"global Services the controller writes): " +
 		"Linkerd's full shape of 3 and of 10 linked clusters, three pods per service and cluster, from about 1,000 to " +
 		"100,000 mirrored endpoints. The heap the plugin holds per endpoint (index and answer sets), the time from its " +
 		"start to every answer built, and how long one changed slice takes to reach its global's answers (p99 of 100).\n\n")
