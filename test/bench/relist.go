@@ -71,7 +71,7 @@ func (w World) Relist(ctx context.Context, dir string, cluster *localkube.Cluste
 			if err != nil {
 				return out, err
 			}
-			res, err := w.relistOnce(ctx, srv, cluster, probe, fault, filepath.Join(dir, "relist-"+block.name+"-"+fault+"-peak.heap"))
+			res, err := w.relistOnce(ctx, srv, cluster, probe, fault, filepath.Join(dir, "relist-"+block.name+"-"+fault+"-after.heap"))
 			srv.Stop()
 			if err != nil {
 				return out, fmt.Errorf("%s, %s: %w", block.name, fault, err)
@@ -91,8 +91,11 @@ type memSample struct {
 	rss  int64
 }
 
-// relistOnce measures one fault; profile gets the heap profile of the
-// highest live heap sampled during it (as of the collection before it).
+// relistOnce measures one fault; profile gets the heap profile once the
+// sampling is over. Nothing is asked of the process while it is sampled but
+// its metrics: a heap profile taken at each new peak cost it a megabyte or
+// more of heap (the profile's own records and text), enough to make the
+// next peak.
 func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.Cluster, probe, fault, profile string) (*RelistResult, error) {
 	addr := srv.PortAddr("DNS_PORT")
 	if err := scenario.AwaitRecords(ctx, addr, probe, Records, 3*time.Minute); err != nil {
@@ -160,7 +163,6 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 	swg.Add(1)
 	go func() {
 		defer swg.Done()
-		peak := 0.0
 		for sctx.Err() == nil {
 			m, err := sample()
 			if err != nil {
@@ -168,13 +170,6 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 				return
 			}
 			during = append(during, m)
-			if m.live > peak {
-				peak = m.live
-				// What holds the peak, for reading later: in the text
-				// format, which the process writes without a compressor
-				// (a megabyte of heap, enough to make the next peak).
-				_ = fetch(sctx, srv.PprofURL+"/heap?debug=1", profile)
-			}
 			time.Sleep(relistSample)
 		}
 	}()
@@ -194,6 +189,7 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 	if faultErr != nil {
 		return nil, faultErr
 	}
+	_ = fetch(ctx, srv.PprofURL+"/heap", profile) // what it holds after, for reading later
 	if sampleErr != nil {
 		return nil, sampleErr
 	}
@@ -236,7 +232,7 @@ func ReportRelist(out io.Writer, rs []RelistResult) {
 	p := func(format string, a ...any) { fmt.Fprintf(out, format, a...) }
 	p("\nThrough API server faults, each block alone in its CoreDNS (live heap as of the last collection, go_memstats_next_gc_bytes ÷ 2, " +
 		"and VmRSS, sampled at 5 Hz; steady: medians over the 10 s before the fault, which start with a collection forced through pprof; peak: the largest from the fault to 30 s after the API server is back; " +
-		"a client asked for the last global every 20 ms throughout; at each new peak a heap profile is saved, relist-<block>-<fault>-peak.heap in the work directory):\n\n")
+		"a client asked for the last global every 20 ms throughout; nothing else is asked of the process while it is sampled; a heap profile is saved after, relist-<block>-<fault>-after.heap in the work directory):\n\n")
 	p("| block | fault | live heap steady | peak | peak ÷ steady | RSS steady | peak | peak ÷ steady | queries | not answered in full |\n")
 	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range slices.Clone(rs) {
