@@ -441,15 +441,17 @@ func (k *sliceSink) findMember(namespace, name, service string) (*entry, string,
 		e, i := k.memberOf(namespace, held, name)
 		return e, held, i
 	}
-	// Named for its service: under the one its labels name, or, relabeled,
-	// under its name up to one of its dashes.
-	if strings.HasPrefix(name, service+"-") {
+	// Named for its service (held by its name's tail: namedFor): under the
+	// one its labels name, or, relabeled, under its name up to another of
+	// its dashes. Nothing else can hold it.
+	tried := namedFor(name, service)
+	if tried {
 		if e, i := k.memberOf(namespace, service, name); e != nil {
 			return e, service, i
 		}
 	}
-	for i := range len(name) {
-		if name[i] != '-' {
+	for i := 1; i < len(name)-1; i++ {
+		if name[i] != '-' || (tried && i == len(service)) {
 			continue
 		}
 		if e, j := k.memberOf(namespace, name[:i], name); e != nil {
