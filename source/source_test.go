@@ -513,3 +513,22 @@ func TestEachFeedHoldsItsOwn(t *testing.T) {
 		t.Error("db-0-east's readiness outlived its slice")
 	}
 }
+
+// An endpoint mirror's slice delivered again as it is held (a watch's
+// event repeated, not a list) tells no one.
+func TestEndpointMirrorSliceDeliveredAgainTellsNothing(t *testing.T) {
+	epm := epSlice("db-0-east-x", "db-0-east", fixture.MirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), true, "", "10.96.0.1")
+	s := indexOf(fixture.HeadlessMirror("ns", "db", "east"), epm)
+	rec := &recorder{changed: map[Key]int{}}
+	s.AddHandler(rec)
+	s.slices[0].Upsert(epm)
+	if got := rec.reset(); len(got) != 0 {
+		t.Errorf("the same slice again told %v", got)
+	}
+	notReady := epm.DeepCopy()
+	notReady.Endpoints[0].Conditions.Ready = new(false)
+	s.slices[0].Upsert(notReady)
+	if got := rec.reset(); got[Key{"ns", "db"}] == 0 {
+		t.Errorf("its readiness changing told %v, want ns/db", got)
+	}
+}

@@ -310,7 +310,7 @@ func (k *sliceSink) Upsert(obj runtime.Object) {
 		e := s.entryFor(sl.Namespace, hm)
 		i, had := findMirror(e.mirrors, cur.key)
 		switch {
-		case had && e.mirrors[i] == cur.withFresh(false):
+		case had && e.mirrors[i].withFresh(true) == cur:
 			e.mirrors[i] = cur // the same; only its list is new
 			s.mu.Unlock()
 			return
