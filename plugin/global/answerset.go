@@ -206,7 +206,22 @@ func newNamedAnswerSet(v aggregate.View, service string, hostOf hostNaming) *ans
 	}
 	s.names = b.String()
 
+	// By host, so that a host's records are found by a binary search over
+	// them, with no index beside them: the pending records are sorted by
+	// their host's key (its lower case, computed once a host), stably.
+	keyOf := hosts
+	if lowerKeys {
+		keyOf = make([]string, len(hosts))
+		for i, h := range hosts {
+			keyOf[i] = strings.ToLower(h)
+		}
+	}
+	slices.SortStableFunc(pend, func(a, b pending) int { return strings.Compare(keyOf[a.host], keyOf[b.host]) })
 	s.recs = make([]rec, len(pend))
+	var keys []string
+	if lowerKeys {
+		keys = make([]string, len(pend))
+	}
 	for i, p := range pend {
 		r := rec{ports: p.ports, host: offsets[p.host]}
 		r.addr = uint32(p.addr) // #nosec G115 -- see n4
@@ -214,40 +229,9 @@ func newNamedAnswerSet(v aggregate.View, service string, hostOf hostNaming) *ans
 			r.addr += s.n4
 		}
 		s.recs[i] = r
-	}
-	// By host, so that a host's records are found by a binary search over
-	// them, with no index beside them.
-	var keys []string
-	if lowerKeys {
-		keys = make([]string, len(s.recs))
-		for i := range s.recs {
-			keys[i] = strings.ToLower(s.host(&s.recs[i]))
-		}
-	}
-	key := func(i int) string {
 		if keys != nil {
-			return keys[i]
+			keys[i] = keyOf[p.host]
 		}
-		return s.host(&s.recs[i])
-	}
-	order := make([]int, len(s.recs))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(key(a), key(b)) })
-	if !slices.IsSorted(order) {
-		recs := make([]rec, len(s.recs))
-		var sortedKeys []string
-		if keys != nil {
-			sortedKeys = make([]string, len(keys))
-		}
-		for i, j := range order {
-			recs[i] = s.recs[j]
-			if keys != nil {
-				sortedKeys[i] = keys[j]
-			}
-		}
-		s.recs, keys = recs, sortedKeys
 	}
 	if keys != nil {
 		s.rare = &answerRare{keys: keys}
