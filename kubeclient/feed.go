@@ -59,6 +59,7 @@ type Feed struct {
 
 	synced   atomic.Bool
 	noStream atomic.Bool // the API server refused or ignored a streamed list
+	lists    atomic.Uint64
 }
 
 // NewFeed is a Feed for client (which says whether lists may stream).
@@ -70,6 +71,9 @@ func NewFeed(name string, client any, list ListFunc, watchFn WatchFunc, sink Sin
 // Streams reports whether the feed's lists stream (the last one did, or
 // none has been tried).
 func (f *Feed) Streams() bool { return f.Stream && !f.noStream.Load() }
+
+// Lists is how many full lists have ended: the first and every relist.
+func (f *Feed) Lists() uint64 { return f.lists.Load() }
 
 // HasSynced reports whether the first list has ended.
 func (f *Feed) HasSynced() bool { return f.synced.Load() }
@@ -99,6 +103,7 @@ func (f *Feed) Run(ctx context.Context) {
 		rv, err := f.list(ctx)
 		wait := retry
 		if err == nil {
+			f.lists.Add(1)
 			f.synced.Store(true)
 			retry = listRetry()
 			start := time.Now()

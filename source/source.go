@@ -176,6 +176,18 @@ func (s *Source) Start(ctx context.Context) {
 	}
 }
 
+// Lists is how many full lists each feed has ended (the first, and a relist
+// after each watch whose version was gone), the fewest of any feed.
+func (s *Source) Lists() uint64 {
+	var least uint64
+	for i, f := range s.feeds {
+		if n := f.Lists(); i == 0 || n < least {
+			least = n
+		}
+	}
+	return least
+}
+
 // Streaming reports whether every feed's lists stream.
 func (s *Source) Streaming() bool {
 	for _, f := range s.feeds {

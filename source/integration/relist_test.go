@@ -1,0 +1,178 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/source"
+	"github.com/globalmirror/globalmirror/test/await"
+	"github.com/globalmirror/globalmirror/test/fixture"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// changes records the bases a Source says changed.
+type changes struct {
+	mu   sync.Mutex
+	keys []source.Key
+}
+
+func (c *changes) Changed(k source.Key) {
+	c.mu.Lock()
+	c.keys = append(c.keys, k)
+	c.mu.Unlock()
+}
+
+func (c *changes) Skipped(metav1.Object, string, aggregate.Skip) {}
+
+func (c *changes) take() []source.Key {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.keys
+	c.keys = nil
+	return out
+}
+
+// TestRelistOfAnUnchangedWorldTellsNoOne compacts etcd past every watch's
+// version and restarts the API server, so that every feed gets 410 Gone and
+// lists again: a world that did not change meanwhile must tell no handler
+// about any base (each would rebuild its answers, all of them at once, in
+// the middle of the relist's own garbage), while what did change is told.
+func TestRelistOfAnUnchangedWorldTellsNoOne(t *testing.T) {
+	if env == nil {
+		t.Skip("needs a control plane (not -short)")
+	}
+	const ns = "relist"
+	cluster := env.Cluster("source")
+	c := cluster.Client
+	ctx := t.Context()
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	peer := fixture.Port{Name: "peer", Port: 7000, Protocol: corev1.ProtocolTCP}
+	in := func(o any) any {
+		switch o := o.(type) {
+		case *corev1.Service:
+			o.Namespace = ns
+		case *discoveryv1.EndpointSlice:
+			o.Namespace = ns
+		}
+		return o
+	}
+	createIn := func(objs ...any) {
+		t.Helper()
+		for _, o := range objs {
+			var err error
+			switch o := in(o).(type) {
+			case *corev1.Service:
+				o.UID, o.ResourceVersion = "", ""
+				_, err = c.CoreV1().Services(ns).Create(ctx, o, metav1.CreateOptions{})
+			case *discoveryv1.EndpointSlice:
+				o.UID, o.ResourceVersion = "", ""
+				_, err = c.DiscoveryV1().EndpointSlices(ns).Create(ctx, o, metav1.CreateOptions{})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Linkerd's full shape for two bases in two clusters, local services,
+	// and a global Service as the controller writes it.
+	base := func(name string) {
+		local := fixture.LocalService(ns, name, peer)
+		createIn(local, fixture.Slice(local, name+"-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready(name+"-0", "10.0.0.1")))
+		for _, cl := range []string{"east", "west"} {
+			mirror := fixture.HeadlessMirror(ns, name, cl, peer)
+			createIn(mirror, fixture.Slice(mirror, mirror.Name+"-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer),
+				fixture.Ready(name+"-0", "10.1.0.1"), fixture.Ready(name+"-1", "10.1.0.2")))
+			for i, up := range []bool{true, false} {
+				svc, sl := fixture.EndpointMirror(ns, fmt.Sprintf("%s-%d-%s", name, i, cl), cl, mirror.Name, up)
+				svc.Spec.ClusterIP = ""
+				createIn(svc, sl)
+			}
+		}
+		global := fixture.Service(ns, name+aggregate.DefaultSuffix, map[string]string{aggregate.LabelManagedBy: aggregate.ManagedBy}, corev1.ClusterIPNone, peer)
+		createIn(global)
+	}
+	base("db")
+	base("kafka")
+
+	sel, _ := labels.Parse(aggregate.DefaultLocalSelector)
+	src, err := source.New(source.Config{Client: c, Namespaces: []string{ns}, LocalSelector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := &changes{}
+	if err := src.AddHandler(seen); err != nil {
+		t.Fatal(err)
+	}
+	src.Start(ctx)
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if !src.WaitForSync(wctx) {
+		t.Fatal("did not sync")
+	}
+	time.Sleep(time.Second) // the watches settle
+	seen.take()
+	lists := src.Lists()
+
+	// Every watch's version compacted away, then the API server restarted:
+	// each feed lists again.
+	etcd, err := clientv3.New(clientv3.Config{Endpoints: []string{cluster.EtcdURL.String()}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	put, err := etcd.Put(ctx, "/globalmirror-test/compaction", time.Now().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := etcd.Compact(ctx, put.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Once back, a change to one base in each feed (a Service; a mirror's
+	// slice; a local slice) after the relists: the others must stay untold.
+	probe := fixture.HeadlessMirror(ns, "probe", "east", peer)
+	createIn(probe, fixture.Slice(probe, "probe-east-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("probe-0", "10.2.0.1")))
+	localProbe := fixture.LocalService(ns, "probe", peer)
+	createIn(localProbe, fixture.Slice(localProbe, "probe-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("probe-0", "10.0.0.9")))
+	probeKey := source.Key{Namespace: ns, Base: "probe"}
+	if err := await.Poll(ctx, 30*time.Second, 20*time.Millisecond, func(context.Context) string {
+		if n := src.Lists(); n <= lists {
+			return fmt.Sprintf("a feed has not listed again (%d lists each)", n)
+		}
+		in := src.Input(probeKey)
+		if n := len(in.Members); n != 2 {
+			return fmt.Sprintf("probe has %d members, want 2", n)
+		}
+		return ""
+	}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // what a relist's end would tell
+	var others []source.Key
+	for _, k := range seen.take() {
+		if k != probeKey {
+			others = append(others, k)
+		}
+	}
+	slices.SortFunc(others, func(a, b source.Key) int { return strings.Compare(a.String(), b.String()) })
+	if len(others) > 0 {
+		t.Errorf("after the relists of a world that did not change, handlers were told about %v", slices.Compact(others))
+	}
+}
