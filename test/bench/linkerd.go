@@ -126,8 +126,11 @@ func ReportLinkerdMemory(out io.Writer, res *LinkerdMemoryResult) {
 	defer ReportRelist(out, res.Relists)
 	steps := res.Steps
 	p := func(format string, a ...any) { fmt.Fprintf(out, format, a...) }
-	p("CoreDNS in Linkerd's full shape (a headless mirror per base and cluster, an endpoint mirror Service and slice per pod), " +
-		"10 s after it answers the last names, live heap after a GC forced through pprof; medians:\n\n")
+	p("CoreDNS in Linkerd's full shape (a headless mirror per base and cluster, an endpoint mirror Service and slice per pod): " +
+		"live heap after a collection forced through pprof 10 s after it answers the last names; " +
+		"RSS at rest, 10 s after a second collection (what the runtime keeps is set when a collection ends marking, " +
+		"so after the first the lists' garbage still counts; an idle CoreDNS gets there by itself, the runtime forcing a collection every 2 minutes), " +
+		"and, in the slopes, RSS as it was before the first (loaded); medians:\n\n")
 	p("| bases | mirrored endpoints | `kubernetes` only: heap | RSS | with `global`: heap | RSS | `global` only: heap | RSS |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	row := func(s LinkerdMemoryStep) {
 		p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", thousands(s.Bases), thousands(s.Endpoints),
@@ -146,21 +149,21 @@ func ReportLinkerdMemory(out io.Writer, res *LinkerdMemoryResult) {
 	a, b := steps[0], steps[len(steps)-1]
 	sl := res.Slopes()
 	p("\nPer mirrored endpoint, the slope from %s to %s endpoints:\n\n", thousands(a.Endpoints), thousands(b.Endpoints))
-	p("| | live heap, B | RSS, B |\n|---|---:|---:|\n")
-	p("| the stock `kubernetes` plugin | %.0f | %.0f |\n", sl.KubeHeap, sl.KubeRSS)
-	p("| what `global` adds (with `global` − `kubernetes` only) | %.0f | %.0f |\n", sl.GlobalHeap, sl.GlobalRSS)
-	p("| what `global` holds (`global` only) | %.0f | %.0f |\n", sl.AloneHeap, sl.AloneRSS)
-	p("| the controller (its own process; live heap as of its last collection) | %.0f | %.0f |\n", sl.ControllerHeap, sl.ControllerRSS)
+	p("| | live heap, B | RSS at rest, B | RSS loaded, B |\n|---|---:|---:|---:|\n")
+	p("| the stock `kubernetes` plugin | %.0f | %.0f | %.0f |\n", sl.KubeHeap, sl.KubeRSS, sl.KubeRSSLoaded)
+	p("| what `global` adds (with `global` − `kubernetes` only) | %.0f | %.0f | %.0f |\n", sl.GlobalHeap, sl.GlobalRSS, sl.GlobalRSSLoaded)
+	p("| what `global` holds (`global` only) | %.0f | %.0f | %.0f |\n", sl.AloneHeap, sl.AloneRSS, sl.AloneRSSLoaded)
+	p("| the controller (its own process; live heap as of its last collection; RSS 10 s after it converged) | %.0f | %.0f | |\n", sl.ControllerHeap, sl.ControllerRSS)
 	if l := res.Large; l != nil {
 		ls := res.LargeSlopes()
 		p("\nGrown on to %s bases (%s mirrored endpoints), without the endpoint mirrors' Services, which global never receives: "+
 			"`kubernetes` only %s heap, %s RSS; with `global` %s heap, %s RSS. Per mirrored endpoint, the slope from %s to %s endpoints:\n\n",
 			thousands(l.Bases), thousands(l.Endpoints), mib(medianFloat(l.RSS.OffHeap)), mib(float64(medianInt(l.RSS.Off))),
 			mib(medianFloat(l.RSS.OnHeap)), mib(float64(medianInt(l.RSS.On))), thousands(b.Endpoints), thousands(l.Endpoints))
-		p("| | live heap, B | RSS, B |\n|---|---:|---:|\n")
-		p("| what `global` adds (with `global` − `kubernetes` only) | %.0f | %.0f |\n", ls.GlobalHeap, ls.GlobalRSS)
-		p("| what `global` holds (`global` only) | %.0f | %.0f |\n", ls.AloneHeap, ls.AloneRSS)
-		p("| the controller | %.0f | %.0f |\n", ls.ControllerHeap, ls.ControllerRSS)
+		p("| | live heap, B | RSS at rest, B | RSS loaded, B |\n|---|---:|---:|---:|\n")
+		p("| what `global` adds (with `global` − `kubernetes` only) | %.0f | %.0f | %.0f |\n", ls.GlobalHeap, ls.GlobalRSS, ls.GlobalRSSLoaded)
+		p("| what `global` holds (`global` only) | %.0f | %.0f | %.0f |\n", ls.AloneHeap, ls.AloneRSS, ls.AloneRSSLoaded)
+		p("| the controller | %.0f | %.0f | |\n", ls.ControllerHeap, ls.ControllerRSS)
 	}
 }
 
@@ -173,6 +176,9 @@ type MemorySlopes struct {
 	// kubernetes plugin's noise on both sides of a difference.
 	AloneHeap, AloneRSS           float64
 	ControllerHeap, ControllerRSS float64
+	// RSS settle after the lists, before any collection forced: what the
+	// lists left is still counted.
+	KubeRSSLoaded, GlobalRSSLoaded, AloneRSSLoaded float64
 }
 
 // Slopes are the bytes per mirrored endpoint between the first and the last size.
@@ -184,10 +190,17 @@ func (res *LinkerdMemoryResult) Slopes() MemorySlopes {
 	onHeap := slope(medianFloat(a.RSS.OnHeap), medianFloat(b.RSS.OnHeap))
 	offRSS := slope(float64(medianInt(a.RSS.Off)), float64(medianInt(b.RSS.Off)))
 	onRSS := slope(float64(medianInt(a.RSS.On)), float64(medianInt(b.RSS.On)))
+	rss := func(pick func(*RSSResult) []int64) float64 {
+		return slope(float64(medianInt(pick(a.RSS))), float64(medianInt(pick(b.RSS))))
+	}
+	offLoaded := rss(func(r *RSSResult) []int64 { return r.OffLoaded })
 	return MemorySlopes{KubeHeap: offHeap, KubeRSS: offRSS, GlobalHeap: onHeap - offHeap, GlobalRSS: onRSS - offRSS,
 		AloneHeap:      slope(medianFloat(a.RSS.AloneHeap), medianFloat(b.RSS.AloneHeap)),
 		AloneRSS:       slope(float64(medianInt(a.RSS.Alone)), float64(medianInt(b.RSS.Alone))),
-		ControllerHeap: slope(a.ControllerLive, b.ControllerLive), ControllerRSS: slope(float64(a.ControllerRSS), float64(b.ControllerRSS))}
+		ControllerHeap: slope(a.ControllerLive, b.ControllerLive), ControllerRSS: slope(float64(a.ControllerRSS), float64(b.ControllerRSS)),
+		KubeRSSLoaded:   offLoaded,
+		GlobalRSSLoaded: rss(func(r *RSSResult) []int64 { return r.OnLoaded }) - offLoaded,
+		AloneRSSLoaded:  rss(func(r *RSSResult) []int64 { return r.AloneLoaded })}
 }
 
 // LargeSlopes are what global and the controller add per mirrored endpoint
@@ -201,10 +214,15 @@ func (res *LinkerdMemoryResult) LargeSlopes() MemorySlopes {
 	}
 	ah, ar := added(a)
 	bh, br := added(b)
+	loaded := func(s LinkerdMemoryStep) float64 {
+		return float64(medianInt(s.RSS.OnLoaded) - medianInt(s.RSS.OffLoaded))
+	}
 	return MemorySlopes{GlobalHeap: (bh - ah) / d, GlobalRSS: (br - ar) / d,
 		AloneHeap:      (medianFloat(b.RSS.AloneHeap) - medianFloat(a.RSS.AloneHeap)) / d,
 		AloneRSS:       float64(medianInt(b.RSS.Alone)-medianInt(a.RSS.Alone)) / d,
-		ControllerHeap: (b.ControllerLive - a.ControllerLive) / d, ControllerRSS: float64(b.ControllerRSS-a.ControllerRSS) / d}
+		ControllerHeap: (b.ControllerLive - a.ControllerLive) / d, ControllerRSS: float64(b.ControllerRSS-a.ControllerRSS) / d,
+		GlobalRSSLoaded: (loaded(b) - loaded(a)) / d,
+		AloneRSSLoaded:  float64(medianInt(b.RSS.AloneLoaded)-medianInt(a.RSS.AloneLoaded)) / d}
 }
 
 // controllerMemory is a converged controller's live heap as of its last

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -108,6 +109,11 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 		return nil, ctx.Err()
 	case <-time.After(10 * time.Second):
 	}
+	// What it allocated until now, so that what the fault made it allocate
+	// can be read later (go tool pprof -base).
+	if err := fetch(ctx, srv.PprofURL+"/allocs", strings.TrimSuffix(profile, "-after.heap")+"-before.allocs"); err != nil {
+		return nil, err
+	}
 	if err := fetch(ctx, srv.PprofURL+"/heap?gc=1", os.DevNull); err != nil {
 		return nil, err
 	}
@@ -190,6 +196,7 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 		return nil, faultErr
 	}
 	_ = fetch(ctx, srv.PprofURL+"/heap", profile) // what it holds after, for reading later
+	_ = fetch(ctx, srv.PprofURL+"/allocs", strings.TrimSuffix(profile, "-after.heap")+"-after.allocs")
 	if sampleErr != nil {
 		return nil, sampleErr
 	}

@@ -137,14 +137,20 @@ func Report(out io.Writer, r *Results) {
 	}
 	if s := r.RSS; s != nil {
 		off, on := medianInt(s.Off), medianInt(s.On)
-		p("\nCoreDNS at %s globals (%s ready endpoints), one block `global` + `kubernetes` vs `kubernetes` alone, "+
-			"%v after both answer the last names; %d samples each, medians:\n\n", thousands(s.Bases), thousands(s.Bases*Records), s.SettleAfter, len(s.On))
-		p("| CoreDNS | VmRSS | live Go heap (after a GC forced through pprof) |\n|---|---:|---:|\n")
-		p("| `kubernetes` only | %s | %s |\n", mib(float64(off)), mib(Median(s.OffHeap)))
-		p("| `global` + `kubernetes` | %s | %s |\n", mib(float64(on)), mib(Median(s.OnHeap)))
-		d := float64(on - off)
+		offL, onL := medianInt(s.OffLoaded), medianInt(s.OnLoaded)
+		p("\nCoreDNS at %s globals (%s ready endpoints), one block `global` + `kubernetes` vs `kubernetes` alone: "+
+			"VmRSS loaded (%v after both answer the last names) and at rest (%v after two collections forced through pprof, "+
+			"as the runtime forces them every 2 minutes when idle), live heap after the first; %d samples each, medians:\n\n",
+			thousands(s.Bases), thousands(s.Bases*Records), s.SettleAfter, restAfter, len(s.On))
+		p("| CoreDNS | VmRSS loaded | VmRSS at rest | live Go heap |\n|---|---:|---:|---:|\n")
+		p("| `kubernetes` only | %s | %s | %s |\n", mib(float64(offL)), mib(float64(off)), mib(Median(s.OffHeap)))
+		p("| `global` + `kubernetes` | %s | %s | %s |\n", mib(float64(onL)), mib(float64(on)), mib(Median(s.OnHeap)))
+		d, dl := float64(on-off), float64(onL-offL)
 		dh := Median(s.OnHeap) - Median(s.OffHeap)
-		p("| global's share | %s (%.0f B per endpoint) | %s (%.0f B per endpoint) |\n", mib(d), d/float64(s.Bases*Records), mib(dh), dh/float64(s.Bases*Records))
+		per := func(v float64) string {
+			return fmt.Sprintf("%s (%.0f B per endpoint)", mib(v), v/float64(s.Bases*Records))
+		}
+		p("| global's share | %s | %s | %s |\n", per(dl), per(d), per(dh))
 	}
 	if bs := goBenchByPrefix(r.GoBench, "NonMemberMemory"); len(bs) > 0 {
 		p("\nA local Service (headless, with a slice of three endpoints) that is neither a member nor named like a global: "+
@@ -309,15 +315,24 @@ func linkerdFloors(r *Results) []floor {
 			}
 			return fmt.Sprintf("%.0f B (%s)", v, span)
 		}
+		// RSS is judged at rest (after collections; see RSSResult); what
+		// it was loaded, with the lists' garbage, is shown beside it.
+		loaded := func(m MemorySlopes) string {
+			v := m.GlobalRSSLoaded
+			if alone {
+				v = m.AloneRSSLoaded
+			}
+			return fmt.Sprintf("at rest; loaded %.0f B", v)
+		}
 		heap, rss := pick(sl)
 		heapDetail := fmt.Sprintf("%s; the stock kubernetes plugin %.0f B", describe(sl, heap, sl.GlobalHeap, span), sl.KubeHeap)
-		rssDetail := fmt.Sprintf("%s; the stock kubernetes plugin %.0f B", describe(sl, rss, sl.GlobalRSS, span), sl.KubeRSS)
+		rssDetail := fmt.Sprintf("%s, %s; the stock kubernetes plugin %.0f B", describe(sl, rss, sl.GlobalRSS, span), loaded(sl), sl.KubeRSS)
 		if l.Large != nil {
 			ls := l.LargeSlopes()
 			large := fmt.Sprintf("slope from %s to %s mirrored endpoints", thousands(last.Endpoints), thousands(l.Large.Endpoints))
 			heap, rss = pick(ls)
 			heapDetail = describe(ls, heap, ls.GlobalHeap, large) + "; " + heapDetail
-			rssDetail = describe(ls, rss, ls.GlobalRSS, large) + "; " + rssDetail
+			rssDetail = describe(ls, rss, ls.GlobalRSS, large) + ", " + loaded(ls) + "; " + rssDetail
 		}
 		fs = append(fs,
 			within("what global adds to CoreDNS's live heap per mirrored endpoint, Linkerd's full shape, up to 100,000 endpoints ≤ 200 B",

@@ -51,15 +51,27 @@ const (
 // RSSResult is CoreDNS's resident memory with the plugin off and on, one
 // sample per round each.
 type RSSResult struct {
-	Bases   int
-	Off, On []int64 // VmRSS bytes
-	OffHeap []float64
-	OnHeap  []float64 // live heap: go_memstats_heap_alloc_bytes after a forced GC
+	Bases int
+	// VmRSS bytes at rest: after two collections and restAfter, when the
+	// runtime has returned what the lists left (an idle process gets there
+	// by itself: the runtime forces a collection every 2 minutes).
+	Off, On []int64
+	// VmRSS bytes settle after the last names are answered, before any
+	// collection forced: the lists' garbage still counted.
+	OffLoaded, OnLoaded []int64
+	OffHeap             []float64
+	OnHeap              []float64 // live heap: go_memstats_heap_alloc_bytes after a forced GC
 	// Alone: CoreDNS with the global plugin alone.
 	Alone       []int64
+	AloneLoaded []int64
 	AloneHeap   []float64
 	SettleAfter time.Duration
 }
+
+// restAfter is how long the runtime's scavenger gets, after the forced
+// collections, to return the freed heap to the system (it returns tens of
+// megabytes a second, paced at 1% of the CPU).
+const restAfter = 10 * time.Second
 
 // RSS starts CoreDNS without and with the global plugin, alternately, rounds
 // times each; once a process answers the last base's names it waits settle
@@ -75,28 +87,41 @@ func (w World) RSS(ctx context.Context, dir string, bases, rounds int, settle ti
 			if err != nil {
 				return nil, err
 			}
-			rss, heap, err := w.loadedRSS(ctx, srv, last, block != "alone", settle, filepath.Join(dir, name+".heap"))
+			m, err := w.loadedRSS(ctx, srv, last, block != "alone", settle, filepath.Join(dir, name+".heap"))
 			srv.Stop()
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", name, err)
 			}
 			switch block {
 			case "on":
-				res.On, res.OnHeap = append(res.On, rss), append(res.OnHeap, heap)
+				res.On, res.OnLoaded, res.OnHeap = append(res.On, m.rest), append(res.OnLoaded, m.loaded), append(res.OnHeap, m.heap)
 			case "off":
-				res.Off, res.OffHeap = append(res.Off, rss), append(res.OffHeap, heap)
+				res.Off, res.OffLoaded, res.OffHeap = append(res.Off, m.rest), append(res.OffLoaded, m.loaded), append(res.OffHeap, m.heap)
 			default:
-				res.Alone, res.AloneHeap = append(res.Alone, rss), append(res.AloneHeap, heap)
+				res.Alone, res.AloneLoaded, res.AloneHeap = append(res.Alone, m.rest), append(res.AloneLoaded, m.loaded), append(res.AloneHeap, m.heap)
 			}
 		}
 	}
 	return res, nil
 }
 
-// loadedRSS samples srv's VmRSS and live heap once it answers the last
-// base's names (and, with kubernetes, a mirror's) and settle has passed,
-// and saves its heap profile to profile.
-func (w World) loadedRSS(ctx context.Context, srv *CoreDNS, last int, kubernetes bool, settle time.Duration, profile string) (int64, float64, error) {
+// rssSample is one CoreDNS's memory: VmRSS loaded and at rest, live heap.
+type rssSample struct {
+	loaded, rest int64
+	heap         float64
+}
+
+// loadedRSS samples srv's VmRSS once it answers the last base's names (and,
+// with kubernetes, a mirror's) and settle has passed; then its live heap
+// after a collection forced through pprof (saving its heap profile to
+// profile), and its VmRSS at rest, restAfter a second collection.
+//
+// Two: the runtime sets what its scavenger keeps from the heap in use when
+// a collection ends marking, before it sweeps, so after the first the lists'
+// garbage still counts; after the second only what is live and its spans'
+// slack do. An idle CoreDNS gets there by itself within 4 minutes.
+func (w World) loadedRSS(ctx context.Context, srv *CoreDNS, last int, kubernetes bool, settle time.Duration, profile string) (rssSample, error) {
+	var m rssSample
 	addr := srv.PortAddr("DNS_PORT")
 	// Global names come from the global plugin when on, from the controller's
 	// slices through the kubernetes plugin when off: either way all is listed.
@@ -109,28 +134,42 @@ func (w World) loadedRSS(ctx context.Context, srv *CoreDNS, last int, kubernetes
 	}
 	for _, probe := range probes {
 		if err := scenario.AwaitRecords(ctx, addr, probe.name, probe.records, 3*time.Minute); err != nil {
-			return 0, 0, err
+			return m, err
 		}
 	}
-	select {
-	case <-ctx.Done():
-		return 0, 0, ctx.Err()
-	case <-time.After(settle):
+	wait := func(d time.Duration) error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+			return nil
+		}
 	}
-	rss, err := vmRSS(srv.PID())
-	if err != nil {
-		return 0, 0, err
+	if err := wait(settle); err != nil {
+		return m, err
+	}
+	var err error
+	if m.loaded, err = vmRSS(srv.PID()); err != nil {
+		return m, err
 	}
 	// A heap profile with gc=1 runs a full collection first: after it the
 	// allocated heap is the live heap.
 	if err := fetch(ctx, srv.PprofURL+"/heap?gc=1", profile); err != nil {
-		return 0, 0, err
+		return m, err
 	}
 	s, err := run.Scrape(srv.MetricsURL)
 	if err != nil {
-		return 0, 0, err
+		return m, err
 	}
-	return rss, s.Sum("go_memstats_heap_alloc_bytes"), nil
+	m.heap = s.Sum("go_memstats_heap_alloc_bytes")
+	if err := fetch(ctx, srv.PprofURL+"/heap?gc=1", os.DevNull); err != nil {
+		return m, err
+	}
+	if err := wait(restAfter); err != nil {
+		return m, err
+	}
+	m.rest, err = vmRSS(srv.PID())
+	return m, err
 }
 
 // vmRSS reads VmRSS from /proc/<pid>/status, in bytes.
