@@ -60,6 +60,7 @@ type Feed struct {
 	synced   atomic.Bool
 	noStream atomic.Bool // the API server refused or ignored a streamed list
 	lists    atomic.Uint64
+	held     atomic.Uint64
 }
 
 // NewFeed is a Feed for client (which says whether lists may stream).
@@ -74,6 +75,10 @@ func (f *Feed) Streams() bool { return f.Stream && !f.noStream.Load() }
 
 // Lists is how many full lists have ended: the first and every relist.
 func (f *Feed) Lists() uint64 { return f.lists.Load() }
+
+// Held is how many objects the feed's sink held as they came, so that the
+// feed decoded no more of them than their names and versions.
+func (f *Feed) Held() uint64 { return f.held.Load() }
 
 // HasSynced reports whether the first list has ended.
 func (f *Feed) HasSynced() bool { return f.synced.Load() }
@@ -186,7 +191,9 @@ func (f *Feed) stream(ctx context.Context) (string, error) {
 		if events == 0 {
 			quiet.Stop()
 		}
-		if f.deliver(ev) {
+		if delivered, err := f.deliver(ev); err != nil {
+			return "", err
+		} else if delivered {
 			continue
 		}
 		switch ev.Type {
@@ -260,7 +267,11 @@ func (f *Feed) follow(ctx context.Context, rv string) error {
 		if !ok {
 			return nil // the watch gave up: list again
 		}
-		if f.deliver(ev) || ev.Type != watch.Error {
+		delivered, err := f.deliver(ev)
+		if err != nil {
+			return err
+		}
+		if delivered || ev.Type != watch.Error {
 			continue
 		}
 		if isGone(ev) {
@@ -270,17 +281,33 @@ func (f *Feed) follow(ctx context.Context, rv string) error {
 	}
 }
 
-// deliver hands an object's event to the sink, and reports whether it was one.
-func (f *Feed) deliver(ev watch.Event) bool {
+// deliver hands an object's event to the sink, and reports whether it was
+// one. An object still encoded (EncodedClient) is decoded first, unless it
+// is an update the sink holds as it is; one that cannot be decoded ends the
+// watch, as client-go's watch decoder does.
+func (f *Feed) deliver(ev watch.Event) (bool, error) {
 	switch ev.Type {
-	case watch.Added, watch.Modified:
-		f.Sink.Upsert(ev.Object)
-	case watch.Deleted:
-		f.Sink.Delete(ev.Object)
+	case watch.Added, watch.Modified, watch.Deleted:
 	default:
-		return false
+		return false, nil
 	}
-	return true
+	obj := ev.Object
+	if e, ok := obj.(*Encoded); ok {
+		if h, ok := f.Sink.(HeldSink); ok && ev.Type != watch.Deleted && h.Held(e.Namespace, e.Name, e.ResourceVersion) {
+			f.held.Add(1)
+			return true, nil
+		}
+		var err error
+		if obj, err = e.Decode(); err != nil {
+			return true, err
+		}
+	}
+	if ev.Type == watch.Deleted {
+		f.Sink.Delete(obj)
+	} else {
+		f.Sink.Upsert(obj)
+	}
+	return true, nil
 }
 
 // DoesNotStream reports whether client cannot stream lists: client-go's fakes.

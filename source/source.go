@@ -34,6 +34,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	discoveryv1client "k8s.io/client-go/kubernetes/typed/discovery/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -59,6 +62,12 @@ type Config struct {
 	// NoUIDs keeps no Service's UID, for a user that neither owns nor
 	// deletes anything by one (the plugin).
 	NoUIDs bool
+	// API, when set, is the configuration Client was made with: the feeds
+	// then watch with clients of their own that leave each object encoded
+	// until its sink says it does not hold it at the version sent
+	// (kubeclient.EncodedClient), so that a relist decodes only what
+	// changed.
+	API *rest.Config
 }
 
 // Handler is told about every base whose inputs may have changed.
@@ -105,11 +114,23 @@ func New(cfg Config) (*Source, error) {
 		namespaces = []string{metav1.NamespaceAll}
 	}
 	c := cfg.Client
+	core, discovery := c.CoreV1(), c.DiscoveryV1()
+	if cfg.API != nil {
+		coreREST, err := kubeclient.EncodedClient(cfg.API, corev1.SchemeGroupVersion, "/api", "Service")
+		if err != nil {
+			return nil, fmt.Errorf("source: %w", err)
+		}
+		discoveryREST, err := kubeclient.EncodedClient(cfg.API, discoveryv1.SchemeGroupVersion, "/apis", "EndpointSlice")
+		if err != nil {
+			return nil, fmt.Errorf("source: %w", err)
+		}
+		core, discovery = corev1client.New(coreREST), discoveryv1client.New(discoveryREST)
+	}
 	mirrorSel := labels.SelectorFromSet(labels.Set{aggregate.LabelMirroredService: "true"})
 	for _, ns := range namespaces {
 		svcs := &serviceSink{s: s}
 		s.serviceSinks[ns] = svcs
-		api := c.CoreV1().Services(ns)
+		api := core.Services(ns)
 		s.feeds = append(s.feeds, feed("services "+ns+" "+notEndpointMirrors, c, notEndpointMirrors, api.List, api.Watch, svcs))
 
 		selectors := []labels.Selector{mirrorSel}
@@ -119,7 +140,7 @@ func New(cfg Config) (*Source, error) {
 		for kind, sel := range selectors {
 			sink := newSliceSink(s, sel, ns, uint8(kind))
 			s.slices = append(s.slices, sink)
-			api := c.DiscoveryV1().EndpointSlices(ns)
+			api := discovery.EndpointSlices(ns)
 			s.feeds = append(s.feeds, feed("endpointslices "+ns+" "+sel.String(), c, sel.String(), api.List, api.Watch, sink))
 		}
 	}
@@ -186,6 +207,17 @@ func (s *Source) Lists() uint64 {
 		}
 	}
 	return least
+}
+
+// Held is how many objects the feeds delivered that the index held as they
+// came, decoding no more of them than their names and versions (with
+// Config.API).
+func (s *Source) Held() uint64 {
+	var n uint64
+	for _, f := range s.feeds {
+		n += f.Held()
+	}
+	return n
 }
 
 // Streaming reports whether every feed's lists stream.

@@ -39,13 +39,7 @@ func (k *serviceSink) Upsert(obj runtime.Object) {
 	s.mu.Lock()
 	id := nsName{svc.Namespace, svc.Name}
 	old := s.service(id.namespace, id.name)
-	if old != nil && unchanged(old.rv, svc.ResourceVersion) {
-		// A relist delivering it as it was: nothing to read again.
-		old.gen = k.gen
-		if sk, ok := s.skipped[id]; ok {
-			sk.gen = k.gen
-			s.skipped[id] = sk
-		}
+	if k.held(old, id, svc.ResourceVersion) {
 		s.mu.Unlock()
 		return
 	}
@@ -78,6 +72,28 @@ func (k *serviceSink) Upsert(obj runtime.Object) {
 	changed = s.serviceKeys(s.addService(cur), changed)
 	s.mu.Unlock()
 	s.notify(changed)
+}
+
+// Held implements kubeclient.HeldSink.
+func (k *serviceSink) Held(namespace, name, rv string) bool {
+	k.s.mu.Lock()
+	defer k.s.mu.Unlock()
+	return k.held(k.s.service(namespace, name), nsName{namespace, name}, rv)
+}
+
+// held reports whether old, the Service id held, is at version rv; if so,
+// the current list has delivered it. Called with the lock held.
+func (k *serviceSink) held(old *cachedService, id nsName, rv string) bool {
+	if old == nil || !unchanged(old.rv, rv) {
+		return false
+	}
+	// A relist delivering it as it was: nothing to read again.
+	old.gen = k.gen
+	if sk, ok := k.s.skipped[id]; ok {
+		sk.gen = k.gen
+		k.s.skipped[id] = sk
+	}
+	return true
 }
 
 func (k *serviceSink) Delete(obj runtime.Object) {
@@ -351,6 +367,21 @@ func (k *sliceSink) Upsert(obj runtime.Object) {
 	}
 	s.mu.Unlock()
 	s.notify(changed)
+}
+
+// Held implements kubeclient.HeldSink: whether this feed holds member slice
+// namespace/name at version rv (an endpoint mirror's slice keeps no
+// version: it is always decoded). The same version carries the same labels,
+// so it is held where they say.
+func (k *sliceSink) Held(namespace, name, rv string) bool {
+	k.s.mu.Lock()
+	defer k.s.mu.Unlock()
+	e, _, i := k.findMember(namespace, name, "")
+	if e == nil || !unchanged(e.members[i].rv, rv) {
+		return false
+	}
+	e.members[i].gen = k.gen // a relist delivering it as it was
+	return true
 }
 
 // insertMirror inserts m into l at i. A short list grows by one, where

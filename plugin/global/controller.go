@@ -326,6 +326,7 @@ func newFromClient(cfg *config, client kubernetes.Interface) (*Global, error) {
 		Suffix:        cfg.suffix,
 		LocalSelector: cfg.localSelector,
 		NoUIDs:        true, // the plugin owns and deletes nothing
+		API:           cfg.api,
 	})
 	if err != nil {
 		return nil, err

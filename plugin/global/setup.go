@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -46,6 +47,7 @@ func setup(c *caddy.Controller) error {
 	if err != nil {
 		return plugin.Error(pluginName, fmt.Errorf("kubernetes client: %w", err))
 	}
+	cfg.api = rc
 	g, err := newFromClient(cfg, client)
 	if err != nil {
 		return plugin.Error(pluginName, err)
@@ -91,6 +93,9 @@ type config struct {
 	suffix     string
 	kubeconfig string
 	context    string
+	// api is the configuration the client was made with, for the feeds'
+	// own clients (source.Config.API); nil with a fake client.
+	api *rest.Config
 	// clientConfig loads the kubeconfig when the client is made; nil: the
 	// in-cluster configuration.
 	clientConfig clientcmd.ClientConfig

@@ -51,7 +51,9 @@ func create(t *testing.T, c kubernetes.Interface, objs ...any) {
 func startSource(t *testing.T, c kubernetes.Interface, paged bool) *source.Source {
 	t.Helper()
 	sel, _ := labels.Parse(aggregate.DefaultLocalSelector)
-	src, err := source.New(source.Config{Client: c, Namespaces: []string{ns}, LocalSelector: sel, PagedLists: paged})
+	// API: the feeds' own clients, which leave watched objects encoded
+	// until the index says it does not hold them.
+	src, err := source.New(source.Config{Client: c, API: env.Cluster("source").Config, Namespaces: []string{ns}, LocalSelector: sel, PagedLists: paged})
 	if err != nil {
 		t.Fatal(err)
 	}

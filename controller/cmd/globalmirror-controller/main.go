@@ -100,6 +100,7 @@ func serve(ctx context.Context, opts options.Options, log *slog.Logger) error {
 		Namespaces:    opts.Namespaces,
 		Suffix:        opts.Suffix,
 		LocalSelector: opts.Selector(),
+		API:           cfg,
 	})
 	if err != nil {
 		return err
