@@ -48,6 +48,8 @@ type RelistResult struct {
 	SteadyLive, PeakLive float64
 	SteadyRSS, PeakRSS   int64
 	Samples              int
+	// Collections from the fault to the end of sampling.
+	Collections int
 	// Queries asked for the last global during the fault, and those not
 	// answered with all its records.
 	Queries, Wrong int
@@ -90,6 +92,7 @@ func (w World) Relist(ctx context.Context, dir string, cluster *localkube.Cluste
 type memSample struct {
 	live float64
 	rss  int64
+	gcs  float64 // collections so far
 }
 
 // relistOnce measures one fault; profile gets the heap profile once the
@@ -123,7 +126,7 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 			return memSample{}, err
 		}
 		rss, err := vmRSS(srv.PID())
-		return memSample{live: s.Sum("go_memstats_next_gc_bytes") / 2, rss: rss}, err
+		return memSample{live: s.Sum("go_memstats_next_gc_bytes") / 2, rss: rss, gcs: s.Sum("go_gc_duration_seconds_count")}, err
 	}
 	window := func(d time.Duration) ([]memSample, error) {
 		var got []memSample
@@ -207,6 +210,9 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 		res.PeakLive = max(res.PeakLive, m.live)
 		res.PeakRSS = max(res.PeakRSS, m.rss)
 	}
+	if len(during) > 0 {
+		res.Collections = int(during[len(during)-1].gcs - steady[len(steady)-1].gcs)
+	}
 	return res, nil
 }
 
@@ -239,13 +245,15 @@ func ReportRelist(out io.Writer, rs []RelistResult) {
 	p := func(format string, a ...any) { fmt.Fprintf(out, format, a...) }
 	p("\nThrough API server faults, each block alone in its CoreDNS (live heap as of the last collection, go_memstats_next_gc_bytes ÷ 2, " +
 		"and VmRSS, sampled at 5 Hz; steady: medians over the 10 s before the fault, which start with a collection forced through pprof; peak: the largest from the fault to 30 s after the API server is back; " +
-		"a client asked for the last global every 20 ms throughout; nothing else is asked of the process while it is sampled; a heap profile is saved after, relist-<block>-<fault>-after.heap in the work directory):\n\n")
-	p("| block | fault | live heap steady | peak | peak ÷ steady | RSS steady | peak | peak ÷ steady | queries | not answered in full |\n")
-	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		"a client asked for the last global every 20 ms throughout; nothing else is asked of the process while it is sampled; " +
+		"collections: how many ran from the fault to the end, each counting as live what was allocated while it marked; " +
+		"allocation profiles are saved before and after, and a heap profile after, relist-<block>-<fault>-{before,after}.allocs and -after.heap in the work directory):\n\n")
+	p("| block | fault | live heap steady | peak | peak ÷ steady | RSS steady | peak | peak ÷ steady | collections | queries | not answered in full |\n")
+	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range slices.Clone(rs) {
-		p("| `%s` | %s | %s | %s | %.2f× | %s | %s | %.2f× | %d | %d |\n", r.Block, faultName(r.Fault),
+		p("| `%s` | %s | %s | %s | %.2f× | %s | %s | %.2f× | %d | %d | %d |\n", r.Block, faultName(r.Fault),
 			mib(r.SteadyLive), mib(r.PeakLive), r.PeakLive/r.SteadyLive,
-			mib(float64(r.SteadyRSS)), mib(float64(r.PeakRSS)), float64(r.PeakRSS)/float64(r.SteadyRSS), r.Queries, r.Wrong)
+			mib(float64(r.SteadyRSS)), mib(float64(r.PeakRSS)), float64(r.PeakRSS)/float64(r.SteadyRSS), r.Collections, r.Queries, r.Wrong)
 	}
 }
 
