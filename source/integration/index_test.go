@@ -29,6 +29,8 @@ func TestMain(m *testing.M) { os.Exit(localkube.Main(m, &env, "source")) }
 
 const ns = "index"
 
+// create creates fixture objects (Services, EndpointSlices) in their
+// namespaces.
 func create(t *testing.T, c kubernetes.Interface, objs ...any) {
 	t.Helper()
 	ctx := context.Background()
@@ -37,10 +39,10 @@ func create(t *testing.T, c kubernetes.Interface, objs ...any) {
 		switch o := o.(type) {
 		case *corev1.Service:
 			o.UID, o.ResourceVersion = "", ""
-			_, err = c.CoreV1().Services(ns).Create(ctx, o, metav1.CreateOptions{})
+			_, err = c.CoreV1().Services(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 		case *discoveryv1.EndpointSlice:
 			o.UID, o.ResourceVersion = "", ""
-			_, err = c.DiscoveryV1().EndpointSlices(ns).Create(ctx, o, metav1.CreateOptions{})
+			_, err = c.DiscoveryV1().EndpointSlices(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -60,49 +60,23 @@ func TestRelistOfAnUnchangedWorldTellsNoOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	peer := fixture.Port{Name: "peer", Port: 7000, Protocol: corev1.ProtocolTCP}
-	in := func(o any) any {
-		switch o := o.(type) {
-		case *corev1.Service:
-			o.Namespace = ns
-		case *discoveryv1.EndpointSlice:
-			o.Namespace = ns
-		}
-		return o
-	}
-	createIn := func(objs ...any) {
-		t.Helper()
-		for _, o := range objs {
-			var err error
-			switch o := in(o).(type) {
-			case *corev1.Service:
-				o.UID, o.ResourceVersion = "", ""
-				_, err = c.CoreV1().Services(ns).Create(ctx, o, metav1.CreateOptions{})
-			case *discoveryv1.EndpointSlice:
-				o.UID, o.ResourceVersion = "", ""
-				_, err = c.DiscoveryV1().EndpointSlices(ns).Create(ctx, o, metav1.CreateOptions{})
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	// Linkerd's full shape for two bases in two clusters, local services,
 	// and a global Service as the controller writes it.
 	base := func(name string) {
 		local := fixture.LocalService(ns, name, peer)
-		createIn(local, fixture.Slice(local, name+"-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready(name+"-0", "10.0.0.1")))
+		create(t, c, local, fixture.Slice(local, name+"-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready(name+"-0", "10.0.0.1")))
 		for _, cl := range []string{"east", "west"} {
 			mirror := fixture.HeadlessMirror(ns, name, cl, peer)
-			createIn(mirror, fixture.Slice(mirror, mirror.Name+"-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer),
+			create(t, c, mirror, fixture.Slice(mirror, mirror.Name+"-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer),
 				fixture.Ready(name+"-0", "10.1.0.1"), fixture.Ready(name+"-1", "10.1.0.2")))
 			for i, up := range []bool{true, false} {
 				svc, sl := fixture.EndpointMirror(ns, fmt.Sprintf("%s-%d-%s", name, i, cl), cl, mirror.Name, up)
 				svc.Spec.ClusterIP = ""
-				createIn(svc, sl)
+				create(t, c, svc, sl)
 			}
 		}
 		global := fixture.Service(ns, name+aggregate.DefaultSuffix, map[string]string{aggregate.LabelManagedBy: aggregate.ManagedBy}, corev1.ClusterIPNone, peer)
-		createIn(global)
+		create(t, c, global)
 	}
 	base("db")
 	base("kafka")
@@ -149,9 +123,9 @@ func TestRelistOfAnUnchangedWorldTellsNoOne(t *testing.T) {
 	// Once back, a change to one base in each feed (a Service; a mirror's
 	// slice; a local slice) after the relists: the others must stay untold.
 	probe := fixture.HeadlessMirror(ns, "probe", "east", peer)
-	createIn(probe, fixture.Slice(probe, "probe-east-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("probe-0", "10.2.0.1")))
+	create(t, c, probe, fixture.Slice(probe, "probe-east-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("probe-0", "10.2.0.1")))
 	localProbe := fixture.LocalService(ns, "probe", peer)
-	createIn(localProbe, fixture.Slice(localProbe, "probe-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("probe-0", "10.0.0.9")))
+	create(t, c, localProbe, fixture.Slice(localProbe, "probe-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("probe-0", "10.0.0.9")))
 	probeKey := source.Key{Namespace: ns, Base: "probe"}
 	if err := await.Poll(ctx, 30*time.Second, 20*time.Millisecond, func(context.Context) string {
 		if n := src.Lists(); n <= lists {
