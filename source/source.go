@@ -209,6 +209,10 @@ func (s *Source) Lists() uint64 {
 	return least
 }
 
+// Encoded reports whether the feeds watch with clients that leave objects
+// encoded until their sink says it does not hold them (Config.API).
+func (s *Source) Encoded() bool { return s.cfg.API != nil }
+
 // Held is how many objects the feeds delivered that the index held as they
 // came, decoding no more of them than their names and versions (with
 // Config.API).
