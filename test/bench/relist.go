@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -113,11 +112,11 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 	case <-time.After(10 * time.Second):
 	}
 	// What it allocated until now, so that what the fault made it allocate
-	// can be read later (go tool pprof -base).
-	if err := fetch(ctx, srv.PprofURL+"/allocs", strings.TrimSuffix(profile, "-after.heap")+"-before.allocs"); err != nil {
-		return nil, err
-	}
-	if err := fetch(ctx, srv.PprofURL+"/heap?gc=1", os.DevNull); err != nil {
+	// can be read later (go tool pprof -base). gc=1 collects first: a
+	// profile holds what was allocated up to the last collection, and
+	// without one the first build's last allocations would count as the
+	// fault's.
+	if err := fetch(ctx, srv.PprofURL+"/allocs?gc=1", strings.TrimSuffix(profile, "-after.heap")+"-before.allocs"); err != nil {
 		return nil, err
 	}
 	sample := func() (memSample, error) {
@@ -199,7 +198,7 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 		return nil, faultErr
 	}
 	_ = fetch(ctx, srv.PprofURL+"/heap", profile) // what it holds after, for reading later
-	_ = fetch(ctx, srv.PprofURL+"/allocs", strings.TrimSuffix(profile, "-after.heap")+"-after.allocs")
+	_ = fetch(ctx, srv.PprofURL+"/allocs?gc=1", strings.TrimSuffix(profile, "-after.heap")+"-after.allocs")
 	if sampleErr != nil {
 		return nil, sampleErr
 	}
