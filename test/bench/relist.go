@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -112,11 +113,8 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 	case <-time.After(10 * time.Second):
 	}
 	// What it allocated until now, so that what the fault made it allocate
-	// can be read later (go tool pprof -base). gc=1 collects first: a
-	// profile holds what was allocated up to the last collection, and
-	// without one the first build's last allocations would count as the
-	// fault's.
-	if err := fetch(ctx, srv.PprofURL+"/allocs?gc=1", strings.TrimSuffix(profile, "-after.heap")+"-before.allocs"); err != nil {
+	// can be read later (go tool pprof -base).
+	if err := allocsProfile(ctx, srv, strings.TrimSuffix(profile, "-after.heap")+"-before.allocs"); err != nil {
 		return nil, err
 	}
 	sample := func() (memSample, error) {
@@ -198,7 +196,7 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 		return nil, faultErr
 	}
 	_ = fetch(ctx, srv.PprofURL+"/heap", profile) // what it holds after, for reading later
-	_ = fetch(ctx, srv.PprofURL+"/allocs?gc=1", strings.TrimSuffix(profile, "-after.heap")+"-after.allocs")
+	_ = allocsProfile(ctx, srv, strings.TrimSuffix(profile, "-after.heap")+"-after.allocs")
 	if sampleErr != nil {
 		return nil, sampleErr
 	}
@@ -213,6 +211,17 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 		res.Collections = int(during[len(during)-1].gcs - steady[len(steady)-1].gcs)
 	}
 	return res, nil
+}
+
+// allocsProfile saves srv's allocation profile to path after two
+// collections: the runtime publishes a profile up to two collections old,
+// so with fewer the first build's last allocations counted as the fault's.
+// The collections also start the steady window clean.
+func allocsProfile(ctx context.Context, srv *CoreDNS, path string) error {
+	if err := fetch(ctx, srv.PprofURL+"/heap?gc=1", os.DevNull); err != nil {
+		return err
+	}
+	return fetch(ctx, srv.PprofURL+"/allocs?gc=1", path)
 }
 
 // apiFault restarts the API server; for "compaction", after etcd compacted
