@@ -345,8 +345,7 @@ func (k *sliceSink) Upsert(obj runtime.Object) {
 	var old *cachedSlice
 	if e != nil {
 		old = e.members[i]
-		if held == service && unchanged(old.rv, sl.ResourceVersion) {
-			old.gen = k.gen // a relist delivering it as it was
+		if held == service && k.heldAt(old, sl.ResourceVersion) {
 			s.mu.Unlock()
 			return
 		}
@@ -377,10 +376,16 @@ func (k *sliceSink) Held(namespace, name, rv string) bool {
 	k.s.mu.Lock()
 	defer k.s.mu.Unlock()
 	e, _, i := k.findMember(namespace, name, "")
-	if e == nil || !unchanged(e.members[i].rv, rv) {
+	return e != nil && k.heldAt(e.members[i], rv)
+}
+
+// heldAt reports whether member slice m is held at version rv; if so, the
+// current list has delivered it. Called with the lock held.
+func (k *sliceSink) heldAt(m *cachedSlice, rv string) bool {
+	if !unchanged(m.rv, rv) {
 		return false
 	}
-	e.members[i].gen = k.gen // a relist delivering it as it was
+	m.gen = k.gen // a relist delivering it as it was
 	return true
 }
 
