@@ -228,10 +228,8 @@ func (res *LinkerdMemoryResult) LargeSlopes() MemorySlopes {
 // controllerMemory is a converged controller's live heap as of its last
 // collection and its VmRSS, 10 s after it converged.
 func controllerMemory(ctx context.Context, ctrl *run.Controller) (float64, int64, error) {
-	select {
-	case <-ctx.Done():
-		return 0, 0, ctx.Err()
-	case <-time.After(10 * time.Second):
+	if err := pause(ctx, 10*time.Second); err != nil {
+		return 0, 0, err
 	}
 	s, err := run.Scrape(ctrl.BaseURL + "/metrics")
 	if err != nil {

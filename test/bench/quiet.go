@@ -121,10 +121,8 @@ func WaitQuiet(ctx context.Context, limit float64, window, max time.Duration) (Q
 		}
 		p0, _ := processes()
 		w0 := time.Now()
-		select {
-		case <-ctx.Done():
-			return QuietResult{}, ctx.Err()
-		case <-time.After(window):
+		if err := pause(ctx, window); err != nil {
+			return QuietResult{}, err
 		}
 		t1, err := cpuTicks()
 		if err != nil {

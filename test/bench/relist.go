@@ -107,10 +107,8 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 	}
 	// Let the list's garbage go before the steady window, and collect it:
 	// until the next collection, the heap goal still counts it.
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-time.After(10 * time.Second):
+	if err := pause(ctx, 10*time.Second); err != nil {
+		return nil, err
 	}
 	// What it allocated until now, so that what the fault made it allocate
 	// can be read later (go tool pprof -base).
@@ -133,10 +131,8 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 				return nil, err
 			}
 			got = append(got, m)
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(relistSample):
+			if err := pause(ctx, relistSample); err != nil {
+				return nil, err
 			}
 		}
 		return got, nil

@@ -137,15 +137,7 @@ func (w World) loadedRSS(ctx context.Context, srv *CoreDNS, last int, kubernetes
 			return m, err
 		}
 	}
-	wait := func(d time.Duration) error {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(d):
-			return nil
-		}
-	}
-	if err := wait(settle); err != nil {
+	if err := pause(ctx, settle); err != nil {
 		return m, err
 	}
 	var err error
@@ -165,7 +157,7 @@ func (w World) loadedRSS(ctx context.Context, srv *CoreDNS, last int, kubernetes
 	if err := fetch(ctx, srv.PprofURL+"/heap?gc=1", os.DevNull); err != nil {
 		return m, err
 	}
-	if err := wait(restAfter); err != nil {
+	if err := pause(ctx, restAfter); err != nil {
 		return m, err
 	}
 	m.rest, err = vmRSS(srv.PID())
@@ -189,4 +181,14 @@ func vmRSS(pid int) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+}
+
+// pause waits d, or until ctx is done.
+func pause(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
 }

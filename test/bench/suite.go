@@ -297,10 +297,8 @@ func (w World) throughputStep(ctx context.Context, cfg Config, n int, env []stri
 func (w World) controllerChecks(ctx context.Context, cfg Config, client kubernetes.Interface, ctrl *run.Controller, srv *CoreDNS, idleFrom time.Time, base Writes, res *Results) error {
 	if rest := cfg.Idle - time.Since(idleFrom); rest > 0 {
 		cfg.Log("controller idle: %v more", rest.Round(time.Second))
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(rest):
+		if err := pause(ctx, rest); err != nil {
+			return err
 		}
 	}
 	idle, err := ControllerWrites(ctrl)
