@@ -1,11 +1,8 @@
 package kubeclient
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 
-	"google.golang.org/protobuf/encoding/protowire"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -30,7 +27,13 @@ type Encoded struct {
 	metav1.ObjectMeta // Namespace, Name and ResourceVersion only
 
 	raw     []byte
+	meta    []byte // raw's ObjectMeta, for Peeked's labels
 	decoder runtime.Decoder
+}
+
+// Peeked is what a HeldSink reads of it.
+func (e *Encoded) Peeked() *Peeked {
+	return &Peeked{Namespace: e.Namespace, Name: e.Name, ResourceVersion: e.ResourceVersion, meta: e.meta}
 }
 
 // Decode decodes the object in full.
@@ -44,20 +47,20 @@ func (e *Encoded) Decode() (runtime.Object, error) {
 
 // DeepCopyObject implements runtime.Object.
 func (e *Encoded) DeepCopyObject() runtime.Object {
-	c := &Encoded{TypeMeta: e.TypeMeta, raw: e.raw, decoder: e.decoder}
+	c := &Encoded{TypeMeta: e.TypeMeta, raw: e.raw, meta: e.meta, decoder: e.decoder}
 	e.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
 	return c
 }
 
-// HeldSink is a Sink that can tell, from an object's name and version
-// alone, that it holds the object as it is.
+// HeldSink is a Sink that can tell, from an object's name, version and
+// labels alone, that it holds the object as it is.
 type HeldSink interface {
 	Sink
-	// Held reports whether the sink holds namespace/name at
+	// Held reports whether the sink holds the object at its
 	// resourceVersion; if so it counts the object as delivered again (as
 	// Upsert would an object it holds as it is), and the feed decodes
-	// nothing more of it.
-	Held(namespace, name, resourceVersion string) bool
+	// nothing more of it. It keeps none of p's strings (see Peeked).
+	Held(p *Peeked) bool
 }
 
 // EncodedClient is a REST client of group version gv (at apiPath: "/api"
@@ -96,108 +99,12 @@ func (d encodedDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, i
 	// A watch's events come with into nil; a list's, a get's, into the
 	// typed object asked for.
 	if into == nil {
-		if m, ok, _ := peekMeta(data, d.kind); ok && m.name != "" && m.resourceVersion != "" {
-			e := &Encoded{raw: data, decoder: d.Decoder}
+		if p, ok, _ := peekMeta(data, d.kind, false); ok && p.Name != "" && p.ResourceVersion != "" {
+			e := &Encoded{raw: data, meta: p.meta, decoder: d.Decoder}
 			e.Kind = d.kind
-			e.Namespace, e.Name, e.ResourceVersion = m.namespace, m.name, m.resourceVersion
+			e.Namespace, e.Name, e.ResourceVersion = p.Namespace, p.Name, p.ResourceVersion
 			return e, nil, nil
 		}
 	}
 	return d.Decoder.Decode(data, defaults, into)
-}
-
-// protobufMagic starts every object Kubernetes encodes in protobuf, before
-// the runtime.Unknown that carries its type and bytes.
-var protobufMagic = []byte{0x6b, 0x38, 0x73, 0x00}
-
-// Field numbers, from k8s.io/apimachinery's generated.proto files.
-const (
-	unknownTypeMeta        = 1 // runtime.Unknown
-	unknownRaw             = 2
-	unknownContentEncoding = 3
-	typeMetaKind           = 2 // runtime.TypeMeta
-	objectMetadata         = 1 // every object's metadata is its field 1
-	metaName               = 1 // metav1.ObjectMeta
-	metaNamespace          = 3
-	metaResourceVersion    = 6
-)
-
-type peeked struct{ namespace, name, resourceVersion string }
-
-var errNotProtobuf = errors.New("not a Kubernetes protobuf object")
-
-// peekMeta reads the namespace, name and resourceVersion of an encoded
-// object of kind, and nothing else; ok is false for any other kind.
-func peekMeta(data []byte, kind string) (m peeked, ok bool, err error) {
-	rest, found := bytes.CutPrefix(data, protobufMagic)
-	if !found {
-		return m, false, errNotProtobuf
-	}
-	var raw []byte
-	err = eachField(rest, func(num protowire.Number, v []byte) error {
-		switch num {
-		case unknownTypeMeta:
-			return eachField(v, func(num protowire.Number, v []byte) error {
-				if num == typeMetaKind {
-					ok = string(v) == kind
-				}
-				return nil
-			})
-		case unknownRaw:
-			raw = v
-		case unknownContentEncoding:
-			if len(v) > 0 {
-				return errNotProtobuf
-			}
-		}
-		return nil
-	})
-	if err != nil || !ok {
-		return m, false, err
-	}
-	err = eachField(raw, func(num protowire.Number, v []byte) error {
-		if num != objectMetadata {
-			return nil
-		}
-		return eachField(v, func(num protowire.Number, v []byte) error {
-			switch num {
-			case metaName:
-				m.name = string(v)
-			case metaNamespace:
-				m.namespace = string(v)
-			case metaResourceVersion:
-				m.resourceVersion = string(v)
-			}
-			return nil
-		})
-	})
-	return m, err == nil, err
-}
-
-// eachField calls f with each length-delimited field of the message b
-// (strings, bytes, messages); it skips the others.
-func eachField(b []byte, f func(protowire.Number, []byte) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		if typ != protowire.BytesType {
-			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return protowire.ParseError(n)
-			}
-			b = b[n:]
-			continue
-		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		if err := f(num, v); err != nil {
-			return err
-		}
-	}
-	return nil
 }

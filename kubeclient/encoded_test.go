@@ -95,11 +95,11 @@ func TestWhatIsNotAWatchedObjectOfTheKindIsDecodedAsUsual(t *testing.T) {
 		t.Errorf("decoded into %+v (%v), want the Service in full", into, err)
 	}
 	// Not protobuf, or broken: decoded as usual, which fails where it should.
-	if _, ok, err := peekMeta([]byte(`{"kind":"Service"}`), "Service"); ok || err == nil {
+	if _, ok, err := peekMeta([]byte(`{"kind":"Service"}`), "Service", false); ok || err == nil {
 		t.Error("JSON peeked as protobuf")
 	}
 	data := protobufOf(t, svc)
-	if _, ok, err := peekMeta(data[:len(data)/2], "Service"); ok || err == nil {
+	if _, ok, err := peekMeta(data[:len(data)/2], "Service", false); ok || err == nil {
 		t.Error("a truncated object peeked without an error")
 	}
 	if _, err := runtime.Decode(dec, data[:len(data)/2]); err == nil {
@@ -113,9 +113,9 @@ type heldSink struct {
 	holds map[string]bool // name@rv
 }
 
-func (h *heldSink) Held(_, name, rv string) bool {
-	if h.holds[name+"@"+rv] {
-		h.add("held " + name + "@" + rv)
+func (h *heldSink) Held(p *Peeked) bool {
+	if h.holds[p.Name+"@"+p.ResourceVersion] {
+		h.add("held " + p.Name + "@" + p.ResourceVersion)
 		return true
 	}
 	return false

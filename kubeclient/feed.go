@@ -45,7 +45,10 @@ type Sink interface {
 // readers answer from the last good state throughout. The watch resumes from
 // the last version it delivered when it ends (RetryWatcher: an API server
 // restarting closes every watch); only when that version is gone (410) does
-// the feed list again.
+// the feed list again. A sink that can tell from an object's name and
+// version that it holds it (HeldSink) is spared decoding it again: the feed
+// reads a streamed list's frames itself where it can (Frames), and what the
+// sink holds then costs no allocation at all.
 type Feed struct {
 	// Name says which feed, in logs.
 	Name  string
@@ -56,11 +59,33 @@ type Feed struct {
 	Stream bool
 	// PageSize is the size of a list's pages when it cannot stream.
 	PageSize int64
+	// Frames, when set, opens the watches of streamed lists, whose frames
+	// the feed reads itself (see frames.go).
+	Frames *Frames
+	// Counters count what the feed does, for a process's metrics.
+	Counters Counters
 
 	synced   atomic.Bool
 	noStream atomic.Bool // the API server refused or ignored a streamed list
+	noFrames atomic.Bool // a streamed list was not in protobuf frames
 	lists    atomic.Uint64
 	held     atomic.Uint64
+}
+
+// Counters are a feed's counters in a process's metrics (Prometheus
+// counters); nil ones count nothing. Counting allocates nothing.
+type Counters struct {
+	// Lists counts full lists ended: the first, and every relist.
+	Lists interface{ Inc() }
+	// Held counts objects sent at the version the sink held, which the
+	// feed therefore decoded no further (HeldSink).
+	Held interface{ Inc() }
+}
+
+func count(c interface{ Inc() }) {
+	if c != nil {
+		c.Inc()
+	}
 }
 
 // NewFeed is a Feed for client (which says whether lists may stream).
@@ -72,6 +97,10 @@ func NewFeed(name string, client any, list ListFunc, watchFn WatchFunc, sink Sin
 // Streams reports whether the feed's lists stream (the last one did, or
 // none has been tried).
 func (f *Feed) Streams() bool { return f.Stream && !f.noStream.Load() }
+
+// ReadsFrames reports whether the feed reads its streamed lists' frames
+// itself (Frames), as it does unless a stream was not in frames.
+func (f *Feed) ReadsFrames() bool { return f.Streams() && f.Frames != nil && !f.noFrames.Load() }
 
 // Lists is how many full lists have ended: the first and every relist.
 func (f *Feed) Lists() uint64 { return f.lists.Load() }
@@ -109,6 +138,7 @@ func (f *Feed) Run(ctx context.Context) {
 		wait := retry
 		if err == nil {
 			f.lists.Add(1)
+			count(f.Counters.Lists)
 			f.synced.Store(true)
 			retry = listRetry()
 			start := time.Now()
@@ -146,7 +176,17 @@ func relistWait() *wait.Backoff {
 // list delivers every object as a full list and returns its version.
 func (f *Feed) list(ctx context.Context) (string, error) {
 	if f.Stream && !f.noStream.Load() {
-		rv, err := f.stream(ctx)
+		var rv string
+		var err error
+		if f.Frames != nil && !f.noFrames.Load() {
+			if rv, err = f.streamFrames(ctx); errors.Is(err, errNotFrames) {
+				klog.InfoS("Reading streamed lists through client-go's watch instead", "feed", f.Name, "reason", err)
+				f.noFrames.Store(true)
+				rv, err = f.stream(ctx)
+			}
+		} else {
+			rv, err = f.stream(ctx)
+		}
 		if !errors.Is(err, errStreamUnsupported) {
 			return rv, err
 		}
@@ -156,20 +196,30 @@ func (f *Feed) list(ctx context.Context) (string, error) {
 	return f.pages(ctx)
 }
 
+// streamedList are the options of a watch that sends the objects first,
+// then a bookmark marking the end of the list.
+func streamedList() metav1.ListOptions {
+	yes := true
+	return metav1.ListOptions{SendInitialEvents: &yes, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true}
+}
+
+// streamRefused is the error of a streamed list's watch that failed:
+// errStreamUnsupported where the API server refused its options.
+func streamRefused(err error) error {
+	if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+		return fmt.Errorf("%w: %v", errStreamUnsupported, err)
+	}
+	return err
+}
+
 // stream lists through a watch that sends the objects first, then a
 // bookmark marking the end of the list.
 func (f *Feed) stream(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	yes := true
-	w, err := f.Watch(ctx, metav1.ListOptions{
-		SendInitialEvents: &yes, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true,
-	})
-	if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
-		return "", fmt.Errorf("%w: %v", errStreamUnsupported, err)
-	}
+	w, err := f.Watch(ctx, streamedList())
 	if err != nil {
-		return "", err
+		return "", streamRefused(err)
 	}
 	defer w.Stop()
 	f.Sink.Listing()
@@ -196,18 +246,11 @@ func (f *Feed) stream(ctx context.Context) (string, error) {
 		} else if delivered {
 			continue
 		}
-		switch ev.Type {
-		case watch.Bookmark:
-			m, err := meta.Accessor(ev.Object)
-			if err != nil {
-				return "", err
-			}
-			if m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
-				f.Sink.Listed()
-				return m.GetResourceVersion(), nil
-			}
-		case watch.Error:
-			return "", apierrors.FromObject(ev.Object)
+		if rv, end, err := endOfList(ev); err != nil {
+			return "", err
+		} else if end {
+			f.Sink.Listed()
+			return rv, nil
 		}
 	}
 }
@@ -293,8 +336,9 @@ func (f *Feed) deliver(ev watch.Event) (bool, error) {
 	}
 	obj := ev.Object
 	if e, ok := obj.(*Encoded); ok {
-		if h, ok := f.Sink.(HeldSink); ok && ev.Type != watch.Deleted && h.Held(e.Namespace, e.Name, e.ResourceVersion) {
+		if h, ok := f.Sink.(HeldSink); ok && ev.Type != watch.Deleted && h.Held(e.Peeked()) {
 			f.held.Add(1)
+			count(f.Counters.Held)
 			return true, nil
 		}
 		var err error

@@ -560,13 +560,16 @@ func (c *cachedSlice) slice(service string) *discoveryv1.EndpointSlice {
 // Service it belongs to and whether any endpoint is ready, all that
 // readiness reads of it (aggregate.MirrorEndpointReady). Names are held as
 // hashes (nameHash): an endpoint mirror is looked up by the name its
-// headless mirror's endpoint gives it, never listed. 16 bytes, the bulk of
+// headless mirror's endpoint gives it, never listed. 24 bytes, the bulk of
 // a large world's index: each hash gives up its low bits to what else is
 // held (a list, not a map: a map of a few entries costs several times
-// their size).
+// their size). Its version lets a relist skip all of it that is as it was
+// (kubeclient.HeldSink): one relist's garbage would cost more than the
+// version does.
 type mirrorSlice struct {
 	key     uint64 // the slice's name hashed; the low bit, its feed's kind
 	service uint64 // its kubernetes.io/service-name hashed; the low two bits, its flags
+	rv      version
 }
 
 // The flags in a mirrorSlice's service.
@@ -583,8 +586,8 @@ func mirrorKey(name uint64, kind uint8) uint64 { return name&^1 | uint64(kind&1)
 // mirrorService is the service hash a mirrorSlice holds for a name's hash.
 func mirrorService(name uint64) uint64 { return name &^ mirrorFlags }
 
-func newMirrorSlice(name, service uint64, kind uint8, ready bool) mirrorSlice {
-	m := mirrorSlice{key: mirrorKey(name, kind), service: mirrorService(service) | mirrorFreshFlag}
+func newMirrorSlice(name, service uint64, kind uint8, ready bool, rv version) mirrorSlice {
+	m := mirrorSlice{key: mirrorKey(name, kind), service: mirrorService(service) | mirrorFreshFlag, rv: rv}
 	if ready {
 		m.service |= mirrorReadyFlag
 	}
@@ -595,6 +598,12 @@ func (m mirrorSlice) feed() uint8         { return uint8(m.key & 1) }
 func (m mirrorSlice) serviceHash() uint64 { return mirrorService(m.service) }
 func (m mirrorSlice) ready() bool         { return m.service&mirrorReadyFlag != 0 }
 func (m mirrorSlice) fresh() bool         { return m.service&mirrorFreshFlag != 0 }
+
+// sameAs reports whether m and o say the same, whatever their versions and
+// freshness.
+func (m mirrorSlice) sameAs(o mirrorSlice) bool {
+	return m.key == o.key && m.serviceHash() == o.serviceHash() && m.ready() == o.ready()
+}
 
 func (m mirrorSlice) withFresh(fresh bool) mirrorSlice {
 	m.service &^= mirrorFreshFlag

@@ -63,11 +63,15 @@ type Config struct {
 	// deletes anything by one (the plugin).
 	NoUIDs bool
 	// API, when set, is the configuration Client was made with: the feeds
-	// then watch with clients of their own that leave each object encoded
-	// until its sink says it does not hold it at the version sent
-	// (kubeclient.EncodedClient), so that a relist decodes only what
-	// changed.
+	// then read their streamed lists' frames themselves (kubeclient.Frames)
+	// and watch with clients that leave each object encoded
+	// (kubeclient.EncodedClient), and ask their sinks whether they hold an
+	// object at the version sent before they decode it, so that a relist
+	// decodes only what changed, and makes no garbage for the rest.
 	API *rest.Config
+	// Counters, when set, are the counters of the feeds of resource
+	// ("services", "endpointslices"), for the process's metrics.
+	Counters func(resource string) kubeclient.Counters
 }
 
 // Handler is told about every base whose inputs may have changed.
@@ -115,23 +119,32 @@ func New(cfg Config) (*Source, error) {
 	}
 	c := cfg.Client
 	core, discovery := c.CoreV1(), c.DiscoveryV1()
+	var coreREST, discoveryREST *rest.RESTClient
 	if cfg.API != nil {
-		coreREST, err := kubeclient.EncodedClient(cfg.API, corev1.SchemeGroupVersion, "/api", "Service")
-		if err != nil {
+		var err error
+		if coreREST, err = kubeclient.EncodedClient(cfg.API, corev1.SchemeGroupVersion, "/api", "Service"); err != nil {
 			return nil, fmt.Errorf("source: %w", err)
 		}
-		discoveryREST, err := kubeclient.EncodedClient(cfg.API, discoveryv1.SchemeGroupVersion, "/apis", "EndpointSlice")
-		if err != nil {
+		if discoveryREST, err = kubeclient.EncodedClient(cfg.API, discoveryv1.SchemeGroupVersion, "/apis", "EndpointSlice"); err != nil {
 			return nil, fmt.Errorf("source: %w", err)
 		}
 		core, discovery = corev1client.New(coreREST), discoveryv1client.New(discoveryREST)
+	}
+	// frames are the feeds' streamed lists read in frames (kubeclient.Frames)
+	// where the clients are the API server's.
+	frames := func(rc *rest.RESTClient, ns, resource, kind, sel string) *kubeclient.Frames {
+		if rc == nil {
+			return nil
+		}
+		return kubeclient.WatchFrames(rc, ns, resource, kind, sel)
 	}
 	mirrorSel := labels.SelectorFromSet(labels.Set{aggregate.LabelMirroredService: "true"})
 	for _, ns := range namespaces {
 		svcs := &serviceSink{s: s}
 		s.serviceSinks[ns] = svcs
 		api := core.Services(ns)
-		s.feeds = append(s.feeds, feed("services "+ns+" "+notEndpointMirrors, c, notEndpointMirrors, api.List, api.Watch, svcs))
+		s.feeds = append(s.feeds, feed("services "+ns+" "+notEndpointMirrors, c, notEndpointMirrors, api.List, api.Watch, svcs,
+			"services", frames(coreREST, ns, "services", "Service", notEndpointMirrors), cfg.Counters))
 
 		selectors := []labels.Selector{mirrorSel}
 		if cfg.LocalSelector != nil && !cfg.LocalSelector.Empty() {
@@ -141,17 +154,20 @@ func New(cfg Config) (*Source, error) {
 			sink := newSliceSink(s, sel, ns, uint8(kind))
 			s.slices = append(s.slices, sink)
 			api := discovery.EndpointSlices(ns)
-			s.feeds = append(s.feeds, feed("endpointslices "+ns+" "+sel.String(), c, sel.String(), api.List, api.Watch, sink))
+			s.feeds = append(s.feeds, feed("endpointslices "+ns+" "+sel.String(), c, sel.String(), api.List, api.Watch, sink,
+				"endpointslices", frames(discoveryREST, ns, "endpointslices", "EndpointSlice", sel.String()), cfg.Counters))
 		}
 	}
 	return s, nil
 }
 
-// feed is a Feed of one API whose lists and watches carry label selector sel.
+// feed is a Feed of one API (of resource) whose lists and watches carry
+// label selector sel.
 func feed[L runtime.Object](name string, c kubernetes.Interface, sel string,
 	list func(context.Context, metav1.ListOptions) (L, error),
-	watchOf func(context.Context, metav1.ListOptions) (watch.Interface, error), sink kubeclient.Sink) *kubeclient.Feed {
-	return kubeclient.NewFeed(name, c,
+	watchOf func(context.Context, metav1.ListOptions) (watch.Interface, error), sink kubeclient.Sink,
+	resource string, frames *kubeclient.Frames, counters func(string) kubeclient.Counters) *kubeclient.Feed {
+	f := kubeclient.NewFeed(name, c,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = sel
 			return list(ctx, o)
@@ -160,6 +176,11 @@ func feed[L runtime.Object](name string, c kubernetes.Interface, sel string,
 			o.LabelSelector = sel
 			return watchOf(ctx, o)
 		}, sink)
+	f.Frames = frames
+	if counters != nil {
+		f.Counters = counters(resource)
+	}
+	return f
 }
 
 // SliceInformer builds the EndpointSlice informer of ns for label selector
@@ -207,6 +228,18 @@ func (s *Source) Lists() uint64 {
 		}
 	}
 	return least
+}
+
+// ReadsFrames reports whether every feed reads its streamed lists' frames
+// itself (kubeclient.Frames), so that a relist of what is held makes no
+// garbage.
+func (s *Source) ReadsFrames() bool {
+	for _, f := range s.feeds {
+		if !f.ReadsFrames() {
+			return false
+		}
+	}
+	return len(s.feeds) > 0
 }
 
 // Encoded reports whether the feeds watch with clients that leave objects

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/kubeclient"
 	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/fixture"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
 )
 
 type recorder struct {
@@ -531,4 +533,95 @@ func TestEndpointMirrorSliceDeliveredAgainTellsNothing(t *testing.T) {
 	if got := rec.reset(); got[Key{"ns", "db"}] == 0 {
 		t.Errorf("its readiness changing told %v, want ns/db", got)
 	}
+}
+
+// A relist that finds objects at the versions held reads only their names,
+// versions and labels, borrowed from the frame they came in: the index keeps
+// none of those bytes, holds everything as it was, and tells no one.
+func TestARelistOfHeldObjectsReadsOnlyTheirNamesAndVersions(t *testing.T) {
+	db := fixture.HeadlessMirror("ns", "db", "east")
+	dbSlice := epSlice("db-east-x", "db-east", fixture.MirrorLabels("east"), true, "db-0", "192.0.2.1")
+	dbMirror := epSlice("db-0-east-x", "db-0-east", fixture.MirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), true, "", "192.0.2.3")
+	// A mirror without its cluster, named like a global: skipped, and
+	// remembered as such, and held.
+	bad := fixture.HeadlessMirror("ns", "bad", "east")
+	bad.Name = "bad-global"
+	delete(bad.Labels, aggregate.LabelClusterName)
+	objs := []runtime.Object{db, dbSlice, dbMirror, bad}
+	for i, o := range objs {
+		o.(metav1.Object).SetResourceVersion(fmt.Sprint(10 + i))
+	}
+	s := indexOf(objs...)
+	rec := &recorder{changed: map[Key]int{}}
+	s.AddHandler(rec)
+	before := s.Input(Key{"ns", "db"})
+	skipped := len(s.skipped)
+	if skipped != 1 {
+		t.Fatalf("%d Services skipped, want bad", skipped)
+	}
+
+	svcs := s.serviceSinks[metav1.NamespaceAll]
+	svcs.Listing()
+	for _, k := range s.slices {
+		k.Listing()
+	}
+	for _, o := range objs {
+		frame := protobufOf(t, o)
+		kind := "Service"
+		var sink kubeclient.HeldSink = svcs
+		if _, ok := o.(*discoveryv1.EndpointSlice); ok {
+			kind, sink = "EndpointSlice", s.slices[0]
+		}
+		p, ok, err := kubeclient.Peek(frame, kind)
+		if !ok || err != nil {
+			t.Fatalf("peeking %s: %v", o.(metav1.Object).GetName(), err)
+		}
+		if !sink.Held(&p) {
+			t.Errorf("%s at its version is not held", p.Name)
+		}
+		clear(frame) // the next frame is read into the same buffer
+		changed := o.DeepCopyObject().(metav1.Object)
+		changed.SetResourceVersion("99")
+		if p, _, _ := kubeclient.Peek(protobufOf(t, changed.(runtime.Object)), kind); sink.Held(&p) {
+			t.Errorf("%s at another version is held", p.Name)
+		}
+	}
+	svcs.Listed()
+	for _, k := range s.slices {
+		k.Listed()
+	}
+	if got := rec.reset(); len(got) != 0 {
+		t.Errorf("a relist of held objects told %v", got)
+	}
+	if after := s.Input(Key{"ns", "db"}); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("db's input after the relist:\n  %+v\nwas\n  %+v", after, before)
+	}
+	if len(s.skipped) != skipped {
+		t.Errorf("%d Services skipped after the relist, want %d", len(s.skipped), skipped)
+	}
+	for id := range s.skipped {
+		if id != (nsName{"ns", "bad-global"}) {
+			t.Errorf("a skipped Service is filed as %q/%q: the frame's bytes, not its own", id.namespace, id.name)
+		}
+	}
+	s.entries.each(func(namespace, name string, _ *entry) {
+		if namespace != "ns" || (!strings.HasPrefix(name, "db") && name != "bad-global") {
+			t.Errorf("an entry filed as %q/%q", namespace, name)
+		}
+	})
+}
+
+// protobufOf encodes obj as the API server sends it.
+func protobufOf(t *testing.T, obj runtime.Object) []byte {
+	t.Helper()
+	info, _ := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	gv := corev1.SchemeGroupVersion
+	if _, ok := obj.(*discoveryv1.EndpointSlice); ok {
+		gv = discoveryv1.SchemeGroupVersion
+	}
+	data, err := runtime.Encode(scheme.Codecs.EncoderForVersion(info.Serializer, gv), obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/kubeclient"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -75,10 +76,16 @@ func (k *serviceSink) Upsert(obj runtime.Object) {
 }
 
 // Held implements kubeclient.HeldSink.
-func (k *serviceSink) Held(namespace, name, rv string) bool {
+func (k *serviceSink) Held(p *kubeclient.Peeked) bool {
 	k.s.mu.Lock()
 	defer k.s.mu.Unlock()
-	return k.held(k.s.service(namespace, name), nsName{namespace, name}, rv)
+	old := k.s.service(p.Namespace, p.Name)
+	if old == nil {
+		return false
+	}
+	// The index's own strings, not p's: a map assignment keeps its key's
+	// (held marks the Service's skipped entry, if any).
+	return k.held(old, nsName{old.namespace(), old.name}, p.ResourceVersion)
 }
 
 // held reports whether old, the Service id held, is at version rv; if so,
@@ -296,7 +303,7 @@ func (k *sliceSink) Listing() {
 	defer k.s.mu.Unlock()
 	k.gen++
 	// Endpoint mirrors' slices carry no generation (it would not fit in
-	// their 16 bytes): each list clears their fresh mark and delivering
+	// their 24 bytes): each list clears their fresh mark and delivering
 	// one sets it again.
 	k.eachEntry(func(_, _ string, e *entry) {
 		for i := range e.mirrors {
@@ -319,15 +326,15 @@ func (k *sliceSink) Upsert(obj runtime.Object) {
 		if e, service, i := k.findMember(sl.Namespace, sl.Name, ""); e != nil { // relabeled: it was a member's
 			changed = k.removeMember(sl.Namespace, service, e, i, changed)
 		}
-		cur := newMirrorSlice(s.hash.of(sl.Name), s.hash.of(sl.Labels[discoveryv1.LabelServiceName]), k.kind, mirrorReady(sl))
+		cur := newMirrorSlice(s.hash.of(sl.Name), s.hash.of(sl.Labels[discoveryv1.LabelServiceName]), k.kind, mirrorReady(sl), versionOf(sl.ResourceVersion))
 		// Filed under the headless mirror it names now: Linkerd never moves
 		// one to another, and if something did, the next list would drop
 		// the entry left under the old one.
 		e := s.entryFor(sl.Namespace, hm)
 		i, had := findMirror(e.mirrors, cur.key)
 		switch {
-		case had && e.mirrors[i].withFresh(true) == cur:
-			e.mirrors[i] = cur // the same; only its list is new
+		case had && e.mirrors[i].sameAs(cur):
+			e.mirrors[i] = cur // the same; only its version or its list is new
 			s.mu.Unlock()
 			return
 		case had:
@@ -368,15 +375,26 @@ func (k *sliceSink) Upsert(obj runtime.Object) {
 	s.notify(changed)
 }
 
-// Held implements kubeclient.HeldSink: whether this feed holds member slice
-// namespace/name at version rv (an endpoint mirror's slice keeps no
-// version: it is always decoded). The same version carries the same labels,
-// so it is held where they say.
-func (k *sliceSink) Held(namespace, name, rv string) bool {
+// Held implements kubeclient.HeldSink: whether this feed holds the slice
+// at its version, an endpoint mirror's or a member's. The same version
+// carries the same labels, so it is held where they say.
+func (k *sliceSink) Held(p *kubeclient.Peeked) bool {
 	k.s.mu.Lock()
 	defer k.s.mu.Unlock()
-	e, _, i := k.findMember(namespace, name, "")
-	return e != nil && k.heldAt(e.members[i], rv)
+	if hm, _ := p.Label(aggregate.LabelHeadlessMirrorName); hm != "" {
+		e := k.s.entries.get(p.Namespace, hm)
+		if e == nil {
+			return false
+		}
+		i, had := findMirror(e.mirrors, mirrorKey(k.s.hash.of(p.Name), k.kind))
+		if !had || !unchanged(e.mirrors[i].rv, p.ResourceVersion) {
+			return false
+		}
+		e.mirrors[i] = e.mirrors[i].withFresh(true) // a relist delivering it as it was
+		return true
+	}
+	e, _, i := k.findMember(p.Namespace, p.Name, "")
+	return e != nil && k.heldAt(e.members[i], p.ResourceVersion)
 }
 
 // heldAt reports whether member slice m is held at version rv; if so, the

@@ -5,6 +5,7 @@
 package metrics
 
 import (
+	"github.com/globalmirror/globalmirror/kubeclient"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -33,6 +34,8 @@ type Metrics struct {
 	ConflictsTotal prometheus.Counter       // conflicts seen appearing
 	Problems       *prometheus.CounterVec   // {reason}
 	Skipped        *prometheus.CounterVec   // {kind,reason}
+	Lists          *prometheus.CounterVec   // {resource}
+	Held           *prometheus.CounterVec   // {resource}
 	histogramOpts  prometheus.HistogramOpts // template for the adapters' latency histograms
 }
 
@@ -78,15 +81,29 @@ func New() *Metrics {
 			Namespace: namespace, Name: "skipped_objects_total",
 			Help: "Malformed objects ignored, by kind and reason.",
 		}, []string{"kind", "reason"}),
+		Lists: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "lists_total",
+			Help: "Full lists the index of mirrors read, by resource (services, endpointslices): the first, and a relist after each watch whose version was gone.",
+		}, []string{"resource"}),
+		Held: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "held_objects_total",
+			Help: "Objects a list or watch sent at the version the index held, which it therefore did not decode, by resource.",
+		}, []string{"resource"}),
 		histogramOpts: prometheus.HistogramOpts{Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)},
 	}
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Syncs, m.SyncDuration, m.Globals, m.Endpoints, m.APIWrites,
-		m.Conflicts, m.ConflictsTotal, m.Problems, m.Skipped,
+		m.Conflicts, m.ConflictsTotal, m.Problems, m.Skipped, m.Lists, m.Held,
 	)
 	return m
+}
+
+// FeedCounters are the counters of the index's feeds of resource
+// (source.Config.Counters).
+func (m *Metrics) FeedCounters(resource string) kubeclient.Counters {
+	return kubeclient.Counters{Lists: m.Lists.WithLabelValues(resource), Held: m.Held.WithLabelValues(resource)}
 }
 
 // Write counts one write request.

@@ -339,8 +339,18 @@ func TestMetrics(t *testing.T) {
 	before := testutil.ToFloat64(requestsTotal.WithLabelValues("", "A", "NOERROR"))
 	beforeNX := testutil.ToFloat64(requestsTotal.WithLabelValues("", "other", "NXDOMAIN"))
 	globals0, endpoints0 := testutil.ToFloat64(globalsGauge), testutil.ToFloat64(endpointsGauge)
+	lists0 := map[string]float64{}
+	for _, r := range []string{"services", "endpointslices"} {
+		lists0[r] = testutil.ToFloat64(listsTotal.WithLabelValues(r))
+	}
 
 	h := startHarness(t, defaultConfig(), testWorld()...)
+	// One list per feed: Services; mirror slices and local slices.
+	for r, want := range map[string]float64{"services": 1, "endpointslices": 2} {
+		if d := testutil.ToFloat64(listsTotal.WithLabelValues(r)) - lists0[r]; d != want {
+			t.Errorf("lists_total{%s} +%v, want +%v", r, d, want)
+		}
+	}
 	serve(h.g, dbGlobal, dns.TypeA, false)
 	serve(h.g, "nope.db-global.ns.svc.cluster.local.", dns.TypeTXT, false)
 	serve(h.g, "example.org.", dns.TypeA, false) // passed on: not counted

@@ -2,6 +2,7 @@ package global
 
 import (
 	"github.com/coredns/coredns/plugin"
+	"github.com/globalmirror/globalmirror/kubeclient"
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -55,6 +56,20 @@ var (
 		Help:      "Counter of problems found while aggregating global services (hostname collisions, invalid hostnames or addresses), by reason.",
 	}, []string{"reason"})
 
+	listsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "global",
+		Name:      "lists_total",
+		Help:      "Counter of full lists the plugin's index read, by resource (services, endpointslices): the first, and a relist after each watch whose version was gone.",
+	}, []string{"resource"})
+
+	heldTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "global",
+		Name:      "held_objects_total",
+		Help:      "Counter of objects a list or watch sent at the version the plugin's index held, which it therefore did not decode, by resource.",
+	}, []string{"resource"})
+
 	rebuildsTotal = promauto.NewCounter(prometheus.CounterOpts{
 		Namespace: plugin.Namespace,
 		Subsystem: "global",
@@ -62,6 +77,11 @@ var (
 		Help:      "Counter of global service answer sets rebuilt after a change.",
 	})
 )
+
+// feedCounters are the counters of the index's feeds of resource.
+func feedCounters(resource string) kubeclient.Counters {
+	return kubeclient.Counters{Lists: listsTotal.WithLabelValues(resource), Held: heldTotal.WithLabelValues(resource)}
+}
 
 // typeLabel keeps the type label's cardinality low.
 func typeLabel(qtype uint16) string {

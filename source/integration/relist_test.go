@@ -6,10 +6,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/kubeclient"
 	"github.com/globalmirror/globalmirror/source"
 	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/fixture"
@@ -82,7 +84,14 @@ func TestRelistOfAnUnchangedWorldTellsNoOne(t *testing.T) {
 	base("kafka")
 
 	sel, _ := labels.Parse(aggregate.DefaultLocalSelector)
-	src, err := source.New(source.Config{Client: c, API: cluster.Config, Namespaces: []string{ns}, LocalSelector: sel})
+	counted := map[string]*counter{}
+	counters := func(resource string) kubeclient.Counters {
+		if counted[resource+" lists"] == nil {
+			counted[resource+" lists"], counted[resource+" held"] = &counter{}, &counter{}
+		}
+		return kubeclient.Counters{Lists: counted[resource+" lists"], Held: counted[resource+" held"]}
+	}
+	src, err := source.New(source.Config{Client: c, API: cluster.Config, Namespaces: []string{ns}, LocalSelector: sel, Counters: counters})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +108,10 @@ func TestRelistOfAnUnchangedWorldTellsNoOne(t *testing.T) {
 	time.Sleep(time.Second) // the watches settle
 	seen.take()
 	lists, held := src.Lists(), src.Held()
+	before := map[string]int64{}
+	for what, n := range counted {
+		before[what] = n.Load()
+	}
 
 	// Every watch's version compacted away, then the API server restarted:
 	// each feed lists again.
@@ -152,8 +165,24 @@ func TestRelistOfAnUnchangedWorldTellsNoOne(t *testing.T) {
 	}
 	// What the index held at the version the relists sent, it did not
 	// decode again: per base, the local Service and slice, two headless
-	// mirrors and their slices, and the global Service.
-	if got, want := src.Held()-held, uint64(2*7); got < want {
+	// mirrors and their slices, four endpoint mirrors' slices, and the
+	// global Service; read from the streams' frames in place.
+	if got, want := src.Held()-held, uint64(2*11); got < want {
 		t.Errorf("the relists left %d objects encoded, want at least %d", got, want)
 	}
+	// The process's metrics count both: every feed's relist, and, of each
+	// resource, what the relists held.
+	for what, want := range map[string]int64{"services lists": 1, "endpointslices lists": 2, "services held": 2 * 4, "endpointslices held": 2 * 7} {
+		if got := counted[what].Load() - before[what]; got < want {
+			t.Errorf("counted %d %s, want at least %d", got, what, want)
+		}
+	}
+	if !src.ReadsFrames() {
+		t.Error("a feed reads its streamed lists through client-go's watch, not in frames")
+	}
 }
+
+// counter is a metric's counter.
+type counter struct{ atomic.Int64 }
+
+func (c *counter) Inc() { c.Add(1) }
