@@ -50,6 +50,12 @@ type RelistResult struct {
 	Samples              int
 	// Collections from the fault to the end of sampling.
 	Collections int
+	// Full lists the global plugin's feeds ended from the fault to the end
+	// of sampling (each feed lists once per relist), and the objects they
+	// sent that its index held as sent, so decoded no further
+	// (coredns_global_lists_total, coredns_global_held_objects_total); 0
+	// for the kubernetes plugin, which counts neither.
+	Lists, Held int
 	// Queries asked for the last global during the fault, and those not
 	// answered with all its records.
 	Queries, Wrong int
@@ -93,6 +99,8 @@ type memSample struct {
 	live float64
 	rss  int64
 	gcs  float64 // collections so far
+	// global's lists and held objects so far
+	lists, held float64
 }
 
 // relistOnce measures one fault; profile gets the heap profile once the
@@ -121,7 +129,8 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 			return memSample{}, err
 		}
 		rss, err := vmRSS(srv.PID())
-		return memSample{live: s.Sum("go_memstats_next_gc_bytes") / 2, rss: rss, gcs: s.Sum("go_gc_duration_seconds_count")}, err
+		return memSample{live: s.Sum("go_memstats_next_gc_bytes") / 2, rss: rss, gcs: s.Sum("go_gc_duration_seconds_count"),
+			lists: s.Sum("coredns_global_lists_total"), held: s.Sum("coredns_global_held_objects_total")}, err
 	}
 	window := func(d time.Duration) ([]memSample, error) {
 		var got []memSample
@@ -204,7 +213,9 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 		res.PeakRSS = max(res.PeakRSS, m.rss)
 	}
 	if len(during) > 0 {
-		res.Collections = int(during[len(during)-1].gcs - steady[len(steady)-1].gcs)
+		last, before := during[len(during)-1], steady[len(steady)-1]
+		res.Collections = int(last.gcs - before.gcs)
+		res.Lists, res.Held = int(last.lists-before.lists), int(last.held-before.held)
 	}
 	return res, nil
 }
@@ -251,13 +262,18 @@ func ReportRelist(out io.Writer, rs []RelistResult) {
 		"and VmRSS, sampled at 5 Hz; steady: medians over the 10 s before the fault, which start with a collection forced through pprof; peak: the largest from the fault to 30 s after the API server is back; " +
 		"a client asked for the last global every 20 ms throughout; nothing else is asked of the process while it is sampled; " +
 		"collections: how many ran from the fault to the end, each counting as live what was allocated while it marked; " +
+		"lists: full lists `global`'s feeds ended from the fault on (coredns_global_lists_total; each of its feeds lists once per relist); held: the objects they sent at the version its index held, which it did not decode (coredns_global_held_objects_total); " +
 		"allocation profiles are saved before and after, and a heap profile after, relist-<block>-<fault>-{before,after}.allocs and -after.heap in the work directory):\n\n")
-	p("| block | fault | live heap steady | peak | peak ÷ steady | RSS steady | peak | peak ÷ steady | collections | queries | not answered in full |\n")
-	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("| block | fault | live heap steady | peak | peak ÷ steady | RSS steady | peak | peak ÷ steady | collections | lists | held | queries | not answered in full |\n")
+	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range slices.Clone(rs) {
-		p("| `%s` | %s | %s | %s | %.2f× | %s | %s | %.2f× | %d | %d | %d |\n", r.Block, faultName(r.Fault),
+		lists, held := "—", "—"
+		if r.Block == "global" {
+			lists, held = fmt.Sprint(r.Lists), fmt.Sprint(r.Held)
+		}
+		p("| `%s` | %s | %s | %s | %.2f× | %s | %s | %.2f× | %d | %s | %s | %d | %d |\n", r.Block, faultName(r.Fault),
 			mib(r.SteadyLive), mib(r.PeakLive), r.PeakLive/r.SteadyLive,
-			mib(float64(r.SteadyRSS)), mib(float64(r.PeakRSS)), float64(r.PeakRSS)/float64(r.SteadyRSS), r.Collections, r.Queries, r.Wrong)
+			mib(float64(r.SteadyRSS)), mib(float64(r.PeakRSS)), float64(r.PeakRSS)/float64(r.SteadyRSS), r.Collections, lists, held, r.Queries, r.Wrong)
 	}
 }
 
