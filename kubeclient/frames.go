@@ -203,6 +203,9 @@ func endOfList(ev watch.Event) (rv string, end bool, err error) {
 			return "", false, err
 		}
 		if m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+			if m.GetResourceVersion() == "" {
+				return "", false, errors.New("a streamed list ended without a version to watch from")
+			}
 			return m.GetResourceVersion(), true, nil
 		}
 	case watch.Error:

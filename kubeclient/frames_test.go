@@ -181,3 +181,25 @@ func TestPeekedReadsTheLabelsAsked(t *testing.T) {
 		t.Error("an EndpointSlice peeked as a Service")
 	}
 }
+
+// Whatever a stream holds, reading it ends in a list or an error, never a
+// panic, and never in more than the frames it holds.
+func FuzzStreamedFrames(f *testing.F) {
+	labelled := pod("a", "3")
+	labelled.Labels = map[string]string{"app": "db"}
+	f.Add(watchFrames(f, watch.Event{Type: watch.Added, Object: labelled}, watch.Event{Type: watch.Bookmark, Object: bookmark("5", true)}))
+	f.Add(watchFrames(f, watch.Event{Type: watch.Deleted, Object: pod("b", "7")}))
+	f.Add([]byte{0, 0, 0, 2, 0x0a, 0x00})
+	f.Add(watchFrames(f, watch.Event{Type: watch.Bookmark, Object: bookmark("", true)}))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		sink := &countingSink{}
+		feed := &Feed{Name: "fuzz", Sink: sink, Stream: true, Frames: framesOf(body)}
+		rv, err := feed.streamFrames(context.Background())
+		if err == nil && rv == "" {
+			t.Error("a list ended without a version")
+		}
+		if sink.held > len(body)/8 {
+			t.Errorf("%d objects held from %d bytes", sink.held, len(body))
+		}
+	})
+}
