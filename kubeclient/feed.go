@@ -241,18 +241,22 @@ func (f *Feed) stream(ctx context.Context) (string, error) {
 		if events == 0 {
 			quiet.Stop()
 		}
-		if delivered, err := f.deliver(ev); err != nil {
-			return "", err
-		} else if delivered {
-			continue
-		}
-		if rv, end, err := endOfList(ev); err != nil {
-			return "", err
-		} else if end {
-			f.Sink.Listed()
-			return rv, nil
+		if rv, end, err := f.streamed(ev); err != nil || end {
+			return rv, err
 		}
 	}
+}
+
+// streamed hands one event of a streamed list to the sink; end reports
+// that it ended the list, at version rv, and the sink was told so.
+func (f *Feed) streamed(ev watch.Event) (rv string, end bool, err error) {
+	if delivered, err := f.deliver(ev); err != nil || delivered {
+		return "", false, err
+	}
+	if rv, end, err = endOfList(ev); end {
+		f.Sink.Listed()
+	}
+	return rv, end, err
 }
 
 // pages lists in pages of PageSize, all at the first page's version.

@@ -179,16 +179,8 @@ func (f *Feed) streamFrames(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("decoding a streamed list's %s event: %w", typ, err)
 		}
 		ev := watch.Event{Type: watch.EventType(typ), Object: obj}
-		if delivered, err := f.deliver(ev); err != nil {
-			return "", err
-		} else if delivered {
-			continue
-		}
-		if rv, end, err := endOfList(ev); err != nil {
-			return "", err
-		} else if end {
-			f.Sink.Listed()
-			return rv, nil
+		if rv, end, err := f.streamed(ev); err != nil || end {
+			return rv, err
 		}
 	}
 }
