@@ -11,7 +11,7 @@ import (
 // Peeked is what a feed reads of an encoded object before it decides to
 // decode it: its namespace, name and resourceVersion, and its labels on
 // request (Label). Where the feed reads a watch's frames itself
-// (FramesFunc), its strings are the frame's own bytes: valid only during
+// (Frames), its strings are the frame's own bytes: valid only during
 // the call it is passed to, never to be kept (a map assignment keeps its
 // key's strings: assign only with keys of strings the sink owns).
 type Peeked struct {
@@ -33,9 +33,9 @@ func (p *Peeked) Label(key string) (string, bool) {
 		var k, v []byte
 		if err := eachField(entry, func(num protowire.Number, b []byte) error {
 			switch num {
-			case 1:
+			case mapEntryKey:
 				k = b
-			case 2:
+			case mapEntryValue:
 				v = b
 			}
 			return nil
@@ -76,6 +76,8 @@ const (
 	metaNamespace          = 3
 	metaResourceVersion    = 6
 	metaLabels             = 11
+	mapEntryKey            = 1 // each entry of a protobuf map
+	mapEntryValue          = 2
 )
 
 var errNotProtobuf = errors.New("not a Kubernetes protobuf object")

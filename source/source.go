@@ -130,21 +130,13 @@ func New(cfg Config) (*Source, error) {
 		}
 		core, discovery = corev1client.New(coreREST), discoveryv1client.New(discoveryREST)
 	}
-	// frames are the feeds' streamed lists read in frames (kubeclient.Frames)
-	// where the clients are the API server's.
-	frames := func(rc *rest.RESTClient, ns, resource, kind, sel string) *kubeclient.Frames {
-		if rc == nil {
-			return nil
-		}
-		return kubeclient.WatchFrames(rc, ns, resource, kind, sel)
-	}
 	mirrorSel := labels.SelectorFromSet(labels.Set{aggregate.LabelMirroredService: "true"})
 	for _, ns := range namespaces {
 		svcs := &serviceSink{s: s}
 		s.serviceSinks[ns] = svcs
 		api := core.Services(ns)
-		s.feeds = append(s.feeds, feed("services "+ns+" "+notEndpointMirrors, c, notEndpointMirrors, api.List, api.Watch, svcs,
-			"services", frames(coreREST, ns, "services", "Service", notEndpointMirrors), cfg.Counters))
+		s.addFeed(feed("services "+ns+" "+notEndpointMirrors, c, notEndpointMirrors, api.List, api.Watch, svcs),
+			coreREST, ns, "services", "Service", notEndpointMirrors)
 
 		selectors := []labels.Selector{mirrorSel}
 		if cfg.LocalSelector != nil && !cfg.LocalSelector.Empty() {
@@ -154,20 +146,32 @@ func New(cfg Config) (*Source, error) {
 			sink := newSliceSink(s, sel, ns, uint8(kind))
 			s.slices = append(s.slices, sink)
 			api := discovery.EndpointSlices(ns)
-			s.feeds = append(s.feeds, feed("endpointslices "+ns+" "+sel.String(), c, sel.String(), api.List, api.Watch, sink,
-				"endpointslices", frames(discoveryREST, ns, "endpointslices", "EndpointSlice", sel.String()), cfg.Counters))
+			s.addFeed(feed("endpointslices "+ns+" "+sel.String(), c, sel.String(), api.List, api.Watch, sink),
+				discoveryREST, ns, "endpointslices", "EndpointSlice", sel.String())
 		}
 	}
 	return s, nil
 }
 
-// feed is a Feed of one API (of resource) whose lists and watches carry
-// label selector sel.
+// addFeed adds f, a feed of resource (of kind) in ns carrying label
+// selector sel: counted where the process counts (Config.Counters), and
+// reading its streamed lists' frames through rc where that is a client of
+// the API server's own (Config.API).
+func (s *Source) addFeed(f *kubeclient.Feed, rc *rest.RESTClient, ns, resource, kind, sel string) {
+	if rc != nil {
+		f.Frames = kubeclient.WatchFrames(rc, ns, resource, kind, sel)
+	}
+	if s.cfg.Counters != nil {
+		f.Counters = s.cfg.Counters(resource)
+	}
+	s.feeds = append(s.feeds, f)
+}
+
+// feed is a Feed of one API whose lists and watches carry label selector sel.
 func feed[L runtime.Object](name string, c kubernetes.Interface, sel string,
 	list func(context.Context, metav1.ListOptions) (L, error),
-	watchOf func(context.Context, metav1.ListOptions) (watch.Interface, error), sink kubeclient.Sink,
-	resource string, frames *kubeclient.Frames, counters func(string) kubeclient.Counters) *kubeclient.Feed {
-	f := kubeclient.NewFeed(name, c,
+	watchOf func(context.Context, metav1.ListOptions) (watch.Interface, error), sink kubeclient.Sink) *kubeclient.Feed {
+	return kubeclient.NewFeed(name, c,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = sel
 			return list(ctx, o)
@@ -176,11 +180,6 @@ func feed[L runtime.Object](name string, c kubernetes.Interface, sel string,
 			o.LabelSelector = sel
 			return watchOf(ctx, o)
 		}, sink)
-	f.Frames = frames
-	if counters != nil {
-		f.Counters = counters(resource)
-	}
-	return f
 }
 
 // SliceInformer builds the EndpointSlice informer of ns for label selector
