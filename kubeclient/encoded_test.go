@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/globalmirror/globalmirror/test/fixture"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -13,13 +15,9 @@ import (
 )
 
 // protobufOf encodes obj as the API server sends it in protobuf.
-func protobufOf(t *testing.T, obj runtime.Object) []byte {
+func protobufOf(t testing.TB, obj runtime.Object) []byte {
 	t.Helper()
-	info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
-	if !ok {
-		t.Fatal("no protobuf serializer")
-	}
-	data, err := runtime.Encode(scheme.Codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion), obj)
+	data, err := fixture.Protobuf(obj)
 	if err != nil {
 		t.Fatal(err)
 	}

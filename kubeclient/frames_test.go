@@ -28,10 +28,7 @@ func watchFrames(t testing.TB, evs ...watch.Event) []byte {
 	var out bytes.Buffer
 	w := info.StreamSerializer.Framer.NewFrameWriter(&out)
 	for _, ev := range evs {
-		raw, err := runtime.Encode(scheme.Codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion), ev.Object)
-		if err != nil {
-			t.Fatal(err)
-		}
+		raw := protobufOf(t, ev.Object)
 		if err := info.StreamSerializer.Encode(&metav1.WatchEvent{Type: string(ev.Type), Object: runtime.RawExtension{Raw: raw}}, w); err != nil {
 			t.Fatal(err)
 		}
@@ -158,11 +155,7 @@ func TestAStreamNotInFramesIsWatchedThroughClientGo(t *testing.T) {
 func TestPeekedReadsTheLabelsAsked(t *testing.T) {
 	sl := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "db-0-east-x", Namespace: "prod", ResourceVersion: "12",
 		Labels: map[string]string{"kubernetes.io/service-name": "db-0-east", "mirror.linkerd.io/headless-mirror-svc-name": "db-east", "empty": ""}}}
-	info, _ := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
-	data, err := runtime.Encode(scheme.Codecs.EncoderForVersion(info.Serializer, discoveryv1.SchemeGroupVersion), sl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := protobufOf(t, sl)
 	for _, borrowed := range []bool{false, true} {
 		p, ok, err := peekMeta(data, "EndpointSlice", borrowed)
 		if !ok || err != nil || p.Namespace != "prod" || p.Name != "db-0-east-x" || p.ResourceVersion != "12" {

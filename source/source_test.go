@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/kubernetes/scheme"
 )
 
 type recorder struct {
@@ -614,12 +613,7 @@ func TestARelistOfHeldObjectsReadsOnlyTheirNamesAndVersions(t *testing.T) {
 // protobufOf encodes obj as the API server sends it.
 func protobufOf(t *testing.T, obj runtime.Object) []byte {
 	t.Helper()
-	info, _ := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
-	gv := corev1.SchemeGroupVersion
-	if _, ok := obj.(*discoveryv1.EndpointSlice); ok {
-		gv = discoveryv1.SchemeGroupVersion
-	}
-	data, err := runtime.Encode(scheme.Codecs.EncoderForVersion(info.Serializer, gv), obj)
+	data, err := fixture.Protobuf(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
