@@ -204,18 +204,24 @@ func (t *truths) describe() string {
 // query: the truth is polled, so an answer can be ahead of it. The answer
 // was wrong if it still differs from the truth, the truth did not change
 // since the query, and it had not changed for the window before.
-func (t *truths) verdict(m *member, q expectation, got []string, rcode int, at time.Time, window time.Duration) (wrong, settled bool) {
+// said is what the truth says of the question, and since when, for the
+// report of a wrong answer.
+func (t *truths) verdict(m *member, q expectation, got []string, rcode int, at time.Time, window time.Duration) (wrong, settled bool, said string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.state[m]
 	if !s.refreshed.After(at) {
-		return false, false
+		return false, false, ""
 	}
 	if s.changed.After(at) || at.Sub(s.changed) <= window {
-		return false, true // converging
+		return false, true, "" // converging
 	}
 	e := s.expect(q.name)
-	return !e.matches(got, rcode), true
+	said = "NXDOMAIN"
+	if e.exists {
+		said = "NOERROR " + addresses(e.addrs)
+	}
+	return !e.matches(got, rcode), true, fmt.Sprintf("%s, unchanged since %s", said, s.changed.Format("15:04:05.000"))
 }
 
 // expectation is one question and what the truth says of it.
@@ -350,13 +356,13 @@ func (r *runner) probe(m *member, rng *rand.Rand) {
 func (r *runner) settle(m *member, q expectation, network string, got []string, rcode int, at time.Time) {
 	defer r.pending.Done()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		wrong, settled := r.truths.verdict(m, q, got, rcode, at, r.cfg.Window)
+		wrong, settled, said := r.truths.verdict(m, q, got, rcode, at, r.cfg.Window)
 		if !settled {
 			continue
 		}
 		if wrong {
-			r.res.wrong(fmt.Sprintf("%s %s %s over %s: %s %s; the API said otherwise before and after",
-				at.Format("15:04:05.000"), m.name, q.name, network, dns.RcodeToString[rcode], addresses(got)),
+			r.res.wrong(fmt.Sprintf("%s %s %s over %s: %s %s; the API said %s, before and after",
+				at.Format("15:04:05.000"), m.name, q.name, network, dns.RcodeToString[rcode], addresses(got), said),
 				m.name, globalOf(q.name))
 		}
 		return
@@ -373,11 +379,13 @@ func globalOf(fqdn string) string {
 }
 
 // addresses shows an answer's addresses, the first few of a long one.
+// addresses lists a, the first dozen at most: enough for any global of
+// the fault run, so that two lists can be compared.
 func addresses(a []string) string {
-	if len(a) <= 6 {
+	if len(a) <= 12 {
 		return fmt.Sprint(a)
 	}
-	return fmt.Sprintf("%v … (%d addresses)", a[:6], len(a))
+	return fmt.Sprintf("%v … (%d addresses)", a[:12], len(a))
 }
 
 func failureReason(apiDown, dnsDown bool, what string) string {
