@@ -114,6 +114,16 @@ func StartCoreDNS(ctx context.Context, o CoreDNSOptions) (*CoreDNS, error) {
 			return nil, fmt.Errorf("coredns: %w", err)
 		}
 	}
+	// A port another process listens on too is shared, not refused (see
+	// FreePort): it would take some of this CoreDNS's TCP connections.
+	var all []int
+	for _, port := range ports {
+		all = append(all, port)
+	}
+	if shared, err := SharedWith(p.PID(), all...); err != nil || len(shared) > 0 {
+		p.Stop()
+		return nil, fmt.Errorf("coredns: another process listens on its TCP ports %v too (%v)", shared, err)
+	}
 	return c, nil
 }
 
