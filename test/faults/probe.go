@@ -2,22 +2,27 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/faults/truth"
 	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 )
 
 // truths keeps, per member, the model of what its DNS should answer,
@@ -65,60 +70,125 @@ func startTruths(ctx context.Context, r *runner) *truths {
 	return t
 }
 
-// watch recomputes m's truth from informers on every change of its
-// Services and EndpointSlices, and records when it changed: the states the
-// polls may miss. The expectations stay the polled truth's.
+// watch recomputes m's truth after every single change of its Services and
+// EndpointSlices, and records when it changed: the states the polls may miss
+// (an unlink deletes a cluster's mirrors one by one in tens of
+// milliseconds; a pod created Ready and flipped not ready a moment later
+// is Ready for less than a poll). It keeps its own copy of the objects and
+// applies the watch's events one at a time, so no state is merged into the
+// next. A watch resumes from the last version it saw; where that version is
+// gone (410, as after an API server restart), the states in between are
+// unknown: it lists again and counts that as a change. The expectations
+// stay the polled truth's.
 func (t *truths) watch(ctx context.Context, m *member) {
-	f := informers.NewSharedInformerFactoryWithOptions(m.c.Client, 0, informers.WithNamespace(Namespace))
-	svcs, sl := f.Core().V1().Services(), f.Discovery().V1().EndpointSlices()
-	kick := make(chan struct{}, 1)
-	notify := func() {
-		select {
-		case kick <- struct{}{}:
-		default:
-		}
-	}
-	h := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { notify() },
-		UpdateFunc: func(any, any) { notify() },
-		DeleteFunc: func(any) { notify() },
-	}
-	for _, inf := range []cache.SharedIndexInformer{svcs.Informer(), sl.Informer()} {
-		if _, err := inf.AddEventHandler(h); err != nil {
-			return
-		}
-	}
-	f.Start(ctx.Done())
-	defer f.Shutdown()
 	var last truth.World
-	for {
-		select {
-		case <-ctx.Done():
+	for ctx.Err() == nil {
+		err := t.watchFromList(ctx, m, &last)
+		if ctx.Err() != nil {
 			return
-		case <-kick:
 		}
-		services, err1 := svcs.Lister().List(labels.Everything())
-		slices, err2 := sl.Lister().List(labels.Everything())
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		w := truth.Compute(values(services), values(slices), "-global")
-		if reflect.DeepEqual(w, last) {
-			continue
-		}
-		last = w
 		t.mu.Lock()
-		t.state[m].changed = time.Now()
+		t.state[m].changed = time.Now() // blind since the watch ended
 		t.mu.Unlock()
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
 	}
 }
 
-func values[T any](ps []*T) []T {
-	out := make([]T, len(ps))
-	for i, p := range ps {
-		out[i] = *p
+// watchFromList lists m's Services and slices, then applies their watches'
+// events one by one until a watch ends.
+func (t *truths) watchFromList(ctx context.Context, m *member, last *truth.World) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c := m.c.Client
+	svcList, err := c.CoreV1().Services(Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
 	}
-	return out
+	sliceList, err := c.DiscoveryV1().EndpointSlices(Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	byName := map[string]corev1.Service{}
+	for _, s := range svcList.Items {
+		byName[s.Name] = s
+	}
+	sliceByName := map[string]discoveryv1.EndpointSlice{}
+	for _, s := range sliceList.Items {
+		sliceByName[s.Name] = s
+	}
+	events := make(chan watch.Event)
+	resume := func(rv string, w func(context.Context, metav1.ListOptions) (watch.Interface, error)) error {
+		rw, err := watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{WatchFuncWithContext: w})
+		if err != nil {
+			return err
+		}
+		go func() {
+			defer rw.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case ev, ok := <-rw.ResultChan():
+					if !ok {
+						ev = watch.Event{Type: watch.Error} // the watch gave up
+					}
+					select {
+					case events <- ev:
+					case <-ctx.Done():
+						return
+					}
+					if !ok {
+						return
+					}
+				}
+			}
+		}()
+		return nil
+	}
+	if err := resume(svcList.ResourceVersion, c.CoreV1().Services(Namespace).Watch); err != nil {
+		return err
+	}
+	if err := resume(sliceList.ResourceVersion, c.DiscoveryV1().EndpointSlices(Namespace).Watch); err != nil {
+		return err
+	}
+	for {
+		w := truth.Compute(slices.Collect(maps.Values(byName)), slices.Collect(maps.Values(sliceByName)), "-global")
+		if !reflect.DeepEqual(w, *last) {
+			*last = w
+			t.mu.Lock()
+			t.state[m].changed = time.Now()
+			t.mu.Unlock()
+		}
+		var ev watch.Event
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev = <-events:
+		}
+		switch o := ev.Object.(type) {
+		case *corev1.Service:
+			if ev.Type == watch.Deleted {
+				delete(byName, o.Name)
+			} else {
+				byName[o.Name] = *o
+			}
+		case *discoveryv1.EndpointSlice:
+			if ev.Type == watch.Deleted {
+				delete(sliceByName, o.Name)
+			} else {
+				sliceByName[o.Name] = *o
+			}
+		default:
+			if ev.Type != watch.Bookmark {
+				return nil // an error (410) or a watch that gave up: list again
+			}
+		}
+	}
 }
 
 func (t *truths) stop() {
@@ -336,7 +406,7 @@ func (r *runner) probe(m *member, rng *rand.Rand) {
 		r.res.query(network)
 		switch {
 		case err != nil:
-			r.res.failure(m.name, network, failureReason(apiDown, dnsDown, "no answer: "+firstLine(err.Error())))
+			r.res.failure(m.name, network, failureReason(apiDown, dnsDown, "no answer: "+why(err)))
 			continue
 		case rcode == dns.RcodeServerFailure:
 			r.res.failure(m.name, network, failureReason(apiDown, dnsDown, "SERVFAIL"))
@@ -398,14 +468,24 @@ func failureReason(apiDown, dnsDown bool, what string) string {
 	return what
 }
 
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, ':'); i > 0 && strings.Contains(s, "i/o timeout") {
-		return "timeout"
-	}
-	if strings.Contains(s, "connection refused") {
+// why says why a query got no answer, and in which step a timeout came:
+// connecting (a TCP handshake not completed), sending, or waiting for the
+// answer.
+func why(err error) string {
+	var op *net.OpError
+	if errors.Is(err, syscall.ECONNREFUSED) {
 		return "connection refused"
 	}
-	return s
+	if !errors.As(err, &op) || !op.Timeout() {
+		return err.Error()
+	}
+	switch op.Op {
+	case "dial":
+		return "timeout connecting"
+	case "write":
+		return "timeout sending"
+	}
+	return "timeout waiting for the answer"
 }
 
 // askA asks name's A records of addr; a truncated UDP answer is asked again
