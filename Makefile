@@ -9,9 +9,16 @@ BIN          := $(CURDIR)/bin
 
 KUBE_VERSION        := v1.36.3
 ETCD_VERSION        := v3.6.8
+# The other Kubernetes releases both halves are proven on (make test-compat):
+# their kube-apiservers, beside KUBE_VERSION's control plane. 1.31 and 1.33
+# refuse streamed lists (the paged path), 1.37 streams. Each builds from
+# test/tools/apiserver with its own module file (modfile.sh writes one).
+KUBE_COMPAT_VERSIONS := v1.31.14 v1.33.13 v1.37.2
 STATICCHECK_VERSION := v0.8.2
 CONTAINERD_VERSION  := v2.4.2
 KUBEPLANE_DIR       := $(TOOLS_CACHE)/kubeplane-$(KUBE_VERSION)-etcd-$(ETCD_VERSION)
+apiserver            = $(TOOLS_CACHE)/kube-apiserver-$(1)/kube-apiserver
+COMPAT_APISERVERS   := $(foreach v,$(KUBE_COMPAT_VERSIONS),$(call apiserver,$(v)))
 CONTAINERD_DIR      := $(TOOLS_CACHE)/containerd-$(CONTAINERD_VERSION)
 STATICCHECK         := $(TOOLS_CACHE)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 HELM_VERSION        := v3.19.0
@@ -40,6 +47,7 @@ CONTAINER_RUNTIME ?= runc
 
 # Tests and the demo find the control plane and the project's binaries here.
 export GLOBALMIRROR_KUBE_ASSETS := $(KUBEPLANE_DIR)
+export GLOBALMIRROR_KUBE_APISERVERS := $(foreach v,$(KUBE_COMPAT_VERSIONS),$(v)=$(call apiserver,$(v)))
 export GLOBALMIRROR_BIN         := $(BIN)
 export GLOBALMIRROR_HELM        := $(HELM)
 # ... and the images `make image` built (test/image runs them with podman).
@@ -61,7 +69,7 @@ KUBE_LDFLAGS   := -s -w \
 
 COMMANDS := $(BIN)/globalmirror-controller $(BIN)/coredns $(BIN)/localkube $(BIN)/mirrorsim
 
-.PHONY: all tools node-tools node-images apt-deps image-deps build test test-node test-unit test-chart lint demo bench faults clean helm image
+.PHONY: all tools tools-compat node-tools node-images apt-deps image-deps build test test-node test-compat test-unit test-chart lint demo bench faults clean helm image
 
 all: build
 
@@ -75,6 +83,18 @@ $(KUBEPLANE_DIR)/.ok: test/tools/go.mod test/tools/go.sum test/tools/kubeplane/m
 	cd test/tools && $(GO) build $(GO_BUILD_FLAGS) -ldflags '$(KUBE_LDFLAGS)' -o $(KUBEPLANE_DIR)/kubeplane ./kubeplane
 	cd $(KUBEPLANE_DIR) && for n in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy; do ln -sf kubeplane $$n; done
 	@touch $@
+
+## tools-compat: the kube-apiserver of each of KUBE_COMPAT_VERSIONS, built
+## from Go modules once per version (cold: 5-12 min each).
+tools-compat: $(COMPAT_APISERVERS)
+
+$(TOOLS_CACHE)/kube-apiserver-%/kube-apiserver: test/tools/apiserver/main.go test/tools/apiserver/kube-apiserver-%.mod test/tools/apiserver/kube-apiserver-%.sum
+	@mkdir -p $(dir $@)
+	@echo ">> building kube-apiserver $* (cold: 5-12 min)"
+	cd test/tools/apiserver && $(GO) build -modfile=kube-apiserver-$*.mod $(GO_BUILD_FLAGS) -o $@.tmp \
+		-ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$* -X k8s.io/component-base/version.gitMajor=1 \
+		-X k8s.io/component-base/version.gitMinor=$$(echo $* | cut -d. -f2) -X k8s.io/component-base/version.gitTreeState=clean" .
+	@mv $@.tmp $@
 
 ## node-tools: what a real node needs besides kubeplane: containerd, its runc
 ## shim and ctr built from Go modules (kubelet 1.36 needs containerd 2; Debian
@@ -120,8 +140,23 @@ build:
 ## test: unit, integration and end-to-end tests against real control planes and a
 ## real CoreDNS, the images (built with podman) run as the chart runs them, and
 ## the chart installed on a real node (test-node, first: it wants the machine to itself).
-test: test-node
+test: test-node tools-compat
 	$(GO) test -count=1 -timeout 45m $$($(GO) list ./... | grep -v '/test/node$$')
+	$(MAKE) --no-print-directory test-compat
+
+## test-compat: what touches the API server the most, against each of
+## KUBE_COMPAT_VERSIONS' kube-apiserver (the rest of the control plane stays
+## KUBE_VERSION's): both halves' integration tests, the relist and upgrade
+## tests, and the e2e differential test.
+COMPAT_PACKAGES := ./source/integration ./controller/integration ./plugin/global/integration
+test-compat: tools build tools-compat
+	@for v in $(KUBE_COMPAT_VERSIONS); do \
+		echo ">> Kubernetes $$v"; \
+		GLOBALMIRROR_KUBE_APISERVER=$(TOOLS_CACHE)/kube-apiserver-$$v/kube-apiserver \
+			$(GO) test -count=1 -timeout 20m -skip '^TestAControlPlaneUpgradedInPlace' $(COMPAT_PACKAGES) || exit 1; \
+		GLOBALMIRROR_KUBE_APISERVER=$(TOOLS_CACHE)/kube-apiserver-$$v/kube-apiserver \
+			$(GO) test -count=1 -timeout 20m -run '^TestDifferential$$' ./test/e2e || exit 1; \
+	done
 
 ## test-node: helm install of the chart onto a real node (containerd, kubelet,
 ## kube-proxy) in a network namespace of the test's own; see test/node.

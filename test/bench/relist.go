@@ -16,7 +16,6 @@ import (
 	"github.com/globalmirror/globalmirror/test/run"
 	"github.com/globalmirror/globalmirror/test/scenario"
 	"github.com/miekg/dns"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // The blocks whose relists are measured, each alone in its CoreDNS: what a
@@ -235,16 +234,7 @@ func allocsProfile(ctx context.Context, srv *CoreDNS, path string) error {
 // away every version a watch could resume from.
 func (w World) apiFault(ctx context.Context, c *localkube.Cluster, fault string) error {
 	if fault == "compaction" {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.EtcdURL.String()}, DialTimeout: 5 * time.Second})
-		if err != nil {
-			return err
-		}
-		put, err := cli.Put(ctx, "/globalmirror-bench/compaction", time.Now().String())
-		if err == nil {
-			_, err = cli.Compact(ctx, put.Header.Revision, clientv3.WithCompactPhysical())
-		}
-		cli.Close()
-		if err != nil {
+		if _, err := c.CompactEtcd(ctx); err != nil {
 			return err
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/test/run"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -243,20 +242,8 @@ func compactEtcd(ctx context.Context, r *runner, m *member) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.c.EtcdURL.String()}, DialTimeout: 5 * time.Second})
+	revision, err := m.c.CompactEtcd(ctx)
 	if err != nil {
-		return "", err
-	}
-	defer cli.Close()
-	// A write first, so the compaction passes the resourceVersion above.
-	if _, err := cli.Put(ctx, "/faults/compaction", time.Now().String()); err != nil {
-		return "", err
-	}
-	resp, err := cli.Get(ctx, "/faults/compaction")
-	if err != nil {
-		return "", err
-	}
-	if _, err := cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
 		return "", err
 	}
 	if err := r.outage(ctx, m, nil); err != nil {
@@ -273,7 +260,7 @@ func compactEtcd(ctx context.Context, r *runner, m *member) (string, error) {
 	} else if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 		r.res.gone410()
 	}
-	return fmt.Sprintf("compacted to revision %d (a watch from %s: 410 Gone)", resp.Header.Revision, before.ResourceVersion), nil
+	return fmt.Sprintf("compacted to revision %d (a watch from %s: 410 Gone)", revision, before.ResourceVersion), nil
 }
 
 // killLeader ends m's leading controller and starts a replacement, so two

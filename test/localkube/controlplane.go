@@ -1,6 +1,7 @@
 package localkube
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
@@ -31,31 +32,39 @@ type binaries struct {
 	etcd, apiserver, controllerManager, scheduler string
 }
 
-func newBinaries(assets, dir string) (binaries, error) {
+func newBinaries(assets, apiserver, dir string) (binaries, error) {
 	b := binaries{
 		etcd:              filepath.Join(assets, "etcd"),
-		apiserver:         filepath.Join(assets, "kube-apiserver"),
+		apiserver:         cmp.Or(apiserver, filepath.Join(assets, "kube-apiserver")),
 		controllerManager: filepath.Join(assets, "kube-controller-manager"),
 		scheduler:         filepath.Join(assets, "kube-scheduler"),
-	}
-	setpriv, err := exec.LookPath("setpriv") // util-linux, essential on Debian
-	if err != nil {
-		return b, fmt.Errorf("localkube: setpriv (util-linux) is needed so that etcd and kube-apiserver die with their parent: %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return b, err
 	}
-	for _, p := range []*string{&b.etcd, &b.apiserver} {
-		wrapper := filepath.Join(dir, filepath.Base(*p))
-		// exec keeps the PID, so the parent-death signal refers to us; the
-		// real binary keeps its name as argv[0], which selects the command.
-		script := fmt.Sprintf("#!/bin/sh\nexec %q --pdeathsig KILL -- %q \"$@\"\n", setpriv, *p)
-		if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-			return b, err
-		}
-		*p = wrapper
+	var err error
+	if b.etcd, err = dyingWithUs(b.etcd, dir, "etcd"); err != nil {
+		return b, err
 	}
-	return b, nil
+	b.apiserver, err = dyingWithUs(b.apiserver, dir, "kube-apiserver")
+	return b, err
+}
+
+// dyingWithUs writes the wrapper of bin, named name in dir, and returns its
+// path: exec keeps the PID, so the parent-death signal refers to us; the
+// real binary keeps its name as argv[0], which selects the command of a
+// multi-call binary.
+func dyingWithUs(bin, dir, name string) (string, error) {
+	setpriv, err := exec.LookPath("setpriv") // util-linux, essential on Debian
+	if err != nil {
+		return "", fmt.Errorf("localkube: setpriv (util-linux) is needed so that etcd and kube-apiserver die with their parent: %w", err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return "", fmt.Errorf("localkube: %w", err)
+	}
+	wrapper := filepath.Join(dir, name)
+	script := fmt.Sprintf("#!/bin/sh\nexec %q --pdeathsig KILL -- %q \"$@\"\n", setpriv, bin)
+	return wrapper, os.WriteFile(wrapper, []byte(script), 0o755)
 }
 
 func (e *Env) startEtcd(bins binaries, dataDir string) (*envtest.Etcd, error) {

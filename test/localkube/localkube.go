@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +36,29 @@ import (
 // kube-apiserver and kube-controller-manager binaries.
 const AssetsEnv = "GLOBALMIRROR_KUBE_ASSETS"
 
+// APIServerEnv names the environment variable holding a kube-apiserver to
+// run in place of the assets' one: another Kubernetes release, for the
+// version matrix (make test-compat). Everything else stays the assets'.
+const APIServerEnv = "GLOBALMIRROR_KUBE_APISERVER"
+
+// APIServersEnv names the environment variable listing the kube-apiservers
+// of every release the harness built, "v1.33.13=/path/kube-apiserver ...":
+// make sets it from KUBE_COMPAT_VERSIONS, for the tests that change
+// release (Release).
+const APIServersEnv = "GLOBALMIRROR_KUBE_APISERVERS"
+
+// Release is the kube-apiserver of the release with minor version minor
+// ("1.33") among $GLOBALMIRROR_KUBE_APISERVERS.
+func Release(minor string) (string, error) {
+	for _, entry := range strings.Fields(os.Getenv(APIServersEnv)) {
+		version, path, _ := strings.Cut(entry, "=")
+		if strings.HasPrefix(version, "v"+minor+".") {
+			return path, nil
+		}
+	}
+	return "", fmt.Errorf("localkube: no kube-apiserver %s in $%s=%q (make builds them: run the tests through make)", minor, APIServersEnv, os.Getenv(APIServersEnv))
+}
+
 // NodeName is the Node every cluster gets, Ready, for pods to be bound to.
 const NodeName = "node-1"
 
@@ -49,6 +73,9 @@ type Options struct {
 	Dir string
 	// AssetsDir holds the binaries; empty means $GLOBALMIRROR_KUBE_ASSETS.
 	AssetsDir string
+	// APIServer is the kube-apiserver to run; empty means
+	// $GLOBALMIRROR_KUBE_APISERVER, else the assets'.
+	APIServer string
 	// Logger receives progress messages; nil discards them.
 	Logger *slog.Logger
 	// StopOnSignal stops every cluster and exits the process on SIGINT or
@@ -161,7 +188,7 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	}()
 
 	started := time.Now()
-	bins, err := newBinaries(assets, filepath.Join(env.dir, "bin"))
+	bins, err := newBinaries(assets, cmp.Or(opts.APIServer, os.Getenv(APIServerEnv)), filepath.Join(env.dir, "bin"))
 	if err != nil {
 		return env, err
 	}

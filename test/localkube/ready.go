@@ -95,3 +95,21 @@ func createNode(ctx context.Context, client kubernetes.Interface) error {
 	}
 	return nil
 }
+
+// StreamsLists reports whether the API server streams lists (a watch with
+// sendInitialEvents, KEP-3157): 1.32 and 1.34 on do; 1.31 and older, and
+// 1.33, whose feature gate went back to off, refuse it. It asks with a
+// watch of its own, as an independent check of which path a feed takes.
+func StreamsLists(ctx context.Context, client kubernetes.Interface) (bool, error) {
+	yes := true
+	w, err := client.CoreV1().Namespaces().Watch(ctx, metav1.ListOptions{SendInitialEvents: &yes,
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true})
+	if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	w.Stop()
+	return true, nil
+}

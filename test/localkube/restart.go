@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // StopAPIServer kills the cluster's kube-apiserver, as in an outage or a
@@ -57,6 +59,40 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 		return fmt.Errorf("kube-apiserver /readyz: %w", err)
 	}
 	return nil
+}
+
+// StartAPIServerFrom starts a kube-apiserver stopped by StopAPIServer again
+// as StartAPIServer does, from another binary: a control plane upgraded in
+// place (or rolled back).
+func (c *Cluster) StartAPIServerFrom(ctx context.Context, bin string) error {
+	if c.apis == nil {
+		return errors.New("no API server")
+	}
+	wrapper, err := dyingWithUs(bin, filepath.Dir(c.apis.Path), fmt.Sprintf("kube-apiserver-%d", time.Now().UnixNano()))
+	if err != nil {
+		return err
+	}
+	c.apis.Path = wrapper
+	return c.StartAPIServer(ctx)
+}
+
+// CompactEtcd compacts the cluster's etcd to its head, a write of its own
+// first: every version a watch could resume from is gone, and once the API
+// server restarts (its watch cache no longer holding them either), every
+// watch resumed from one gets 410 Gone and its client lists again.
+// It returns the revision compacted to.
+func (c *Cluster) CompactEtcd(ctx context.Context) (int64, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.EtcdURL.String()}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		return 0, err
+	}
+	defer cli.Close()
+	put, err := cli.Put(ctx, "/localkube/compaction", time.Now().String())
+	if err != nil {
+		return 0, err
+	}
+	_, err = cli.Compact(ctx, put.Header.Revision, clientv3.WithCompactPhysical())
+	return put.Header.Revision, err
 }
 
 // apiServerPID finds this cluster's kube-apiserver, the one process whose

@@ -11,7 +11,6 @@ import (
 	"github.com/globalmirror/globalmirror/test/run"
 	"github.com/globalmirror/globalmirror/test/scenario"
 	"github.com/miekg/dns"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,16 +47,7 @@ func TestCatchesUpAfterRepeatedRestarts(t *testing.T) {
 // backoff, which grows with each 410 (make faults found answers 18 s stale).
 func TestCatchesUpAfterRepeatedCompactions(t *testing.T) {
 	catchesUpAfter(t, "compactions", func(ctx context.Context, c *localkube.Cluster) error {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.EtcdURL.String()}, DialTimeout: 5 * time.Second})
-		if err != nil {
-			return err
-		}
-		defer cli.Close()
-		put, err := cli.Put(ctx, "/globalmirror-test/compaction", time.Now().String())
-		if err != nil {
-			return err
-		}
-		if _, err := cli.Compact(ctx, put.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		if _, err := c.CompactEtcd(ctx); err != nil {
 			return err
 		}
 		return restartAPIServer(ctx, c)
