@@ -78,7 +78,7 @@ func newController(t *testing.T, client *fake.Clientset, events record.EventReco
 	if err != nil {
 		t.Fatal(err)
 	}
-	owned, err := NewOwnedSlices(client, nil)
+	owned, err := NewOwnedSlices(client, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

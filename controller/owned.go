@@ -2,15 +2,18 @@ package controller
 
 import (
 	"context"
+	"errors"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/kubeclient"
 	"github.com/globalmirror/globalmirror/source"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -18,77 +21,58 @@ const indexService = "globalmirror/global-service"
 
 // OwnedSlices caches the EndpointSlices the controller writes, selected by
 // their endpointslice managed-by label, so the reconciler can diff against
-// them and so edits or deletions by anyone else get repaired.
+// them and so edits or deletions by anyone else get repaired. A feed per
+// namespace keeps the cache (kubeclient.Feed: its lists take the path the
+// API server offers, its watches resume, a 410 lists again).
 type OwnedSlices struct {
-	factories []informers.SharedInformerFactory
-	informers []cache.SharedIndexInformer
+	store   cache.Indexer // stripped slices, by namespace/name and by service
+	feeds   []*kubeclient.Feed
+	onEvent sliceEvent
 }
 
 // sliceEvent is told about a slice that was added or updated (deleted=false)
 // or deleted.
 type sliceEvent func(s *discoveryv1.EndpointSlice, deleted bool)
 
-// NewOwnedSlices builds the informers of the global EndpointSlices in
-// namespaces (empty: all); New adds its handlers, Controller.Start runs them.
-func NewOwnedSlices(client kubernetes.Interface, namespaces []string) (*OwnedSlices, error) {
+// NewOwnedSlices builds the feeds of the global EndpointSlices in
+// namespaces (empty: all), read through api where it is set (else client:
+// client-go's fakes); New adds its handler, Controller.Start runs them.
+func NewOwnedSlices(client kubernetes.Interface, api *rest.Config, namespaces []string) (*OwnedSlices, error) {
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
 	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelManagedBy: aggregate.EndpointSliceManagedBy}).String()
-	o := &OwnedSlices{}
+	o := &OwnedSlices{
+		store: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{indexService: byServiceName}),
+	}
 	for _, ns := range namespaces {
-		f := informers.NewSharedInformerFactoryWithOptions(client, 0,
-			informers.WithNamespace(ns), informers.WithTransform(stripOwnedSlice))
-		inf := f.InformerFor(&discoveryv1.EndpointSlice{}, source.SliceInformer(ns, sel))
-		if err := inf.AddIndexers(cache.Indexers{indexService: byServiceName}); err != nil {
+		sliceAPI, err := source.EndpointSlices(source.Config{Client: client, API: api}, ns, sel)
+		if err != nil {
 			return nil, err
 		}
-		o.factories = append(o.factories, f)
-		o.informers = append(o.informers, inf)
+		o.feeds = append(o.feeds, kubeclient.NewFeed("global endpointslices "+ns, sliceAPI, &ownedSink{o: o, namespace: ns}))
 	}
 	return o, nil
 }
 
 // addHandler tells onEvent about every change of a global slice.
 func (o *OwnedSlices) addHandler(onEvent sliceEvent) error {
-	for _, inf := range o.informers {
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: func(obj any) {
-				if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
-					onEvent(s, false)
-				}
-			},
-			UpdateFunc: func(oldObj, newObj any) {
-				old, ok1 := oldObj.(*discoveryv1.EndpointSlice)
-				cur, ok2 := newObj.(*discoveryv1.EndpointSlice)
-				if ok1 && ok2 && old.ResourceVersion != cur.ResourceVersion {
-					onEvent(cur, false)
-				}
-			},
-			DeleteFunc: func(obj any) {
-				if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-					obj = t.Obj
-				}
-				if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
-					onEvent(s, true)
-				}
-			},
-		}); err != nil {
-			return err
-		}
+	if o.onEvent != nil {
+		return errors.New("controller: the owned slices have a handler already")
 	}
+	o.onEvent = onEvent
 	return nil
 }
 
 func (o *OwnedSlices) start(ctx context.Context) {
-	for _, f := range o.factories {
-		f.Start(ctx.Done())
+	for _, f := range o.feeds {
+		go f.Run(ctx)
 	}
 }
 
 func (o *OwnedSlices) hasSynced() bool {
-	for _, inf := range o.informers {
-		if !inf.HasSynced() {
+	for _, f := range o.feeds {
+		if !f.HasSynced() {
 			return false
 		}
 	}
@@ -97,12 +81,10 @@ func (o *OwnedSlices) hasSynced() bool {
 
 // forService lists the cached slices labelled with the given service name.
 func (o *OwnedSlices) forService(namespace, name string) []*discoveryv1.EndpointSlice {
-	var out []*discoveryv1.EndpointSlice
-	for _, inf := range o.informers {
-		objs, _ := inf.GetIndexer().ByIndex(indexService, namespace+"/"+name)
-		for _, obj := range objs {
-			out = append(out, obj.(*discoveryv1.EndpointSlice))
-		}
+	objs, _ := o.store.ByIndex(indexService, namespace+"/"+name)
+	out := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, obj := range objs {
+		out = append(out, obj.(*discoveryv1.EndpointSlice))
 	}
 	return out
 }
@@ -110,14 +92,82 @@ func (o *OwnedSlices) forService(namespace, name string) []*discoveryv1.Endpoint
 // bases lists the base of every cached slice.
 func (o *OwnedSlices) bases(suffix string) []source.Key {
 	var out []source.Key
-	for _, inf := range o.informers {
-		for _, obj := range inf.GetStore().List() {
-			if k, ok := baseOf(obj.(*discoveryv1.EndpointSlice), suffix); ok {
-				out = append(out, k)
-			}
+	for _, obj := range o.store.List() {
+		if k, ok := baseOf(obj.(*discoveryv1.EndpointSlice), suffix); ok {
+			out = append(out, k)
 		}
 	}
 	return out
+}
+
+// ownedSink keeps one namespace feed's slices in the store, and tells the
+// handler of every change.
+type ownedSink struct {
+	o         *OwnedSlices
+	namespace string          // metav1.NamespaceAll: every namespace
+	listed    map[string]bool // keys the current list delivered; nil outside a list
+}
+
+func (k *ownedSink) Listing() { k.listed = map[string]bool{} }
+
+func (k *ownedSink) Upsert(obj runtime.Object) {
+	sl, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return
+	}
+	cur := stripOwnedSlice(sl)
+	key := cur.Namespace + "/" + cur.Name
+	k.delivered(key)
+	if old, ok, _ := k.o.store.GetByKey(key); ok && old.(*discoveryv1.EndpointSlice).ResourceVersion == cur.ResourceVersion {
+		return
+	}
+	_ = k.o.store.Update(cur)
+	k.o.tell(cur, false)
+}
+
+// Held implements kubeclient.HeldSink: a relist decodes none of the
+// slices that did not change.
+func (k *ownedSink) Held(p *kubeclient.Peeked) bool {
+	key := p.Namespace + "/" + p.Name // a string of its own: delivered keeps it
+	old, ok, _ := k.o.store.GetByKey(key)
+	if !ok || old.(*discoveryv1.EndpointSlice).ResourceVersion != p.ResourceVersion {
+		return false
+	}
+	k.delivered(key)
+	return true
+}
+
+func (k *ownedSink) delivered(key string) {
+	if k.listed != nil {
+		k.listed[key] = true
+	}
+}
+
+func (k *ownedSink) Delete(obj runtime.Object) {
+	sl, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return
+	}
+	cur := stripOwnedSlice(sl)
+	_ = k.o.store.Delete(cur)
+	k.o.tell(cur, true)
+}
+
+func (k *ownedSink) Listed() {
+	for _, obj := range k.o.store.List() {
+		sl := obj.(*discoveryv1.EndpointSlice)
+		if (k.namespace == metav1.NamespaceAll || sl.Namespace == k.namespace) && !k.listed[sl.Namespace+"/"+sl.Name] {
+			_ = k.o.store.Delete(sl)
+			k.o.tell(sl, true)
+		}
+	}
+	k.listed = nil
+}
+
+func (o *OwnedSlices) tell(sl *discoveryv1.EndpointSlice, deleted bool) {
+	if o.onEvent != nil {
+		o.onEvent(sl, deleted)
+	}
 }
 
 // baseOf is the base a global slice belongs to (aggregate.ManagedBase).
@@ -134,13 +184,9 @@ func byServiceName(obj any) ([]string, error) {
 	return []string{s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]}, nil
 }
 
-// stripOwnedSlice is the owned slices' informer transform: everything the
+// stripOwnedSlice is what the owned slices' cache keeps: everything the
 // minimal-churn reconciling compares of the slices globalmirror writes.
-func stripOwnedSlice(obj any) (any, error) {
-	sl, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return obj, nil
-	}
+func stripOwnedSlice(sl *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
 	out := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              sl.Name,
@@ -168,7 +214,7 @@ func stripOwnedSlice(obj any) (any, error) {
 			Zone:       e.Zone,
 		}
 	}
-	return out, nil
+	return out
 }
 
 // keepKeys is the part of m under keys, nil when that is empty.

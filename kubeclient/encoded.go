@@ -10,14 +10,11 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// A relist after an API server restart or a 410 sends every object again,
-// almost all of them at the version a feed's sink already holds. Decoding
-// each again (its metadata, labels, managedFields; its bytes copied twice on
-// the way) cost a relist about 3 KB of garbage and its CPU per object, on
-// every CoreDNS replica at once. A feed's own client therefore decodes, of
-// each watched object of its kind, only its namespace, name and
-// resourceVersion at first (Encoded), and the feed asks the sink whether it
-// holds that version (HeldSink) before it decodes the rest.
+// The watch after a list goes through client-go's RetryWatcher, which
+// resumes it where it ends. A feed's own client decodes, of each watched
+// object of its kind, only its namespace, name and resourceVersion at first
+// (Encoded), and the feed asks its sink whether it holds that version
+// (HeldSink) before it decodes the rest, as for listed objects.
 
 // Encoded is an object of a watch that is not decoded yet: its namespace,
 // name and resourceVersion (all RetryWatcher and a HeldSink read), and its
@@ -50,17 +47,6 @@ func (e *Encoded) DeepCopyObject() runtime.Object {
 	c := &Encoded{TypeMeta: e.TypeMeta, raw: e.raw, meta: e.meta, decoder: e.decoder}
 	e.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
 	return c
-}
-
-// HeldSink is a Sink that can tell, from an object's name, version and
-// labels alone, that it holds the object as it is.
-type HeldSink interface {
-	Sink
-	// Held reports whether the sink holds the object at its
-	// resourceVersion; if so it counts the object as delivered again (as
-	// Upsert would an object it holds as it is), and the feed decodes
-	// nothing more of it. It keeps none of p's strings (see Peeked).
-	Held(p *Peeked) bool
 }
 
 // EncodedClient is a REST client of group version gv (at apiPath: "/api"

@@ -4,8 +4,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/globalmirror/globalmirror/test/fixture"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -13,16 +11,6 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
-
-// protobufOf encodes obj as the API server sends it in protobuf.
-func protobufOf(t testing.TB, obj runtime.Object) []byte {
-	t.Helper()
-	data, err := fixture.Protobuf(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
 
 // encodedServices is the decoder a feed's EncodedClient of Services uses.
 func encodedServices(t *testing.T) runtime.Decoder {
@@ -105,21 +93,10 @@ func TestWhatIsNotAWatchedObjectOfTheKindIsDecodedAsUsual(t *testing.T) {
 	}
 }
 
-// heldSink holds some objects: the feed decodes only the others.
-type heldSink struct {
-	recordingSink
-	holds map[string]bool // name@rv
-}
-
-func (h *heldSink) Held(p *Peeked) bool {
-	if h.holds[p.Name+"@"+p.ResourceVersion] {
-		h.add("held " + p.Name + "@" + p.ResourceVersion)
-		return true
-	}
-	return false
-}
-
-func TestAFeedDecodesOnlyWhatItsSinkDoesNotHold(t *testing.T) {
+// The watch after a list leaves objects encoded (EncodedClient): the feed
+// decodes an update only where its sink does not hold it, and a deletion
+// always.
+func TestAWatchDecodesOnlyWhatItsSinkDoesNotHold(t *testing.T) {
 	encoded := func(p *corev1.Pod) *Encoded {
 		// Pods stand in for any kind here: the feed only reads the meta
 		// and calls Decode.
@@ -129,19 +106,15 @@ func TestAFeedDecodesOnlyWhatItsSinkDoesNotHold(t *testing.T) {
 		e.Namespace, e.Name, e.ResourceVersion = p.Namespace, p.Name, p.ResourceVersion
 		return e
 	}
-	api := &scriptedAPI{watches: []func(metav1.ListOptions) (watch.Interface, error){
-		events(
-			watch.Event{Type: watch.Added, Object: encoded(pod("a", "3"))}, // held: not decoded
-			watch.Event{Type: watch.Added, Object: encoded(pod("b", "4"))}, // held at another version
-			watch.Event{Type: watch.Bookmark, Object: bookmark("5", true)},
-		),
-		events(
-			watch.Event{Type: watch.Deleted, Object: encoded(pod("a", "3"))}, // a delete is always decoded
-		),
-	}}
+	api := &scriptedAPI{
+		pages: []func() (runtime.Object, error){page("", "5")},
+		watches: []func() (watch.Interface, error){events(
+			watch.Event{Type: watch.Modified, Object: encoded(pod("a", "3"))}, // held: not decoded
+			watch.Event{Type: watch.Modified, Object: encoded(pod("b", "4"))}, // held at another version
+			watch.Event{Type: watch.Deleted, Object: encoded(pod("a", "3"))},  // a delete is always decoded
+		)},
+	}
 	sink := &heldSink{holds: map[string]bool{"a@3": true, "b@2": true}}
-	f := &Feed{Name: "test", List: api.list, Watch: api.watch, Sink: sink, Stream: true}
-	ctx := t.Context()
-	go f.Run(ctx)
-	sinkSees(t, &sink.recordingSink, "listing", "held a@3", "upsert b@4", "listed", "delete a@3")
+	runFeed(t, api.api(false), sink)
+	sinkSees(t, &sink.recordingSink, "listing", "listed", "held a@3", "upsert b@4", "delete a@3")
 }

@@ -4,16 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/util/watchlist"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/klog/v2"
 )
 
@@ -28,9 +29,20 @@ type Sink interface {
 	Upsert(obj runtime.Object)
 	// Delete is an object deleted, as it last was.
 	Delete(obj runtime.Object)
-	// Listed ends a full list: whatever the sink holds that was not upserted
-	// since Listing is gone.
+	// Listed ends a full list: whatever the sink holds that was not
+	// upserted or held since Listing is gone.
 	Listed()
+}
+
+// HeldSink is a Sink that can tell, from an object's name, version and
+// labels alone, that it holds the object as it is.
+type HeldSink interface {
+	Sink
+	// Held reports whether the sink holds the object at its
+	// resourceVersion; if so it counts the object as delivered again (as
+	// Upsert would an object it holds as it is), and the feed decodes
+	// nothing more of it. It keeps none of p's strings (see Peeked).
+	Held(p *Peeked) bool
 }
 
 // Feed lists and watches one resource into a Sink, holding nothing itself:
@@ -38,45 +50,46 @@ type Sink interface {
 // from the events (an informer keeps every object, a key, an index entry and
 // a queue slot besides).
 //
-// A list streams where the API server offers it (a watch with
-// sendInitialEvents, KEP-3157) and is otherwise read in pages, so that no
-// list is ever decoded whole: a relist costs a page of objects, not a second
-// copy of the world. The sink keeps what it held until the list ends, so its
-// readers answer from the last good state throughout. The watch resumes from
-// the last version it delivered when it ends (RetryWatcher: an API server
-// restarting closes every watch); only when that version is gone (410) does
-// the feed list again. A sink that can tell from an object's name and
-// version that it holds it (HeldSink) is spared decoding it again: the feed
-// reads a streamed list's frames itself where it can (Frames), and what the
-// sink holds then costs no allocation at all.
+// Each full list takes one of two paths, by what the API server offers at
+// that moment: streamed (a watch that sends the objects first and then a
+// bookmark, KEP-3157) where it accepts one, else paged. Both read the API
+// server's protobuf themselves and ask a HeldSink about each object before
+// decoding it (see protobuf.go); neither decodes a list whole. The sink keeps
+// what it held until the list ends, so its readers answer from the last
+// good state throughout. After a list the feed watches from its version,
+// resuming where a watch ends (an API server restarting closes every
+// watch); only when that version is gone (410) does it list again.
 type Feed struct {
 	// Name says which feed, in logs.
-	Name  string
-	List  ListFunc
-	Watch WatchFunc
-	Sink  Sink
-	// Stream says the client may stream lists; client-go's fakes cannot.
-	Stream bool
-	// PageSize is the size of a list's pages when it cannot stream.
+	Name string
+	API  API
+	Sink Sink
+	// PageSize is the size of a paged list's pages.
 	PageSize int64
-	// Frames, when set, opens the watches of streamed lists, whose frames
-	// the feed reads itself (see frames.go).
-	Frames *Frames
 	// Counters count what the feed does, for a process's metrics.
 	Counters Counters
 
-	synced   atomic.Bool
-	noStream atomic.Bool // the API server refused or ignored a streamed list
-	noFrames atomic.Bool // a streamed list was not in protobuf frames
-	lists    atomic.Uint64
-	held     atomic.Uint64
+	synced atomic.Bool
+	path   atomic.Value // Path of the last list
+	lists  atomic.Uint64
+	held   atomic.Uint64
 }
+
+// Path is the way a full list was read.
+type Path string
+
+const (
+	// Streamed: a watch sending the objects, then a bookmark ending the list.
+	Streamed Path = "streamed"
+	// Paged: lists of PageSize objects, all at the first one's version.
+	Paged Path = "paged"
+)
 
 // Counters are a feed's counters in a process's metrics (Prometheus
 // counters); nil ones count nothing. Counting allocates nothing.
 type Counters struct {
-	// Lists counts full lists ended: the first, and every relist.
-	Lists interface{ Inc() }
+	// Streamed and Paged count full lists ended, by their path.
+	Streamed, Paged interface{ Inc() }
 	// Held counts objects sent at the version the sink held, which the
 	// feed therefore decoded no further (HeldSink).
 	Held interface{ Inc() }
@@ -88,19 +101,17 @@ func count(c interface{ Inc() }) {
 	}
 }
 
-// NewFeed is a Feed for client (which says whether lists may stream).
-func NewFeed(name string, client any, list ListFunc, watchFn WatchFunc, sink Sink) *Feed {
-	return &Feed{Name: name, List: list, Watch: watchFn, Sink: sink, PageSize: 500,
-		Stream: !DoesNotStream(client)}
+// NewFeed is a Feed of api into sink, in pages of 500 where lists cannot
+// stream.
+func NewFeed(name string, api API, sink Sink) *Feed {
+	return &Feed{Name: name, API: api, Sink: sink, PageSize: 500}
 }
 
-// Streams reports whether the feed's lists stream (the last one did, or
-// none has been tried).
-func (f *Feed) Streams() bool { return f.Stream && !f.noStream.Load() }
-
-// ReadsFrames reports whether the feed reads its streamed lists' frames
-// itself (Frames), as it does unless a stream was not in frames.
-func (f *Feed) ReadsFrames() bool { return f.Streams() && f.Frames != nil && !f.noFrames.Load() }
+// LastPath is the path the last full list took; "" before the first.
+func (f *Feed) LastPath() Path {
+	p, _ := f.path.Load().(Path)
+	return p
+}
 
 // Lists is how many full lists have ended: the first and every relist.
 func (f *Feed) Lists() uint64 { return f.lists.Load() }
@@ -112,33 +123,28 @@ func (f *Feed) Held() uint64 { return f.held.Load() }
 // HasSynced reports whether the first list has ended.
 func (f *Feed) HasSynced() bool { return f.synced.Load() }
 
-// streamQuiet bounds the wait for a streamed list's first event: an API
-// server that does not know sendInitialEvents watches from now and sends
-// nothing, not even the end of a list.
-const streamQuiet = 30 * time.Second
-
-var errStreamUnsupported = errors.New("the API server does not stream lists")
-
 // healthy is how long a watch must have run after its list for the next
 // relist to come at once again. Sooner, the wait before each relist
 // doubles: a watch that fails right after every list must not make a feed
 // list the world in a loop.
 const healthy = time.Minute
 
-// Run lists and watches until ctx is done.
+// Run lists and watches until ctx is done. It logs through ctx's logger
+// (klog.FromContext), so that its lines name the process's component.
 //
 // Two waits: one before a list that failed is tried again, short (a failed
 // list costs the API server little, and answers must follow it soon after
 // it is back), reset by a list that succeeds; one before a relist after a
 // watch ended, doubling to 10 s, reset by a watch that ran for a minute.
 func (f *Feed) Run(ctx context.Context) {
+	log := klog.FromContext(ctx).WithValues("feed", f.Name)
+	ctx = klog.NewContext(ctx, log)
 	retry, relist := listRetry(), relistWait()
 	for ctx.Err() == nil {
 		rv, err := f.list(ctx)
 		wait := retry
 		if err == nil {
 			f.lists.Add(1)
-			count(f.Counters.Lists)
 			f.synced.Store(true)
 			retry = listRetry()
 			start := time.Now()
@@ -152,7 +158,7 @@ func (f *Feed) Run(ctx context.Context) {
 			return
 		}
 		if err != nil {
-			klog.ErrorS(err, "Listing or watching failed", "feed", f.Name)
+			log.Error(err, "Listing or watching failed")
 		}
 		select {
 		case <-ctx.Done():
@@ -173,132 +179,64 @@ func relistWait() *wait.Backoff {
 	return &wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 20, Cap: 10 * time.Second}
 }
 
-// list delivers every object as a full list and returns its version.
+// list delivers every object as a full list and returns its version. It
+// streams where the API server accepts a streamed list, asking again at
+// every list (a control plane upgraded in place streams from then on), and
+// lists in pages where it does not; the log says when the path changes.
 func (f *Feed) list(ctx context.Context) (string, error) {
-	if f.Stream && !f.noStream.Load() {
-		var rv string
-		var err error
-		if f.Frames != nil && !f.noFrames.Load() {
-			if rv, err = f.streamFrames(ctx); errors.Is(err, errNotFrames) {
-				klog.InfoS("Reading streamed lists through client-go's watch instead", "feed", f.Name, "reason", err)
-				f.noFrames.Store(true)
-				rv, err = f.stream(ctx)
-			}
-		} else {
-			rv, err = f.stream(ctx)
-		}
-		if !errors.Is(err, errStreamUnsupported) {
-			return rv, err
-		}
-		klog.InfoS("Listing in pages instead", "feed", f.Name, "reason", err)
-		f.noStream.Store(true)
+	path := Paged
+	rv, err := "", errStreamUnsupported
+	if f.API.Stream != nil {
+		path = Streamed
+		rv, err = f.stream(ctx)
 	}
-	return f.pages(ctx)
-}
-
-// streamedList are the options of a watch that sends the objects first,
-// then a bookmark marking the end of the list.
-func streamedList() metav1.ListOptions {
-	yes := true
-	return metav1.ListOptions{SendInitialEvents: &yes, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true}
-}
-
-// streamRefused is the error of a streamed list's watch that failed:
-// errStreamUnsupported where the API server refused its options.
-func streamRefused(err error) error {
-	if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
-		return fmt.Errorf("%w: %v", errStreamUnsupported, err)
+	if errors.Is(err, errStreamUnsupported) {
+		path = Paged
+		rv, err = f.pages(ctx)
 	}
-	return err
-}
-
-// stream lists through a watch that sends the objects first, then a
-// bookmark marking the end of the list.
-func (f *Feed) stream(ctx context.Context) (string, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w, err := f.Watch(ctx, streamedList())
 	if err != nil {
-		return "", streamRefused(err)
+		return "", err
 	}
-	defer w.Stop()
-	f.Sink.Listing()
-	quiet := time.NewTimer(streamQuiet)
-	defer quiet.Stop()
-	for events := 0; ; events++ {
-		var ev watch.Event
-		var ok bool
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-quiet.C:
-			return "", fmt.Errorf("%w: nothing in %v", errStreamUnsupported, streamQuiet)
-		case ev, ok = <-w.ResultChan():
+	if last := f.LastPath(); last != path {
+		log := klog.FromContext(ctx)
+		switch {
+		case last == "":
+			log.Info("Listed", "path", path)
+		case path == Paged:
+			log.Info("Listing in pages: the API server no longer streams lists")
+		default:
+			log.Info("Streaming lists again: the API server offers it")
 		}
-		if !ok {
-			return "", errors.New("the watch streaming the list ended before the list did")
-		}
-		if events == 0 {
-			quiet.Stop()
-		}
-		if rv, end, err := f.streamed(ev); err != nil || end {
-			return rv, err
-		}
+		f.path.Store(path)
 	}
+	if path == Streamed {
+		count(f.Counters.Streamed)
+	} else {
+		count(f.Counters.Paged)
+	}
+	return rv, nil
 }
 
-// streamed hands one event of a streamed list to the sink; end reports
-// that it ended the list, at version rv, and the sink was told so.
-func (f *Feed) streamed(ev watch.Event) (rv string, end bool, err error) {
-	if delivered, err := f.deliver(ev); err != nil || delivered {
-		return "", false, err
+// take hands a listed object to the sink: nothing but p where the sink
+// holds it at its version, else the object decoded.
+func (f *Feed) take(p *Peeked, decode func() (runtime.Object, error)) error {
+	if h, ok := f.Sink.(HeldSink); ok && p != nil && p.Name != "" && h.Held(p) {
+		f.held.Add(1)
+		count(f.Counters.Held)
+		return nil
 	}
-	if rv, end, err = endOfList(ev); end {
-		f.Sink.Listed()
+	obj, err := decode()
+	if err != nil {
+		return err
 	}
-	return rv, end, err
-}
-
-// pages lists in pages of PageSize, all at the first page's version.
-func (f *Feed) pages(ctx context.Context) (string, error) {
-	opts := metav1.ListOptions{Limit: f.PageSize}
-	f.Sink.Listing()
-	for {
-		list, err := f.List(ctx, opts)
-		if apierrors.IsResourceExpired(err) && opts.Continue != "" {
-			// The version the pages were at is gone: start over, a list
-			// of its own, so that what the first pages held and is gone
-			// since is dropped at its end.
-			opts.Continue = ""
-			f.Sink.Listing()
-			continue
-		}
-		if err != nil {
-			return "", err
-		}
-		items, err := meta.ExtractList(list)
-		if err != nil {
-			return "", err
-		}
-		for _, it := range items {
-			f.Sink.Upsert(it)
-		}
-		lm, err := meta.ListAccessor(list)
-		if err != nil {
-			return "", err
-		}
-		if lm.GetContinue() == "" {
-			f.Sink.Listed()
-			return lm.GetResourceVersion(), nil
-		}
-		opts.Continue = lm.GetContinue()
-	}
+	f.Sink.Upsert(obj)
+	return nil
 }
 
 // follow delivers the watch's events from version rv until the version is
 // gone (nil: list again), the watch fails, or ctx is done.
 func (f *Feed) follow(ctx context.Context, rv string) error {
-	w, err := resumingWatch(f.Watch)(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+	w, err := resumingWatch(ctx, f.API.Watch, rv)
 	if err != nil {
 		return err
 	}
@@ -314,49 +252,99 @@ func (f *Feed) follow(ctx context.Context, rv string) error {
 		if !ok {
 			return nil // the watch gave up: list again
 		}
-		delivered, err := f.deliver(ev)
-		if err != nil {
-			return err
+		switch ev.Type {
+		case watch.Added, watch.Modified, watch.Deleted:
+			if err := f.deliver(ev); err != nil {
+				return err
+			}
+		case watch.Error:
+			if isGone(ev) {
+				return nil
+			}
+			return apierrors.FromObject(ev.Object)
 		}
-		if delivered || ev.Type != watch.Error {
-			continue
-		}
-		if isGone(ev) {
-			return nil
-		}
-		return apierrors.FromObject(ev.Object)
 	}
 }
 
-// deliver hands an object's event to the sink, and reports whether it was
-// one. An object still encoded (EncodedClient) is decoded first, unless it
-// is an update the sink holds as it is; one that cannot be decoded ends the
-// watch, as client-go's watch decoder does.
-func (f *Feed) deliver(ev watch.Event) (bool, error) {
-	switch ev.Type {
-	case watch.Added, watch.Modified, watch.Deleted:
-	default:
-		return false, nil
-	}
+// deliver hands a watch's event to the sink. An object still encoded
+// (EncodedClient) is decoded first, unless it is an update the sink holds as
+// it is; one that cannot be decoded ends the watch, as client-go's watch
+// decoder does.
+func (f *Feed) deliver(ev watch.Event) error {
 	obj := ev.Object
-	if e, ok := obj.(*Encoded); ok {
-		if h, ok := f.Sink.(HeldSink); ok && ev.Type != watch.Deleted && h.Held(e.Peeked()) {
-			f.held.Add(1)
-			count(f.Counters.Held)
-			return true, nil
-		}
-		var err error
-		if obj, err = e.Decode(); err != nil {
-			return true, err
-		}
-	}
 	if ev.Type == watch.Deleted {
+		if e, ok := obj.(*Encoded); ok {
+			var err error
+			if obj, err = e.Decode(); err != nil {
+				return err
+			}
+		}
 		f.Sink.Delete(obj)
-	} else {
-		f.Sink.Upsert(obj)
+		return nil
 	}
-	return true, nil
+	e, ok := obj.(*Encoded)
+	if !ok {
+		f.Sink.Upsert(obj)
+		return nil
+	}
+	return f.take(e.Peeked(), e.Decode)
 }
 
-// DoesNotStream reports whether client cannot stream lists: client-go's fakes.
-func DoesNotStream(client any) bool { return watchlist.DoesClientNotSupportWatchListSemantics(client) }
+// resumingWatch watches from version rv and, where the stream ends (an API
+// server restarting closes every watch), starts it again from the last
+// version it delivered (client-go's RetryWatcher). Where that version is
+// gone, the watch delivers the 410 and ends.
+func resumingWatch(ctx context.Context, watchFn WatchFunc, rv string) (watch.Interface, error) {
+	return watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.AllowWatchBookmarks = true
+			w, err := watchFn(ctx, o)
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				// RetryWatcher would retry a refused start forever; as
+				// an event, it ends the watch and the feed lists again.
+				return expired(err), nil
+			}
+			return w, err
+		},
+	})
+}
+
+// expired is a watch that delivers err as its only event.
+func expired(err error) watch.Interface {
+	ch := make(chan watch.Event, 1)
+	status := metav1.Status{Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired, Message: err.Error()}
+	var api apierrors.APIStatus
+	if errors.As(err, &api) {
+		status = api.Status()
+	}
+	ch <- watch.Event{Type: watch.Error, Object: &status}
+	close(ch)
+	return watch.NewProxyWatcher(ch)
+}
+
+// isGone reports whether ev is the API server saying the watch's version is
+// gone (410): compacted away, or older than its watch cache. By its code,
+// as RetryWatcher decides which errors to hand on.
+func isGone(ev watch.Event) bool {
+	if ev.Type != watch.Error {
+		return false
+	}
+	var status apierrors.APIStatus
+	return errors.As(apierrors.FromObject(ev.Object), &status) && status.Status().Code == http.StatusGone
+}
+
+// unmarshaler is a generated protobuf message: every built-in object.
+type unmarshaler interface{ Unmarshal([]byte) error }
+
+// decodeItem decodes an object's message (a list's item) into a new object.
+func (f *Feed) decodeItem(raw []byte) (runtime.Object, error) {
+	obj := f.API.New()
+	u, ok := obj.(unmarshaler)
+	if !ok {
+		return nil, fmt.Errorf("%T is no protobuf message", obj)
+	}
+	if err := u.Unmarshal(raw); err != nil {
+		return nil, fmt.Errorf("decoding a listed %s: %w", f.API.Kind, err)
+	}
+	return obj, nil
+}

@@ -1,15 +1,20 @@
 package kubeclient
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/globalmirror/globalmirror/test/await"
+	"github.com/globalmirror/globalmirror/test/fixture"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/scheme"
 )
 
 // recordingSink writes down what a Feed delivers.
@@ -40,6 +46,20 @@ func (r *recordingSink) events() []string {
 	return slices.Clone(r.got)
 }
 
+// heldSink holds some objects: the feed decodes only the others.
+type heldSink struct {
+	recordingSink
+	holds map[string]bool // name@rv
+}
+
+func (h *heldSink) Held(p *Peeked) bool {
+	if h.holds[p.Name+"@"+p.ResourceVersion] {
+		h.add("held " + p.Name + "@" + p.ResourceVersion)
+		return true
+	}
+	return false
+}
+
 func nameOf(obj runtime.Object) string {
 	p := obj.(*corev1.Pod)
 	return p.Name + "@" + p.ResourceVersion
@@ -57,40 +77,100 @@ func bookmark(rv string, end bool) *corev1.Pod {
 	return p
 }
 
-// scriptedAPI answers a Feed's lists and watches: each watch gets the next
-// of watches, and the options of every call are written down.
+// protobufOf encodes obj as the API server sends it in protobuf.
+func protobufOf(t testing.TB, obj runtime.Object) []byte {
+	t.Helper()
+	data, err := fixture.Protobuf(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// watchFrames encodes events as the API server streams a protobuf watch:
+// each object in its protobuf envelope, in a WatchEvent, length-delimited.
+func watchFrames(t testing.TB, evs ...watch.Event) []byte {
+	t.Helper()
+	info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	if !ok || info.StreamSerializer == nil {
+		t.Fatal("no protobuf stream serializer")
+	}
+	var out bytes.Buffer
+	w := info.StreamSerializer.Framer.NewFrameWriter(&out)
+	for _, ev := range evs {
+		raw := protobufOf(t, ev.Object)
+		if err := info.StreamSerializer.Encode(&metav1.WatchEvent{Type: string(ev.Type), Object: runtime.RawExtension{Raw: raw}}, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out.Bytes()
+}
+
+// scriptedAPI answers a Feed's pages, streamed lists and watches: each call
+// gets the next of its kind's script, and each call is written down.
 type scriptedAPI struct {
 	mu      sync.Mutex
 	calls   []string
-	lists   []func(metav1.ListOptions) (runtime.Object, error)
-	watches []func(metav1.ListOptions) (watch.Interface, error)
+	pages   []func() (runtime.Object, error)
+	streams []func() ([]byte, error)
+	watches []func() (watch.Interface, error)
 }
 
-func (a *scriptedAPI) list(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
+func (a *scriptedAPI) record(call string) {
 	a.mu.Lock()
-	a.calls = append(a.calls, fmt.Sprintf("list limit=%d continue=%s", o.Limit, o.Continue))
-	if len(a.lists) == 0 {
-		a.mu.Unlock()
-		return nil, fmt.Errorf("unscripted list")
-	}
-	next := a.lists[0]
-	a.lists = a.lists[1:]
+	a.calls = append(a.calls, call)
 	a.mu.Unlock()
-	return next(o)
 }
 
-func (a *scriptedAPI) watch(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+func next[T any](a *scriptedAPI, script *[]T) (T, bool) {
 	a.mu.Lock()
-	stream := o.SendInitialEvents != nil && *o.SendInitialEvents
-	a.calls = append(a.calls, fmt.Sprintf("watch rv=%s stream=%v", o.ResourceVersion, stream))
-	if len(a.watches) == 0 {
-		a.mu.Unlock()
-		return watch.NewFake(), nil // quiet until stopped
+	defer a.mu.Unlock()
+	var none T
+	if len(*script) == 0 {
+		return none, false
 	}
-	next := a.watches[0]
-	a.watches = a.watches[1:]
-	a.mu.Unlock()
-	return next(o)
+	n := (*script)[0]
+	*script = (*script)[1:]
+	return n, true
+}
+
+// api is a's Pods; streams: whether it offers streamed lists at all.
+func (a *scriptedAPI) api(streams bool) API {
+	api := API{Kind: "Pod", New: func() runtime.Object { return &corev1.Pod{} },
+		Page: func(_ context.Context, o metav1.ListOptions) (io.ReadCloser, error) {
+			a.record(fmt.Sprintf("page limit=%d continue=%s", o.Limit, o.Continue))
+			page, ok := next(a, &a.pages)
+			if !ok {
+				return nil, fmt.Errorf("unscripted page")
+			}
+			list, err := page()
+			if err != nil {
+				return nil, err
+			}
+			body, err := fixture.Protobuf(list)
+			return io.NopCloser(bytes.NewReader(body)), err
+		},
+		Watch: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			a.record("watch rv=" + o.ResourceVersion)
+			w, ok := next(a, &a.watches)
+			if !ok {
+				return watch.NewFake(), nil // quiet until stopped
+			}
+			return w()
+		},
+	}
+	if streams {
+		api.Stream = func(_ context.Context, o metav1.ListOptions) (io.ReadCloser, error) {
+			a.record(fmt.Sprintf("stream initial=%v", *o.SendInitialEvents))
+			s, ok := next(a, &a.streams)
+			if !ok {
+				return nil, fmt.Errorf("unscripted stream")
+			}
+			body, err := s()
+			return io.NopCloser(bytes.NewReader(body)), err
+		}
+	}
+	return api
 }
 
 func (a *scriptedAPI) called() []string {
@@ -100,8 +180,8 @@ func (a *scriptedAPI) called() []string {
 }
 
 // events is a watch that delivers evs, then stays open.
-func events(evs ...watch.Event) func(metav1.ListOptions) (watch.Interface, error) {
-	return func(metav1.ListOptions) (watch.Interface, error) {
+func events(evs ...watch.Event) func() (watch.Interface, error) {
+	return func() (watch.Interface, error) {
 		w := watch.NewFakeWithChanSize(len(evs), false)
 		for _, ev := range evs {
 			w.Action(ev.Type, ev.Object)
@@ -110,25 +190,41 @@ func events(evs ...watch.Event) func(metav1.ListOptions) (watch.Interface, error
 	}
 }
 
+// frames is a streamed list of evs.
+func frames(t testing.TB, evs ...watch.Event) func() ([]byte, error) {
+	body := watchFrames(t, evs...)
+	return func() ([]byte, error) { return body, nil }
+}
+
+// refused is an API server that does not stream lists (422).
+func refused() ([]byte, error) {
+	return nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "",
+		field.ErrorList{field.Forbidden(field.NewPath("sendInitialEvents"), "not enabled")})
+}
+
 func gone() watch.Event {
 	s := apierrors.NewResourceExpired("too old resource version").Status()
 	return watch.Event{Type: watch.Error, Object: &s}
 }
 
-func page(cont, rv string, items ...corev1.Pod) func(metav1.ListOptions) (runtime.Object, error) {
-	return func(metav1.ListOptions) (runtime.Object, error) {
+func page(cont, rv string, items ...corev1.Pod) func() (runtime.Object, error) {
+	return func() (runtime.Object, error) {
 		return &corev1.PodList{ListMeta: metav1.ListMeta{Continue: cont, ResourceVersion: rv}, Items: items}, nil
 	}
 }
 
-func runFeed(t *testing.T, api *scriptedAPI, stream bool) (*Feed, *recordingSink) {
+// counter is a metric's counter.
+type counter struct{ atomic.Int64 }
+
+func (c *counter) Inc() { c.Add(1) }
+
+func runFeed(t *testing.T, api API, sink Sink) *Feed {
 	t.Helper()
-	sink := &recordingSink{}
-	f := &Feed{Name: "test", List: api.list, Watch: api.watch, Sink: sink, Stream: stream, PageSize: 2}
+	f := &Feed{Name: "test", API: api, Sink: sink, PageSize: 2}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go f.Run(ctx)
-	return f, sink
+	return f
 }
 
 // sinkSees waits until the sink has seen want, in order, and nothing else.
@@ -146,64 +242,137 @@ func sinkSees(t *testing.T, sink *recordingSink, want ...string) {
 }
 
 func TestFeedStreamsTheListThenFollowsFromItsVersion(t *testing.T) {
-	api := &scriptedAPI{watches: []func(metav1.ListOptions) (watch.Interface, error){
-		events(
+	api := &scriptedAPI{
+		streams: []func() ([]byte, error){frames(t,
 			watch.Event{Type: watch.Added, Object: pod("a", "3")},
 			watch.Event{Type: watch.Bookmark, Object: bookmark("4", false)}, // progress, not the end
 			watch.Event{Type: watch.Added, Object: pod("b", "5")},
 			watch.Event{Type: watch.Bookmark, Object: bookmark("7", true)},
-		),
-		events(
+		)},
+		watches: []func() (watch.Interface, error){events(
 			watch.Event{Type: watch.Modified, Object: pod("a", "8")},
 			watch.Event{Type: watch.Deleted, Object: pod("b", "9")},
-		),
-	}}
-	f, sink := runFeed(t, api, true)
-	sinkSees(t, sink, "listing", "upsert a@3", "upsert b@5", "listed", "upsert a@8", "delete b@9")
-	if !f.HasSynced() {
-		t.Error("not synced after the list")
+		)},
 	}
-	if calls := api.called(); !slices.Equal(calls[:2], []string{"watch rv= stream=true", "watch rv=7 stream=false"}) {
+	sink := &recordingSink{}
+	f := runFeed(t, api.api(true), sink)
+	sinkSees(t, sink, "listing", "upsert a@3", "upsert b@5", "listed", "upsert a@8", "delete b@9")
+	if !f.HasSynced() || f.LastPath() != Streamed {
+		t.Errorf("synced %v, path %q after a streamed list", f.HasSynced(), f.LastPath())
+	}
+	if calls := api.called(); !slices.Equal(calls[:2], []string{"stream initial=true", "watch rv=7"}) {
 		t.Errorf("calls %v: want a streamed list, then a watch from the list's version", calls)
 	}
 }
 
-func TestFeedListsInPagesWhereItCannotStream(t *testing.T) {
-	refused := func(metav1.ListOptions) (watch.Interface, error) {
-		return nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "",
-			field.ErrorList{field.Forbidden(field.NewPath("sendInitialEvents"), "not enabled")})
-	}
+// Where the API server refuses a streamed list (1.31, 1.33), the feed lists
+// in pages; it asks again at its next list, and streams once the API server
+// does (a control plane upgraded in place). Each list is counted by its
+// path.
+func TestFeedListsInPagesWhereTheAPIServerDoesNotStreamAndAsksAgainAtEachList(t *testing.T) {
 	api := &scriptedAPI{
-		watches: []func(metav1.ListOptions) (watch.Interface, error){refused, events(gone())},
-		lists: []func(metav1.ListOptions) (runtime.Object, error){
+		streams: []func() ([]byte, error){refused, refused,
+			frames(t, watch.Event{Type: watch.Added, Object: pod("a", "21")}, watch.Event{Type: watch.Bookmark, Object: bookmark("22", true)})},
+		pages: []func() (runtime.Object, error){
 			page("c1", "", *pod("a", "3"), *pod("b", "4")),
 			// The pages' version was compacted away: the list starts over.
-			func(metav1.ListOptions) (runtime.Object, error) {
-				return nil, apierrors.NewResourceExpired("continue expired")
-			},
+			func() (runtime.Object, error) { return nil, apierrors.NewResourceExpired("continue expired") },
 			page("c1", "", *pod("a", "3"), *pod("b", "4")),
 			page("", "10", *pod("c", "6")),
 			page("", "20", *pod("a", "11")), // the relist after 410
 		},
+		watches: []func() (watch.Interface, error){events(gone()), events(gone())},
 	}
-	_, sink := runFeed(t, api, true)
+	streamed, paged := &counter{}, &counter{}
+	sink := &recordingSink{}
+	f := &Feed{Name: "test", API: api.api(true), Sink: sink, PageSize: 2, Counters: Counters{Streamed: streamed, Paged: paged}}
+	go f.Run(t.Context())
 	sinkSees(t, sink, "listing", "upsert a@3", "upsert b@4", "listing", "upsert a@3", "upsert b@4", "upsert c@6", "listed",
-		"listing", "upsert a@11", "listed")
-	want := []string{"watch rv= stream=true", "list limit=2 continue=", "list limit=2 continue=c1", "list limit=2 continue=",
-		"list limit=2 continue=c1", "watch rv=10 stream=false", "list limit=2 continue=", "watch rv=20 stream=false"}
+		"listing", "upsert a@11", "listed", "listing", "upsert a@21", "listed")
+	want := []string{"stream initial=true", "page limit=2 continue=", "page limit=2 continue=c1", "page limit=2 continue=",
+		"page limit=2 continue=c1", "watch rv=10", "stream initial=true", "page limit=2 continue=", "watch rv=20",
+		"stream initial=true", "watch rv=22"}
 	if calls := api.called(); !slices.Equal(calls, want) {
-		t.Errorf("calls\n  %v\nwant (streaming tried once, never again)\n  %v", calls, want)
+		t.Errorf("calls\n  %v\nwant\n  %v", calls, want)
+	}
+	if f.LastPath() != Streamed || streamed.Load() != 1 || paged.Load() != 2 {
+		t.Errorf("path %q, %d lists streamed and %d paged; want streamed, 1 and 2", f.LastPath(), streamed.Load(), paged.Load())
+	}
+}
+
+func TestFeedListsInPagesOnlyWhereTheAPICannotStream(t *testing.T) {
+	api := &scriptedAPI{pages: []func() (runtime.Object, error){page("", "5", *pod("a", "3"))}}
+	sink := &recordingSink{}
+	f := runFeed(t, api.api(false), sink)
+	sinkSees(t, sink, "listing", "upsert a@3", "listed")
+	if calls := api.called(); !slices.Equal(calls[:2], []string{"page limit=2 continue=", "watch rv=5"}) || f.LastPath() != Paged {
+		t.Errorf("calls %v, path %q: want a page, then a watch from its version", calls, f.LastPath())
 	}
 }
 
 // A watch whose version is gone (410) lists again; the sink is told where
 // the list starts and ends, to drop what the list no longer holds.
 func TestFeedListsAgainWhenTheVersionIsGone(t *testing.T) {
-	api := &scriptedAPI{watches: []func(metav1.ListOptions) (watch.Interface, error){
-		events(watch.Event{Type: watch.Added, Object: pod("a", "3")}, watch.Event{Type: watch.Bookmark, Object: bookmark("5", true)}),
-		events(watch.Event{Type: watch.Modified, Object: pod("a", "6")}, gone()),
-		events(watch.Event{Type: watch.Added, Object: pod("b", "8")}, watch.Event{Type: watch.Bookmark, Object: bookmark("9", true)}),
-	}}
-	_, sink := runFeed(t, api, true)
+	api := &scriptedAPI{
+		streams: []func() ([]byte, error){
+			frames(t, watch.Event{Type: watch.Added, Object: pod("a", "3")}, watch.Event{Type: watch.Bookmark, Object: bookmark("5", true)}),
+			frames(t, watch.Event{Type: watch.Added, Object: pod("b", "8")}, watch.Event{Type: watch.Bookmark, Object: bookmark("9", true)}),
+		},
+		watches: []func() (watch.Interface, error){events(watch.Event{Type: watch.Modified, Object: pod("a", "6")}, gone())},
+	}
+	sink := &recordingSink{}
+	runFeed(t, api.api(true), sink)
 	sinkSees(t, sink, "listing", "upsert a@3", "listed", "upsert a@6", "listing", "upsert b@8", "listed")
+}
+
+// A watch that ends (an API server restarting) is started again from the
+// last version delivered, and the feed goes on without listing.
+func TestFeedResumesAWatchFromTheLastVersion(t *testing.T) {
+	api := &scriptedAPI{
+		pages: []func() (runtime.Object, error){page("", "4")},
+		watches: []func() (watch.Interface, error){
+			func() (watch.Interface, error) {
+				w := watch.NewFakeWithChanSize(1, false)
+				w.Add(pod("a", "5"))
+				w.Stop() // the stream ends
+				return w, nil
+			},
+			events(watch.Event{Type: watch.Modified, Object: pod("a", "6")}),
+		},
+	}
+	sink := &recordingSink{}
+	runFeed(t, api.api(false), sink)
+	sinkSees(t, sink, "listing", "listed", "upsert a@5", "upsert a@6")
+	if calls := api.called(); !slices.Equal(calls[:3], []string{"page limit=2 continue=", "watch rv=4", "watch rv=5"}) {
+		t.Errorf("calls %v: want the watch resumed from version 5", calls)
+	}
+}
+
+// A version compacted away ends the watch with 410 Gone, whether the API
+// server says so in the stream or when the watch starts.
+func TestACompactedVersionEndsTheWatch(t *testing.T) {
+	refusedWatch := func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+		return nil, apierrors.NewResourceExpired("too old resource version: 4 (9)")
+	}
+	w, err := resumingWatch(t.Context(), refusedWatch, "4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	select {
+	case ev := <-w.ResultChan():
+		if st, ok := ev.Object.(*metav1.Status); ev.Type != watch.Error || !ok || st.Code != http.StatusGone {
+			t.Fatalf("got %v %v, want an Error event with 410", ev.Type, ev.Object)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event")
+	}
+	select {
+	case _, ok := <-w.ResultChan():
+		if ok {
+			t.Error("the watch went on after 410")
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the watch did not end after 410")
+	}
 }

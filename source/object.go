@@ -292,8 +292,8 @@ type sliceRare struct {
 func (c *cachedSlice) namespace() string { return c.shape.namespace }
 func (c *cachedSlice) cluster() string   { return c.shape.cluster }
 
-// held is what data or rare holds of the slice's name.
-func (c *cachedSlice) held() string {
+// nameKept is what data or rare keeps of the slice's name: all of it, or its tail (tailOnly).
+func (c *cachedSlice) nameKept() string {
 	if c.rare != nil && c.rare.name != "" {
 		return c.rare.name
 	}
@@ -303,17 +303,17 @@ func (c *cachedSlice) held() string {
 // name is the name of c, a slice of service.
 func (c *cachedSlice) name(service string) string {
 	if c.flags&tailOnly != 0 {
-		return service + "-" + c.held()
+		return service + "-" + c.nameKept()
 	}
-	return c.held()
+	return c.nameKept()
 }
 
 // named reports whether name is the name of c, a slice of service.
 func (c *cachedSlice) named(service, name string) bool {
 	if c.flags&tailOnly == 0 {
-		return c.held() == name
+		return c.nameKept() == name
 	}
-	tail := c.held()
+	tail := c.nameKept()
 	return len(name) == len(service)+1+len(tail) && name[len(service)] == '-' &&
 		strings.HasPrefix(name, service) && strings.HasSuffix(name, tail)
 }

@@ -23,7 +23,6 @@ import (
 	"hash/maphash"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/kubeclient"
@@ -34,8 +33,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	discoveryv1client "k8s.io/client-go/kubernetes/typed/discovery/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
@@ -62,12 +59,13 @@ type Config struct {
 	// NoUIDs keeps no Service's UID, for a user that neither owns nor
 	// deletes anything by one (the plugin).
 	NoUIDs bool
-	// API, when set, is the configuration Client was made with: the feeds
-	// then read their streamed lists' frames themselves (kubeclient.Frames)
-	// and watch with clients that leave each object encoded
-	// (kubeclient.EncodedClient), and ask their sinks whether they hold an
-	// object at the version sent before they decode it, so that a relist
-	// decodes only what changed, and makes no garbage for the rest.
+	// API is the configuration Client was made with: the feeds read the
+	// API server's lists themselves (kubeclient.RESTAPI) and watch with
+	// clients that leave each object encoded (kubeclient.EncodedClient),
+	// and ask their sinks whether they hold an object at the version sent
+	// before they decode it, so that a relist decodes only what changed
+	// and makes no garbage for the rest. Nil: through Client's lists and
+	// watches (client-go's fakes, in unit tests).
 	API *rest.Config
 	// Counters, when set, are the counters of the feeds of resource
 	// ("services", "endpointslices"), for the process's metrics.
@@ -117,26 +115,15 @@ func New(cfg Config) (*Source, error) {
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
-	c := cfg.Client
-	core, discovery := c.CoreV1(), c.DiscoveryV1()
-	var coreREST, discoveryREST *rest.RESTClient
-	if cfg.API != nil {
-		var err error
-		if coreREST, err = kubeclient.EncodedClient(cfg.API, corev1.SchemeGroupVersion, "/api", "Service"); err != nil {
-			return nil, fmt.Errorf("source: %w", err)
-		}
-		if discoveryREST, err = kubeclient.EncodedClient(cfg.API, discoveryv1.SchemeGroupVersion, "/apis", "EndpointSlice"); err != nil {
-			return nil, fmt.Errorf("source: %w", err)
-		}
-		core, discovery = corev1client.New(coreREST), discoveryv1client.New(discoveryREST)
+	apis, err := newAPIs(cfg)
+	if err != nil {
+		return nil, err
 	}
 	mirrorSel := labels.SelectorFromSet(labels.Set{aggregate.LabelMirroredService: "true"})
 	for _, ns := range namespaces {
 		svcs := &serviceSink{s: s}
 		s.serviceSinks[ns] = svcs
-		api := core.Services(ns)
-		s.addFeed(feed("services "+ns+" "+notEndpointMirrors, c, notEndpointMirrors, api.List, api.Watch, svcs),
-			coreREST, ns, "services", "Service", notEndpointMirrors)
+		s.addFeed("services "+ns+" "+notEndpointMirrors, apis.services(ns, notEndpointMirrors), svcs, "services")
 
 		selectors := []labels.Selector{mirrorSel}
 		if cfg.LocalSelector != nil && !cfg.LocalSelector.Empty() {
@@ -145,60 +132,90 @@ func New(cfg Config) (*Source, error) {
 		for kind, sel := range selectors {
 			sink := newSliceSink(s, sel, ns, uint8(kind))
 			s.slices = append(s.slices, sink)
-			api := discovery.EndpointSlices(ns)
-			s.addFeed(feed("endpointslices "+ns+" "+sel.String(), c, sel.String(), api.List, api.Watch, sink),
-				discoveryREST, ns, "endpointslices", "EndpointSlice", sel.String())
+			s.addFeed("endpointslices "+ns+" "+sel.String(), apis.slices(ns, sel.String()), sink, "endpointslices")
 		}
 	}
 	return s, nil
 }
 
-// addFeed adds f, a feed of resource (of kind) in ns carrying label
-// selector sel: counted where the process counts (Config.Counters), and
-// reading its streamed lists' frames through rc where that is a client of
-// the API server's own (Config.API).
-func (s *Source) addFeed(f *kubeclient.Feed, rc *rest.RESTClient, ns, resource, kind, sel string) {
-	if rc != nil {
-		f.Frames = kubeclient.WatchFrames(rc, ns, resource, kind, sel)
+// addFeed adds a feed of resource through api into sink, counted where the
+// process counts (Config.Counters).
+func (s *Source) addFeed(name string, api kubeclient.API, sink kubeclient.Sink, resource string) {
+	if s.cfg.PagedLists {
+		api.Stream = nil
 	}
+	f := kubeclient.NewFeed(name, api, sink)
 	if s.cfg.Counters != nil {
 		f.Counters = s.cfg.Counters(resource)
 	}
 	s.feeds = append(s.feeds, f)
 }
 
-// feed is a Feed of one API whose lists and watches carry label selector sel.
-func feed[L runtime.Object](name string, c kubernetes.Interface, sel string,
-	list func(context.Context, metav1.ListOptions) (L, error),
-	watchOf func(context.Context, metav1.ListOptions) (watch.Interface, error), sink kubeclient.Sink) *kubeclient.Feed {
-	return kubeclient.NewFeed(name, c,
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = sel
-			return list(ctx, o)
-		},
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = sel
-			return watchOf(ctx, o)
-		}, sink)
+// EndpointSlices is the API of the EndpointSlices of ns selected by sel as
+// the source's feeds read them (through cfg.API where it is set, else
+// cfg.Client): for a feed of slices of its own, the controller's.
+func EndpointSlices(cfg Config, ns, sel string) (kubeclient.API, error) {
+	a, err := newAPIs(cfg)
+	if err != nil {
+		return kubeclient.API{}, err
+	}
+	return a.slices(ns, sel), nil
 }
 
-// SliceInformer builds the EndpointSlice informer of ns for label selector
-// sel (for an informer factory's InformerFor), with a watch that resumes where
-// it stopped (see kubeclient.Informer). The controller's informer of its own
-// slices, which it needs whole.
-func SliceInformer(ns, sel string) func(kubernetes.Interface, time.Duration) cache.SharedIndexInformer {
-	return func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		api := c.DiscoveryV1().EndpointSlices(ns)
-		return kubeclient.Informer(c,
-			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				o.LabelSelector = sel
-				return api.List(ctx, o)
+// apis make the feeds' APIs: through clients of the feeds' own
+// (kubeclient.EncodedClient) where the configuration is known (Config.API),
+// else through the typed client's lists and watches (client-go's fakes).
+type apis struct {
+	services, slices func(ns, sel string) kubeclient.API
+}
+
+func newAPIs(cfg Config) (apis, error) {
+	newService := func() runtime.Object { return &corev1.Service{} }
+	newSlice := func() runtime.Object { return &discoveryv1.EndpointSlice{} }
+	if cfg.API == nil {
+		c := cfg.Client
+		return apis{
+			services: func(ns, sel string) kubeclient.API {
+				api := c.CoreV1().Services(ns)
+				return kubeclient.TypedAPI("Service", newService, listOf(sel, api.List), watchOf(sel, api.Watch))
 			},
-			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				o.LabelSelector = sel
-				return api.Watch(ctx, o)
+			slices: func(ns, sel string) kubeclient.API {
+				api := c.DiscoveryV1().EndpointSlices(ns)
+				return kubeclient.TypedAPI("EndpointSlice", newSlice, listOf(sel, api.List), watchOf(sel, api.Watch))
 			},
-			&discoveryv1.EndpointSlice{}, resync)
+		}, nil
+	}
+	core, err := kubeclient.EncodedClient(cfg.API, corev1.SchemeGroupVersion, "/api", "Service")
+	if err != nil {
+		return apis{}, fmt.Errorf("source: %w", err)
+	}
+	discovery, err := kubeclient.EncodedClient(cfg.API, discoveryv1.SchemeGroupVersion, "/apis", "EndpointSlice")
+	if err != nil {
+		return apis{}, fmt.Errorf("source: %w", err)
+	}
+	return apis{
+		services: func(ns, sel string) kubeclient.API {
+			return kubeclient.RESTAPI(core, ns, "services", "Service", sel, newService)
+		},
+		slices: func(ns, sel string) kubeclient.API {
+			return kubeclient.RESTAPI(discovery, ns, "endpointslices", "EndpointSlice", sel, newSlice)
+		},
+	}, nil
+}
+
+// listOf and watchOf are a typed client's List and Watch with label
+// selector sel.
+func listOf[L runtime.Object](sel string, list func(context.Context, metav1.ListOptions) (L, error)) kubeclient.ListFunc {
+	return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		o.LabelSelector = sel
+		return list(ctx, o)
+	}
+}
+
+func watchOf(sel string, w kubeclient.WatchFunc) kubeclient.WatchFunc {
+	return func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		o.LabelSelector = sel
+		return w(ctx, o)
 	}
 }
 
@@ -212,7 +229,6 @@ func (s *Source) AddHandler(h Handler) error {
 // Start runs the feeds until ctx is done.
 func (s *Source) Start(ctx context.Context) {
 	for _, f := range s.feeds {
-		f.Stream = f.Stream && !s.cfg.PagedLists
 		go f.Run(ctx)
 	}
 }
@@ -227,18 +243,6 @@ func (s *Source) Lists() uint64 {
 		}
 	}
 	return least
-}
-
-// ReadsFrames reports whether every feed reads its streamed lists' frames
-// itself (kubeclient.Frames), so that a relist of what is held makes no
-// garbage.
-func (s *Source) ReadsFrames() bool {
-	for _, f := range s.feeds {
-		if !f.ReadsFrames() {
-			return false
-		}
-	}
-	return len(s.feeds) > 0
 }
 
 // Encoded reports whether the feeds watch with clients that leave objects
@@ -256,14 +260,18 @@ func (s *Source) Held() uint64 {
 	return n
 }
 
-// Streaming reports whether every feed's lists stream.
-func (s *Source) Streaming() bool {
+// Paths are the paths the feeds' last lists took (kubeclient.Streamed,
+// kubeclient.Paged), each once, sorted; a feed that has not listed yet
+// adds "".
+func (s *Source) Paths() []kubeclient.Path {
+	var paths []kubeclient.Path
 	for _, f := range s.feeds {
-		if !f.Streams() {
-			return false
+		if p := f.LastPath(); !slices.Contains(paths, p) {
+			paths = append(paths, p)
 		}
 	}
-	return true
+	slices.Sort(paths)
+	return paths
 }
 
 // HasSynced reports whether every feed has listed once.

@@ -534,7 +534,7 @@ func (k *sliceSink) addMember(namespace, service string, c *cachedSlice, changed
 	e := k.s.entryFor(namespace, service)
 	e.members = append(e.members, c)
 	if c.flags&tailOnly == 0 {
-		k.otherNamed.set(k.s.intern.str(namespace), c.held(), service)
+		k.otherNamed.set(k.s.intern.str(namespace), c.nameKept(), service)
 	}
 	for _, n := range c.globalNamed() {
 		appendTo(k.globalNamed, c.namespace(), n, globalNamedBy{c, service})
@@ -551,7 +551,7 @@ func (k *sliceSink) removeMember(namespace, service string, e *entry, i int, cha
 		e.members = nil
 	}
 	if c.flags&tailOnly == 0 {
-		k.otherNamed.del(namespace, c.held())
+		k.otherNamed.del(namespace, c.nameKept())
 	}
 	for _, n := range c.globalNamed() {
 		removeFrom(k.globalNamed, namespace, n, globalNamedBy{c, service})

@@ -284,7 +284,7 @@ func TestInsertMirrorKeepsOrderAndSize(t *testing.T) {
 // is named for its service, or, longer than a byte counts (the API admits
 // 253), beside it; either way it comes back whole, its endpoints unharmed.
 func TestStripMemberSliceKeepsItsName(t *testing.T) {
-	for _, tc := range []struct{ name, service, held string }{
+	for _, tc := range []struct{ name, service, kept string }{
 		{"db-abc", "db", "abc"},
 		{"db-abc", "web", "db-abc"},
 		{"db-", "db", "db-"},
@@ -296,8 +296,8 @@ func TestStripMemberSliceKeepsItsName(t *testing.T) {
 			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.1.0.1"}, Hostname: new("db-0")}}}
 		c := newInterner().stripSlice(in, tc.service, aggregate.DefaultSuffix)
 		got := c.slice(tc.service)
-		if c.held() != tc.held || c.name(tc.service) != tc.name || got.Name != tc.name || !c.named(tc.service, tc.name) {
-			t.Errorf("%q of %q: held %q, named %q, given back as %q", tc.name, tc.service, c.held(), c.name(tc.service), got.Name)
+		if c.nameKept() != tc.kept || c.name(tc.service) != tc.name || got.Name != tc.name || !c.named(tc.service, tc.name) {
+			t.Errorf("%q of %q: kept %q, named %q, given back as %q", tc.name, tc.service, c.nameKept(), c.name(tc.service), got.Name)
 		}
 		for _, other := range []string{tc.name + "x", "x" + tc.name, tc.service + "-", ""} {
 			if other != tc.name && c.named(tc.service, other) {

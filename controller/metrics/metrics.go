@@ -34,7 +34,7 @@ type Metrics struct {
 	ConflictsTotal prometheus.Counter       // conflicts seen appearing
 	Problems       *prometheus.CounterVec   // {reason}
 	Skipped        *prometheus.CounterVec   // {kind,reason}
-	Lists          *prometheus.CounterVec   // {resource}
+	Lists          *prometheus.CounterVec   // {resource, path}
 	Held           *prometheus.CounterVec   // {resource}
 	histogramOpts  prometheus.HistogramOpts // template for the adapters' latency histograms
 }
@@ -83,8 +83,8 @@ func New() *Metrics {
 		}, []string{"kind", "reason"}),
 		Lists: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "lists_total",
-			Help: "Full lists the index of mirrors read, by resource (services, endpointslices): the first, and a relist after each watch whose version was gone.",
-		}, []string{"resource"}),
+			Help: "Full lists the index of mirrors read, by resource (services, endpointslices) and path (streamed: a watch sending the list, where the API server offers one; paged): the first, and a relist after each watch whose version was gone.",
+		}, []string{"resource", "path"}),
 		Held: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "held_objects_total",
 			Help: "Objects a list or watch sent at the version the index held, which it therefore did not decode, by resource.",
@@ -103,7 +103,8 @@ func New() *Metrics {
 // FeedCounters are the counters of the index's feeds of resource
 // (source.Config.Counters).
 func (m *Metrics) FeedCounters(resource string) kubeclient.Counters {
-	return kubeclient.Counters{Lists: m.Lists.WithLabelValues(resource), Held: m.Held.WithLabelValues(resource)}
+	return kubeclient.Counters{Streamed: m.Lists.WithLabelValues(resource, string(kubeclient.Streamed)),
+		Paged: m.Lists.WithLabelValues(resource, string(kubeclient.Paged)), Held: m.Held.WithLabelValues(resource)}
 }
 
 // Write counts one write request.

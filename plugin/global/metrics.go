@@ -60,8 +60,8 @@ var (
 		Namespace: plugin.Namespace,
 		Subsystem: "global",
 		Name:      "lists_total",
-		Help:      "Counter of full lists the plugin's index read, by resource (services, endpointslices): the first, and a relist after each watch whose version was gone.",
-	}, []string{"resource"})
+		Help:      "Counter of full lists the plugin's index read, by resource (services, endpointslices) and path (streamed: a watch sending the list, where the API server offers one; paged): the first, and a relist after each watch whose version was gone.",
+	}, []string{"resource", "path"})
 
 	heldTotal = promauto.NewCounterVec(prometheus.CounterOpts{
 		Namespace: plugin.Namespace,
@@ -80,7 +80,8 @@ var (
 
 // feedCounters are the counters of the index's feeds of resource.
 func feedCounters(resource string) kubeclient.Counters {
-	return kubeclient.Counters{Lists: listsTotal.WithLabelValues(resource), Held: heldTotal.WithLabelValues(resource)}
+	return kubeclient.Counters{Streamed: listsTotal.WithLabelValues(resource, string(kubeclient.Streamed)),
+		Paged: listsTotal.WithLabelValues(resource, string(kubeclient.Paged)), Held: heldTotal.WithLabelValues(resource)}
 }
 
 // typeLabel keeps the type label's cardinality low.

@@ -53,7 +53,7 @@ func setup(c *caddy.Controller) error {
 		return plugin.Error(pluginName, err)
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(withLogger(context.Background()))
 	c.OnStartup(func() error {
 		g.start(ctx)
 		deadline := time.Now().Add(startupTimeout)

@@ -15,7 +15,7 @@ import (
 	"github.com/globalmirror/globalmirror/source"
 	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/fixture"
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"github.com/globalmirror/globalmirror/test/localkube"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,10 +86,18 @@ func TestRelistOfAnUnchangedWorldTellsNoOne(t *testing.T) {
 	sel, _ := labels.Parse(aggregate.DefaultLocalSelector)
 	counted := map[string]*counter{}
 	counters := func(resource string) kubeclient.Counters {
-		if counted[resource+" lists"] == nil {
-			counted[resource+" lists"], counted[resource+" held"] = &counter{}, &counter{}
+		if counted[resource+" held"] == nil {
+			for _, what := range []string{" streamed", " paged", " held"} {
+				counted[resource+what] = &counter{}
+			}
 		}
-		return kubeclient.Counters{Lists: counted[resource+" lists"], Held: counted[resource+" held"]}
+		return kubeclient.Counters{Streamed: counted[resource+" streamed"], Paged: counted[resource+" paged"], Held: counted[resource+" held"]}
+	}
+	path := kubeclient.Paged
+	if streams, err := localkube.StreamsLists(ctx, c); err != nil {
+		t.Fatal(err)
+	} else if streams {
+		path = kubeclient.Streamed
 	}
 	src, err := source.New(source.Config{Client: c, API: cluster.Config, Namespaces: []string{ns}, LocalSelector: sel, Counters: counters})
 	if err != nil {
@@ -115,16 +123,7 @@ func TestRelistOfAnUnchangedWorldTellsNoOne(t *testing.T) {
 
 	// Every watch's version compacted away, then the API server restarted:
 	// each feed lists again.
-	etcd, err := clientv3.New(clientv3.Config{Endpoints: []string{cluster.EtcdURL.String()}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
-	put, err := etcd.Put(ctx, "/globalmirror-test/compaction", time.Now().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := etcd.Compact(ctx, put.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+	if _, err := cluster.CompactEtcd(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := cluster.StopAPIServer(); err != nil {
@@ -170,15 +169,16 @@ func TestRelistOfAnUnchangedWorldTellsNoOne(t *testing.T) {
 	if got, want := src.Held()-held, uint64(2*11); got < want {
 		t.Errorf("the relists left %d objects encoded, want at least %d", got, want)
 	}
-	// The process's metrics count both: every feed's relist, and, of each
-	// resource, what the relists held.
-	for what, want := range map[string]int64{"services lists": 1, "endpointslices lists": 2, "services held": 2 * 4, "endpointslices held": 2 * 7} {
+	// The process's metrics count both: every feed's relist, by the path
+	// the API server offers, and, of each resource, what the relists held.
+	for what, want := range map[string]int64{"services " + string(path): 1, "endpointslices " + string(path): 2,
+		"services held": 2 * 4, "endpointslices held": 2 * 7} {
 		if got := counted[what].Load() - before[what]; got < want {
 			t.Errorf("counted %d %s, want at least %d", got, what, want)
 		}
 	}
-	if !src.ReadsFrames() {
-		t.Error("a feed reads its streamed lists through client-go's watch, not in frames")
+	if got := src.Paths(); !slices.Equal(got, []kubeclient.Path{path}) {
+		t.Errorf("the relists took %v, want %s", got, path)
 	}
 }
 

@@ -106,7 +106,7 @@ func serve(ctx context.Context, opts options.Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	owned, err := controller.NewOwnedSlices(client, opts.Namespaces)
+	owned, err := controller.NewOwnedSlices(client, cfg, opts.Namespaces)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -118,5 +119,27 @@ func TestAPIServerOutage(t *testing.T) {
 	defer mu.Unlock()
 	if len(bad) > 0 {
 		t.Errorf("%d of %d answers during the outage were neither the old nor the new set, e.g. %q", len(bad), answered.Load(), bad[0])
+	}
+	logNamesThePlugin(t, dnsSrv.Log(1<<20))
+}
+
+// logNamesThePlugin checks that every line CoreDNS logged of the plugin's
+// own (its lines, and those of the feeds it runs: package kubeclient and
+// client-go's watches log through klog, which CoreDNS's kubernetes plugin
+// takes over) says plugin/global, and that there are some.
+func logNamesThePlugin(t *testing.T, log string) {
+	t.Helper()
+	ours := 0
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, "feed=") && !strings.Contains(line, "Kubernetes API") {
+			continue
+		}
+		ours++
+		if !strings.Contains(line, "] plugin/global: ") {
+			t.Errorf("a line of the plugin's names another: %s", line)
+		}
+	}
+	if ours == 0 {
+		t.Errorf("CoreDNS logged none of the plugin's lines:\n%s", log)
 	}
 }
