@@ -228,7 +228,7 @@ BENCH_DURATION ?= 10
 BENCH_SIZES    ?= 1000,10000
 BENCH_CHANGES  ?= 1000
 BENCH_FLAGS    ?=
-bench: tools build
+bench: tools tools-compat build
 	CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/bench ./test/bench/cmd/bench
 	$(BIN)/bench -rounds=$(BENCH_ROUNDS) -duration=$(BENCH_DURATION) -sizes=$(BENCH_SIZES) \
 		-changes=$(BENCH_CHANGES) -go=$(GO) -out=test/bench/RESULTS.md $(BENCH_FLAGS)

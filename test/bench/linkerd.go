@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/run"
 )
 
@@ -18,6 +19,9 @@ const linkerdServiceCIDRs = "10.96.0.0/12,fd00:10:96::/108"
 // LinkerdMemoryResult is CoreDNS's memory in Linkerd's full shape: at each
 // size, and through API server faults at the largest.
 type LinkerdMemoryResult struct {
+	// Paged: on an API server that does not stream lists, so that every
+	// list is read in pages (Config.PagedAPIServer).
+	Paged bool
 	Steps []LinkerdMemoryStep
 	// Large is the world grown on to Config.LinkerdLarge bases, but for the
 	// endpoint mirrors' Services; nil if not.
@@ -40,16 +44,27 @@ type LinkerdMemoryStep struct {
 // plugin, in Linkerd's full shape (a headless mirror per base and cluster
 // and an endpoint mirror per pod), at each of sizes bases, ascending: what
 // the plugin adds per mirrored endpoint is the slope between two sizes,
-// which leaves out what does not grow with the world.
-func LinkerdMemory(ctx context.Context, cfg Config, sizes []int) (*LinkerdMemoryResult, error) {
-	env, cluster, client, err := startCluster(ctx, filepath.Join(cfg.Dir, "linkerd-cluster"), linkerdServiceCIDRs)
+// which leaves out what does not grow with the world. apiserver, when set,
+// is a kube-apiserver that does not stream lists: the lists are then paged,
+// and the world is not grown on, nor stormed.
+func LinkerdMemory(ctx context.Context, cfg Config, sizes []int, apiserver string) (*LinkerdMemoryResult, error) {
+	dir := "linkerd-cluster"
+	if apiserver != "" {
+		dir = "linkerd-paged-cluster"
+	}
+	env, cluster, client, err := startCluster(ctx, filepath.Join(cfg.Dir, dir), linkerdServiceCIDRs, apiserver)
 	if err != nil {
 		return nil, err
 	}
 	defer env.Stop()
+	if apiserver != "" {
+		if streams, err := localkube.StreamsLists(ctx, cluster.Client); err != nil || streams {
+			return nil, fmt.Errorf("the paged API server %s streams lists (%v)", apiserver, err)
+		}
+	}
 	w := World{Namespace: namespace}
 	env2 := []string{"BENCH_KUBECONFIG=" + cluster.Kubeconfig}
-	res := &LinkerdMemoryResult{}
+	res := &LinkerdMemoryResult{Paged: apiserver != ""}
 	loaded := 0
 	// grow loads bases [loaded, n) of w and measures the controller and
 	// CoreDNS at n.
@@ -97,6 +112,9 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int) (*LinkerdMemory
 	}
 	if res.Relists, err = w.Relist(ctx, cfg.Dir, cluster, loaded, env2, cfg.Log); err != nil {
 		return res, err
+	}
+	if res.Paged {
+		return res, nil
 	}
 	if cfg.LinkerdLarge > loaded {
 		// Grown to about 100,000 mirrored endpoints without the endpoint

@@ -55,6 +55,8 @@ type RelistResult struct {
 	// (coredns_global_lists_total, coredns_global_held_objects_total); 0
 	// for the kubernetes plugin, which counts neither.
 	Lists, Held int
+	// Paged are the lists among Lists read in pages.
+	Paged int
 	// Queries asked for the last global during the fault, and those not
 	// answered with all its records.
 	Queries, Wrong int
@@ -98,8 +100,8 @@ type memSample struct {
 	live float64
 	rss  int64
 	gcs  float64 // collections so far
-	// global's lists and held objects so far
-	lists, held float64
+	// global's lists (of them paged) and held objects so far
+	lists, paged, held float64
 }
 
 // relistOnce measures one fault; profile gets the heap profile once the
@@ -129,7 +131,8 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 		}
 		rss, err := vmRSS(srv.PID())
 		return memSample{live: s.Sum("go_memstats_next_gc_bytes") / 2, rss: rss, gcs: s.Sum("go_gc_duration_seconds_count"),
-			lists: s.Sum("coredns_global_lists_total"), held: s.Sum("coredns_global_held_objects_total")}, err
+			lists: s.Sum("coredns_global_lists_total"), paged: s.Sum("coredns_global_lists_total", `path="paged"`),
+			held: s.Sum("coredns_global_held_objects_total")}, err
 	}
 	window := func(d time.Duration) ([]memSample, error) {
 		var got []memSample
@@ -215,6 +218,7 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 		last, before := during[len(during)-1], steady[len(steady)-1]
 		res.Collections = int(last.gcs - before.gcs)
 		res.Lists, res.Held = int(last.lists-before.lists), int(last.held-before.held)
+		res.Paged = int(last.paged - before.paged)
 	}
 	return res, nil
 }
@@ -260,6 +264,9 @@ func ReportRelist(out io.Writer, rs []RelistResult) {
 		lists, held := "—", "—"
 		if r.Block == "global" {
 			lists, held = fmt.Sprint(r.Lists), fmt.Sprint(r.Held)
+			if r.Paged > 0 {
+				lists += fmt.Sprintf(" (%d paged)", r.Paged)
+			}
 		}
 		p("| `%s` | %s | %s | %s | %.2f× | %s | %s | %.2f× | %d | %s | %s | %d | %d |\n", r.Block, faultName(r.Fault),
 			mib(r.SteadyLive), mib(r.PeakLive), r.PeakLive/r.SteadyLive,

@@ -96,6 +96,11 @@ func Report(out io.Writer, r *Results) {
 		p("\nCPU profiles of the largest size (`go tool pprof -top bin/coredns FILE`): %s\n", strings.Join(r.Profiles, ", "))
 	}
 
+	if t := r.Transport; t != nil {
+		p("\n### UDP and TCP under CPU contention\n\n")
+		ReportTransport(out, t)
+	}
+
 	if l := r.Latency; l != nil {
 		p("\n## 2. Programming latency\n\n")
 		p("Both paths start with the same API write: the global path is write, watch, rebuild; the controller's is write, " +
@@ -159,6 +164,12 @@ func Report(out io.Writer, r *Results) {
 	}
 	if l := r.Linkerd; l != nil {
 		p("\n### Linkerd's full shape, through a real API server\n\n")
+		ReportLinkerdMemory(out, l)
+	}
+	if l := r.LinkerdPaged; l != nil {
+		p("\n### Linkerd's full shape, lists in pages\n\n")
+		p("The same, on an API server that does not stream lists (Kubernetes 1.33; 1.31 and older alike): " +
+			"every list and relist of both plugins is read in pages (`global`'s counted `path=\"paged\"`).\n\n")
 		ReportLinkerdMemory(out, l)
 	}
 
@@ -262,7 +273,21 @@ func floors(r *Results) []floor {
 		fs = append(fs, within(fmt.Sprintf("index ≤ 300 B per endpoint, %s endpoints, %s", endpoints, shape),
 			fmt.Sprintf("%.0f B (answer sets; %.0f B with source's index)", v, b.Values["total-B/endpoint"]), v, 300, "B", true))
 	}
-	fs = append(fs, linkerdFloors(r)...)
+	fs = append(fs, linkerdFloors(r.Linkerd, "")...)
+	if r.LinkerdPaged != nil || r.Config.PagedAPIServer != "" {
+		fs = append(fs, linkerdFloors(r.LinkerdPaged, ", lists paged (Kubernetes 1.33)")...)
+	}
+	fs = append(fs, nonMemberFloor(r))
+	fs = append(fs, stormFloors(r)...)
+	if t := r.Transport; t != nil {
+		for _, row := range t.Rows {
+			fs = append(fs, within(fmt.Sprintf("%s under CPU contention: queries not answered in full within %v: 0", row.What, transportBudget),
+				fmt.Sprintf("%d of %s (p50 %s, p99 %s, p99.9 %s, max %s)", row.Failed, thousands(len(row.Latencies)+row.Failed),
+					millis(DurationQuantile(row.Latencies, .5)), millis(DurationQuantile(row.Latencies, .99)),
+					millis(DurationQuantile(row.Latencies, .999)), millis(DurationQuantile(row.Latencies, 1))),
+				float64(row.Failed), 0, "queries", true))
+		}
+	}
 	for _, s := range r.Scale {
 		switch {
 		case strings.HasPrefix(s.What, "idle"):
@@ -290,11 +315,11 @@ func floors(r *Results) []floor {
 	return fs
 }
 
-// linkerdFloors are issue 23's: memory per mirrored endpoint and per
-// non-member Service, relists, storms.
-func linkerdFloors(r *Results) []floor {
+// linkerdFloors are issue 23's, of l, each named with label: memory per
+// mirrored endpoint, relists.
+func linkerdFloors(l *LinkerdMemoryResult, label string) []floor {
 	var fs []floor
-	if l := r.Linkerd; l != nil && len(l.Steps) >= 2 {
+	if l != nil && len(l.Steps) >= 2 {
 		sl := l.Slopes()
 		last := l.Steps[len(l.Steps)-1]
 		span := fmt.Sprintf("slope from %s to %s mirrored endpoints", thousands(l.Steps[0].Endpoints), thousands(last.Endpoints))
@@ -335,40 +360,49 @@ func linkerdFloors(r *Results) []floor {
 			rssDetail = describe(ls, rss, ls.GlobalRSS, large) + ", " + loaded(ls) + "; " + rssDetail
 		}
 		fs = append(fs,
-			within("what global adds to CoreDNS's live heap per mirrored endpoint, Linkerd's full shape, up to 100,000 endpoints ≤ 200 B",
+			within("what global adds to CoreDNS's live heap per mirrored endpoint, Linkerd's full shape, up to 100,000 endpoints ≤ 200 B"+label,
 				heapDetail, heap, 200, "B", true),
-			within("what global adds to CoreDNS's RSS per mirrored endpoint, Linkerd's full shape, up to 100,000 endpoints ≤ 350 B",
+			within("what global adds to CoreDNS's RSS per mirrored endpoint, Linkerd's full shape, up to 100,000 endpoints ≤ 350 B"+label,
 				rssDetail, rss, 350, "B", true))
 	} else {
-		fs = append(fs, unmeasured("what global adds to CoreDNS's live heap per mirrored endpoint, Linkerd's full shape, up to 100,000 endpoints ≤ 200 B", 200, "B", true),
-			unmeasured("what global adds to CoreDNS's RSS per mirrored endpoint, Linkerd's full shape, up to 100,000 endpoints ≤ 350 B", 350, "B", true))
+		fs = append(fs, unmeasured("what global adds to CoreDNS's live heap per mirrored endpoint, Linkerd's full shape, up to 100,000 endpoints ≤ 200 B"+label, 200, "B", true),
+			unmeasured("what global adds to CoreDNS's RSS per mirrored endpoint, Linkerd's full shape, up to 100,000 endpoints ≤ 350 B"+label, 350, "B", true))
 	}
-	if bs := goBenchByPrefix(r.GoBench, "NonMemberMemory"); len(bs) > 0 {
-		v := bs[0].Values["B/service"]
-		fs = append(fs, within("per local Service (with a slice) neither member nor global ≤ 40 B", fmt.Sprintf("%.1f B (in process, 50,000 Services)", v), v, 40, "B", true))
-	} else {
-		fs = append(fs, unmeasured("per local Service (with a slice) neither member nor global ≤ 40 B", 40, "B", true))
-	}
-	if l := r.Linkerd; l != nil && len(l.Relists) > 0 {
+	if l != nil && len(l.Relists) > 0 {
 		for _, rl := range l.Relists {
 			if rl.Block != "global" {
 				continue
 			}
 			fs = append(fs,
-				within(fmt.Sprintf("peak live heap ≤ 1.3× steady through an API server %s", faultName(rl.Fault)),
+				within(fmt.Sprintf("peak live heap ≤ 1.3× steady through an API server %s%s", faultName(rl.Fault), label),
 					fmt.Sprintf("%.2f× (%s → %s)", rl.PeakLive/rl.SteadyLive, mib(rl.SteadyLive), mib(rl.PeakLive)), rl.PeakLive/rl.SteadyLive, 1.3, "ratio", true),
-				within(fmt.Sprintf("peak RSS ≤ 1.3× steady through an API server %s", faultName(rl.Fault)),
+				within(fmt.Sprintf("peak RSS ≤ 1.3× steady through an API server %s%s", faultName(rl.Fault), label),
 					fmt.Sprintf("%.2f× (%s → %s)", float64(rl.PeakRSS)/float64(rl.SteadyRSS), mib(float64(rl.SteadyRSS)), mib(float64(rl.PeakRSS))),
 					float64(rl.PeakRSS)/float64(rl.SteadyRSS), 1.3, "ratio", true),
-				within(fmt.Sprintf("queries not answered in full through an API server %s: 0", faultName(rl.Fault)),
+				within(fmt.Sprintf("queries not answered in full through an API server %s: 0%s", faultName(rl.Fault), label),
 					fmt.Sprintf("%d of %d", rl.Wrong, rl.Queries), float64(rl.Wrong), 0, "queries", true))
 		}
 	} else {
 		for _, f := range []string{"restart", "compaction"} {
-			fs = append(fs, unmeasured(fmt.Sprintf("peak live heap ≤ 1.3× steady through an API server %s", faultName(f)), 1.3, "ratio", true),
-				unmeasured(fmt.Sprintf("peak RSS ≤ 1.3× steady through an API server %s", faultName(f)), 1.3, "ratio", true))
+			fs = append(fs, unmeasured(fmt.Sprintf("peak live heap ≤ 1.3× steady through an API server %s%s", faultName(f), label), 1.3, "ratio", true),
+				unmeasured(fmt.Sprintf("peak RSS ≤ 1.3× steady through an API server %s%s", faultName(f), label), 1.3, "ratio", true))
 		}
 	}
+	return fs
+}
+
+// nonMemberFloor is issue 23's memory per non-member Service.
+func nonMemberFloor(r *Results) floor {
+	if bs := goBenchByPrefix(r.GoBench, "NonMemberMemory"); len(bs) > 0 {
+		v := bs[0].Values["B/service"]
+		return within("per local Service (with a slice) neither member nor global ≤ 40 B", fmt.Sprintf("%.1f B (in process, 50,000 Services)", v), v, 40, "B", true)
+	}
+	return unmeasured("per local Service (with a slice) neither member nor global ≤ 40 B", 40, "B", true)
+}
+
+// stormFloors are issue 23's storms.
+func stormFloors(r *Results) []floor {
+	var fs []floor
 	if l := r.Linkerd; l != nil && l.Storms != nil && len(l.Storms.Storms) > 0 {
 		rep := l.Storms
 		for _, st := range rep.Storms {

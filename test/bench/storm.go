@@ -431,7 +431,7 @@ func ReportStorm(out io.Writer, rep *StormReport) {
 
 // StormAlone runs Storm on a control plane of its own (bin/bench -storm).
 func StormAlone(ctx context.Context, cfg Config) (*StormReport, error) {
-	env, cluster, client, err := startCluster(ctx, filepath.Join(cfg.Dir, "storm-cluster"), "")
+	env, cluster, client, err := startCluster(ctx, filepath.Join(cfg.Dir, "storm-cluster"), "", "")
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"time"
@@ -24,25 +25,32 @@ type Config struct {
 	Rounds          int           // interleaved throughput rounds
 	Duration        time.Duration // one quiet dnsperf run
 	LatencyDuration time.Duration // one verbose dnsperf run (latency percentiles)
-	Changes         int           // programming latency changes
-	Idle            time.Duration // controller idle window
-	RSSRounds       int
-	LinkerdSizes    []int // bases of Linkerd's full shape whose memory and relists are measured, ascending; none: skipped
-	LinkerdLarge    int   // bases the Linkerd world then grows to, without the endpoint mirrors' Services; 0: none
-	NoStorms        bool  // leave out the storms after the Linkerd world
-	GoBenchCount    int
-	ServerCPUs      string        // CoreDNS under load: taskset list
-	ClientCPUs      string        // dnsperf
-	Warmup          time.Duration // one unrecorded run per block before the rounds
-	QuietLimit      float64       // CPUs the machine may use before the rounds start
-	QuietMax        time.Duration // longest wait for that
-	NoPinOthers     bool          // leave the control planes on every CPU during the rounds
-	ControllerQPS   int
-	LoadWorkers     int
-	Profile         bool // CPU profiles of CoreDNS per block at the largest size
-	GoCmd           string
-	Dir             string // logs, query files, profiles
-	Log             func(format string, args ...any)
+	// TransportDuration is how long UDP and TCP clients ask under CPU
+	// contention (TransportLatency); 0: not measured.
+	TransportDuration time.Duration
+	Changes           int           // programming latency changes
+	Idle              time.Duration // controller idle window
+	RSSRounds         int
+	LinkerdSizes      []int // bases of Linkerd's full shape whose memory and relists are measured, ascending; none: skipped
+	// PagedAPIServer is a kube-apiserver that does not stream lists (1.33):
+	// Linkerd's shape is measured again on it, its lists read in pages;
+	// empty: not.
+	PagedAPIServer string
+	LinkerdLarge   int  // bases the Linkerd world then grows to, without the endpoint mirrors' Services; 0: none
+	NoStorms       bool // leave out the storms after the Linkerd world
+	GoBenchCount   int
+	ServerCPUs     string        // CoreDNS under load: taskset list
+	ClientCPUs     string        // dnsperf
+	Warmup         time.Duration // one unrecorded run per block before the rounds
+	QuietLimit     float64       // CPUs the machine may use before the rounds start
+	QuietMax       time.Duration // longest wait for that
+	NoPinOthers    bool          // leave the control planes on every CPU during the rounds
+	ControllerQPS  int
+	LoadWorkers    int
+	Profile        bool // CPU profiles of CoreDNS per block at the largest size
+	GoCmd          string
+	Dir            string // logs, query files, profiles
+	Log            func(format string, args ...any)
 }
 
 // Results is everything the report shows.
@@ -55,11 +63,14 @@ type Results struct {
 	Loads      []Load
 	Throughput []*ThroughputResult
 	Latency    *LatencyResult
+	Transport  *TransportResult
 	Scale      []ScaleStep
 	RSS        *RSSResult
 	Linkerd    *LinkerdMemoryResult
-	GoBench    []GoBench
-	Profiles   []string
+	// LinkerdPaged is Linkerd's shape on PagedAPIServer.
+	LinkerdPaged *LinkerdMemoryResult
+	GoBench      []GoBench
+	Profiles     []string
 }
 
 // Phase is a timed part of the run.
@@ -103,7 +114,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	}
 
 	t = time.Now()
-	env, cluster, client, err := startCluster(ctx, filepath.Join(cfg.Dir, "cluster"), "")
+	env, cluster, client, err := startCluster(ctx, filepath.Join(cfg.Dir, "cluster"), "", "")
 	if err != nil {
 		return res, err
 	}
@@ -175,6 +186,11 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 				res.Latency, err = w.latencyStep(ctx, cfg, client, ctrl, n, env2, res)
 				phase("programming latency", t)
 			}
+			if err == nil && cfg.TransportDuration > 0 {
+				t = time.Now()
+				res.Transport, err = w.transportStep(ctx, cfg, n, env2)
+				phase("UDP and TCP latency under CPU contention", t)
+			}
 		}
 		srv.Stop()
 		if err != nil {
@@ -199,11 +215,19 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 
 	if len(cfg.LinkerdSizes) > 0 {
 		t = time.Now()
-		res.Linkerd, err = LinkerdMemory(ctx, cfg, cfg.LinkerdSizes)
+		res.Linkerd, err = LinkerdMemory(ctx, cfg, cfg.LinkerdSizes, "")
 		if err != nil {
 			return res, err
 		}
 		phase("memory and relists in Linkerd's full shape", t)
+		if cfg.PagedAPIServer != "" {
+			t = time.Now()
+			res.LinkerdPaged, err = LinkerdMemory(ctx, cfg, cfg.LinkerdSizes, cfg.PagedAPIServer)
+			if err != nil {
+				return res, err
+			}
+			phase("memory and relists in Linkerd's full shape, lists in pages", t)
+		}
 	}
 	res.Machine.LoadEnd = LoadAvg()
 
@@ -234,10 +258,11 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 }
 
 // startCluster starts a control plane of one cluster, "source", in dir, with
-// serviceCIDRs (empty: localkube's), and returns it with a bulkClient of it.
-func startCluster(ctx context.Context, dir, serviceCIDRs string) (*localkube.Env, *localkube.Cluster, kubernetes.Interface, error) {
+// serviceCIDRs (empty: localkube's) and the kube-apiserver apiserver (empty:
+// localkube's), and returns it with a bulkClient of it.
+func startCluster(ctx context.Context, dir, serviceCIDRs, apiserver string) (*localkube.Env, *localkube.Cluster, kubernetes.Interface, error) {
 	env, err := localkube.Start(ctx, localkube.Options{
-		Clusters: []string{"source"}, Dir: dir, ServiceCIDRs: serviceCIDRs,
+		Clusters: []string{"source"}, Dir: dir, ServiceCIDRs: serviceCIDRs, APIServer: apiserver,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), StopOnSignal: true,
 	})
 	if err != nil {
@@ -332,6 +357,22 @@ func (w World) controllerChecks(ctx context.Context, cfg Config, client kubernet
 	res.Scale = append(res.Scale, ScaleStep{What: "one endpoint added to one mirror slice", Writes: one, Want: "1"})
 	_, err = change() // back to the loaded state, uncounted
 	return err
+}
+
+// transportStep measures UDP and TCP latency (TransportLatency) of the
+// global block answering the first global, on a CoreDNS of its own that,
+// as in a cluster, runs on every CPU.
+func (w World) transportStep(ctx context.Context, cfg Config, n int, env []string) (*TransportResult, error) {
+	srv, err := StartCoreDNS(ctx, cfg.Dir, fmt.Sprintf("transport-%d", n), answererBlocks, "", []string{"GLOBAL_PORT", "KUBE_PORT"}, env)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Stop()
+	name := w.FQDN(Global(0))
+	if err := scenario.AwaitRecords(ctx, srv.PortAddr("GLOBAL_PORT"), name, Records, 3*time.Minute); err != nil {
+		return nil, err
+	}
+	return TransportLatency(ctx, srv.PortAddr("GLOBAL_PORT"), name, Records, 4, cfg.TransportDuration, runtime.NumCPU())
 }
 
 // latencyPoll is the pause between two queries of one poller: the

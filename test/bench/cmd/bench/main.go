@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/test/bench"
+	"github.com/globalmirror/globalmirror/test/localkube"
 )
 
 func main() {
@@ -26,6 +27,8 @@ func main() {
 	cfg.Duration = 10 * time.Second
 	flag.Var((*seconds)(&cfg.Duration), "duration", "one dnsperf run (QPS, CPU per query): a duration or whole seconds")
 	flag.DurationVar(&cfg.LatencyDuration, "latency-duration", 5*time.Second, "one verbose dnsperf run (latency percentiles); 0: none")
+	flag.DurationVar(&cfg.TransportDuration, "transport-duration", 20*time.Second, "UDP and TCP clients asking under CPU contention; 0: none")
+	paged := flag.String("paged-apiserver", "", "a kube-apiserver that does not stream lists, on which Linkerd's shape is measured again (default: the 1.33 of $"+localkube.APIServersEnv+"); none: not")
 	flag.IntVar(&cfg.Changes, "changes", 200, "endpoint changes for programming latency")
 	flag.DurationVar(&cfg.Idle, "idle", time.Minute, "controller idle window (overlaps the first size's throughput runs)")
 	flag.IntVar(&cfg.RSSRounds, "rss-rounds", 2, "CoreDNS RSS samples with the plugin off and on")
@@ -48,7 +51,18 @@ func main() {
 	flag.BoolVar(&cfg.NoStorms, "no-storms", false, "with -linkerd-memory: leave out the storms")
 	flag.IntVar(&cfg.LinkerdLarge, "linkerd-large", 11112, "bases Linkerd's shape then grows to (100,008 mirrored endpoints), without the endpoint mirrors' Services, to measure what global adds there; 0: none")
 	linkerdSizes := flag.String("linkerd-sizes", "667,2000", "bases of Linkerd's full shape whose memory and relists the full run measures; empty: none")
+	linkerdPaged := flag.Bool("linkerd-paged", false, "with -linkerd-memory: on -paged-apiserver, every list in pages")
 	flag.Parse()
+	switch *paged {
+	case "none":
+	case "":
+		var err error
+		if cfg.PagedAPIServer, err = localkube.Release("1.33"); err != nil {
+			fail(fmt.Errorf("-paged-apiserver: %w; or -paged-apiserver=none", err))
+		}
+	default:
+		cfg.PagedAPIServer = *paged
+	}
 
 	var err error
 	if cfg.Sizes, err = parseSizes(*sizes); err != nil {
@@ -78,7 +92,11 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
-		res, err := bench.LinkerdMemory(ctx, cfg, sizes)
+		apiserver := ""
+		if *linkerdPaged {
+			apiserver = cfg.PagedAPIServer
+		}
+		res, err := bench.LinkerdMemory(ctx, cfg, sizes, apiserver)
 		if err != nil {
 			fail(fmt.Errorf("%w (logs in %s)", err, cfg.Dir))
 		}
