@@ -53,16 +53,19 @@ type Controller struct {
 	owned   *OwnedSlices
 	tracker *endpointsliceutil.EndpointSliceTracker
 	writer  *slicewriter.Reconciler
-	queue   workqueue.TypedRateLimitingInterface[source.Key]
-	report  *reporter
-	metrics *metrics.Metrics
-	log     *slog.Logger
-	mu      sync.Mutex
-	managed map[source.Key]int // endpoints per managed global, for the gauges
+	// newQueue makes the work queue of a term of leadership: Run shuts it
+	// down when the term ends, so the next term needs a new one.
+	newQueue func() workqueue.TypedRateLimitingInterface[source.Key]
+	report   *reporter
+	metrics  *metrics.Metrics
+	log      *slog.Logger
+	mu       sync.Mutex
+	managed  map[source.Key]int // endpoints per managed global, for the gauges
 	// deleted holds the UIDs of global Services deleted while the cache may
 	// still show them, so that each deletion is sent once.
 	deleted map[source.Key]types.UID
-	leading bool // events only from the leader; guarded by mu
+	leading bool                                             // events only from the leader; guarded by mu
+	queue   workqueue.TypedRateLimitingInterface[source.Key] // the term's; guarded by mu
 }
 
 // New builds a Controller over its informers, as sample-controller's
@@ -82,22 +85,24 @@ func New(cfg Config, src *source.Source, owned *OwnedSlices) (*Controller, error
 		cfg.Logger = slog.Default()
 	}
 	tracker := endpointsliceutil.NewEndpointSliceTracker()
+	provider := cfg.Metrics.WorkqueueProvider()
 	c := &Controller{
 		client:  cfg.Client,
 		suffix:  cfg.Suffix,
 		tracker: tracker,
 		writer:  slicewriter.NewReconciler(cfg.Client, FieldManager, tracker, cfg.Metrics, cfg.MaxEndpointsPerSlice, cfg.Logger),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[source.Key](),
-			workqueue.TypedRateLimitingQueueConfig[source.Key]{
-				Name:            "globalmirror",
-				MetricsProvider: cfg.Metrics.WorkqueueProvider(),
-			}),
+		newQueue: func() workqueue.TypedRateLimitingInterface[source.Key] {
+			return workqueue.NewTypedRateLimitingQueueWithConfig(
+				workqueue.DefaultTypedControllerRateLimiter[source.Key](),
+				workqueue.TypedRateLimitingQueueConfig[source.Key]{Name: "globalmirror", MetricsProvider: provider})
+		},
 		metrics: cfg.Metrics,
 		log:     cfg.Logger,
 		managed: map[source.Key]int{},
 		deleted: map[source.Key]types.UID{},
 	}
+	c.queue = c.newQueue()
+	c.queue.ShutDown() // until the first term: what is added before is synced at its start
 	c.report = newReporter(cfg.Recorder, cfg.Metrics, cfg.Logger, c.isLeading)
 	if src.Suffix() != cfg.Suffix {
 		return nil, fmt.Errorf("controller: the source's suffix %q is not %q", src.Suffix(), cfg.Suffix)
@@ -123,36 +128,51 @@ func (c *Controller) Start(ctx context.Context) {
 // leaders and standbys alike.
 func (c *Controller) HasSynced() bool { return c.src.HasSynced() && c.owned.hasSynced() }
 
-// Run processes the queue with workers until ctx is done; call it once, on
-// the leader, after Start. It syncs every known base first, so objects that
-// changed while no leader ran are caught up.
+// Run processes the queue with workers until ctx is done: one term of
+// leadership; call it on the leader, after Start, again at each new term.
+// It syncs every known base first, so objects that changed while no leader
+// ran are caught up.
 func (c *Controller) Run(ctx context.Context, workers int) error {
+	q := c.newQueue()
 	c.mu.Lock()
-	c.leading = true
+	c.queue, c.leading = q, true
 	c.mu.Unlock()
-	defer c.queue.ShutDown()
+	defer func() {
+		q.ShutDown()
+		c.mu.Lock()
+		c.leading = false
+		c.mu.Unlock()
+	}()
 	c.log.Info("waiting for informer caches")
 	if !waitFor(ctx, c.HasSynced) {
 		return ctx.Err()
 	}
 	for _, k := range c.src.Keys() {
-		c.queue.Add(k)
+		q.Add(k)
 	}
 	for _, k := range c.owned.bases(c.suffix) {
-		c.queue.Add(k) // slices whose global Service is gone
+		q.Add(k) // slices whose global Service is gone
 	}
 	c.log.Info("starting workers", "workers", workers)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			for c.processNext(ctx) {
+			for c.processNext(ctx, q) {
 			}
 		})
 	}
 	<-ctx.Done()
-	c.queue.ShutDown()
+	q.ShutDown()
 	wg.Wait()
 	return nil
+}
+
+// currentQueue is the queue of the current term, or of the last one (shut
+// down: what it is given is dropped, and the next term syncs everything).
+func (c *Controller) currentQueue() workqueue.TypedRateLimitingInterface[source.Key] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queue
 }
 
 func (c *Controller) isLeading() bool {
@@ -161,18 +181,18 @@ func (c *Controller) isLeading() bool {
 	return c.leading
 }
 
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, shutdown := c.queue.Get()
+func (c *Controller) processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[source.Key]) bool {
+	key, shutdown := q.Get()
 	if shutdown {
 		return false
 	}
-	defer c.queue.Done(key)
+	defer q.Done(key)
 	start := time.Now()
 	result, err := c.sync(ctx, key)
 	c.metrics.SyncDuration.Observe(time.Since(start).Seconds())
 	c.metrics.Syncs.WithLabelValues(result).Inc()
 	if err == nil {
-		c.queue.Forget(key)
+		q.Forget(key)
 		return true
 	}
 	if ctx.Err() == nil {
@@ -183,16 +203,16 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err), errors.Is(err, errBeingDeleted):
 			level = slog.LevelInfo // a cache behind the API server; the retry sees more
 		}
-		c.log.Log(ctx, level, "sync failed, retrying", "key", key.String(), "err", err, "retries", c.queue.NumRequeues(key))
+		c.log.Log(ctx, level, "sync failed, retrying", "key", key.String(), "err", err, "retries", q.NumRequeues(key))
 	}
-	c.queue.AddRateLimited(key)
+	q.AddRateLimited(key)
 	return true
 }
 
 // handler receives source's notifications.
 type handler struct{ c *Controller }
 
-func (h handler) Changed(k source.Key) { h.c.queue.Add(k) }
+func (h handler) Changed(k source.Key) { h.c.currentQueue().Add(k) }
 
 func (h handler) Skipped(obj metav1.Object, kind string, skip aggregate.Skip) {
 	h.c.report.skipped(obj, kind, skip)

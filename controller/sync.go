@@ -153,15 +153,16 @@ func (c *Controller) onOwnedSlice(s *discoveryv1.EndpointSlice, deleted bool) {
 	if !ok {
 		return
 	}
-	failed := c.queue.NumRequeues(key) > 0
+	q := c.currentQueue()
+	failed := q.NumRequeues(key) > 0
 	if deleted {
 		expected := c.tracker.Has(s) && c.tracker.HandleDeletion(s)
 		if !expected || failed {
-			c.queue.Add(key)
+			q.Add(key)
 		}
 		return
 	}
 	if c.tracker.ShouldSync(s) || failed {
-		c.queue.Add(key)
+		q.Add(key)
 	}
 }

@@ -4,7 +4,6 @@ package leader
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -29,18 +28,31 @@ type Config struct {
 	Logger        *slog.Logger
 }
 
-// ErrLost is returned when leadership was lost before ctx ended: the caller
-// should exit, since its workers may still hold stale state.
-var ErrLost = errors.New("leader election lost")
-
 // Run blocks until ctx is done, running lead while this process is the leader.
 // lead's context ends when leadership ends or ctx does. When ctx ends, Run
 // waits (up to drainTimeout) for lead to return and only then releases the
 // Lease, so a standby never writes while this process still does; a leader
 // that dies without releasing is replaced after the lease duration.
+//
+// A leader that loses the Lease (it could not renew it within the renew
+// deadline, as through a long API server outage) waits for lead to return
+// and stands by again, with its caches warm, rather than exiting: a process
+// that exits is restarted with cold caches, after a growing back-off.
 func Run(ctx context.Context, cfg Config, lead func(context.Context)) error {
 	host, _ := os.Hostname()
 	id := host + "_" + uuid.NewString()
+	for {
+		lost, err := term(ctx, cfg, id, lead)
+		if err != nil || !lost || ctx.Err() != nil {
+			return err
+		}
+		cfg.Logger.Warn("lost the lease; standing by again", "lease", cfg.Namespace+"/"+cfg.Name, "identity", id)
+	}
+}
+
+// term campaigns for the Lease as id and, once leading, runs lead until
+// ctx ends or the Lease is lost (lost: true); lead has returned by then.
+func term(ctx context.Context, cfg Config, id string, lead func(context.Context)) (lost bool, err error) {
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
 		Client:     cfg.Client.CoordinationV1(),
@@ -51,7 +63,7 @@ func Run(ctx context.Context, cfg Config, lead func(context.Context)) error {
 	electCtx, stopElecting := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopElecting()
 	var leading atomic.Bool
-	leadDone, lost := make(chan struct{}), make(chan struct{})
+	leadDone, stopped := make(chan struct{}), make(chan struct{})
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		Name:            cfg.Name,
@@ -71,7 +83,7 @@ func Run(ctx context.Context, cfg Config, lead func(context.Context)) error {
 			},
 			OnStoppedLeading: func() {
 				cfg.Logger.Info("stopped leading", "lease", cfg.Namespace+"/"+cfg.Name, "identity", id)
-				close(lost)
+				close(stopped)
 			},
 			OnNewLeader: func(current string) {
 				if current != id {
@@ -81,7 +93,7 @@ func Run(ctx context.Context, cfg Config, lead func(context.Context)) error {
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("leader election: %w", err)
+		return false, fmt.Errorf("leader election: %w", err)
 	}
 	go func() {
 		select {
@@ -100,15 +112,13 @@ func Run(ctx context.Context, cfg Config, lead func(context.Context)) error {
 	}()
 	cfg.Logger.Info("waiting for leadership", "lease", cfg.Namespace+"/"+cfg.Name, "identity", id)
 	le.Run(electCtx) // returns when electCtx ends or leadership is lost
-	if ctx.Err() != nil {
-		return nil
+	if ctx.Err() != nil || !leading.Load() {
+		return false, nil
 	}
-	select {
-	case <-lost:
-		return ErrLost
-	default:
-		return nil
-	}
+	<-stopped
+	// The elector cancelled lead's context: no second term before it ends.
+	<-leadDone
+	return true, nil
 }
 
 // drainTimeout bounds how long a leader that is asked to stop waits for its

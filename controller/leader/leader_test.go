@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -9,7 +10,9 @@ import (
 
 	"github.com/globalmirror/globalmirror/test/await"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // TestHandover: of two candidates one leads; when it is asked to stop, its
@@ -78,4 +81,61 @@ func TestHandover(t *testing.T) {
 	}
 	cancelB()
 	<-doneB
+}
+
+// A leader that cannot renew its Lease within the renew deadline (its API
+// server down for longer) stops leading, waits for its work to end, and
+// stands by again instead of returning: once the API server answers, it
+// leads again, in the same process.
+func TestALeaderThatLosesTheLeaseStandsByAgain(t *testing.T) {
+	client := fake.NewClientset()
+	var down atomic.Bool
+	client.PrependReactor("*", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if down.Load() {
+			return true, nil, errors.New("the API server is down")
+		}
+		return false, nil, nil
+	})
+	cfg := Config{Client: client, Namespace: "ns", Name: "lease", LeaseDuration: time.Second,
+		RenewDeadline: 500 * time.Millisecond, RetryPeriod: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+	var terms, leading atomic.Int32
+	started := make(chan struct{}, 2)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, cfg, func(ctx context.Context) {
+			if leading.Add(1) != 1 {
+				t.Errorf("two terms at once")
+			}
+			terms.Add(1)
+			started <- struct{}{}
+			<-ctx.Done()
+			leading.Add(-1)
+		})
+	}()
+	<-started
+	down.Store(true)
+	if err := await.Poll(t.Context(), 10*time.Second, 10*time.Millisecond, func(context.Context) string {
+		if leading.Load() != 0 {
+			return "still leading without a renewed lease"
+		}
+		return ""
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned (%v) after losing the lease", err)
+	default:
+	}
+	down.Store(false)
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("did not lead again once the API server answered")
+	}
+	cancel()
+	if err := <-done; err != nil || terms.Load() != 2 {
+		t.Errorf("Run = %v after %d terms, want nil after 2", err, terms.Load())
+	}
 }
