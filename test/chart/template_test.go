@@ -2,6 +2,8 @@ package chart
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -162,7 +164,7 @@ serviceMonitor:
 		".:53 {",
 		"    global cluster.local {\n        suffix -global\n        local_selector none\n        namespaces apps db\n        ttl 5\n    }",
 		"    kubernetes cluster.local in-addr.arpa ip6.arpa {\n        pods insecure\n",
-		"    health {\n        lameduck 5s\n    }",
+		"    health {\n        lameduck 10s\n    }",
 		"    ready\n",
 		"    prometheus 0.0.0.0:9153\n",
 		"    cache 30\n",
@@ -199,8 +201,19 @@ serviceMonitor:
 
 	var svc corev1.Service
 	helmtest.Typed(t, m.MustGet(t, "Service", releaseNamespace, "kube-dns"), &svc)
-	if svc.Spec.ClusterIP != "10.96.0.10" || len(svc.Spec.Ports) != 2 || !matches(svc.Spec.Selector, cd.Spec.Template.Labels) {
-		t.Errorf("DNS Service spec = %+v", svc.Spec)
+	// The cluster DNS Service is kube-dns as kubeadm writes it: selected by
+	// k8s-app alone (kubeadm's pods and the chart's alike), its ports by
+	// number and kubeadm's names, kept when the release goes.
+	var ports []string
+	for _, p := range svc.Spec.Ports {
+		ports = append(ports, fmt.Sprintf("%s %d/%s->%s", p.Name, p.Port, p.Protocol, p.TargetPort.String()))
+	}
+	if want := []string{"dns 53/UDP->53", "dns-tcp 53/TCP->53", "metrics 9153/TCP->9153"}; !slices.Equal(ports, want) {
+		t.Errorf("DNS Service ports %v, want kube-dns's %v", ports, want)
+	}
+	if svc.Spec.ClusterIP != "10.96.0.10" || !maps.Equal(svc.Spec.Selector, map[string]string{"k8s-app": "kube-dns"}) ||
+		!matches(svc.Spec.Selector, cd.Spec.Template.Labels) || svc.Annotations["helm.sh/resource-policy"] != "keep" {
+		t.Errorf("DNS Service %+v, spec %+v", svc.ObjectMeta, svc.Spec)
 	}
 	var role rbacv1.ClusterRole
 	helmtest.Typed(t, m.MustGet(t, "ClusterRole", "", corednsName), &role)
