@@ -166,13 +166,17 @@ test-node: tools node-tools build helm image-deps image node-images
 test test-node: CONTAINER_ENGINE = podman
 
 ## node-images: the images the test node imports into containerd (pause, a
-## client with glibc's and Go's resolvers, and the project's two), as archives.
+## client with glibc's and Go's resolvers, a stock CoreDNS, and the project's two), as archives.
 NODE_IMAGES := $(BIN)/node-images
 export GLOBALMIRROR_NODE_IMAGES := $(NODE_IMAGES)
 export GLOBALMIRROR_CONTAINERD   := $(CONTAINERD_DIR)
+# kubeadm's CoreDNS manifests, which the node test starts from: in the
+# module cache, as part of the k8s.io/kubernetes module `make tools` builds.
+export GLOBALMIRROR_KUBEADM_DNS_MANIFESTS := $(shell $(GO) env GOMODCACHE)/k8s.io/kubernetes@$(KUBE_VERSION)/cmd/kubeadm/app/phases/addons/dns/manifests.go
 node-images: image
 	@OUT='$(NODE_IMAGES)' IMAGE_REPO='$(IMAGE_REPO)' VERSION='$(VERSION)' GO='$(GO)' CONTAINER_RUNTIME='$(CONTAINER_RUNTIME)' \
-	GO_IMAGE="localhost/globalmirror/$$(sed -n 's/^ARG GO_IMAGE=\(golang:[^@ ]*\).*/\1/p' Dockerfile)" test/node/images.sh
+	GO_IMAGE="localhost/globalmirror/$$(sed -n 's/^ARG GO_IMAGE=\(golang:[^@ ]*\).*/\1/p' Dockerfile)" \
+	BASE_IMAGE=localhost/globalmirror/static-debian12:nonroot test/node/images.sh
 
 ## test-unit: only the tests that need no control plane.
 test-unit:

@@ -12,16 +12,22 @@ import (
 	"k8s.io/streaming/pkg/httpstream"
 )
 
-// Exec runs command in a pod's first container, as `kubectl exec` does:
+// Exec runs command in a pod of one container, as `kubectl exec` does:
 // through the API server, which the kubelet streams it to from containerd. It
 // returns stdout; stderr is in the error.
 func (n *Node) Exec(ctx context.Context, namespace, pod string, command ...string) (string, error) {
+	return n.ExecIn(ctx, namespace, pod, "", command...)
+}
+
+// ExecIn is Exec in the named container of a pod.
+func (n *Node) ExecIn(ctx context.Context, namespace, pod, container string, command ...string) (string, error) {
 	c := n.opts.Cluster
 	req := c.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace(namespace).Name(pod).
 		SubResource("exec").VersionedParams(&corev1.PodExecOptions{
-		Command: command,
-		Stdout:  true,
-		Stderr:  true,
+		Container: container,
+		Command:   command,
+		Stdout:    true,
+		Stderr:    true,
 	}, scheme.ParameterCodec)
 	websocket, err := remotecommand.NewWebSocketExecutor(c.Config, "GET", req.URL().String())
 	if err != nil {

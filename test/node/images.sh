@@ -8,6 +8,11 @@
 #   client      Debian bookworm (glibc, getent) with test/cmd/resolve, linked
 #               against glibc, for pods that resolve as applications do, and
 #               pause as a command that waits.
+#   coredns-stock
+#               CoreDNS's own main (github.com/coredns/coredns), the version
+#               the project builds on, without global, built as the official
+#               image is (static, nonroot, setcap for port 53): the cluster
+#               DNS a kubeadm cluster runs before globalmirror comes in.
 #   controller, coredns
 #               the project's images, as `make image` built them.
 #
@@ -16,7 +21,7 @@
 # starts from the local Debian base `make image` made (build/images/bases.sh).
 set -euo pipefail
 
-: "${OUT:?}" "${IMAGE_REPO:?}" "${VERSION:?}" "${GO_IMAGE:?}"
+: "${OUT:?}" "${IMAGE_REPO:?}" "${VERSION:?}" "${GO_IMAGE:?}" "${BASE_IMAGE:?}"
 go=${GO:-go}
 runtime=${CONTAINER_RUNTIME:-runc}
 podman=(podman ${runtime:+--runtime "$runtime"})
@@ -30,7 +35,9 @@ trap 'rm -rf "$stage"' EXIT
 
 (cd "$top" &&
 	CGO_ENABLED=0 "$go" build -trimpath -buildvcs=false -ldflags '-s -w' -o "$stage/pause" ./test/cmd/pause &&
-	CGO_ENABLED=1 "$go" build -trimpath -buildvcs=false -ldflags '-s -w' -o "$stage/resolve" ./test/cmd/resolve)
+	CGO_ENABLED=1 "$go" build -trimpath -buildvcs=false -ldflags '-s -w' -o "$stage/resolve" ./test/cmd/resolve &&
+	mkdir "$stage/stock" &&
+	CGO_ENABLED=0 "$go" build -trimpath -buildvcs=false -ldflags '-s -w' -o "$stage/stock/coredns" github.com/coredns/coredns)
 
 # pause: one file, made without a build.
 tar --numeric-owner --owner=0 --group=0 --mtime=@0 -C "$stage" -cf "$stage/pause.tar" ./pause
@@ -51,6 +58,23 @@ CONTAINERFILE
 "${podman[@]}" build --quiet --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 --network none \
 	--tag "localhost/globalmirror/node-client:$tag" -f "$stage/Containerfile" "$stage" >/dev/null
 
+# coredns-stock: setcap in a stage of the builder base, as the project's
+# Dockerfile does (the layer installing it is cached after the first build).
+cat >"$stage/stock/Containerfile" <<CONTAINERFILE
+FROM $GO_IMAGE AS caps
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends libcap2-bin >/dev/null \
+    && rm -rf /var/lib/apt/lists/*
+COPY coredns /coredns
+RUN setcap cap_net_bind_service=+ep /coredns
+FROM $BASE_IMAGE
+COPY --from=caps /coredns /coredns
+USER 65532:65532
+EXPOSE 53/udp 53/tcp 9153
+ENTRYPOINT ["/coredns"]
+CONTAINERFILE
+"${podman[@]}" build --quiet --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 --network host \
+	--tag "localhost/globalmirror/coredns-stock:$tag" -f "$stage/stock/Containerfile" "$stage/stock" >/dev/null
+
 save() {
 	local name=$1 ref=$2 id
 	id=$("${podman[@]}" image inspect --format '{{.Id}}' "$ref") ||
@@ -67,5 +91,6 @@ save() {
 }
 save pause "localhost/globalmirror/pause:$tag"
 save client "localhost/globalmirror/node-client:$tag"
+save coredns-stock "localhost/globalmirror/coredns-stock:$tag"
 save controller "$IMAGE_REPO/globalmirror-controller:$VERSION"
 save coredns "$IMAGE_REPO/globalmirror-coredns:$VERSION"

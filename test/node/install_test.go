@@ -4,21 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/netip"
+	"net"
 	"os"
-	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/test/await"
-	"github.com/globalmirror/globalmirror/test/helmtest"
-	"github.com/globalmirror/globalmirror/test/localkube"
+	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/node"
-	"github.com/globalmirror/globalmirror/test/scenario"
+	"github.com/globalmirror/globalmirror/test/run"
 	"github.com/globalmirror/globalmirror/test/workload"
+	"github.com/miekg/dns"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -26,6 +27,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -35,130 +37,13 @@ import (
 func TestMain(m *testing.M) { os.Exit(node.Main(m)) }
 
 const (
-	chartDir  = "../../charts/globalmirror"
-	release   = "gm"
-	releaseNS = "kube-system"
-	ns        = "app"
+	chartDir = "../../charts/globalmirror"
+	ns       = "app"
 	// How long a pod on this node may take to become Ready, and an answer
 	// to come right: images are local, so this is the kubelet's and
 	// CoreDNS's own start on two busy cores.
 	readyTimeout = 3 * time.Minute
 )
-
-// TestInstallOnANode installs the chart the way users do, onto a real node,
-// and resolves through the cluster DNS it provides, from a pod, as
-// applications do (glibc's and Go's resolvers through the resolv.conf the
-// kubelet wrote): see the package documentation for the node.
-func TestInstallOnANode(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a node, three control planes and the chart")
-	}
-	ctx := t.Context()
-	logs := t.TempDir()
-	if d := os.Getenv("NODE_TEST_LOGS"); d != "" {
-		logs = d
-	}
-	env, err := localkube.Start(ctx, localkube.Options{
-		Clusters:     []string{"source", "east", "west"},
-		Dir:          filepath.Join(logs, "clusters"),
-		RealNodes:    []string{"source"},
-		NodeAddress:  netip.MustParseAddr(node.NodeIP),
-		StopOnSignal: true,
-	})
-	if err != nil {
-		t.Fatalf("localkube: %v", err)
-	}
-	source := env.Cluster("source")
-	started := time.Now()
-	n, err := node.Start(ctx, node.Options{Cluster: source, LogDir: filepath.Join(logs, "node"), Images: []string{"client", "controller", "coredns"}})
-	if err != nil {
-		t.Log(localkube.LogTails(filepath.Join(logs, "clusters"), 30))
-		_ = env.Stop()
-		t.Fatalf("node: %v", err)
-	}
-	t.Logf("node Ready in %v", time.Since(started).Round(time.Millisecond))
-	world := scenario.NewWorld(source, ns, filepath.Join(logs, "world"))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(n.LogTails(3000))
-			t.Log(localkube.LogTails(filepath.Join(logs, "clusters"), 20))
-		}
-		_ = world.Stop()
-		n.Stop()
-		if err := env.Stop(); err != nil {
-			t.Errorf("localkube: stop: %v", err)
-		}
-	})
-	s := &install{t: t, ctx: ctx, node: n, c: source.Client, config: source.Config, kubeconfig: source.Kubeconfig}
-
-	// The workloads: db on this node (a StatefulSet of three, headless,
-	// exported) and in two remote clusters, mirrored into the source by the
-	// Linkerd mirror simulator.
-	s.createNamespace(ns)
-	s.statefulSet("db", 3)
-	for i, remote := range []*localkube.Cluster{env.Cluster("east"), env.Cluster("west")} {
-		prefix := []string{"192.0.2.0/24", "203.0.113.0/24"}[i]
-		if _, err := workload.Create(ctx, remote.Client, ns, "db", 2, workload.Options{
-			Labels: map[string]string{workload.ExportedLabel: "true"},
-			IPv4:   netip.MustParsePrefix(prefix),
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if err := world.Link(ctx, remote); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s.clientPod("client")
-
-	// helm install with only the images, their pull policy and the
-	// cluster DNS settings.
-	installed := time.Now()
-	helmtest.Must(t, append([]string{"install", release, chartDir, "--namespace", releaseNS, "--kubeconfig", s.kubeconfig}, s.values()...)...)
-	s.waitDeploymentsReady()
-	t.Logf("helm install to every pod Ready by its probes: %v", time.Since(installed).Round(time.Millisecond))
-	s.expectProbedAndUnprivileged()
-
-	want := s.expectations()
-	s.checkResolvConf("client")
-	firstRight := s.awaitAnswers("client", want.forward)
-	t.Logf("helm install to the first right answer in the client pod: %v", firstRight.Sub(installed).Round(time.Millisecond))
-	s.awaitAnswers("client", want.ptrBefore)
-	s.expectControllerSlices(want.addresses)
-	s.expectLeader()
-
-	t.Run("CoreDNS pods deleted", func(t *testing.T) {
-		s := s.with(t)
-		old := s.podsOf("coredns")
-		deleted := time.Now()
-		for _, p := range old {
-			if err := s.c.CoreV1().Pods(releaseNS).Delete(s.ctx, p.Name, metav1.DeleteOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		s.waitReplaced("coredns", old)
-		back := s.awaitAnswers("client", want.forward)
-		t.Logf("CoreDNS pods deleted to the answers back from their replacements: %v", back.Sub(deleted).Round(time.Millisecond))
-	})
-
-	t.Run("helm upgrade with reverse", func(t *testing.T) {
-		s := s.with(t)
-		old := s.podsOf("coredns")
-		upgraded := time.Now()
-		values := helmtest.WriteValues(t, "coredns:\n"+corednsServers("ttl 5\n            reverse"))
-		helmtest.Must(t, append(append([]string{"upgrade", release, chartDir, "--namespace", releaseNS, "--kubeconfig", s.kubeconfig}, s.values()...), "-f", values)...)
-		s.waitReplaced("coredns", old)
-		s.waitDeploymentsReady()
-		s.awaitAnswers("client", want.ptrAfter)
-		s.awaitAnswers("client", want.forward)
-		t.Logf("helm upgrade to the new option in force: %v", time.Since(upgraded).Round(time.Millisecond))
-	})
-
-	t.Run("helm uninstall", func(t *testing.T) {
-		s := s.with(t)
-		helmtest.Must(t, "uninstall", release, "--namespace", releaseNS, "--kubeconfig", s.kubeconfig, "--wait", "--timeout", "2m")
-		s.expectUninstalled()
-	})
-}
 
 // install is the state of the test, and the helpers that act on the cluster.
 type install struct {
@@ -170,30 +55,30 @@ type install struct {
 	kubeconfig string
 }
 
-func (s *install) with(t *testing.T) *install {
-	c := *s
-	c.t, c.ctx = t, t.Context()
-	return &c
+// images are the values that give the chart the images of components,
+// imported into the node, never pulled.
+func (s *install) images(components ...string) []string {
+	var out []string
+	for _, name := range components {
+		ref := s.node.Images[name]
+		i := strings.LastIndex(ref, ":")
+		out = append(out, "--set", name+".image.repository="+ref[:i], "--set", name+".image.tag="+ref[i+1:], "--set", name+".image.pullPolicy=Never")
+	}
+	return out
 }
 
-// values are the only values the chart is given: the images imported into
-// the node, never pulled, and the cluster DNS settings.
-func (s *install) values() []string {
-	var out []string
-	for _, name := range []string{"controller", "coredns"} {
-		ref := s.node.Images[name]
-		repo, tag, _ := strings.Cut(ref, ":")
-		if i := strings.LastIndex(ref, ":"); i > 0 {
-			repo, tag = ref[:i], ref[i+1:]
-		}
-		out = append(out, "--set", name+".image.repository="+repo, "--set", name+".image.tag="+tag, "--set", name+".image.pullPolicy=Never")
-	}
-	return append(out,
-		"--set", "coredns.enabled=true",
-		"--set", "coredns.isClusterService=true",
-		"--set", "coredns.service.name=kube-dns",
-		"--set", "coredns.service.clusterIP="+node.ClusterDNS,
-	)
+// chartRelease is a release of the chart.
+type chartRelease struct{ name, namespace string }
+
+// deployment is the name of the release's Deployment of component.
+func (r chartRelease) deployment(component string) string {
+	return r.name + "-globalmirror-" + component
+}
+
+// podsOf lists the release's pods of a component (controller or coredns).
+func (r chartRelease) podsOf(s *install, component string) []corev1.Pod {
+	s.t.Helper()
+	return s.podsBySelector(r.namespace, "app.kubernetes.io/instance="+r.name+",app.kubernetes.io/component="+component)
 }
 
 // corednsServers is the chart's default coredns.servers with globalBlock as
@@ -205,7 +90,7 @@ func corednsServers(globalBlock string) string {
       plugins:
         - name: errors
         - name: health
-          configBlock: lameduck 5s
+          configBlock: lameduck 10s
         - name: ready
         - name: global
           parameters: cluster.local
@@ -226,9 +111,9 @@ func corednsServers(globalBlock string) string {
 `
 }
 
-func (s *install) createNamespace(name string) {
+func (s *install) createNamespace(name string, labels map[string]string) {
 	s.t.Helper()
-	if _, err := s.c.CoreV1().Namespaces().Create(s.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+	if _, err := s.c.CoreV1().Namespaces().Create(s.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{}); err != nil {
 		s.t.Fatal(err)
 	}
 }
@@ -293,7 +178,13 @@ func (s *install) clientPod(name string) {
 	if _, err := s.c.CoreV1().Pods(ns).Create(s.ctx, pod, metav1.CreateOptions{}); err != nil {
 		s.t.Fatal(err)
 	}
-	s.eventually("client pod running", func(ctx context.Context) string {
+	s.waitPodRunning(name)
+}
+
+// waitPodRunning waits until every container of the pod runs.
+func (s *install) waitPodRunning(name string) {
+	s.t.Helper()
+	s.eventually(name+" pod running", func(ctx context.Context) string {
 		p, err := s.c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err.Error()
@@ -312,67 +203,221 @@ func (s *install) eventually(what string, check func(ctx context.Context) string
 	}
 }
 
-// podsOf lists the release's pods of a component (controller or coredns).
-func (s *install) podsOf(component string) []corev1.Pod {
+// podsBySelector lists the pods of namespace with label selector sel.
+func (s *install) podsBySelector(namespace, sel string) []corev1.Pod {
 	s.t.Helper()
-	pods, err := s.c.CoreV1().Pods(releaseNS).List(s.ctx, metav1.ListOptions{
-		LabelSelector: "app.kubernetes.io/instance=" + release + ",app.kubernetes.io/component=" + component,
-	})
+	pods, err := s.c.CoreV1().Pods(namespace).List(s.ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	return pods.Items
 }
 
-// waitDeploymentsReady waits until both Deployments have rolled out: every
-// replica updated and Ready (the kubelet's readiness probes passed), none
-// left over.
-func (s *install) waitDeploymentsReady() {
+// waitRolledOut waits until a Deployment has rolled out, as `kubectl
+// rollout status` does: every replica updated and Ready (the kubelet's
+// readiness probes passed), none left over, and no pod of it terminating.
+func (s *install) waitRolledOut(namespace, name string) {
 	s.t.Helper()
-	s.eventually("deployments ready", func(ctx context.Context) string {
-		deps, err := s.c.AppsV1().Deployments(releaseNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release})
+	s.eventually("deployment "+namespace+"/"+name+" rolled out", func(ctx context.Context) string {
+		d, err := s.c.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err.Error()
 		}
-		if len(deps.Items) != 2 {
-			return fmt.Sprintf("%d deployments", len(deps.Items))
+		want, st := ptr.Deref(d.Spec.Replicas, 1), d.Status
+		pods, err := s.deploymentPods(ctx, d)
+		if err != nil {
+			return err.Error()
 		}
-		for _, d := range deps.Items {
-			want := ptr.Deref(d.Spec.Replicas, 1)
-			st := d.Status
-			if st.ObservedGeneration < d.Generation || st.UpdatedReplicas != want || st.ReadyReplicas != want || st.Replicas != want {
-				pods, _ := s.c.CoreV1().Pods(releaseNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release})
-				var b strings.Builder
-				for _, p := range pods.Items {
-					fmt.Fprintf(&b, " %s:%s", p.Name, describe(&p))
-				}
-				return fmt.Sprintf("%s: %d/%d updated, %d ready, %d in all;%s", d.Name, st.UpdatedReplicas, want, st.ReadyReplicas, st.Replicas, b.String())
+		var b strings.Builder
+		for _, p := range pods {
+			fmt.Fprintf(&b, " %s:%s", p.Name, describe(&p))
+		}
+		if st.ObservedGeneration < d.Generation || st.UpdatedReplicas != want || st.ReadyReplicas != want || st.Replicas != want ||
+			len(pods) != int(want) {
+			return fmt.Sprintf("%d/%d updated, %d ready, %d in all, %d pods;%s", st.UpdatedReplicas, want, st.ReadyReplicas, st.Replicas, len(pods), b.String())
+		}
+		return ""
+	})
+}
+
+// deploymentPods are the pods of d's ReplicaSets, by ownership: kubeadm's
+// coredns selects k8s-app=kube-dns, which the chart's cluster DNS pods
+// carry too.
+func (s *install) deploymentPods(ctx context.Context, d *appsv1.Deployment) ([]corev1.Pod, error) {
+	sel := metav1.FormatLabelSelector(d.Spec.Selector)
+	rss, err := s.c.AppsV1().ReplicaSets(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, err
+	}
+	owned := map[types.UID]bool{}
+	for _, rs := range rss.Items {
+		if ref := metav1.GetControllerOf(&rs); ref != nil && ref.UID == d.UID {
+			owned[rs.UID] = true
+		}
+	}
+	pods, err := s.c.CoreV1().Pods(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, err
+	}
+	var out []corev1.Pod
+	for _, p := range pods.Items {
+		if ref := metav1.GetControllerOf(&p); ref != nil && owned[ref.UID] {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// waitReplaced waits until none of old is left and the release's
+// Deployment of component has rolled out again.
+func (s *install) waitReplaced(r chartRelease, component string, old []corev1.Pod) {
+	s.t.Helper()
+	s.eventually(component+" pods replaced", func(context.Context) string {
+		for _, p := range r.podsOf(s, component) {
+			if slices.ContainsFunc(old, func(o corev1.Pod) bool { return o.UID == p.UID }) {
+				return "old pod " + p.Name + " still there"
+			}
+		}
+		return ""
+	})
+	s.waitRolledOut(r.namespace, r.deployment(component))
+}
+
+// setImage sets a Deployment's container's image, as `kubectl set image`
+// does, and waits for the rollout.
+func (s *install) setImage(namespace, deployment, container, image string) {
+	s.t.Helper()
+	d, err := s.c.AppsV1().Deployments(namespace).Get(s.ctx, deployment, metav1.GetOptions{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for i := range d.Spec.Template.Spec.Containers {
+		if d.Spec.Template.Spec.Containers[i].Name == container {
+			d.Spec.Template.Spec.Containers[i].Image = image
+		}
+	}
+	if _, err := s.c.AppsV1().Deployments(namespace).Update(s.ctx, d, metav1.UpdateOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+	s.waitRolledOut(namespace, deployment)
+}
+
+// restart restarts a Deployment's pods, as `kubectl rollout restart` does.
+func (s *install) restart(namespace, deployment string) {
+	s.t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339))
+	if _, err := s.c.AppsV1().Deployments(namespace).Patch(s.ctx, deployment, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// scale scales a Deployment, as `kubectl scale` does, and waits until it
+// has as many Ready pods and no other.
+func (s *install) scale(namespace, deployment string, replicas int32) {
+	s.t.Helper()
+	sc, err := s.c.AppsV1().Deployments(namespace).GetScale(s.ctx, deployment, metav1.GetOptions{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	sc.Spec.Replicas = replicas
+	if _, err := s.c.AppsV1().Deployments(namespace).UpdateScale(s.ctx, deployment, sc, metav1.UpdateOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+	s.waitRolledOut(namespace, deployment)
+}
+
+// setCorefile edits the Corefile in kubeadm's coredns ConfigMap, as
+// `kubectl edit configmap coredns` does.
+func (s *install) setCorefile(corefile string) {
+	s.t.Helper()
+	cm, err := s.c.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(s.ctx, "coredns", metav1.GetOptions{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cm.Data["Corefile"] = corefile
+	if _, err := s.c.CoreV1().ConfigMaps(metav1.NamespaceSystem).Update(s.ctx, cm, metav1.UpdateOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// kubeadmPods are kubeadm's CoreDNS pods.
+func (s *install) kubeadmPods() []corev1.Pod {
+	s.t.Helper()
+	var out []corev1.Pod
+	for _, p := range s.podsBySelector(metav1.NamespaceSystem, "k8s-app=kube-dns") {
+		if p.Labels["app.kubernetes.io/instance"] == "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// podMetrics scrapes a CoreDNS pod's prometheus plugin.
+func (s *install) podMetrics(p corev1.Pod) (run.Samples, error) {
+	return run.Scrape("http://" + net.JoinHostPort(p.Status.PodIP, "9153") + "/metrics")
+}
+
+// reloadHashes are the running Corefile's hash (the reload plugin's
+// coredns_reload_version_info) of each of kubeadm's CoreDNS pods.
+func (s *install) reloadHashes() map[string]string {
+	s.t.Helper()
+	out := map[string]string{}
+	for _, p := range s.kubeadmPods() {
+		m, err := s.podMetrics(p)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		out[p.Name] = reloadHash(m)
+	}
+	return out
+}
+
+func reloadHash(m run.Samples) string {
+	for series := range m {
+		if rest, ok := strings.CutPrefix(series, "coredns_reload_version_info{"); ok {
+			if _, v, ok := strings.Cut(rest, `value="`); ok {
+				return strings.TrimSuffix(strings.TrimSuffix(v, "}"), `"`)
+			}
+		}
+	}
+	return ""
+}
+
+// awaitReloaded waits until every one of kubeadm's CoreDNS pods runs
+// another Corefile than before (the reload plugin applied the ConfigMap
+// the kubelet updated in its volume) and, withGlobal, the global plugin
+// has synced and answers for the global service.
+func (s *install) awaitReloaded(before map[string]string, withGlobal bool) {
+	s.t.Helper()
+	s.eventually("the new Corefile in every CoreDNS pod", func(context.Context) string {
+		for _, p := range s.kubeadmPods() {
+			m, err := s.podMetrics(p)
+			if err != nil {
+				return err.Error()
+			}
+			if h := reloadHash(m); h == before[p.Name] {
+				return p.Name + " still runs the old Corefile"
+			}
+			if withGlobal && m.Sum("coredns_global_globals") < 1 {
+				return p.Name + " has no global service"
 			}
 		}
 		return ""
 	})
 }
 
-// waitReplaced waits until none of old runs and the component has as many
-// Ready pods as before.
-func (s *install) waitReplaced(component string, old []corev1.Pod) {
+// awaitServing waits until each pod answers db-global itself, on its own
+// address.
+func (s *install) awaitServing(pods []corev1.Pod) {
 	s.t.Helper()
-	s.eventually(component+" pods replaced", func(context.Context) string {
-		pods := s.podsOf(component)
-		ready := 0
-		for _, p := range pods {
-			if slices.ContainsFunc(old, func(o corev1.Pod) bool { return o.UID == p.UID }) {
-				return "old pod " + p.Name + " still there"
+	for _, p := range pods {
+		s.eventually(p.Name+" answering", func(context.Context) string {
+			if got := dnsq.Answer("udp", net.JoinHostPort(p.Status.PodIP, "53"), "db-global."+ns+".svc."+node.ClusterDomain+".", dns.TypeA); !strings.HasPrefix(got, "NOERROR ") {
+				return got
 			}
-			if podReady(&p) {
-				ready++
-			}
-		}
-		if ready != len(old) {
-			return fmt.Sprintf("%d of %d new pods ready", ready, len(old))
-		}
-		return ""
-	})
+			return ""
+		})
+	}
 }
 
 func podReady(p *corev1.Pod) bool {
@@ -406,59 +451,214 @@ func describe(p *corev1.Pod) string {
 	return b.String()
 }
 
-// expectProbedAndUnprivileged checks what made the pods Ready: the chart's
-// probes on its ports, run by the kubelet; and how they run: as UID 65532
-// with the chart's ServiceAccount token and no kubeconfig.
-func (s *install) expectProbedAndUnprivileged() {
+// expectProbedAndUnprivileged checks what made the releases' pods Ready:
+// the chart's probes on its ports, run by the kubelet; and how they run, as
+// the chart's README says, both in their specs and as the kernel shows the
+// running containers (procContainer): UID and GID 65532, no privilege
+// escalation, a read-only root, no capability but NET_BIND_SERVICE for
+// CoreDNS; with the chart's ServiceAccount token and no kubeconfig.
+func (s *install) expectProbedAndUnprivileged(releases ...chartRelease) {
 	s.t.Helper()
-	for component, ports := range map[string][]int32{"controller": {8080}, "coredns": {8080, 8181}} {
-		for _, p := range s.podsOf(component) {
-			c := p.Spec.Containers[0]
-			var probed []int32
-			for _, pr := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
-				if pr == nil || pr.HTTPGet == nil {
-					s.t.Errorf("%s: a probe is not an HTTP GET: %+v", p.Name, pr)
-					continue
+	checked := 0
+	for _, r := range releases {
+		for component, ports := range map[string][]int32{"controller": {8080}, "coredns": {8080, 8181}} {
+			for _, p := range r.podsOf(s, component) {
+				checked++
+				s.expectProbed(p, ports)
+				if p.Spec.ServiceAccountName != r.deployment(component) {
+					s.t.Errorf("%s: ServiceAccount %q", p.Name, p.Spec.ServiceAccountName)
 				}
-				port := pr.HTTPGet.Port.IntVal
-				for _, cp := range c.Ports {
-					if cp.Name == pr.HTTPGet.Port.StrVal {
-						port = cp.ContainerPort
-					}
+				caps := uint64(0)
+				if component == "coredns" {
+					caps = 1 << 10 // CAP_NET_BIND_SERVICE
 				}
-				probed = append(probed, port)
-			}
-			for _, want := range ports {
-				if !slices.Contains(probed, want) {
-					s.t.Errorf("%s: probes on ports %v, want %v among them", p.Name, probed, want)
-				}
-			}
-			if !podReady(&p) || p.Spec.NodeName != node.Name {
-				s.t.Errorf("%s: ready %v on node %q", p.Name, podReady(&p), p.Spec.NodeName)
-			}
-			if p.Spec.ServiceAccountName != release+"-globalmirror-"+component {
-				s.t.Errorf("%s: ServiceAccount %q", p.Name, p.Spec.ServiceAccountName)
-			}
-			for _, a := range c.Args {
-				if strings.Contains(a, "kubeconfig") {
-					s.t.Errorf("%s: argument %q: pods must use their in-cluster configuration", p.Name, a)
-				}
-			}
-			// Credentials come only from the ServiceAccount's projected
-			// token; the rest is configuration.
-			for _, v := range p.Spec.Volumes {
-				if v.ConfigMap == nil && (v.Projected == nil || !strings.HasPrefix(v.Name, "kube-api-access-")) {
-					s.t.Errorf("%s: volume %s is neither a ConfigMap nor the ServiceAccount token", p.Name, v.Name)
-				}
-			}
-			for _, e := range c.Env {
-				if e.Name == "KUBECONFIG" || e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
-					s.t.Errorf("%s: environment %s", p.Name, e.Name)
-				}
+				s.expectRunningUnprivileged(p, caps)
 			}
 		}
 	}
+	if checked == 0 {
+		s.t.Error("no pod of the releases to check")
+	}
 }
+
+func (s *install) expectProbed(p corev1.Pod, ports []int32) {
+	s.t.Helper()
+	c := p.Spec.Containers[0]
+	var probed []int32
+	for _, pr := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
+		if pr == nil || pr.HTTPGet == nil {
+			s.t.Errorf("%s: a probe is not an HTTP GET: %+v", p.Name, pr)
+			continue
+		}
+		port := pr.HTTPGet.Port.IntVal
+		for _, cp := range c.Ports {
+			if cp.Name == pr.HTTPGet.Port.StrVal {
+				port = cp.ContainerPort
+			}
+		}
+		probed = append(probed, port)
+	}
+	for _, want := range ports {
+		if !slices.Contains(probed, want) {
+			s.t.Errorf("%s: probes on ports %v, want %v among them", p.Name, probed, want)
+		}
+	}
+	if !podReady(&p) || p.Spec.NodeName != node.Name {
+		s.t.Errorf("%s: ready %v on node %q", p.Name, podReady(&p), p.Spec.NodeName)
+	}
+	for _, a := range c.Args {
+		if strings.Contains(a, "kubeconfig") {
+			s.t.Errorf("%s: argument %q: pods must use their in-cluster configuration", p.Name, a)
+		}
+	}
+	// Credentials come only from the ServiceAccount's projected token; the
+	// rest is configuration.
+	for _, v := range p.Spec.Volumes {
+		if v.ConfigMap == nil && (v.Projected == nil || !strings.HasPrefix(v.Name, "kube-api-access-")) {
+			s.t.Errorf("%s: volume %s is neither a ConfigMap nor the ServiceAccount token", p.Name, v.Name)
+		}
+	}
+	for _, e := range c.Env {
+		if e.Name == "KUBECONFIG" || e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			s.t.Errorf("%s: environment %s", p.Name, e.Name)
+		}
+	}
+}
+
+// expectRunningUnprivileged reads the pod's container process in /proc
+// (the node's processes are this test's): its UIDs and GIDs, no_new_privs,
+// its capabilities (effective, permitted and bounding: caps, no more), and
+// its root mount.
+func (s *install) expectRunningUnprivileged(p corev1.Pod, caps uint64) {
+	s.t.Helper()
+	pid, err := containerProcess(p.UID)
+	if err != nil {
+		s.t.Errorf("%s: %v", p.Name, err)
+		return
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		s.t.Errorf("%s: %v", p.Name, err)
+		return
+	}
+	fields := map[string]string{}
+	for _, line := range strings.Split(string(status), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			fields[k] = strings.Join(strings.Fields(v), " ")
+		}
+	}
+	want := map[string]string{"Uid": "65532 65532 65532 65532", "Gid": "65532 65532 65532 65532", "NoNewPrivs": "1",
+		"CapEff": fmt.Sprintf("%016x", caps), "CapPrm": fmt.Sprintf("%016x", caps), "CapBnd": fmt.Sprintf("%016x", caps)}
+	for k, v := range want {
+		if fields[k] != v {
+			s.t.Errorf("%s (pid %d): %s %q, want %q", p.Name, pid, k, fields[k], v)
+		}
+	}
+	mounts, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
+	if err != nil {
+		s.t.Errorf("%s: %v", p.Name, err)
+		return
+	}
+	for _, line := range strings.Split(string(mounts), "\n") {
+		// id parent major:minor root mountpoint options ...
+		if f := strings.Fields(line); len(f) > 5 && f[4] == "/" {
+			if !slices.Contains(strings.Split(f[5], ","), "ro") {
+				s.t.Errorf("%s (pid %d): root mounted %s, want read-only", p.Name, pid, f[5])
+			}
+			return
+		}
+	}
+	s.t.Errorf("%s (pid %d): no root mount in mountinfo", p.Name, pid)
+}
+
+// containerProcess is the process of the pod's one container (not the
+// sandbox's pause): cgroupfs places it under kubepods/.../pod<uid>/.
+func containerProcess(uid types.UID) (int, error) {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	var found []int
+	for _, e := range procs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if err != nil || !strings.Contains(string(cg), "/pod"+string(uid)+"/") {
+			continue
+		}
+		if cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.HasPrefix(string(cmd), "/pause") {
+			continue
+		}
+		found = append(found, pid)
+	}
+	if len(found) != 1 {
+		return 0, fmt.Errorf("%d processes in pod %s's cgroup besides its sandbox, want 1: %v", len(found), uid, found)
+	}
+	return found[0], nil
+}
+
+// expectRestrictedExceptKubeadm asks Pod Security, in a server-side dry
+// run of kube-system labelled to enforce the restricted level, which
+// running pods would not be admitted: kubeadm's CoreDNS (not run as
+// non-root, no seccomp profile: why kube-system cannot enforce it), and
+// none of the chart's.
+func (s *install) expectRestrictedExceptKubeadm() {
+	s.t.Helper()
+	var mu sync.Mutex
+	var warnings []string
+	cfg := rest.CopyConfig(s.config)
+	cfg.WarningHandler = warningFunc(func(w string) {
+		mu.Lock()
+		warnings = append(warnings, w)
+		mu.Unlock()
+	})
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	sys, err := c.CoreV1().Namespaces().Get(s.ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if sys.Labels == nil {
+		sys.Labels = map[string]string{}
+	}
+	sys.Labels["pod-security.kubernetes.io/enforce"] = "restricted"
+	if _, err := c.CoreV1().Namespaces().Update(s.ctx, sys, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		s.t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// Pod Security names one pod per set of violations, and counts the
+	// others that have the same: "NAME (and N other pods): violations".
+	kubeadmPods := s.kubeadmPods()
+	violating := 0
+	for _, line := range strings.Split(strings.Join(warnings, "\n"), "\n") {
+		name, rest, ok := strings.Cut(line, ": ")
+		if !ok || strings.HasPrefix(line, "existing pods") {
+			continue
+		}
+		others := 0
+		if pod, count, found := strings.Cut(name, " (and "); found {
+			name = pod
+			others, _ = strconv.Atoi(strings.Fields(count)[0])
+		}
+		violating += 1 + others
+		if !slices.ContainsFunc(kubeadmPods, func(p corev1.Pod) bool { return p.Name == name }) {
+			s.t.Errorf("Pod Security would not admit %s under the restricted level: %s", name, rest)
+		}
+	}
+	if violating != len(kubeadmPods) {
+		s.t.Errorf("Pod Security found %d pods of kube-system violating the restricted level, want kubeadm's %d, no more (%q)",
+			violating, len(kubeadmPods), warnings)
+	}
+}
+
+type warningFunc func(string)
+
+func (f warningFunc) HandleWarningHeader(_ int, _ string, text string) { f(text) }
 
 // answers maps a resolve query (LIB/TYPE/NAME) to the result it must give,
 // as test/cmd/resolve prints it.
@@ -470,17 +670,29 @@ type result struct {
 	NotFound bool     `json:"notFound,omitempty"`
 	NXDomain bool     `json:"nxdomain,omitempty"`
 	Err      string   `json:"err,omitempty"`
+	// Any are the sets of records either of which is right, where the
+	// cluster may answer one or the other (expectations only).
+	Any [][]string `json:"-"`
 }
 
 type expectations struct {
-	forward, ptrBefore, ptrAfter answers
+	// asked are the asker's queries, TYPE/NAME, each asked with both
+	// libraries: a global name short and fully qualified, a per-pod name
+	// of each kind, SRV, an ordinary Service, an external name, a name
+	// that does not exist (NXDOMAIN) and one without AAAA records (NODATA),
+	// and the reverse names of a mirrored and a local pod's addresses.
+	asked []string
+	// What the cluster answers each query with, LIB/TYPE/NAME: before
+	// globalmirror; with the global service (from the controller's slices
+	// or the plugin); with the plugin's reverse names on.
+	before, global, reverse answers
 	// addresses are every global per-pod name's address.
 	addresses []string
 }
 
-// expectations are the answers the pods' names and addresses must give, from
-// what the API says: the local pods' IPs and the ClusterIPs of Linkerd's
-// endpoint mirrors of the remote pods.
+// expectations are the answers of the world the test makes, from what the
+// API says: the local pods' IPs and the ClusterIPs of Linkerd's endpoint
+// mirrors of the remote pods.
 func (s *install) expectations() expectations {
 	s.t.Helper()
 	fqdn := func(name string) string { return name + "." + ns + ".svc." + node.ClusterDomain }
@@ -515,24 +727,49 @@ func (s *install) expectations() expectations {
 	}
 	slices.Sort(all)
 	slices.Sort(srv)
-	e := expectations{forward: answers{}, ptrBefore: answers{}, ptrAfter: answers{}, addresses: all}
+	e := expectations{addresses: all, before: answers{}, global: answers{}, reverse: answers{}}
+	nodata := "AAAA/" + fqdn("db-global") + "." // a name with IPv4 addresses only
+	mirrorPTR, localPTR := "PTR/"+addrs["db-0-east"], "PTR/"+addrs["db-1"]
+	e.asked = []string{"host/db-global", "host/" + fqdn("db-global"), "host/db-0-east.db-global", "host/db-1.db-global",
+		"SRV/_db._tcp.db-global", "host/kubernetes.default", "host/example.org.", "SRV/" + fqdn("nope-global") + ".", nodata,
+		mirrorPTR, localPTR}
 	for _, lib := range []string{"glibc", "go"} {
-		e.forward[lib+"/host/db-global"] = result{Records: all}
-		e.forward[lib+"/host/"+fqdn("db-global")] = result{Records: all}
-		e.forward[lib+"/host/db-0-east.db-global"] = result{Records: []string{addrs["db-0-east"]}}
-		e.forward[lib+"/host/db-1.db-global"] = result{Records: []string{addrs["db-1"]}}
-		e.forward[lib+"/SRV/_db._tcp.db-global"] = result{Records: srv}
-		e.forward[lib+"/host/nope-global"] = result{NotFound: true}
-		e.forward[lib+"/host/"+fqdn("nope-global")+"."] = result{NotFound: true}
-		// Without reverse, the kubernetes plugin answers an endpoint
-		// mirror's ClusterIP with that Service's name; with it, global
-		// answers with the per-pod global name.
+		q := func(query string) string { return lib + "/" + query }
+		// glibc tells NXDOMAIN from NODATA (res_search's h_errno); Go does not.
+		nxdomain := result{NotFound: true, NXDomain: lib == "glibc"}
+		notFound := result{NotFound: true}
 		dot := map[string]string{"glibc": "", "go": "."}[lib]
-		e.ptrBefore[lib+"/PTR/"+addrs["db-0-east"]] = result{Records: []string{fqdn("db-0-east") + dot}}
-		e.ptrAfter[lib+"/PTR/"+addrs["db-0-east"]] = result{Records: []string{"db-0-east." + fqdn("db-global") + dot}}
+		always := answers{
+			q("host/kubernetes.default"):          {Records: []string{"10.96.0.1"}},
+			q("host/example.org."):                {Records: []string{node.External["example.org."]}},
+			q("SRV/" + fqdn("nope-global") + "."): nxdomain,
+			q(mirrorPTR):                          {Records: []string{fqdn("db-0-east") + dot}},
+			q(localPTR):                           {Records: []string{fqdn("db-1.db") + dot}},
+			q("host/db-global"):                   {Records: all},
+			q("host/" + fqdn("db-global")):        {Records: all},
+			q("host/db-0-east.db-global"):         {Records: []string{addrs["db-0-east"]}},
+			q("host/db-1.db-global"):              {Records: []string{addrs["db-1"]}},
+			q("SRV/_db._tcp.db-global"):           {Records: srv},
+			q(nodata):                             {NotFound: true},
+		}
+		for k, v := range always {
+			e.before[k], e.global[k], e.reverse[k] = v, v, v
+		}
+		// Before globalmirror none of the global names exists.
+		for _, name := range []string{"host/db-global", "host/" + fqdn("db-global"), "host/db-0-east.db-global", "host/db-1.db-global"} {
+			e.before[q(name)] = notFound
+		}
+		e.before[q("SRV/_db._tcp.db-global")] = nxdomain
+		e.before[q(nodata)] = nxdomain
+		// The local pod's address is in db and in db-global: the
+		// kubernetes plugin answers with both names (glibc takes one);
+		// global's reverse names with the global one, as for the mirrored
+		// pod.
+		byDB, byGlobal := fqdn("db-1.db")+dot, "db-1."+fqdn("db-global")+dot
+		e.global[q(localPTR)] = result{Any: [][]string{{byDB}, {byGlobal}, {byGlobal, byDB}}}
+		e.reverse[q(localPTR)] = result{Records: []string{"db-1." + fqdn("db-global") + dot}}
+		e.reverse[q(mirrorPTR)] = result{Records: []string{"db-0-east." + fqdn("db-global") + dot}}
 	}
-	// glibc tells NXDOMAIN from NODATA.
-	e.forward["glibc/SRV/"+fqdn("nope-global")+"."] = result{NotFound: true, NXDomain: true}
 	return e
 }
 
@@ -576,9 +813,7 @@ func (s *install) awaitAnswers(pod string, want answers) time.Time {
 		}
 		var wrong []string
 		for _, r := range got {
-			w := want[r.Query]
-			w.Query = r.Query
-			if !slices.Equal(r.Records, w.Records) || r.NotFound != w.NotFound || r.NXDomain != w.NXDomain || r.Err != "" {
+			if w := want[r.Query]; !w.matches(r) {
 				wrong = append(wrong, fmt.Sprintf("%s: got %+v, want %+v", r.Query, r, w))
 			}
 		}
@@ -620,31 +855,40 @@ func (s *install) expectControllerSlices(want []string) {
 	})
 }
 
-// expectLeader checks that one controller replica leads, through the Lease
-// the chart's RBAC lets it hold in the release namespace.
-func (s *install) expectLeader() {
+// expectLeader checks that one controller replica of r leads, through the
+// Lease the chart's RBAC lets it hold in the release namespace.
+func (s *install) expectLeader(r chartRelease) {
 	s.t.Helper()
-	s.eventually("controller leader", func(ctx context.Context) string {
-		l, err := s.c.CoordinationV1().Leases(releaseNS).Get(ctx, release+"-globalmirror-controller", metav1.GetOptions{})
-		if err != nil {
-			return err.Error()
+	s.eventually("controller leader", func(context.Context) string {
+		if p := s.leaderPod(r); p.Name == "" {
+			return "no controller pod holds the Lease"
 		}
-		holder := ptr.Deref(l.Spec.HolderIdentity, "")
-		for _, p := range s.podsOf("controller") {
-			if strings.HasPrefix(holder, p.Name) {
-				return ""
-			}
-		}
-		return fmt.Sprintf("lease held by %q, no controller pod", holder)
+		return ""
 	})
 }
 
-// expectUninstalled checks what `helm uninstall` leaves, as the chart's
-// README says: none of the chart's objects, and the global Services the
-// controller wrote, with their EndpointSlices.
-func (s *install) expectUninstalled() {
+// leaderPod is r's controller pod holding the Lease; empty if none.
+func (s *install) leaderPod(r chartRelease) corev1.Pod {
 	s.t.Helper()
-	sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release}
+	l, err := s.c.CoordinationV1().Leases(r.namespace).Get(s.ctx, r.deployment("controller"), metav1.GetOptions{})
+	if err != nil {
+		return corev1.Pod{}
+	}
+	holder := ptr.Deref(l.Spec.HolderIdentity, "")
+	for _, p := range r.podsOf(s, "controller") {
+		if strings.HasPrefix(holder, p.Name+"_") {
+			return p
+		}
+	}
+	return corev1.Pod{}
+}
+
+// expectUninstalled checks what `helm uninstall` leaves of r, as the
+// chart's README says: none of the chart's objects but the cluster DNS
+// Service, which it keeps.
+func (s *install) expectUninstalled(r chartRelease) {
+	s.t.Helper()
+	sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + r.name}
 	meta, err := metadata.NewForConfig(s.config)
 	if err != nil {
 		s.t.Fatal(err)
@@ -659,16 +903,18 @@ func (s *install) expectUninstalled() {
 		{corev1.SchemeGroupVersion.WithResource("configmaps"), true},
 		{corev1.SchemeGroupVersion.WithResource("serviceaccounts"), true},
 		{policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets"), true},
+		{rbacv1.SchemeGroupVersion.WithResource("roles"), true},
+		{rbacv1.SchemeGroupVersion.WithResource("rolebindings"), true},
 		{rbacv1.SchemeGroupVersion.WithResource("clusterroles"), false},
 		{rbacv1.SchemeGroupVersion.WithResource("clusterrolebindings"), false},
 	}
-	s.eventually("release objects gone", func(ctx context.Context) string {
+	s.eventually(r.name+"'s objects gone", func(ctx context.Context) string {
 		var left []string
 		for _, k := range kinds {
 			var l *metav1.PartialObjectMetadataList
 			var err error
 			if k.namespaced {
-				l, err = meta.Resource(k.gvr).Namespace(releaseNS).List(ctx, sel)
+				l, err = meta.Resource(k.gvr).Namespace(metav1.NamespaceAll).List(ctx, sel)
 			} else {
 				l, err = meta.Resource(k.gvr).List(ctx, sel)
 			}
@@ -676,7 +922,10 @@ func (s *install) expectUninstalled() {
 				return err.Error()
 			}
 			for _, o := range l.Items {
-				left = append(left, k.gvr.Resource+" "+o.Name)
+				if k.gvr.Resource == "services" && o.Annotations["helm.sh/resource-policy"] == "keep" {
+					continue // the cluster DNS Service
+				}
+				left = append(left, k.gvr.Resource+" "+o.Namespace+"/"+o.Name)
 			}
 		}
 		if len(left) > 0 {
@@ -684,6 +933,13 @@ func (s *install) expectUninstalled() {
 		}
 		return ""
 	})
+}
+
+// expectGlobalKept checks what uninstalling the controller leaves, as the
+// chart's README says: the global Services it wrote, with their
+// EndpointSlices, and its Lease.
+func (s *install) expectGlobalKept(r chartRelease) {
+	s.t.Helper()
 	svc, err := s.c.CoreV1().Services(ns).Get(s.ctx, "db-global", metav1.GetOptions{})
 	if err != nil {
 		s.t.Fatalf("the global Service is gone with the release; the chart's README says it stays: %v", err)
@@ -695,8 +951,7 @@ func (s *install) expectUninstalled() {
 	if err != nil || len(slices.Items) == 0 {
 		s.t.Errorf("db-global's EndpointSlices: %d, %v", len(slices.Items), err)
 	}
-	// The leader's Lease is the controller's own, not the chart's.
-	if _, err := s.c.CoordinationV1().Leases(releaseNS).Get(s.ctx, release+"-globalmirror-controller", metav1.GetOptions{}); err != nil {
+	if _, err := s.c.CoordinationV1().Leases(r.namespace).Get(s.ctx, r.deployment("controller"), metav1.GetOptions{}); err != nil {
 		s.t.Errorf("the controller's Lease: %v; the chart's README says it stays", err)
 	}
 }

@@ -27,7 +27,9 @@ const proxyHealthzPort = "10256"
 //   - authentication webhook and authorization AlwaysAllow: the API server
 //     (exec, logs) is the only client on the namespace's network;
 //   - podLogsDir, volumePluginDir: in the state directory, not the host's
-//     /var/log/pods and /usr/libexec/kubernetes.
+//     /var/log/pods and /usr/libexec/kubernetes;
+//   - syncFrequency 10s (1m by default): a changed ConfigMap reaches its
+//     pods' volumes within seconds, not a minute (the CoreDNS patch test).
 const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
@@ -58,6 +60,7 @@ evictionHard:
 imageGCHighThresholdPercent: 100
 serializeImagePulls: false
 nodeStatusUpdateFrequency: 2s
+syncFrequency: 10s
 `
 
 func (n *Node) startKubelet() error {

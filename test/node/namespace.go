@@ -355,6 +355,27 @@ func removeCgroupRoot(root string, patience time.Duration) error {
 	}
 }
 
+// killCgroupRoot kills every process in the cgroups of root, in the first
+// hierarchy (each process is in every one).
+func killCgroupRoot(root string) {
+	mounts, err := cgroupMounts()
+	if err != nil || len(mounts) == 0 || root == "" {
+		return
+	}
+	_ = filepath.WalkDir(filepath.Join(mounts[0], root), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+			return nil
+		}
+		procs, _ := os.ReadFile(path)
+		for _, f := range strings.Fields(string(procs)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				_ = unix.Kill(pid, unix.SIGKILL)
+			}
+		}
+		return nil
+	})
+}
+
 // removeTree rmdirs a cgroup and its descendants (cgroup directories hold
 // only the kernel's files, which go with them).
 func removeTree(dir string) error {

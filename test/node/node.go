@@ -145,14 +145,17 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	return n, nil
 }
 
-// Stop stops kube-proxy, the kubelet and containerd. The pods' processes end
-// with the namespaces.
+// Stop stops kube-proxy, the kubelet and containerd, then kills what the
+// pods still run, as a node that goes away: nothing of the node holds a
+// connection to the API server when the cluster stops (its graceful stop
+// waits for them).
 func (n *Node) Stop() {
 	for _, p := range []*run.Process{n.proxy, n.kubelet, n.containerd} {
 		if p != nil {
 			_ = p.StopWithin(10 * time.Second)
 		}
 	}
+	killCgroupRoot(os.Getenv(cgroupEnv))
 	if n.upstream != nil {
 		n.upstream.stop()
 	}

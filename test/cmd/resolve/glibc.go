@@ -106,10 +106,14 @@ func glibc(typ, name string) (records []string, nxdomain bool, err error) {
 			return nil, false, fmt.Errorf("getnameinfo: %s", C.GoString(C.gai_strerror(rc)))
 		}
 		return []string{C.GoString((*C.char)(unsafe.Pointer(&host[0])))}, false, nil
-	case "SRV":
+	case "SRV", "AAAA":
+		qtype := C.int(C.ns_t_srv)
+		if typ == "AAAA" {
+			qtype = C.ns_t_aaaa
+		}
 		buf := make([]byte, 64<<10)
 		var herr C.int
-		n := C.search(cname, C.ns_t_srv, (*C.uchar)(unsafe.Pointer(&buf[0])), C.int(len(buf)), &herr)
+		n := C.search(cname, qtype, (*C.uchar)(unsafe.Pointer(&buf[0])), C.int(len(buf)), &herr)
 		if n < 0 {
 			switch herr {
 			case C.HOST_NOT_FOUND:
@@ -124,8 +128,11 @@ func glibc(typ, name string) (records []string, nxdomain bool, err error) {
 			return nil, false, fmt.Errorf("res_search answer: %w", err)
 		}
 		for _, rr := range m.Answer {
-			if s, ok := rr.(*dns.SRV); ok {
-				records = append(records, fmt.Sprintf("%d %d %d %s", s.Priority, s.Weight, s.Port, s.Target))
+			switch r := rr.(type) {
+			case *dns.SRV:
+				records = append(records, fmt.Sprintf("%d %d %d %s", r.Priority, r.Weight, r.Port, r.Target))
+			case *dns.AAAA:
+				records = append(records, r.AAAA.String())
 			}
 		}
 		return records, false, nil

@@ -1,0 +1,366 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/globalmirror/globalmirror/test/helmtest"
+	"github.com/globalmirror/globalmirror/test/localkube"
+	"github.com/globalmirror/globalmirror/test/node"
+	"github.com/globalmirror/globalmirror/test/scenario"
+	"github.com/globalmirror/globalmirror/test/workload"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+)
+
+// The releases: the controller in a namespace of its own, under Pod
+// Security's restricted level; the cluster DNS in kube-system, where the
+// kube-dns Service is.
+var (
+	controllerRelease = chartRelease{name: "gm", namespace: "globalmirror"}
+	dnsRelease        = chartRelease{name: "gm-dns", namespace: metav1.NamespaceSystem}
+)
+
+// TestAdoptionOnANode changes the DNS of a running kubeadm-style cluster to
+// globalmirror the ways the chart's README offers, on a real node, while a
+// client pod never stops asking (the asker), and counts every lookup that
+// failed or was wrong at each step; then rolls CoreDNS the ways users do,
+// and backs out. Every step but one must fail and get wrong no lookup; the
+// one that deletes every CoreDNS pod at once leaves no server by design,
+// and says how long.
+func TestAdoptionOnANode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a node, three control planes and the chart")
+	}
+	ctx := t.Context()
+	logs := t.TempDir()
+	if d := os.Getenv("NODE_TEST_LOGS"); d != "" {
+		logs = d
+	}
+	env, err := localkube.Start(ctx, localkube.Options{
+		Clusters:     []string{"source", "east", "west"},
+		Dir:          filepath.Join(logs, "clusters"),
+		RealNodes:    []string{"source"},
+		NodeAddress:  netip.MustParseAddr(node.NodeIP),
+		StopOnSignal: true,
+	})
+	if err != nil {
+		t.Fatalf("localkube: %v", err)
+	}
+	source := env.Cluster("source")
+	started := time.Now()
+	n, err := node.Start(ctx, node.Options{Cluster: source, LogDir: filepath.Join(logs, "node"),
+		Images: []string{"client", "coredns-stock", "controller", "coredns"}})
+	if err != nil {
+		t.Log(localkube.LogTails(filepath.Join(logs, "clusters"), 30))
+		_ = env.Stop()
+		t.Fatalf("node: %v", err)
+	}
+	t.Logf("node Ready in %v", time.Since(started).Round(time.Millisecond))
+	world := scenario.NewWorld(source, ns, filepath.Join(logs, "world"))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(n.LogTails(3000))
+			t.Log(localkube.LogTails(filepath.Join(logs, "clusters"), 20))
+		}
+		_ = world.Stop()
+		n.Stop()
+		if err := env.Stop(); err != nil {
+			t.Errorf("localkube: stop: %v", err)
+		}
+	})
+	s := &install{t: t, ctx: ctx, node: n, c: source.Client, config: source.Config, kubeconfig: source.Kubeconfig}
+
+	// Start like a kubeadm cluster: its cluster DNS, running a stock
+	// CoreDNS of the version globalmirror builds on.
+	kubeadm, err := loadKubeadmDNS(n.Images["coredns-stock"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.createKubeadmDNS(kubeadm)
+	s.waitRolledOut(metav1.NamespaceSystem, "coredns")
+
+	// The workloads: db on this node (a StatefulSet of three, headless,
+	// exported) and in two remote clusters, mirrored into the source by the
+	// Linkerd mirror simulator.
+	s.createNamespace(ns, nil)
+	s.statefulSet("db", 3)
+	for i, remote := range []*localkube.Cluster{env.Cluster("east"), env.Cluster("west")} {
+		prefix := []string{"192.0.2.0/24", "203.0.113.0/24"}[i]
+		if _, err := workload.Create(ctx, remote.Client, ns, "db", 2, workload.Options{
+			Labels: map[string]string{workload.ExportedLabel: "true"},
+			IPv4:   netip.MustParsePrefix(prefix),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := world.Link(ctx, remote); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := s.expectations()
+	s.clientPod("client")
+	s.checkResolvConf("client")
+
+	// The asker asks from before the first install to the end.
+	tr := &truth{}
+	tr.now(want.before)
+	if _, err := s.c.CoreV1().Pods(ns).Create(ctx, s.askerSpec(want.asked), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitPodRunning(askerPod)
+	log := &askerLog{s: s, offset: map[string]int{}}
+	var tallies []tally
+	// step runs one step and tallies the lookups asked while it ran: none
+	// may fail, be wrong or stall, but where kubeadm's CoreDNS pods end
+	// (stalls: its readiness probe, 10 s x 3, outlasts its lameduck, 5 s;
+	// see DESIGN.md) and where no server is left by design (failures).
+	step := func(name string, allowed stepAllows, do func()) {
+		t.Helper()
+		from := time.Now()
+		do()
+		to := time.Now()
+		log.readPast(to)
+		tl := log.judge(tr, name, from, to)
+		tl.NoServer = allowed == failures
+		tallies = append(tallies, tl)
+		t.Logf("%s", tl)
+		if allowed != failures && (tl.Failed > 0 || tl.Wrong > 0) {
+			t.Errorf("%s: %d of %d lookups failed, %d wrong:\n  %s", name, tl.Failed, tl.Asked, tl.Wrong,
+				strings.Join(append(tl.FailedSamples, tl.WrongSamples...), "\n  "))
+		}
+		if allowed == nothing && tl.Stalled > 0 {
+			t.Errorf("%s: %d of %d lookups stalled:\n  %s", name, tl.Stalled, tl.Asked, strings.Join(tl.StalledSamples, "\n  "))
+		}
+	}
+	defer func() { t.Logf("lookups per step:\n%s", markdown(tallies)) }()
+
+	step("kubeadm's cluster DNS, before globalmirror", nothing, func() {
+		s.awaitAnswers("client", want.before)
+		time.Sleep(5 * time.Second)
+	})
+
+	// 1. The controller alone: the stock CoreDNS answers db-global from
+	// its slices.
+	step("1. helm install, the controller only", nothing, func() {
+		s.createNamespace(controllerRelease.namespace, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
+		tr.now(want.global)
+		helmtest.Must(t, append([]string{"install", controllerRelease.name, chartDir, "--namespace", controllerRelease.namespace,
+			"--kubeconfig", s.kubeconfig}, s.images("controller")...)...)
+		s.waitRolledOut(controllerRelease.namespace, controllerRelease.deployment("controller"))
+		s.awaitAnswers("client", want.global)
+		tr.settled()
+		s.expectControllerSlices(want.addresses)
+		s.expectLeader(controllerRelease)
+	})
+
+	// 2. Patch the cluster's CoreDNS as the chart's README says: its image
+	// (kubectl set image), then the global stanza in its ConfigMap
+	// (kubectl edit), which the reload plugin applies; then back.
+	stockCorefile := kubeadm.configMap.Data["Corefile"]
+	step("2. kubeadm's CoreDNS: the globalmirror image", stalls, func() {
+		s.setImage(metav1.NamespaceSystem, "coredns", "coredns", n.Images["coredns"])
+	})
+	step("2. kubeadm's CoreDNS: the global stanza in its Corefile", nothing, func() {
+		before := s.reloadHashes()
+		s.setCorefile(withGlobalStanza(t, stockCorefile))
+		s.awaitReloaded(before, true)
+	})
+	step("2. rolled back: the stanza removed", nothing, func() {
+		before := s.reloadHashes()
+		s.setCorefile(stockCorefile)
+		s.awaitReloaded(before, false)
+	})
+	step("2. rolled back: the stock image", stalls, func() {
+		s.setImage(metav1.NamespaceSystem, "coredns", "coredns", n.Images["coredns-stock"])
+	})
+
+	// 3. The chart's CoreDNS beside kubeadm's, behind the same kube-dns
+	// Service; then kubeadm's scaled to 0.
+	step("3. helm install, the chart's CoreDNS beside kube-dns", nothing, func() {
+		helmtest.Must(t, append([]string{"install", dnsRelease.name, chartDir, "--namespace", dnsRelease.namespace,
+			"--kubeconfig", s.kubeconfig, "--set", "controller.enabled=false", "--set", "coredns.enabled=true",
+			"--set", "coredns.isClusterService=true", "--set", "coredns.service.enabled=false"}, s.images("coredns")...)...)
+		s.waitRolledOut(dnsRelease.namespace, dnsRelease.deployment("coredns"))
+		s.awaitServing(dnsRelease.podsOf(s, "coredns"))
+	})
+	s.expectRestrictedExceptKubeadm()
+	step("3. kubeadm's CoreDNS scaled to 0", stalls, func() {
+		s.scale(metav1.NamespaceSystem, "coredns", 0)
+	})
+
+	// 4. The chart takes the kube-dns Service over: helm adopts the
+	// existing object (the annotations and label helm looks for), and
+	// keeps its ClusterIP.
+	step("4. helm upgrade: the chart owns kube-dns", nothing, func() {
+		before, err := s.c.CoreV1().Services(metav1.NamespaceSystem).Get(ctx, "kube-dns", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.adoptForHelm(metav1.NamespaceSystem, "kube-dns", dnsRelease)
+		helmtest.Must(t, "upgrade", dnsRelease.name, chartDir, "--namespace", dnsRelease.namespace, "--kubeconfig", s.kubeconfig,
+			"--reuse-values", "--set", "coredns.service.enabled=true", "--set", "coredns.service.name=kube-dns",
+			"--set", "coredns.service.clusterIP="+node.ClusterDNS)
+		after, err := s.c.CoreV1().Services(metav1.NamespaceSystem).Get(ctx, "kube-dns", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.UID != before.UID || after.Spec.ClusterIP != node.ClusterDNS || after.Labels["app.kubernetes.io/instance"] != dnsRelease.name {
+			t.Errorf("kube-dns after the upgrade: uid %s (was %s), ClusterIP %s, labels %v", after.UID, before.UID, after.Spec.ClusterIP, after.Labels)
+		}
+	})
+	s.expectProbedAndUnprivileged(controllerRelease, dnsRelease)
+
+	// On the final set-up, what users do to a running cluster DNS.
+	step("helm upgrade that rolls CoreDNS (reverse names on)", nothing, func() {
+		old := dnsRelease.podsOf(s, "coredns")
+		tr.now(want.reverse)
+		values := helmtest.WriteValues(t, "coredns:\n"+corednsServers("ttl 5\n            reverse"))
+		helmtest.Must(t, "upgrade", dnsRelease.name, chartDir, "--namespace", dnsRelease.namespace, "--kubeconfig", s.kubeconfig,
+			"--reuse-values", "-f", values)
+		s.waitReplaced(dnsRelease, "coredns", old)
+		s.waitRolledOut(dnsRelease.namespace, dnsRelease.deployment("coredns"))
+		s.awaitAnswers("client", want.reverse)
+		tr.settled()
+	})
+	step("a rolling restart of CoreDNS", nothing, func() {
+		old := dnsRelease.podsOf(s, "coredns")
+		s.restart(dnsRelease.namespace, dnsRelease.deployment("coredns"))
+		s.waitReplaced(dnsRelease, "coredns", old)
+		s.waitRolledOut(dnsRelease.namespace, dnsRelease.deployment("coredns"))
+	})
+	step("one CoreDNS pod evicted (the PodDisruptionBudget honoured)", nothing, func() {
+		pods := dnsRelease.podsOf(s, "coredns")
+		if len(pods) != 2 {
+			t.Fatalf("%d CoreDNS pods", len(pods))
+		}
+		s.eventually("the budget allowing one disruption", func(ctx context.Context) string {
+			pdb, err := s.c.PolicyV1().PodDisruptionBudgets(dnsRelease.namespace).Get(ctx, dnsRelease.deployment("coredns"), metav1.GetOptions{})
+			if err != nil {
+				return err.Error()
+			}
+			if pdb.Status.DisruptionsAllowed != 1 {
+				return fmt.Sprintf("%d disruptions allowed", pdb.Status.DisruptionsAllowed)
+			}
+			return ""
+		})
+		s.evict(pods[0], true)
+		// The budget allows one pod down: the other stays until the
+		// first is replaced.
+		s.evict(pods[1], false)
+		s.waitReplaced(dnsRelease, "coredns", pods[:1])
+	})
+	step("the controller's leader killed", nothing, func() {
+		leader := s.leaderPod(controllerRelease)
+		if err := s.c.CoreV1().Pods(controllerRelease.namespace).Delete(ctx, leader.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+			t.Fatal(err)
+		}
+		s.waitReplaced(controllerRelease, "controller", []corev1.Pod{leader})
+		// The killed leader did not release the Lease: a standby takes it
+		// once it expires.
+		s.eventually("a new leader", func(context.Context) string {
+			if l := s.leaderPod(controllerRelease); l.Name == "" || l.UID == leader.UID {
+				return "no running pod holds the Lease yet"
+			}
+			return ""
+		})
+	})
+	step("every CoreDNS pod deleted at once (no server until the new ones are Ready)", failures, func() {
+		old := dnsRelease.podsOf(s, "coredns")
+		for _, p := range old {
+			if err := s.c.CoreV1().Pods(dnsRelease.namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.waitReplaced(dnsRelease, "coredns", old)
+		s.awaitAnswers("client", want.reverse)
+	})
+
+	// Back out: kubeadm's CoreDNS back behind kube-dns, then the releases
+	// uninstalled; kube-dns stays (helm's keep policy), its ClusterIP with it.
+	step("back out: kubeadm's CoreDNS scaled back to 2", nothing, func() {
+		tr.now(want.global)
+		s.scale(metav1.NamespaceSystem, "coredns", 2)
+		s.waitRolledOut(metav1.NamespaceSystem, "coredns")
+		s.awaitServing(s.podsBySelector(metav1.NamespaceSystem, "k8s-app=kube-dns"))
+	})
+	step("helm uninstall of the cluster DNS release", nothing, func() {
+		helmtest.Must(t, "uninstall", dnsRelease.name, "--namespace", dnsRelease.namespace, "--kubeconfig", s.kubeconfig, "--wait", "--timeout", "2m")
+		// The chart's pods answer reverse names until they are gone.
+		s.eventually("the chart's CoreDNS pods gone", func(context.Context) string {
+			if pods := dnsRelease.podsOf(s, "coredns"); len(pods) > 0 {
+				return fmt.Sprintf("%d left", len(pods))
+			}
+			return ""
+		})
+		s.awaitAnswers("client", want.global)
+		tr.settled()
+		s.expectUninstalled(dnsRelease)
+		svc, err := s.c.CoreV1().Services(metav1.NamespaceSystem).Get(ctx, "kube-dns", metav1.GetOptions{})
+		if err != nil || svc.Spec.ClusterIP != node.ClusterDNS {
+			t.Errorf("kube-dns after uninstall: %v (%v); the chart keeps the cluster DNS Service", svc, err)
+		}
+	})
+	step("helm uninstall of the controller release", nothing, func() {
+		helmtest.Must(t, "uninstall", controllerRelease.name, "--namespace", controllerRelease.namespace, "--kubeconfig", s.kubeconfig, "--wait", "--timeout", "2m")
+		s.expectUninstalled(controllerRelease)
+		s.expectGlobalKept(controllerRelease)
+	})
+}
+
+// stepAllows says what a step may do to lookups.
+type stepAllows int
+
+const (
+	nothing  stepAllows = iota // no lookup fails, is wrong or stalls
+	stalls                     // kubeadm's CoreDNS pods end: lookups may stall
+	failures                   // no server by design: lookups may fail
+)
+
+// withGlobalStanza is corefile with the global stanza of the chart's
+// README added to its server block, before kubernetes (where a reader
+// would put it; the plugin's order is CoreDNS's, whatever the file says).
+func withGlobalStanza(t *testing.T, corefile string) string {
+	t.Helper()
+	const at = "    kubernetes "
+	i := strings.Index(corefile, at)
+	if i < 0 {
+		t.Fatalf("kubeadm's Corefile has no kubernetes stanza:\n%s", corefile)
+	}
+	return corefile[:i] + "    global cluster.local {\n        ttl 5\n    }\n" + corefile[i:]
+}
+
+// evict asks the Eviction API to evict p; allowed says whether the
+// PodDisruptionBudget should let it.
+func (s *install) evict(p corev1.Pod, allowed bool) {
+	s.t.Helper()
+	err := s.c.CoreV1().Pods(p.Namespace).EvictV1(s.ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}})
+	switch {
+	case allowed && err != nil:
+		s.t.Fatalf("evicting %s: %v", p.Name, err)
+	case !allowed && err == nil:
+		s.t.Fatalf("evicted %s while the PodDisruptionBudget allowed no more", p.Name)
+	case !allowed && !apierrors.IsTooManyRequests(err):
+		s.t.Fatalf("evicting %s: %v, want 429 (the budget refuses)", p.Name, err)
+	}
+}
+
+// adoptForHelm marks an existing object as release's, as helm requires to
+// adopt it (`kubectl annotate` and `kubectl label`).
+func (s *install) adoptForHelm(namespace, service string, r chartRelease) {
+	s.t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"labels":{"app.kubernetes.io/managed-by":"Helm"},"annotations":{"meta.helm.sh/release-name":%q,"meta.helm.sh/release-namespace":%q}}}`,
+		r.name, r.namespace)
+	if _, err := s.c.CoreV1().Services(namespace).Patch(s.ctx, service, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+}
