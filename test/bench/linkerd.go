@@ -46,7 +46,7 @@ type LinkerdMemoryStep struct {
 // the plugin adds per mirrored endpoint is the slope between two sizes,
 // which leaves out what does not grow with the world. apiserver, when set,
 // is a kube-apiserver that does not stream lists: the lists are then paged,
-// and the world is not grown on, nor stormed.
+// and the world is not stormed.
 func LinkerdMemory(ctx context.Context, cfg Config, sizes []int, apiserver string) (*LinkerdMemoryResult, error) {
 	dir := "linkerd-cluster"
 	if apiserver != "" {
@@ -113,9 +113,6 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int, apiserver strin
 	if res.Relists, err = w.Relist(ctx, cfg.Dir, cluster, loaded, env2, cfg.Log); err != nil {
 		return res, err
 	}
-	if res.Paged {
-		return res, nil
-	}
 	if cfg.LinkerdLarge > loaded {
 		// Grown to about 100,000 mirrored endpoints without the endpoint
 		// mirrors' Services, which global never receives (the API server
@@ -128,7 +125,7 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int, apiserver strin
 		}
 		res.Large = &step
 	}
-	if cfg.NoStorms {
+	if cfg.NoStorms || res.Paged {
 		return res, nil
 	}
 	// Last: the storm world, in a namespace of its own, stays loaded.
