@@ -280,7 +280,7 @@ func TestAdoptionOnANode(t *testing.T) {
 			return ""
 		})
 	})
-	step("every CoreDNS pod deleted at once (no server until the new ones are Ready)", failures, func() {
+	step("every CoreDNS pod deleted at once (the old ones answer through their lameduck)", failures, func() {
 		old := dnsRelease.podsOf(s, "coredns")
 		for _, p := range old {
 			if err := s.c.CoreV1().Pods(dnsRelease.namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
