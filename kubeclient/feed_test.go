@@ -241,6 +241,21 @@ func sinkSees(t *testing.T, sink *recordingSink, want ...string) {
 	}
 }
 
+// apiCalled waits until the API has been called as want says, in order: the
+// sink hears "listed" before the feed starts its watch.
+func apiCalled(t *testing.T, api *scriptedAPI, want ...string) {
+	t.Helper()
+	err := await.Poll(t.Context(), 5*time.Second, 5*time.Millisecond, func(context.Context) string {
+		if got := api.called(); len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
+			return fmt.Sprintf("calls\n  %s\nwant\n  %s", strings.Join(got, ", "), strings.Join(want, ", "))
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestFeedStreamsTheListThenFollowsFromItsVersion(t *testing.T) {
 	api := &scriptedAPI{
 		streams: []func() ([]byte, error){frames(t,
@@ -260,9 +275,7 @@ func TestFeedStreamsTheListThenFollowsFromItsVersion(t *testing.T) {
 	if !f.HasSynced() || f.LastPath() != Streamed {
 		t.Errorf("synced %v, path %q after a streamed list", f.HasSynced(), f.LastPath())
 	}
-	if calls := api.called(); !slices.Equal(calls[:2], []string{"stream initial=true", "watch rv=7"}) {
-		t.Errorf("calls %v: want a streamed list, then a watch from the list's version", calls)
-	}
+	apiCalled(t, api, "stream initial=true", "watch rv=7") // a streamed list, then a watch from its version
 }
 
 // Where the API server refuses a streamed list (1.31, 1.33), the feed lists
@@ -289,12 +302,9 @@ func TestFeedListsInPagesWhereTheAPIServerDoesNotStreamAndAsksAgainAtEachList(t 
 	go f.Run(t.Context())
 	sinkSees(t, sink, "listing", "upsert a@3", "upsert b@4", "listing", "upsert a@3", "upsert b@4", "upsert c@6", "listed",
 		"listing", "upsert a@11", "listed", "listing", "upsert a@21", "listed")
-	want := []string{"stream initial=true", "page limit=2 continue=", "page limit=2 continue=c1", "page limit=2 continue=",
+	apiCalled(t, api, "stream initial=true", "page limit=2 continue=", "page limit=2 continue=c1", "page limit=2 continue=",
 		"page limit=2 continue=c1", "watch rv=10", "stream initial=true", "page limit=2 continue=", "watch rv=20",
-		"stream initial=true", "watch rv=22"}
-	if calls := api.called(); !slices.Equal(calls, want) {
-		t.Errorf("calls\n  %v\nwant\n  %v", calls, want)
-	}
+		"stream initial=true", "watch rv=22")
 	if f.LastPath() != Streamed || streamed.Load() != 1 || paged.Load() != 2 {
 		t.Errorf("path %q, %d lists streamed and %d paged; want streamed, 1 and 2", f.LastPath(), streamed.Load(), paged.Load())
 	}
@@ -305,8 +315,9 @@ func TestFeedListsInPagesOnlyWhereTheAPICannotStream(t *testing.T) {
 	sink := &recordingSink{}
 	f := runFeed(t, api.api(false), sink)
 	sinkSees(t, sink, "listing", "upsert a@3", "listed")
-	if calls := api.called(); !slices.Equal(calls[:2], []string{"page limit=2 continue=", "watch rv=5"}) || f.LastPath() != Paged {
-		t.Errorf("calls %v, path %q: want a page, then a watch from its version", calls, f.LastPath())
+	apiCalled(t, api, "page limit=2 continue=", "watch rv=5") // a page, then a watch from its version
+	if f.LastPath() != Paged {
+		t.Errorf("path %q after a paged list", f.LastPath())
 	}
 }
 
@@ -343,9 +354,7 @@ func TestFeedResumesAWatchFromTheLastVersion(t *testing.T) {
 	sink := &recordingSink{}
 	runFeed(t, api.api(false), sink)
 	sinkSees(t, sink, "listing", "listed", "upsert a@5", "upsert a@6")
-	if calls := api.called(); !slices.Equal(calls[:3], []string{"page limit=2 continue=", "watch rv=4", "watch rv=5"}) {
-		t.Errorf("calls %v: want the watch resumed from version 5", calls)
-	}
+	apiCalled(t, api, "page limit=2 continue=", "watch rv=4", "watch rv=5") // the watch resumed from version 5
 }
 
 // A version compacted away ends the watch with 410 Gone, whether the API
