@@ -45,6 +45,8 @@ type Endpoint struct {
 	// none or lost it (collision, invalid name).
 	Hostname string
 	Ready    bool
+	// ReadyBy says what decided Ready.
+	ReadyBy Readiness
 	// Cluster is the remote cluster the endpoint came from; empty for local ones.
 	Cluster string
 	// Ports are the member slice's ports, shared, never modified.
@@ -52,6 +54,30 @@ type Endpoint struct {
 	// Source is the member endpoint, for fields the view does not interpret
 	// (zone, node name, target reference).
 	Source *discoveryv1.Endpoint
+}
+
+// Readiness is what decided an endpoint's readiness.
+type Readiness uint8
+
+const (
+	// ByCondition: the member endpoint's own condition (a local pod's).
+	ByCondition Readiness = iota
+	// ByEndpointMirror: a mirror endpoint's Linkerd endpoint mirror, where
+	// Linkerd reports its gateway's probe (MirrorEndpointReady).
+	ByEndpointMirror
+	// ByHeadlessMirror: a mirror endpoint without an endpoint mirror: the
+	// headless mirror's own condition.
+	ByHeadlessMirror
+)
+
+func (r Readiness) String() string {
+	switch r {
+	case ByEndpointMirror:
+		return "its endpoint mirror"
+	case ByHeadlessMirror:
+		return "the headless mirror"
+	}
+	return "its own condition"
 }
 
 // Problem is something in the input that was skipped or changed.
@@ -189,6 +215,10 @@ func (v *View) addMember(m Member, endpointMirrors map[string][]*discoveryv1.End
 				if !m.Local() {
 					ep.Hostname += "-" + m.Cluster
 					ep.Ready = MirrorEndpointReady(ep.Ready, endpointMirrors[ep.Hostname])
+					ep.ReadyBy = ByHeadlessMirror
+					if len(endpointMirrors[ep.Hostname]) > 0 {
+						ep.ReadyBy = ByEndpointMirror
+					}
 				}
 				if errs := validation.IsDNS1123Label(ep.Hostname); len(errs) > 0 {
 					v.Problems = append(v.Problems, Problem{ReasonInvalidHostname,

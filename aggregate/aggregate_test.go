@@ -2,6 +2,7 @@ package aggregate
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -307,5 +308,30 @@ func TestExists(t *testing.T) {
 	}
 	if v := Aggregate(tooLong); len(v.Problems) != 1 || v.Problems[0].Reason != ReasonInvalidName {
 		t.Errorf("problems = %v, want one %s", v.Problems, ReasonInvalidName)
+	}
+}
+
+func TestReadyBySaysWhatDecided(t *testing.T) {
+	v4 := discoveryv1.AddressTypeIPv4
+	v := Aggregate(Input{
+		Base: "db", Suffix: "-global",
+		Members: []Member{
+			member("", slice("l", v4, dbPorts, "!db-0=10.0.0.1")),
+			member("east", slice("e", v4, dbPorts, "db-0=10.0.1.1", "!db-1=10.0.1.2", "db-2=10.0.1.3")),
+		},
+		EndpointMirrors: endpointMirrors(map[string]bool{"db-0-east": false, "db-1-east": true}),
+	})
+	want := map[string]string{
+		"db-0":      "false its own condition",
+		"db-0-east": "false its endpoint mirror",
+		"db-1-east": "true its endpoint mirror", // Linkerd's unrepaired headless mirror overruled
+		"db-2-east": "true the headless mirror",
+	}
+	got := map[string]string{}
+	for _, e := range v.Endpoints {
+		got[e.Hostname] = fmt.Sprintf("%v %v", e.Ready, e.ReadyBy)
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("readiness and what decided it:\n got %v\nwant %v", got, want)
 	}
 }
