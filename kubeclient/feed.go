@@ -93,6 +93,10 @@ type Counters struct {
 	// Held counts objects sent at the version the sink held, which the
 	// feed therefore decoded no further (HeldSink).
 	Held interface{ Inc() }
+	// Heard is set to the time the feed last heard from the API server: a
+	// list ended, or a watch sent an event or a bookmark (about one a
+	// minute on a quiet watch).
+	Heard interface{ SetToCurrentTime() }
 }
 
 func count(c interface{ Inc() }) {
@@ -144,6 +148,7 @@ func (f *Feed) Run(ctx context.Context) {
 		rv, err := f.list(ctx)
 		wait := retry
 		if err == nil {
+			f.heard()
 			f.lists.Add(1)
 			f.synced.Store(true)
 			retry = listRetry()
@@ -236,7 +241,7 @@ func (f *Feed) take(p *Peeked, decode func() (runtime.Object, error)) error {
 // follow delivers the watch's events from version rv until the version is
 // gone (nil: list again), the watch fails, or ctx is done.
 func (f *Feed) follow(ctx context.Context, rv string) error {
-	w, err := resumingWatch(ctx, f.API.Watch, rv)
+	w, err := resumingWatch(ctx, f.heardFrom(f.API.Watch), rv)
 	if err != nil {
 		return err
 	}
@@ -288,6 +293,30 @@ func (f *Feed) deliver(ev watch.Event) error {
 		return nil
 	}
 	return f.take(e.Peeked(), e.Decode)
+}
+
+func (f *Feed) heard() {
+	if f.Counters.Heard != nil {
+		f.Counters.Heard.SetToCurrentTime()
+	}
+}
+
+// heardFrom is watchFn whose every event, bookmarks included (which
+// RetryWatcher keeps to itself), counts as heard.
+func (f *Feed) heardFrom(watchFn WatchFunc) WatchFunc {
+	if f.Counters.Heard == nil {
+		return watchFn
+	}
+	return func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		w, err := watchFn(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
+			f.heard()
+			return ev, true
+		}), nil
+	}
 }
 
 // resumingWatch watches from version rv and, where the stream ends (an API

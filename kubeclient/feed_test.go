@@ -385,3 +385,28 @@ func TestACompactedVersionEndsTheWatch(t *testing.T) {
 		t.Error("the watch did not end after 410")
 	}
 }
+
+// heardGauge counts what it was told.
+type heardGauge struct{ atomic.Int64 }
+
+func (g *heardGauge) SetToCurrentTime() { g.Add(1) }
+
+// A feed hears from the API server at each list and at each event of its
+// watch, bookmarks included, which RetryWatcher keeps from the feed.
+func TestFeedHearsFromListsAndBookmarks(t *testing.T) {
+	api := &scriptedAPI{
+		pages:   []func() (runtime.Object, error){page("", "4")},
+		watches: []func() (watch.Interface, error){events(watch.Event{Type: watch.Bookmark, Object: bookmark("5", false)})},
+	}
+	heard := &heardGauge{}
+	f := &Feed{Name: "test", API: api.api(false), Sink: &recordingSink{}, PageSize: 2, Counters: Counters{Heard: heard}}
+	go f.Run(t.Context())
+	if err := await.Poll(t.Context(), 5*time.Second, 5*time.Millisecond, func(context.Context) string {
+		if n := heard.Load(); n < 2 {
+			return fmt.Sprintf("heard %d times, want the list and the bookmark", n)
+		}
+		return ""
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

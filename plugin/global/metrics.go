@@ -70,6 +70,13 @@ var (
 		Help:      "Counter of objects a list or watch sent at the version the plugin's index held, which it therefore did not decode, by resource.",
 	}, []string{"resource"})
 
+	apiHeard = promauto.NewGauge(prometheus.GaugeOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "global",
+		Name:      "api_heard_timestamp_seconds",
+		Help:      "When the plugin's index last heard from the Kubernetes API: a list ended, or a watch sent an event or a bookmark (about one a minute on a quiet watch); 0 before the first list.",
+	})
+
 	rebuildsTotal = promauto.NewCounter(prometheus.CounterOpts{
 		Namespace: plugin.Namespace,
 		Subsystem: "global",
@@ -81,7 +88,7 @@ var (
 // feedCounters are the counters of the index's feeds of resource.
 func feedCounters(resource string) kubeclient.Counters {
 	return kubeclient.Counters{Streamed: listsTotal.WithLabelValues(resource, string(kubeclient.Streamed)),
-		Paged: listsTotal.WithLabelValues(resource, string(kubeclient.Paged)), Held: heldTotal.WithLabelValues(resource)}
+		Paged: listsTotal.WithLabelValues(resource, string(kubeclient.Paged)), Held: heldTotal.WithLabelValues(resource), Heard: apiHeard}
 }
 
 // typeLabel keeps the type label's cardinality low.
