@@ -5,6 +5,7 @@
 package metrics
 
 import (
+	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/kubeclient"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -90,6 +91,16 @@ func New() *Metrics {
 			Help: "Objects a list or watch sent at the version the index held, which it therefore did not decode, by resource.",
 		}, []string{"resource"}),
 		histogramOpts: prometheus.HistogramOpts{Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)},
+	}
+	// Every result and reason from zero, so that an alert on their
+	// increase sees the first one (a series that appears at 1 has not
+	// increased).
+	for _, r := range []string{ResultSuccess, ResultError, ResultStale, ResultConflict} {
+		m.Syncs.WithLabelValues(r)
+	}
+	for _, r := range []aggregate.SkipReason{aggregate.SkipMissingClusterName, aggregate.SkipInvalidClusterName,
+		aggregate.SkipInvalidRemoteName, aggregate.SkipUnknownBase} {
+		m.Skipped.WithLabelValues("Service", string(r))
 	}
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
