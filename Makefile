@@ -22,6 +22,9 @@ COMPAT_APISERVERS   := $(foreach v,$(KUBE_COMPAT_VERSIONS),$(call apiserver,$(v)
 CONTAINERD_DIR      := $(TOOLS_CACHE)/containerd-$(CONTAINERD_VERSION)
 STATICCHECK         := $(TOOLS_CACHE)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 HELM_VERSION        := v3.19.0
+# Prometheus 3.16's promtool (its Go module is v0.316.0): checks and unit-tests the chart's alerts.
+PROMTOOL_VERSION    := v0.316.0
+PROMTOOL            := $(TOOLS_CACHE)/promtool-$(PROMTOOL_VERSION)/promtool
 HELM                := $(TOOLS_CACHE)/helm-$(HELM_VERSION)/helm
 # What helm's own release build stamps in: without it, `helm version` is bare
 # and `helm template` assumes Kubernetes v1.20 (helm v3.19 is built on 1.34).
@@ -50,6 +53,7 @@ export GLOBALMIRROR_KUBE_ASSETS := $(KUBEPLANE_DIR)
 export GLOBALMIRROR_KUBE_APISERVERS := $(foreach v,$(KUBE_COMPAT_VERSIONS),$(v)=$(call apiserver,$(v)))
 export GLOBALMIRROR_BIN         := $(BIN)
 export GLOBALMIRROR_HELM        := $(HELM)
+export GLOBALMIRROR_PROMTOOL    := $(PROMTOOL)
 # ... and the images `make image` built (test/image runs them with podman).
 export GLOBALMIRROR_IMAGE_REPO    := $(IMAGE_REPO)
 export GLOBALMIRROR_IMAGE_VERSION := $(VERSION)
@@ -67,9 +71,9 @@ KUBE_LDFLAGS   := -s -w \
 	-X k8s.io/component-base/version.gitTreeState=clean \
 	-X k8s.io/component-base/version/verflag.programName=kubeplane
 
-COMMANDS := $(BIN)/globalmirror-controller $(BIN)/coredns $(BIN)/localkube $(BIN)/mirrorsim
+COMMANDS := $(BIN)/globalmirror-controller $(BIN)/coredns $(BIN)/globalmirror $(BIN)/localkube $(BIN)/mirrorsim
 
-.PHONY: all tools tools-compat node-tools node-images apt-deps image-deps build test test-node test-compat test-unit test-chart lint demo bench faults clean helm image
+.PHONY: all tools tools-compat node-tools node-images apt-deps image-deps build test test-node test-compat test-unit test-chart lint demo bench faults clean helm promtool image
 
 all: build
 
@@ -132,15 +136,15 @@ apt-deps:
 image-deps:
 	$(call apt_install,podman:podman runc:runc debootstrap:debootstrap)
 
-## build: the controller, the custom CoreDNS and the test tools into bin/.
+## build: the controller, the custom CoreDNS, the globalmirror command and the test tools into bin/.
 build:
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -ldflags '$(GO_LDFLAGS)' -o $(BIN)/ ./controller/cmd/globalmirror-controller ./build/coredns ./test/cmd/localkube ./test/cmd/mirrorsim
+	CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -ldflags '$(GO_LDFLAGS)' -o $(BIN)/ ./controller/cmd/globalmirror-controller ./build/coredns ./cli/cmd/globalmirror ./test/cmd/localkube ./test/cmd/mirrorsim
 
 ## test: unit, integration and end-to-end tests against real control planes and a
 ## real CoreDNS, the images (built with podman) run as the chart runs them, and
 ## the chart installed on a real node (test-node, first: it wants the machine to itself).
-test: test-node tools-compat
+test: test-node tools-compat promtool
 	$(GO) test -count=1 -timeout 45m $$($(GO) list ./... | grep -v '/test/node$$')
 	$(MAKE) --no-print-directory test-compat
 
@@ -183,7 +187,7 @@ test-unit:
 	$(GO) test -count=1 -short ./...
 
 ## test-chart: only the Helm chart's tests (lint, template, schema, install and RBAC on a local cluster).
-test-chart: tools build helm
+test-chart: tools build helm promtool
 	$(GO) test -count=1 -timeout 15m ./test/chart/...
 
 ## helm: helm $(HELM_VERSION), built from Go modules once per version (cold: ~6 min).
@@ -193,6 +197,14 @@ $(HELM):
 	@mkdir -p $(dir $@)
 	@echo ">> building helm $(HELM_VERSION) (cold: ~6 min)"
 	GOBIN=$(dir $@) CGO_ENABLED=0 $(GO) install -trimpath -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+## promtool: Prometheus' promtool, built from Go modules once per version (cold: ~5 min).
+promtool: $(PROMTOOL)
+
+$(PROMTOOL):
+	@mkdir -p $(dir $@)
+	@echo ">> building promtool $(PROMTOOL_VERSION) (cold: ~5 min)"
+	GOBIN=$(dir $@) CGO_ENABLED=0 $(GO) install -trimpath -ldflags '-s -w' github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
 
 ## image: $(IMAGE_REPO)/globalmirror-{controller,coredns}:$(VERSION) with the first
 ## working container engine; the steps are in build/images/build.sh.

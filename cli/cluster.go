@@ -1,0 +1,209 @@
+// Package cli is what the globalmirror command tells an operator about an
+// installation: `check`, a list of read-only checks each passed or failed
+// with a hint, and `status`, one global service member by member. It reads
+// the cluster with its own client, as the operator, and judges what it reads
+// with the same code the controller and the plugin run (aggregate, source,
+// the plugin's stanza parser, the controller's flags).
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/coredns/caddy/caddyfile"
+	"github.com/globalmirror/globalmirror/controller/options"
+	"github.com/globalmirror/globalmirror/plugin/global"
+	"github.com/spf13/pflag"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Cluster is what the commands found of an installation.
+type Cluster struct {
+	Client  kubernetes.Interface
+	Config  *rest.Config
+	Version *version.Info
+	// Controller is the globalmirror controller; nil when none was found.
+	Controller *Controller
+	// DNS is the cluster DNS: the pods behind its Service.
+	DNS *DNS
+}
+
+// Controller is the controller's Deployment and what its flags say.
+type Controller struct {
+	Deployment *appsv1.Deployment
+	Options    options.Options
+	// LeaseNamespace is where its Lease is.
+	LeaseNamespace string
+}
+
+// DNS is the cluster DNS Service and the pods it selects.
+type DNS struct {
+	Service *corev1.Service
+	Pods    []corev1.Pod
+	// Corefiles are the Corefiles the pods load, by the ConfigMap holding
+	// each (namespace/name).
+	Corefiles map[string]string
+}
+
+// Options say where to look.
+type Options struct {
+	// ControllerSelector selects the controller's Deployment, in every
+	// namespace: the chart's labels by default.
+	ControllerSelector string
+	// DNSService is the cluster DNS Service, namespace/name.
+	DNSService string
+}
+
+// DefaultOptions are the chart's labels and kube-dns.
+func DefaultOptions() Options {
+	return Options{
+		ControllerSelector: "app.kubernetes.io/name=globalmirror,app.kubernetes.io/component=controller",
+		DNSService:         "kube-system/kube-dns",
+	}
+}
+
+// Discover finds the installation: the API server's version, the
+// controller, the cluster DNS. What it cannot find is left nil for the
+// checks to report; an error means the API server could not be asked.
+func Discover(ctx context.Context, c kubernetes.Interface, cfg *rest.Config, o Options) (*Cluster, error) {
+	cl := &Cluster{Client: c, Config: cfg}
+	v, err := c.Discovery().ServerVersion()
+	if err != nil {
+		return cl, fmt.Errorf("the API server: %w", err)
+	}
+	cl.Version = v
+	deps, err := c.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: o.ControllerSelector})
+	if err != nil {
+		return cl, err
+	}
+	if len(deps.Items) > 0 {
+		if cl.Controller, err = controllerOf(&deps.Items[0]); err != nil {
+			return cl, err
+		}
+	}
+	ns, name, ok := strings.Cut(o.DNSService, "/")
+	if !ok {
+		return cl, fmt.Errorf("the DNS Service %q: want namespace/name", o.DNSService)
+	}
+	svc, err := c.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return cl, nil // reported by the checks
+	}
+	cl.DNS = &DNS{Service: svc, Corefiles: map[string]string{}}
+	pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
+	if err != nil {
+		return cl, err
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+			continue
+		}
+		cl.DNS.Pods = append(cl.DNS.Pods, p)
+		if cm, file := corefileOf(&p); cm != "" {
+			m, err := c.CoreV1().ConfigMaps(p.Namespace).Get(ctx, cm, metav1.GetOptions{})
+			if err == nil {
+				cl.DNS.Corefiles[p.Namespace+"/"+cm] = m.Data[file]
+			}
+		}
+	}
+	return cl, nil
+}
+
+// controllerOf reads the controller's flags from its Deployment's
+// container, with the controller's own flag set (defaults where absent).
+func controllerOf(d *appsv1.Deployment) (*Controller, error) {
+	o := options.Default()
+	fs := pflag.NewFlagSet("globalmirror-controller", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	c := d.Spec.Template.Spec.Containers[0]
+	for _, cc := range d.Spec.Template.Spec.Containers {
+		if cc.Name == "controller" {
+			c = cc
+		}
+	}
+	if err := fs.Parse(append(slices.Clone(c.Command[min(1, len(c.Command)):]), c.Args...)); err != nil {
+		return nil, fmt.Errorf("the controller %s/%s's flags: %w", d.Namespace, d.Name, err)
+	}
+	ctl := &Controller{Deployment: d, Options: o, LeaseNamespace: o.LeaderElectNamespace}
+	if ctl.LeaseNamespace == "" {
+		ctl.LeaseNamespace = d.Namespace // the pod's namespace, which it defaults to
+	}
+	return ctl, nil
+}
+
+// corefileOf is the ConfigMap and key of the Corefile a CoreDNS pod loads
+// (its -conf, in a ConfigMap volume).
+func corefileOf(p *corev1.Pod) (configMap, key string) {
+	if len(p.Spec.Containers) == 0 {
+		return "", ""
+	}
+	c := p.Spec.Containers[0]
+	conf := "Corefile" // CoreDNS's default, in its working directory
+	args := append(slices.Clone(c.Command), c.Args...)
+	for i, a := range args {
+		if (a == "-conf" || a == "--conf") && i+1 < len(args) {
+			conf = args[i+1]
+		} else if v, ok := strings.CutPrefix(a, "-conf="); ok {
+			conf = v
+		}
+	}
+	dir, file := path.Split(conf)
+	for _, m := range c.VolumeMounts {
+		if path.Clean(m.MountPath) != path.Clean(dir) {
+			continue
+		}
+		for _, v := range p.Spec.Volumes {
+			if v.Name != m.Name || v.ConfigMap == nil {
+				continue
+			}
+			key := file
+			for _, it := range v.ConfigMap.Items {
+				if it.Path == file {
+					key = it.Key
+				}
+			}
+			return v.ConfigMap.Name, key
+		}
+	}
+	return "", ""
+}
+
+// serverBlock is one server block of a Corefile: its keys and the tokens
+// of each of its plugins.
+type serverBlock = caddyfile.ServerBlock
+
+// clusterBlock is the server block of corefile that answers the cluster
+// domain (the one with the kubernetes plugin), and the global stanza in it
+// if there is one.
+func clusterBlock(corefile string) (*serverBlock, *global.Stanza, error) {
+	blocks, err := caddyfile.Parse("Corefile", strings.NewReader(corefile), nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range blocks {
+		b := &blocks[i]
+		if _, ok := b.Tokens["kubernetes"]; !ok {
+			continue
+		}
+		toks, ok := b.Tokens["global"]
+		if !ok {
+			return b, nil, nil
+		}
+		st, err := global.ParseStanza(b.Keys, toks)
+		if err != nil {
+			return b, nil, err
+		}
+		return b, &st, nil
+	}
+	return nil, nil, errors.New("no server block with the kubernetes plugin")
+}
