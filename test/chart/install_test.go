@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -54,7 +55,8 @@ func TestInstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	installServiceMonitorCRD(t, dyn)
+	installCRD(t, dyn, "testdata/servicemonitor-crd.yaml")
+	installCRD(t, dyn, "testdata/prometheusrule-crd.yaml")
 	for _, ns := range []string{releaseNamespace, "app", "team"} {
 		if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -74,7 +76,7 @@ func TestInstall(t *testing.T) {
 	corednsKubeconfig := filepath.Join(dir, "coredns.kubeconfig")
 	values := helmtest.WriteValues(t, "coredns:\n  enabled: true\n"+
 		helmtest.CoreDNSServers(ports["DNS_PORT"], ports["HEALTH_PORT"], ports["READY_PORT"], ports["METRICS_PORT"], 5, corednsKubeconfig)+
-		"serviceMonitor:\n  enabled: true\n")
+		"serviceMonitor:\n  enabled: true\nalerts:\n  enabled: true\n")
 
 	m := render(t, "-f", values)
 	dryRunStrict(t, dyn, mapper, m)
@@ -140,6 +142,7 @@ func TestInstall(t *testing.T) {
 			t.Errorf("leader Lease %s/%s: %v %+v", releaseNamespace, controllerName, err, lease)
 		}
 		expectNoForbidden(t, ctrl.Process)
+		expectMetrics(t, ctrl.BaseURL+"/metrics", alertMetrics(t, m, "controller"))
 	})
 
 	t.Run("coredns binary", func(t *testing.T) {
@@ -162,6 +165,7 @@ func TestInstall(t *testing.T) {
 			expectA(t, server, name, "192.0.2.10")
 		}
 		expectNoForbidden(t, server.Process)
+		expectMetrics(t, server.MetricsURL, alertMetrics(t, m, "coredns"))
 	})
 
 	// A second release, limited to namespace team: Roles there and nowhere else.
@@ -209,9 +213,54 @@ func TestInstall(t *testing.T) {
 	})
 }
 
-func installServiceMonitorCRD(t *testing.T, dyn dynamic.Interface) {
+// alertMetrics are the metrics the chart's alerts name of component
+// (controller or coredns: the series they select come from its metrics
+// Service), histograms by their _bucket series.
+func alertMetrics(t *testing.T, m helmtest.Manifest, component string) []string {
 	t.Helper()
-	data, err := os.ReadFile("testdata/servicemonitor-crd.yaml")
+	var names []string
+	for _, r := range alertRules(t, m) {
+		for _, match := range metricName.FindAllStringSubmatch(r.Expr, -1) {
+			name := match[1]
+			if strings.HasPrefix(name, "coredns_") == (component == "coredns") && !slices.Contains(names, name) {
+				names = append(names, name)
+			}
+		}
+	}
+	if len(names) == 0 {
+		t.Fatalf("the alerts name no metric of the %s", component)
+	}
+	return names
+}
+
+// metricName is a metric's name where a selector follows it.
+var metricName = regexp.MustCompile(`([a-zA-Z_:][a-zA-Z0-9_:]*)\{`)
+
+// expectMetrics checks that every one of names has a series at url.
+func expectMetrics(t *testing.T, url string, names []string) {
+	t.Helper()
+	samples, err := run.Scrape(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		found := false
+		for series := range samples {
+			if series == n || strings.HasPrefix(series, n+"{") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("an alert names %s, which %s does not export", n, url)
+		}
+	}
+}
+
+// installCRD creates the CustomResourceDefinition in file and waits until it
+// is established.
+func installCRD(t *testing.T, dyn dynamic.Interface, file string) {
+	t.Helper()
+	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +286,7 @@ func installServiceMonitorCRD(t *testing.T, dyn dynamic.Interface) {
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("ServiceMonitor CRD not established: %v", err)
+		t.Fatalf("%s not established: %v", crd.GetName(), err)
 	}
 }
 

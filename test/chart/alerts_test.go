@@ -1,0 +1,94 @@
+package chart
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/globalmirror/globalmirror/test/helmtest"
+	"sigs.k8s.io/yaml"
+)
+
+// PromtoolEnv names the environment variable holding promtool (make
+// promtool builds it from Go modules).
+const promtoolEnv = "GLOBALMIRROR_PROMTOOL"
+
+type rule struct {
+	Alert       string            `json:"alert"`
+	Expr        string            `json:"expr"`
+	For         string            `json:"for,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+type ruleGroup struct {
+	Name  string `json:"name"`
+	Rules []rule `json:"rules"`
+}
+
+// alertGroups are the chart's PrometheusRule's groups, as m renders them.
+func alertGroups(t *testing.T, m helmtest.Manifest) []ruleGroup {
+	t.Helper()
+	u := m.MustGet(t, "PrometheusRule", releaseNamespace, "gm-globalmirror")
+	var pr struct {
+		Spec struct {
+			Groups []ruleGroup `json:"groups"`
+		} `json:"spec"`
+	}
+	helmtest.Typed(t, u, &pr)
+	return pr.Spec.Groups
+}
+
+func alertRules(t *testing.T, m helmtest.Manifest) []rule {
+	var out []rule
+	for _, g := range alertGroups(t, m) {
+		out = append(out, g.Rules...)
+	}
+	return out
+}
+
+// TestAlerts checks the chart's alerts with promtool: the rules are valid
+// PromQL and templates (check rules), and each fires where it should and
+// stays quiet where it should not (test rules, testdata/alerts_test.yaml).
+// Each alert's runbook is in the chart's README.
+func TestAlerts(t *testing.T) {
+	promtool := os.Getenv(promtoolEnv)
+	if promtool == "" {
+		t.Fatalf("$%s is not set: run the tests through make (make promtool builds it)", promtoolEnv)
+	}
+	m := render(t, "--set", "alerts.enabled=true", "--set", "coredns.enabled=true")
+	groups := alertGroups(t, m)
+	dir := t.TempDir()
+	rules, err := yaml.Marshal(map[string]any{"groups": groups})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), rules, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests, err := os.ReadFile("testdata/alerts_test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "alerts_test.yaml"), tests, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"check", "rules", "rules.yaml"}, {"test", "rules", "alerts_test.yaml"}} {
+		cmd := exec.CommandContext(t.Context(), promtool, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool %s: %v\n%s\nrules:\n%s", strings.Join(args, " "), err, out, rules)
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range alertRules(t, m) {
+		if !strings.Contains(string(readme), "#### "+r.Alert) {
+			t.Errorf("alert %s has no runbook in the chart's README (#### %s)", r.Alert, r.Alert)
+		}
+	}
+}
