@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/cli"
+	"github.com/globalmirror/globalmirror/controller/options"
+	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/run"
@@ -254,6 +257,9 @@ func testGatewayOutageHeals(t *testing.T, env *localkube.Env) {
 	if n := w.programmed(); n == 0 {
 		t.Error("the gateway going down (slices without trigger times) observed no programming duration")
 	}
+	// globalmirror status says why east's pods are out: their endpoint
+	// mirrors, which Linkerd's gateway probe marks.
+	w.expectStatus(map[string]string{"db-0": "ready", "db-0-east": "gateway of east", "db-1-east": "gateway of east", "db-2-east": "gateway of east"})
 
 	// A pod is mirrored meanwhile: the whole headless mirror goes not ready.
 	if err := east.Scale(ctx, 4); err != nil {
@@ -276,6 +282,10 @@ func testGatewayOutageHeals(t *testing.T, env *localkube.Env) {
 		pluginTook.Round(time.Millisecond), controllerTook.Round(time.Millisecond))
 	w.await("per-pod name of the pod mirrored during the outage", w.global, "db-3-east."+w.FQDN("db-global"), dns.TypeA,
 		dnsq.NoError(w.ClusterIP("db-3-east")))
+	// Ready by their endpoint mirrors, whatever the unrepaired headless
+	// mirror says.
+	w.expectStatus(map[string]string{"db-0": "ready by its own condition", "db-0-east": "ready by its endpoint mirror",
+		"db-1-east": "ready by its endpoint mirror", "db-2-east": "ready by its endpoint mirror", "db-3-east": "ready by its endpoint mirror"})
 	idleCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := w.Sim.WaitIdle(idleCtx); err != nil {
@@ -293,6 +303,42 @@ func testGatewayOutageHeals(t *testing.T, env *localkube.Env) {
 	if sum, err := run.MetricSum(w.dns.MetricsURL, "coredns_global_programming_duration_seconds_sum"); err != nil || sum/w.programmed() > 1 {
 		t.Errorf("programming durations average %vs over %v changes (%v), want well under a second", sum/w.programmed(), w.programmed(), err)
 	}
+}
+
+// expectStatus waits until globalmirror status of db-global, as the
+// command computes it, has a row for each per-pod name of why, whose
+// reason contains why's, ready where why says "ready", and the controller's
+// slices in sync.
+func (w *world) expectStatus(why map[string]string) {
+	w.t.Helper()
+	cl := &cli.Cluster{Client: w.Source.Client, Config: w.Source.Config, Controller: &cli.Controller{Options: options.Default()}}
+	var last *cli.GlobalStatus
+	err := await.Poll(w.t.Context(), w.Timeout, 200*time.Millisecond, func(ctx context.Context) string {
+		st, err := cli.Status(ctx, cl, w.NS, "db-global")
+		if err != nil {
+			return err.Error()
+		}
+		last = st
+		var wrong []string
+		for _, e := range st.Endpoints {
+			host, _, _ := strings.Cut(e.Name, ".")
+			want, ok := why[host]
+			if !ok || !strings.Contains(e.Why, want) || e.Ready != strings.HasPrefix(want, "ready") {
+				wrong = append(wrong, fmt.Sprintf("%s ready %v: %s", host, e.Ready, e.Why))
+			}
+		}
+		if len(wrong) > 0 || len(st.Endpoints) != len(why) || !st.InSync {
+			return fmt.Sprintf("%d rows, want %d; in sync %v (missing %v, extra %v); rows not as wanted: %v",
+				len(st.Endpoints), len(why), st.InSync, st.Missing, st.Extra, wrong)
+		}
+		return ""
+	})
+	if err != nil {
+		w.t.Fatalf("globalmirror status: %v", err)
+	}
+	var out strings.Builder
+	last.Write(&out)
+	w.t.Logf("globalmirror status:\n%s", out.String())
 }
 
 // waitConverged waits until the simulator is idle and the controller's
