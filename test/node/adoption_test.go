@@ -168,6 +168,12 @@ func TestAdoptionOnANode(t *testing.T) {
 		s.expectControllerSlices(want.addresses)
 		s.expectLeader(controllerRelease)
 	})
+	// globalmirror check names what is left to do.
+	s.expectCheck(map[string]string{
+		"cluster DNS image":           "set image deployment/coredns",
+		"global stanza":               "global cluster.local",
+		"plugin and controller agree": "global stanza check",
+	})
 
 	// 2. Patch the cluster's CoreDNS as the chart's README says: its image
 	// (kubectl set image), then the global stanza in its ConfigMap
@@ -180,6 +186,16 @@ func TestAdoptionOnANode(t *testing.T) {
 		before := s.reloadHashes()
 		s.setCorefile(withGlobalStanza(t, stockCorefile))
 		s.awaitReloaded(before, true)
+	})
+	s.expectCheck(nil)
+	s.expectStatus(want.podNames)
+	step("2. checked: a stanza whose suffix is not the controller's", nothing, func() {
+		// The stock plugin answers db-global from the controller's slices
+		// whichever stanza runs.
+		before := s.reloadHashes()
+		s.setCorefile(withGlobalStanza(t, stockCorefile, "suffix -all"))
+		s.awaitReloaded(before, true)
+		s.expectCheck(map[string]string{"plugin and controller agree": "the same suffix"})
 	})
 	step("2. rolled back: the stanza removed", nothing, func() {
 		before := s.reloadHashes()
@@ -225,6 +241,7 @@ func TestAdoptionOnANode(t *testing.T) {
 		}
 	})
 	s.expectProbedAndUnprivileged(controllerRelease, dnsRelease)
+	s.expectCheck(nil)
 
 	// On the final set-up, what users do to a running cluster DNS.
 	step("helm upgrade that rolls CoreDNS (reverse names on)", nothing, func() {
@@ -271,14 +288,27 @@ func TestAdoptionOnANode(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.waitReplaced(controllerRelease, "controller", []corev1.Pod{leader})
-		// The killed leader did not release the Lease: a standby takes it
-		// once it expires.
+		// The API forgets the pod at once; the kubelet still stops its
+		// container with SIGTERM, so the leader may release the Lease (a
+		// standby leads within its retry period) or not (once it expires).
 		s.eventually("a new leader", func(context.Context) string {
 			if l := s.leaderPod(controllerRelease); l.Name == "" || l.UID == leader.UID {
 				return "no running pod holds the Lease yet"
 			}
 			return ""
 		})
+	})
+	step("checked: the controller scaled to 0 (the plugin answers)", nothing, func() {
+		s.scale(controllerRelease.namespace, controllerRelease.deployment("controller"), 0)
+		s.expectCheck(map[string]string{"controller running": "scale deployment", "controller leader": "controller check"})
+		s.scale(controllerRelease.namespace, controllerRelease.deployment("controller"), 2)
+		s.expectLeader(controllerRelease)
+	})
+	step("checked: a rule missing from the controller's ClusterRole", nothing, func() {
+		restore := s.withoutRule(controllerRelease.deployment("controller"), "", "events")
+		s.expectCheck(map[string]string{"RBAC of the controller": "grant it"})
+		restore()
+		s.expectCheck(nil)
 	})
 	step("every CoreDNS pod deleted at once (the old ones answer through their lameduck)", failures, func() {
 		old := dnsRelease.podsOf(s, "coredns")
@@ -335,14 +365,18 @@ const (
 // withGlobalStanza is corefile with the global stanza of the chart's
 // README added to its server block, before kubernetes (where a reader
 // would put it; the plugin's order is CoreDNS's, whatever the file says).
-func withGlobalStanza(t *testing.T, corefile string) string {
+func withGlobalStanza(t *testing.T, corefile string, options ...string) string {
 	t.Helper()
 	const at = "    kubernetes "
 	i := strings.Index(corefile, at)
 	if i < 0 {
 		t.Fatalf("kubeadm's Corefile has no kubernetes stanza:\n%s", corefile)
 	}
-	return corefile[:i] + "    global cluster.local {\n        ttl 5\n    }\n" + corefile[i:]
+	block := "        ttl 5\n"
+	for _, o := range options {
+		block += "        " + o + "\n"
+	}
+	return corefile[:i] + "    global cluster.local {\n" + block + "    }\n" + corefile[i:]
 }
 
 // evict asks the Eviction API to evict p; allowed says whether the

@@ -406,6 +406,34 @@ func (s *install) awaitReloaded(before map[string]string, withGlobal bool) {
 	})
 }
 
+// withoutRule removes the rules on group/resource from ClusterRole name,
+// and returns what puts them back.
+func (s *install) withoutRule(name, group, resource string) (restore func()) {
+	s.t.Helper()
+	roles := s.c.RbacV1().ClusterRoles()
+	role, err := roles.Get(s.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	rules := role.Rules
+	role.Rules = slices.DeleteFunc(slices.Clone(rules), func(r rbacv1.PolicyRule) bool {
+		return slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource)
+	})
+	if len(role.Rules) == len(rules) {
+		s.t.Fatalf("ClusterRole %s has no rule on %s.%s", name, resource, group)
+	}
+	if role, err = roles.Update(s.ctx, role, metav1.UpdateOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+	return func() {
+		s.t.Helper()
+		role.Rules = rules
+		if _, err := roles.Update(s.ctx, role, metav1.UpdateOptions{}); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+}
+
 // awaitServing waits until each pod answers db-global itself, on its own
 // address.
 func (s *install) awaitServing(pods []corev1.Pod) {
@@ -688,6 +716,9 @@ type expectations struct {
 	before, global, reverse answers
 	// addresses are every global per-pod name's address.
 	addresses []string
+	// podNames are the global per-pod names (db-1, db-0-east) and the
+	// address of each.
+	podNames map[string]string
 }
 
 // expectations are the answers of the world the test makes, from what the
@@ -727,7 +758,7 @@ func (s *install) expectations() expectations {
 	}
 	slices.Sort(all)
 	slices.Sort(srv)
-	e := expectations{addresses: all, before: answers{}, global: answers{}, reverse: answers{}}
+	e := expectations{addresses: all, podNames: addrs, before: answers{}, global: answers{}, reverse: answers{}}
 	nodata := "AAAA/" + fqdn("db-global") + "." // a name with IPv4 addresses only
 	mirrorPTR, localPTR := "PTR/"+addrs["db-0-east"], "PTR/"+addrs["db-1"]
 	e.asked = []string{"host/db-global", "host/" + fqdn("db-global"), "host/db-0-east.db-global", "host/db-1.db-global",
