@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -167,10 +168,9 @@ func Report(out io.Writer, r *Results) {
 		ReportLinkerdMemory(out, l)
 	}
 	if l := r.LinkerdPaged; l != nil {
-		p("\n### Linkerd's full shape, lists in pages\n\n")
-		p("The same, on an API server that does not stream lists (Kubernetes 1.33; 1.31 and older alike): " +
-			"every list and relist of both plugins is read in pages (`global`'s counted `path=\"paged\"`).\n\n")
-		ReportLinkerdMemory(out, l)
+		var b bytes.Buffer
+		reportPaged(&b, l, "")
+		out.Write(b.Bytes())
 	}
 
 	p("\n## 4. Controller scale\n\n")
@@ -275,7 +275,7 @@ func floors(r *Results) []floor {
 	}
 	fs = append(fs, linkerdFloors(r.Linkerd, "")...)
 	if r.LinkerdPaged != nil || r.Config.PagedAPIServer != "" {
-		fs = append(fs, linkerdFloors(r.LinkerdPaged, ", lists paged (Kubernetes 1.33)")...)
+		fs = append(fs, linkerdFloors(r.LinkerdPaged, pagedLabel)...)
 	}
 	fs = append(fs, nonMemberFloor(r))
 	fs = append(fs, stormFloors(r)...)
@@ -430,6 +430,9 @@ func stormFloors(r *Results) []floor {
 	return fs
 }
 
+// pagedLabel names the paged run's floors.
+const pagedLabel = ", lists paged (Kubernetes 1.33)"
+
 // floorJSON is one floor in results.json.
 type floorJSON struct {
 	Name     string   `json:"name"`
@@ -439,18 +442,25 @@ type floorJSON struct {
 	AtMost   bool     `json:"at_most"` // the measured value must stay ≤ floor (else ≥)
 	Holds    bool     `json:"holds"`
 	Detail   string   `json:"detail"`
+	// Date is when a floor measured by a run of its own was (MergePaged);
+	// empty: at the file's date.
+	Date string `json:"date,omitempty"`
+}
+
+func toJSON(f floor) floorJSON {
+	j := floorJSON{Name: f.what, Floor: f.bound, Unit: f.unit, AtMost: f.atMost, Holds: f.known && f.holds, Detail: f.measured}
+	if f.known {
+		v := f.value
+		j.Measured = &v
+	}
+	return j
 }
 
 // ReportJSON writes every floor as JSON, for programs.
 func ReportJSON(out io.Writer, r *Results) error {
 	var fs []floorJSON
 	for _, f := range floors(r) {
-		j := floorJSON{Name: f.what, Floor: f.bound, Unit: f.unit, AtMost: f.atMost, Holds: f.known && f.holds, Detail: f.measured}
-		if f.known {
-			v := f.value
-			j.Measured = &v
-		}
-		fs = append(fs, j)
+		fs = append(fs, toJSON(f))
 	}
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")

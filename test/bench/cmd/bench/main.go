@@ -52,6 +52,7 @@ func main() {
 	flag.IntVar(&cfg.LinkerdLarge, "linkerd-large", 11112, "bases Linkerd's shape then grows to (100,008 mirrored endpoints), without the endpoint mirrors' Services, to measure what global adds there; 0: none")
 	linkerdSizes := flag.String("linkerd-sizes", "667,2000", "bases of Linkerd's full shape whose memory and relists the full run measures; empty: none")
 	linkerdPaged := flag.Bool("linkerd-paged", false, "with -linkerd-memory: on -paged-apiserver, every list in pages")
+	merge := flag.Bool("merge", false, "with -linkerd-memory -linkerd-paged: replace the paged section of -out and its floors in results.json (dated) with this run's")
 	flag.Parse()
 	switch *paged {
 	case "none":
@@ -101,6 +102,15 @@ func main() {
 			fail(fmt.Errorf("%w (logs in %s)", err, cfg.Dir))
 		}
 		bench.ReportLinkerdMemory(os.Stdout, res)
+		if *merge {
+			if !*linkerdPaged {
+				fail(fmt.Errorf("-merge merges a paged run only: add -linkerd-paged"))
+			}
+			if err := bench.MergePaged(*out, filepath.Join(filepath.Dir(*out), "results.json"), res, start); err != nil {
+				fail(err)
+			}
+			cfg.Log("merged into %s and results.json", *out)
+		}
 		return
 	}
 	if *stormOnly {

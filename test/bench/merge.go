@@ -1,0 +1,115 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// pagedSection is the title of the paged run's section in RESULTS.md.
+const pagedSection = "### Linkerd's full shape, lists in pages"
+
+// reportPaged writes the paged run's section of RESULTS.md, note (if any)
+// first.
+func reportPaged(out *bytes.Buffer, l *LinkerdMemoryResult, note string) {
+	fmt.Fprintf(out, "\n%s\n\n%s", pagedSection, note)
+	fmt.Fprint(out, "The same, on an API server that does not stream lists (Kubernetes 1.33; 1.31 and older alike): "+
+		"every list and relist of both plugins is read in pages (`global`'s counted `path=\"paged\"`).\n\n")
+	ReportLinkerdMemory(out, l)
+}
+
+// MergePaged puts a paged run of Linkerd's shape measured on its own
+// (bench -linkerd-memory -linkerd-paged -merge) into the last full run's
+// results: its section of mdPath replaced, its floors in jsonPath replaced
+// by name, each marked with when and how it was measured, so that a
+// 50-minute run lands without the 2-hour whole.
+func MergePaged(mdPath, jsonPath string, l *LinkerdMemoryResult, started time.Time) error {
+	when := started.UTC().Format("2006-01-02 15:04 UTC")
+	md, err := os.ReadFile(mdPath)
+	if err != nil {
+		return err
+	}
+	var section bytes.Buffer
+	reportPaged(&section, l, fmt.Sprintf("Measured on its own, %s (`bench -linkerd-memory=%s -linkerd-paged -merge`, "+
+		"its floors dated in results.json); the rest of this file is the full run above.\n\n", when, l.sizes()))
+	body := section.String()
+	merged, err := replaceSection(string(md), pagedSection, body)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(mdPath, []byte(merged), 0o644); err != nil {
+		return err
+	}
+
+	var results struct {
+		Date   string      `json:"date"`
+		Floors []floorJSON `json:"floors"`
+	}
+	js, err := os.ReadFile(jsonPath)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(js, &results); err != nil {
+		return fmt.Errorf("%s: %w", jsonPath, err)
+	}
+	for _, f := range linkerdFloors(l, pagedLabel) {
+		j := toJSON(f)
+		j.Date = started.UTC().Format(time.RFC3339)
+		if i := indexOfFloor(results.Floors, j.Name); i >= 0 {
+			results.Floors[i] = j
+		} else {
+			results.Floors = append(results.Floors, j)
+		}
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(results); err != nil {
+		return err
+	}
+	return os.WriteFile(jsonPath, out.Bytes(), 0o644)
+}
+
+func indexOfFloor(fs []floorJSON, name string) int {
+	for i, f := range fs {
+		if f.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// replaceSection replaces the section of md titled title (up to the next
+// heading of its level or above) with body, or inserts body before the
+// controller scale section where md has none.
+func replaceSection(md, title, body string) (string, error) {
+	if i := strings.Index(md, "\n"+title+"\n"); i >= 0 {
+		rest := md[i+1+len(title):]
+		end := len(rest)
+		for _, h := range []string{"\n### ", "\n## ", "\n# "} {
+			if j := strings.Index(rest, h); j >= 0 && j < end {
+				end = j
+			}
+		}
+		return md[:i] + body + rest[end:], nil
+	}
+	const next = "\n## 4. Controller scale"
+	i := strings.Index(md, next)
+	if i < 0 {
+		return "", fmt.Errorf("RESULTS.md has neither %q nor %q", title, strings.TrimSpace(next))
+	}
+	return md[:i] + body + md[i:], nil
+}
+
+// sizes are the bases of l's steps, as -linkerd-memory takes them.
+func (l *LinkerdMemoryResult) sizes() string {
+	var out []string
+	for _, s := range l.Steps {
+		out = append(out, fmt.Sprint(s.Bases))
+	}
+	return strings.Join(out, ",")
+}

@@ -1,0 +1,84 @@
+package bench
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A paged run measured on its own replaces the paged section of RESULTS.md
+// and the paged floors of results.json, dated, and nothing else.
+func TestMergePagedReplacesOnlyThePagedRun(t *testing.T) {
+	dir := t.TempDir()
+	md := filepath.Join(dir, "RESULTS.md")
+	js := filepath.Join(dir, "results.json")
+	before := "# globalmirror benchmarks\n\n## 3. Memory\n\n### Linkerd's full shape, through a real API server\n\nstreamed\n\n" +
+		pagedSection + "\n\nold paged figures\n\n## 4. Controller scale\n\nscale\n"
+	if err := os.WriteFile(md, []byte(before), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	paged := linkerdFloors(nil, pagedLabel)
+	if len(paged) == 0 {
+		t.Fatal("no paged floors")
+	}
+	old := 1.0
+	floors := []floorJSON{{Name: "streamed floor", Measured: &old, Holds: true}}
+	for _, f := range paged {
+		floors = append(floors, floorJSON{Name: f.what, Measured: &old, Holds: true})
+	}
+	data, _ := json.Marshal(map[string]any{"date": "2026-11-26T03:19:00Z", "floors": floors})
+	if err := os.WriteFile(js, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	started := time.Date(2026, 11, 26, 15, 0, 0, 0, time.UTC)
+	if err := MergePaged(md, js, &LinkerdMemoryResult{Paged: true}, started); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(md)
+	s := string(got)
+	for _, want := range []string{"streamed\n", "## 4. Controller scale\n\nscale\n", "Measured on its own, 2026-11-26 15:00 UTC"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("RESULTS.md lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "old paged figures") || strings.Count(s, pagedSection) != 1 {
+		t.Errorf("the paged section was not replaced once:\n%s", s)
+	}
+
+	var res struct {
+		Date   string      `json:"date"`
+		Floors []floorJSON `json:"floors"`
+	}
+	data, _ = os.ReadFile(js)
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Date != "2026-11-26T03:19:00Z" || len(res.Floors) != len(floors) {
+		t.Fatalf("date %s, %d floors; want the full run's date and %d floors", res.Date, len(res.Floors), len(floors))
+	}
+	for _, f := range res.Floors {
+		switch {
+		case f.Name == "streamed floor" && (f.Date != "" || f.Measured == nil):
+			t.Errorf("the streamed floor changed: %+v", f)
+		case f.Name != "streamed floor" && (f.Date != "2026-11-26T15:00:00Z" || f.Measured != nil):
+			t.Errorf("paged floor %q not this run's (nothing measured, dated): %+v", f.Name, f)
+		}
+	}
+}
+
+func TestReplaceSectionInsertsWhereAbsent(t *testing.T) {
+	got, err := replaceSection("# r\n\n## 3. Memory\n\nm\n\n## 4. Controller scale\n", pagedSection, "\n"+pagedSection+"\n\nnew\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "# r\n\n## 3. Memory\n\nm\n\n" + pagedSection + "\n\nnew\n\n## 4. Controller scale\n"; got != want {
+		t.Errorf("got\n%q\nwant\n%q", got, want)
+	}
+	if _, err := replaceSection("# r\n", pagedSection, "x"); err == nil {
+		t.Error("a file without either section: no error")
+	}
+}
