@@ -8,7 +8,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 // kubeadm's Corefile with a global stanza, as the chart's README adds it.
@@ -120,5 +122,39 @@ func TestResultsAreWrittenWithMarksAndHints(t *testing.T) {
 	WriteResults(&out, rs)
 	if want := "✔ a: fine\n✘ b: broken\n    hint: fix it\n"; out.String() != want || !Failed(rs) || Failed(rs[:1]) {
 		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+// A Linkerd service mirror without -enable-headless-services mirrors a
+// headless service as a ClusterIP one: no global has its pods.
+func TestMirrorsCheckFindsAServiceMirrorWithoutHeadless(t *testing.T) {
+	headless := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "db-east",
+		Labels: map[string]string{aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: "east"}},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}}
+	mirror := func(cluster string, args ...string) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "linkerd-multicluster", Name: "linkerd-service-mirror-" + cluster,
+			Labels: map[string]string{"component": "linkerd-service-mirror", aggregate.LabelClusterName: cluster}},
+			Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "service-mirror", Args: append([]string{"service-mirror", "-log-level=info"}, args...)}}}}}}
+	}
+	for _, tc := range []struct {
+		name   string
+		objs   []runtime.Object
+		ok     bool
+		detail string
+	}{
+		{"headless on", []runtime.Object{headless, mirror("east", "-enable-headless-services")}, true, "east: 1"},
+		{"headless off", []runtime.Object{headless, mirror("east"), mirror("west", "-enable-headless-services")}, false, "linkerd-service-mirror-east (cluster east)"},
+		{"no mirror", nil, false, "no headless mirror"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := checkMirrors(t.Context(), &Cluster{Client: fake.NewClientset(tc.objs...)})
+			if r.OK != tc.ok || !strings.Contains(r.Detail, tc.detail) || (!r.OK && r.Hint == "") {
+				t.Errorf("%+v; want ok %v, detail with %q, a hint where it fails", r, tc.ok, tc.detail)
+			}
+			if strings.Contains(r.Detail, "west") && !tc.ok {
+				t.Errorf("west mirrors headless services, yet it is named: %s", r.Detail)
+			}
+		})
 	}
 }
