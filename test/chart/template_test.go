@@ -164,7 +164,7 @@ serviceMonitor:
 		".:53 {",
 		"    global cluster.local {\n        suffix -global\n        local_selector none\n        namespaces apps db\n        ttl 5\n    }",
 		"    kubernetes cluster.local in-addr.arpa ip6.arpa {\n        pods insecure\n",
-		"    health {\n        lameduck 10s\n    }",
+		"    health {\n        lameduck 15s\n    }",
 		"    ready\n",
 		"    prometheus 0.0.0.0:9153\n",
 		"    cache 30\n",

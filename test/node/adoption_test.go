@@ -145,7 +145,7 @@ func TestAdoptionOnANode(t *testing.T) {
 				strings.Join(append(tl.FailedSamples, tl.WrongSamples...), "\n  "))
 		}
 		if allowed == nothing && tl.Stalled > 0 {
-			t.Errorf("%s: %d of %d lookups stalled:\n  %s", name, tl.Stalled, tl.Asked, strings.Join(tl.StalledSamples, "\n  "))
+			t.Errorf("%s: %d of %d lookups stalled:\n  %s\n%s", name, tl.Stalled, tl.Asked, strings.Join(tl.StalledSamples, "\n  "), s.dnsFlows())
 		}
 	}
 	defer func() { t.Logf("lookups per step:\n%s", markdown(tallies)) }()
