@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -44,10 +45,7 @@ func MergePaged(mdPath, jsonPath string, l *LinkerdMemoryResult, started time.Ti
 		return err
 	}
 
-	var results struct {
-		Date   string      `json:"date"`
-		Floors []floorJSON `json:"floors"`
-	}
+	var results resultsFile
 	js, err := os.ReadFile(jsonPath)
 	if err != nil {
 		return err
@@ -58,29 +56,17 @@ func MergePaged(mdPath, jsonPath string, l *LinkerdMemoryResult, started time.Ti
 	for _, f := range linkerdFloors(l, pagedLabel) {
 		j := toJSON(f)
 		j.Date = started.UTC().Format(time.RFC3339)
-		if i := indexOfFloor(results.Floors, j.Name); i >= 0 {
+		if i := slices.IndexFunc(results.Floors, func(f floorJSON) bool { return f.Name == j.Name }); i >= 0 {
 			results.Floors[i] = j
 		} else {
 			results.Floors = append(results.Floors, j)
 		}
 	}
 	var out bytes.Buffer
-	enc := json.NewEncoder(&out)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(results); err != nil {
+	if err := writeResults(&out, results); err != nil {
 		return err
 	}
 	return os.WriteFile(jsonPath, out.Bytes(), 0o644)
-}
-
-func indexOfFloor(fs []floorJSON, name string) int {
-	for i, f := range fs {
-		if f.Name == name {
-			return i
-		}
-	}
-	return -1
 }
 
 // replaceSection replaces the section of md titled title (up to the next

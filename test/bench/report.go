@@ -433,6 +433,19 @@ func stormFloors(r *Results) []floor {
 // pagedLabel names the paged run's floors.
 const pagedLabel = ", lists paged (Kubernetes 1.33)"
 
+// resultsFile is results.json.
+type resultsFile struct {
+	Date   string      `json:"date"`
+	Floors []floorJSON `json:"floors"`
+}
+
+func writeResults(out io.Writer, r resultsFile) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(r)
+}
+
 // floorJSON is one floor in results.json.
 type floorJSON struct {
 	Name     string   `json:"name"`
@@ -462,13 +475,7 @@ func ReportJSON(out io.Writer, r *Results) error {
 	for _, f := range floors(r) {
 		fs = append(fs, toJSON(f))
 	}
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(struct {
-		Date   string      `json:"date"`
-		Floors []floorJSON `json:"floors"`
-	}{r.Started.UTC().Format(time.RFC3339), fs})
+	return writeResults(out, resultsFile{Date: r.Started.UTC().Format(time.RFC3339), Floors: fs})
 }
 
 func yesNo(holds, known bool) string {
