@@ -24,20 +24,36 @@ func reportPaged(out *bytes.Buffer, l *LinkerdMemoryResult, note string) {
 
 // MergePaged puts a paged run of Linkerd's shape measured on its own
 // (bench -linkerd-memory -linkerd-paged -merge) into the last full run's
-// results: its section of mdPath replaced, its floors in jsonPath replaced
-// by name, each marked with when and how it was measured, so that a
-// 50-minute run lands without the 2-hour whole.
+// results, so that a 50-minute run lands without the 2-hour whole.
 func MergePaged(mdPath, jsonPath string, l *LinkerdMemoryResult, started time.Time) error {
-	when := started.UTC().Format("2006-01-02 15:04 UTC")
+	var section bytes.Buffer
+	reportPaged(&section, l, fmt.Sprintf("Measured on its own, %s (`bench -linkerd-memory=%s -linkerd-paged -merge`, "+
+		"its floors dated in results.json); the rest of this file is the full run above.\n\n", when(started), l.sizes()))
+	return mergeSection(mdPath, jsonPath, pagedSection, "## 4. Controller scale", section.String(), linkerdFloors(l, pagedLabel), started)
+}
+
+// MergeTransport puts UDP and TCP under CPU contention measured on its own
+// (bench -transport -merge) into the last full run's results.
+func MergeTransport(mdPath, jsonPath string, t *TransportResult, bases int, started time.Time) error {
+	var section bytes.Buffer
+	fmt.Fprintf(&section, "\n%s\n\nMeasured on its own, %s (`bench -transport -sizes=%d -merge`, its floors dated in results.json); "+
+		"the rest of this file is the full run above.\n\n", transportSection, when(started), bases)
+	ReportTransport(&section, t)
+	return mergeSection(mdPath, jsonPath, transportSection, "## 2. Programming latency", section.String(), transportFloors(t), started)
+}
+
+func when(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
+
+// mergeSection puts a part measured on its own into the last full run's
+// results: its section of mdPath (titled title; where absent, inserted
+// before the heading next) replaced by body, its floors in jsonPath
+// replaced by name or added, each dated with when it was measured.
+func mergeSection(mdPath, jsonPath, title, next, body string, fs []floor, started time.Time) error {
 	md, err := os.ReadFile(mdPath)
 	if err != nil {
 		return err
 	}
-	var section bytes.Buffer
-	reportPaged(&section, l, fmt.Sprintf("Measured on its own, %s (`bench -linkerd-memory=%s -linkerd-paged -merge`, "+
-		"its floors dated in results.json); the rest of this file is the full run above.\n\n", when, l.sizes()))
-	body := section.String()
-	merged, err := replaceSection(string(md), pagedSection, body)
+	merged, err := replaceSection(string(md), title, next, body)
 	if err != nil {
 		return err
 	}
@@ -53,7 +69,7 @@ func MergePaged(mdPath, jsonPath string, l *LinkerdMemoryResult, started time.Ti
 	if err := json.Unmarshal(js, &results); err != nil {
 		return fmt.Errorf("%s: %w", jsonPath, err)
 	}
-	for _, f := range linkerdFloors(l, pagedLabel) {
+	for _, f := range fs {
 		j := toJSON(f)
 		j.Date = started.UTC().Format(time.RFC3339)
 		if i := slices.IndexFunc(results.Floors, func(f floorJSON) bool { return f.Name == j.Name }); i >= 0 {
@@ -71,8 +87,8 @@ func MergePaged(mdPath, jsonPath string, l *LinkerdMemoryResult, started time.Ti
 
 // replaceSection replaces the section of md titled title (up to the next
 // heading of its level or above) with body, or inserts body before the
-// controller scale section where md has none.
-func replaceSection(md, title, body string) (string, error) {
+// heading next where md has none.
+func replaceSection(md, title, next, body string) (string, error) {
 	if i := strings.Index(md, "\n"+title+"\n"); i >= 0 {
 		rest := md[i+1+len(title):]
 		end := len(rest)
@@ -83,10 +99,9 @@ func replaceSection(md, title, body string) (string, error) {
 		}
 		return md[:i] + body + rest[end:], nil
 	}
-	const next = "\n## 4. Controller scale"
-	i := strings.Index(md, next)
+	i := strings.Index(md, "\n"+next+"\n")
 	if i < 0 {
-		return "", fmt.Errorf("RESULTS.md has neither %q nor %q", title, strings.TrimSpace(next))
+		return "", fmt.Errorf("RESULTS.md has neither %q nor %q", title, next)
 	}
 	return md[:i] + body + md[i:], nil
 }

@@ -71,14 +71,63 @@ func TestMergePagedReplacesOnlyThePagedRun(t *testing.T) {
 }
 
 func TestReplaceSectionInsertsWhereAbsent(t *testing.T) {
-	got, err := replaceSection("# r\n\n## 3. Memory\n\nm\n\n## 4. Controller scale\n", pagedSection, "\n"+pagedSection+"\n\nnew\n")
+	got, err := replaceSection("# r\n\n## 3. Memory\n\nm\n\n## 4. Controller scale\n", pagedSection, "## 4. Controller scale", "\n"+pagedSection+"\n\nnew\n")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := "# r\n\n## 3. Memory\n\nm\n\n" + pagedSection + "\n\nnew\n\n## 4. Controller scale\n"; got != want {
 		t.Errorf("got\n%q\nwant\n%q", got, want)
 	}
-	if _, err := replaceSection("# r\n", pagedSection, "x"); err == nil {
+	if _, err := replaceSection("# r\n", pagedSection, "## 4. Controller scale", "x"); err == nil {
 		t.Error("a file without either section: no error")
+	}
+}
+
+// Transport figures measured on their own go under DNS throughput, before
+// programming latency, in a file whose full run did not measure them; their
+// floors are added, dated, beside the full run's.
+func TestMergeTransportAddsWhatTheFullRunLacks(t *testing.T) {
+	dir := t.TempDir()
+	md := filepath.Join(dir, "RESULTS.md")
+	js := filepath.Join(dir, "results.json")
+	before := "# r\n\n## 1. DNS throughput\n\nqps\n\n## 2. Programming latency\n\nlat\n"
+	if err := os.WriteFile(md, []byte(before), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := 1.0
+	data, _ := json.Marshal(map[string]any{"date": "2026-11-26T03:19:00Z", "floors": []floorJSON{{Name: "qps floor", Measured: &old, Holds: true}}})
+	if err := os.WriteFile(js, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr := &TransportResult{Clients: 4, Duration: time.Second, Contention: "busy", Rows: []TransportRow{
+		{What: "UDP", Latencies: []time.Duration{time.Millisecond}},
+		{What: "TCP", Latencies: []time.Duration{2 * time.Millisecond}, Failed: 1},
+	}}
+	started := time.Date(2026, 11, 26, 17, 0, 0, 0, time.UTC)
+	for range 2 { // a second merge replaces the first
+		if err := MergeTransport(md, js, tr, 1000, started); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := os.ReadFile(md)
+	s := string(got)
+	i, j := strings.Index(s, "qps\n"), strings.Index(s, transportSection)
+	if strings.Count(s, transportSection) != 1 || i < 0 || j < i || j > strings.Index(s, "## 2. Programming latency") ||
+		!strings.Contains(s, "| TCP | 2 |") {
+		t.Errorf("the transport section is not once between throughput and latency:\n%s", s)
+	}
+
+	var res resultsFile
+	data, _ = os.ReadFile(js)
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Floors) != 3 || res.Floors[0].Date != "" {
+		t.Fatalf("want the full run's floor untouched and two transport floors: %+v", res.Floors)
+	}
+	for _, f := range res.Floors[1:] {
+		if f.Date != "2026-11-26T17:00:00Z" || f.Measured == nil || f.Holds != (f.Name[:3] == "UDP") {
+			t.Errorf("transport floor %+v: want dated, measured, holding only where nothing failed", f)
+		}
 	}
 }

@@ -98,7 +98,7 @@ func Report(out io.Writer, r *Results) {
 	}
 
 	if t := r.Transport; t != nil {
-		p("\n### UDP and TCP under CPU contention\n\n")
+		p("\n%s\n\n", transportSection)
 		ReportTransport(out, t)
 	}
 
@@ -279,15 +279,7 @@ func floors(r *Results) []floor {
 	}
 	fs = append(fs, nonMemberFloor(r))
 	fs = append(fs, stormFloors(r)...)
-	if t := r.Transport; t != nil {
-		for _, row := range t.Rows {
-			fs = append(fs, within(fmt.Sprintf("%s under CPU contention: queries not answered in full within %v: 0", row.What, transportBudget),
-				fmt.Sprintf("%d of %s (p50 %s, p99 %s, p99.9 %s, max %s)", row.Failed, thousands(len(row.Latencies)+row.Failed),
-					millis(DurationQuantile(row.Latencies, .5)), millis(DurationQuantile(row.Latencies, .99)),
-					millis(DurationQuantile(row.Latencies, .999)), millis(DurationQuantile(row.Latencies, 1))),
-				float64(row.Failed), 0, "queries", true))
-		}
-	}
+	fs = append(fs, transportFloors(r.Transport)...)
 	for _, s := range r.Scale {
 		switch {
 		case strings.HasPrefix(s.What, "idle"):

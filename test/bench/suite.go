@@ -359,6 +359,21 @@ func (w World) controllerChecks(ctx context.Context, cfg Config, client kubernet
 	return err
 }
 
+// TransportAlone measures UDP and TCP under CPU contention alone, on a
+// cluster of its own holding the mirrors of bases bases.
+func TransportAlone(ctx context.Context, cfg Config, bases int) (*TransportResult, error) {
+	env, cluster, client, err := startCluster(ctx, filepath.Join(cfg.Dir, "transport-cluster"), "", "")
+	if err != nil {
+		return nil, err
+	}
+	defer env.Stop()
+	w := World{Namespace: namespace}
+	if err := w.Load(ctx, client, 0, bases, cfg.LoadWorkers); err != nil {
+		return nil, err
+	}
+	return w.transportStep(ctx, cfg, bases, []string{"BENCH_KUBECONFIG=" + cluster.Kubeconfig})
+}
+
 // transportStep measures UDP and TCP latency (TransportLatency) of the
 // global block answering the first global, on a CoreDNS of its own that,
 // as in a cluster, runs on every CPU.

@@ -157,6 +157,26 @@ func (a *asker) close() {
 	}
 }
 
+// transportSection is the title of these figures' section in RESULTS.md.
+const transportSection = "### UDP and TCP under CPU contention"
+
+// transportFloors are: no query unanswered within the budget, per
+// transport; none where t is nil (not measured).
+func transportFloors(t *TransportResult) []floor {
+	if t == nil {
+		return nil
+	}
+	var fs []floor
+	for _, row := range t.Rows {
+		fs = append(fs, within(fmt.Sprintf("%s under CPU contention: queries not answered in full within %v: 0", row.What, transportBudget),
+			fmt.Sprintf("%d of %s (p50 %s, p99 %s, p99.9 %s, max %s)", row.Failed, thousands(len(row.Latencies)+row.Failed),
+				millis(DurationQuantile(row.Latencies, .5)), millis(DurationQuantile(row.Latencies, .99)),
+				millis(DurationQuantile(row.Latencies, .999)), millis(DurationQuantile(row.Latencies, 1))),
+			float64(row.Failed), 0, "queries", true))
+	}
+	return fs
+}
+
 // ReportTransport writes the latency percentiles per transport.
 func ReportTransport(out io.Writer, r *TransportResult) {
 	p := func(format string, a ...any) { fmt.Fprintf(out, format, a...) }

@@ -52,7 +52,8 @@ func main() {
 	flag.IntVar(&cfg.LinkerdLarge, "linkerd-large", 11112, "bases Linkerd's shape then grows to (100,008 mirrored endpoints), without the endpoint mirrors' Services, to measure what global adds there; 0: none")
 	linkerdSizes := flag.String("linkerd-sizes", "667,2000", "bases of Linkerd's full shape whose memory and relists the full run measures; empty: none")
 	linkerdPaged := flag.Bool("linkerd-paged", false, "with -linkerd-memory: on -paged-apiserver, every list in pages")
-	merge := flag.Bool("merge", false, "with -linkerd-memory -linkerd-paged: replace the paged section of -out and its floors in results.json (dated) with this run's")
+	transportOnly := flag.Bool("transport", false, "only measure UDP and TCP under CPU contention at the first -sizes, print it and exit")
+	merge := flag.Bool("merge", false, "with -linkerd-memory -linkerd-paged, or -transport: replace that part's section of -out and its floors in results.json (dated) with this run's")
 	flag.Parse()
 	switch *paged {
 	case "none":
@@ -107,6 +108,23 @@ func main() {
 				fail(fmt.Errorf("-merge merges a paged run only: add -linkerd-paged"))
 			}
 			if err := bench.MergePaged(*out, filepath.Join(filepath.Dir(*out), "results.json"), res, start); err != nil {
+				fail(err)
+			}
+			cfg.Log("merged into %s and results.json", *out)
+		}
+		return
+	}
+	if *transportOnly {
+		if cfg.TransportDuration <= 0 {
+			fail(fmt.Errorf("-transport needs a -transport-duration"))
+		}
+		res, err := bench.TransportAlone(ctx, cfg, cfg.Sizes[0])
+		if err != nil {
+			fail(fmt.Errorf("%w (logs in %s)", err, cfg.Dir))
+		}
+		bench.ReportTransport(os.Stdout, res)
+		if *merge {
+			if err := bench.MergeTransport(*out, filepath.Join(filepath.Dir(*out), "results.json"), res, cfg.Sizes[0], start); err != nil {
 				fail(err)
 			}
 			cfg.Log("merged into %s and results.json", *out)
