@@ -80,10 +80,11 @@ func (e *Env) startEtcd(bins binaries, dataDir string) (*envtest.Etcd, error) {
 		Out:          out,
 		Err:          out,
 	}
-	// etcd's largest recommended quota, not its 2 GiB default: a benchmark
-	// loads tens of thousands of objects faster than the API server's
-	// compaction (every 5 minutes) frees their history, and a paged run of
-	// Linkerd's shape filled 2 GiB in 7 minutes ("database space exceeded").
+	// etcd's largest recommended quota, not its 2 GiB default: before 1.34
+	// the API server rewrites its Service range's whole bitmap (128 KiB for
+	// a /12) at every ClusterIP it allocates, and etcd keeps each version
+	// until the API server compacts (every 5 minutes), so loading Linkerd's
+	// endpoint mirrors on 1.31 or 1.33 outgrows 2 GiB within minutes.
 	etcd.Configure().Set("quota-backend-bytes", strconv.FormatInt(8<<30, 10))
 	e.mu.Lock()
 	e.closers = append(e.closers, out)
