@@ -27,8 +27,7 @@ func reportPaged(out *bytes.Buffer, l *LinkerdMemoryResult, note string) {
 // results, so that a 50-minute run lands without the 2-hour whole.
 func MergePaged(mdPath, jsonPath string, l *LinkerdMemoryResult, started time.Time) error {
 	var section bytes.Buffer
-	reportPaged(&section, l, fmt.Sprintf("Measured on its own, %s (`bench -linkerd-memory=%s -linkerd-paged -merge`, "+
-		"its floors dated in results.json); the rest of this file is the full run above.\n\n", when(started), l.sizes()))
+	reportPaged(&section, l, measuredAlone(started, "bench -linkerd-memory="+l.sizes()+" -linkerd-paged -merge"))
 	return mergeSection(mdPath, jsonPath, pagedSection, "## 4. Controller scale", section.String(), linkerdFloors(l, pagedLabel), started)
 }
 
@@ -36,13 +35,17 @@ func MergePaged(mdPath, jsonPath string, l *LinkerdMemoryResult, started time.Ti
 // (bench -transport -merge) into the last full run's results.
 func MergeTransport(mdPath, jsonPath string, t *TransportResult, bases int, started time.Time) error {
 	var section bytes.Buffer
-	fmt.Fprintf(&section, "\n%s\n\nMeasured on its own, %s (`bench -transport -sizes=%d -merge`, its floors dated in results.json); "+
-		"the rest of this file is the full run above.\n\n", transportSection, when(started), bases)
+	fmt.Fprintf(&section, "\n%s\n\n%s", transportSection, measuredAlone(started, fmt.Sprintf("bench -transport -sizes=%d -merge", bases)))
 	ReportTransport(&section, t)
 	return mergeSection(mdPath, jsonPath, transportSection, "## 2. Programming latency", section.String(), transportFloors(t), started)
 }
 
-func when(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
+// measuredAlone opens a merged section: when and by which command it was
+// measured, apart from the full run around it.
+func measuredAlone(started time.Time, command string) string {
+	return fmt.Sprintf("Measured on its own, %s (`%s`, its floors dated in results.json); the rest of this file is the full run above.\n\n",
+		started.UTC().Format("2006-01-02 15:04 UTC"), command)
+}
 
 // mergeSection puts a part measured on its own into the last full run's
 // results: its section of mdPath (titled title; where absent, inserted

@@ -55,6 +55,7 @@ func main() {
 	transportOnly := flag.Bool("transport", false, "only measure UDP and TCP under CPU contention at the first -sizes, print it and exit")
 	merge := flag.Bool("merge", false, "with -linkerd-memory -linkerd-paged, or -transport: replace that part's section of -out and its floors in results.json (dated) with this run's")
 	flag.Parse()
+	resultsJSON := filepath.Join(filepath.Dir(*out), "results.json") // the floors, beside -out
 	switch *paged {
 	case "none":
 	case "":
@@ -107,7 +108,7 @@ func main() {
 			if !*linkerdPaged {
 				fail(fmt.Errorf("-merge merges a paged run only: add -linkerd-paged"))
 			}
-			if err := bench.MergePaged(*out, filepath.Join(filepath.Dir(*out), "results.json"), res, start); err != nil {
+			if err := bench.MergePaged(*out, resultsJSON, res, start); err != nil {
 				fail(err)
 			}
 			cfg.Log("merged into %s and results.json", *out)
@@ -124,7 +125,7 @@ func main() {
 		}
 		bench.ReportTransport(os.Stdout, res)
 		if *merge {
-			if err := bench.MergeTransport(*out, filepath.Join(filepath.Dir(*out), "results.json"), res, cfg.Sizes[0], start); err != nil {
+			if err := bench.MergeTransport(*out, resultsJSON, res, cfg.Sizes[0], start); err != nil {
 				fail(err)
 			}
 			cfg.Log("merged into %s and results.json", *out)
@@ -167,11 +168,10 @@ func main() {
 	if err := bench.ReportJSON(&js, res); err != nil {
 		fail(err)
 	}
-	jsonOut := filepath.Join(filepath.Dir(*out), "results.json")
-	if err := os.WriteFile(jsonOut, js.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(resultsJSON, js.Bytes(), 0o644); err != nil {
 		fail(err)
 	}
-	cfg.Log("wrote %s", jsonOut)
+	cfg.Log("wrote %s", resultsJSON)
 	writeCurve(curveOut, res.GoBench, cfg.Log)
 }
 
