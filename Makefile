@@ -7,13 +7,15 @@ GO           ?= go
 TOOLS_CACHE  ?= $(HOME)/.cache/globalmirror
 BIN          := $(CURDIR)/bin
 
-KUBE_VERSION        := v1.36.3
-ETCD_VERSION        := v3.6.8
-# The other Kubernetes releases both halves are proven on (make test-compat):
-# their kube-apiservers, beside KUBE_VERSION's control plane. 1.31 and 1.33
+# The Kubernetes releases proven (build/kubernetes-versions, which
+# `globalmirror check` reads too): the first is the control plane of the whole
+# suite, the others' kube-apiservers run make test-compat. 1.31 and 1.33
 # refuse streamed lists (the paged path), 1.37 streams. Each builds from
 # test/tools/apiserver with its own module file (modfile.sh writes one).
-KUBE_COMPAT_VERSIONS := v1.31.14 v1.33.13 v1.37.2
+KUBE_VERSIONS        := $(shell grep -v '^\#' build/kubernetes-versions)
+KUBE_VERSION         := $(firstword $(KUBE_VERSIONS))
+KUBE_COMPAT_VERSIONS := $(wordlist 2,$(words $(KUBE_VERSIONS)),$(KUBE_VERSIONS))
+ETCD_VERSION        := v3.6.8
 STATICCHECK_VERSION := v0.8.2
 CONTAINERD_VERSION  := v2.4.2
 KUBEPLANE_DIR       := $(TOOLS_CACHE)/kubeplane-$(KUBE_VERSION)-etcd-$(ETCD_VERSION)
@@ -67,7 +69,7 @@ GO_LDFLAGS     := -s -w -X github.com/coredns/coredns/coremain.GitCommit=$(GIT_C
 KUBE_LDFLAGS   := -s -w \
 	-X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 \
-	-X k8s.io/component-base/version.gitMinor=36 \
+	-X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(KUBE_VERSION))) \
 	-X k8s.io/component-base/version.gitTreeState=clean \
 	-X k8s.io/component-base/version/verflag.programName=kubeplane
 
