@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/globalmirror/globalmirror/controller"
+	"github.com/globalmirror/globalmirror/plugin/global"
 	"github.com/globalmirror/globalmirror/test/helmtest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -87,21 +89,14 @@ func TestTemplateDefaults(t *testing.T) {
 
 	var role rbacv1.ClusterRole
 	helmtest.Typed(t, m.MustGet(t, "ClusterRole", "", controllerName), &role)
-	wantRules := []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
-		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
-		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-	}
+	// The permissions are written once, in Go, beside the code that uses them.
+	wantRules := controller.Rules()
 	if got, want := toYAML(t, role.Rules), toYAML(t, wantRules); got != want {
 		t.Errorf("controller ClusterRole rules:\n%s\nwant:\n%s", got, want)
 	}
 	var lease rbacv1.Role
 	helmtest.Typed(t, m.MustGet(t, "Role", releaseNamespace, controllerName+"-leader-election"), &lease)
-	wantLease := []rbacv1.PolicyRule{
-		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
-		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{controllerName}, Verbs: []string{"get", "update"}},
-	}
+	wantLease := controller.LeaseRules(controllerName)
 	if got, want := toYAML(t, lease.Rules), toYAML(t, wantLease); got != want {
 		t.Errorf("lease Role rules:\n%s\nwant:\n%s", got, want)
 	}
@@ -142,7 +137,11 @@ serviceMonitor:
 		if rb.RoleRef.Kind != "Role" || rb.Subjects[0].Namespace != releaseNamespace || rb.Subjects[0].Name != controllerName {
 			t.Errorf("RoleBinding %s = %+v", ns, rb)
 		}
-		m.MustGet(t, "Role", ns, controllerName)
+		var role rbacv1.Role
+		helmtest.Typed(t, m.MustGet(t, "Role", ns, controllerName), &role)
+		if got, want := toYAML(t, role.Rules), toYAML(t, controller.Rules()); got != want {
+			t.Errorf("controller Role in %s:\n%s\nwant:\n%s", ns, got, want)
+		}
 	}
 	var d appsv1.Deployment
 	helmtest.Typed(t, m.MustGet(t, "Deployment", releaseNamespace, controllerName), &d)
@@ -220,6 +219,18 @@ serviceMonitor:
 	for _, r := range role.Rules {
 		if !slices.Equal(r.Verbs, []string{"list", "watch"}) {
 			t.Errorf("CoreDNS may only list and watch: %+v", r)
+		}
+	}
+	// What the global plugin needs, as it says (beside the kubernetes plugin's).
+	for _, need := range global.Rules() {
+		for _, g := range need.APIGroups {
+			for _, res := range need.Resources {
+				for _, v := range need.Verbs {
+					if !allows(role.Rules, g, res, v) {
+						t.Errorf("the CoreDNS ClusterRole does not let the global plugin %s %s in group %q", v, res, g)
+					}
+				}
+			}
 		}
 	}
 	m.MustGet(t, "PodDisruptionBudget", releaseNamespace, corednsName)
@@ -400,4 +411,12 @@ func TestReadmeDocumentsEveryValue(t *testing.T) {
 		}
 	}
 	walk("", values, schema)
+}
+
+// allows reports whether rules grant verb on every object of group/resource.
+func allows(rules []rbacv1.PolicyRule, group, resource, verb string) bool {
+	return slices.ContainsFunc(rules, func(r rbacv1.PolicyRule) bool {
+		return len(r.ResourceNames) == 0 && slices.Contains(r.APIGroups, group) &&
+			slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb)
+	})
 }
