@@ -1,0 +1,160 @@
+package slicewriter
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/globalmirror/globalmirror/aggregate"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	endpointsliceutil "k8s.io/endpointslice/util"
+)
+
+// What a Difference is about.
+const (
+	DiffAddresses = "addresses"
+	DiffHostnames = "hostnames"
+	DiffReadiness = "readiness"
+	DiffPorts     = "ports"
+	DiffTopology  = "zones or nodes"
+	DiffMetadata  = "labels or owner"
+)
+
+// Difference is one way the slices of a Service differ from what Reconcile
+// writes for its view.
+type Difference struct {
+	// Kind is one of the Diff constants.
+	Kind   string `json:"kind"`
+	Detail string `json:"detail"`
+}
+
+func (d Difference) String() string { return d.Kind + ": " + d.Detail }
+
+// Differences compares the slices among existing that the writer owns with
+// what Reconcile writes for view into the slices of svc: the same rule, so
+// that a tool judging an installation judges by what the controller does.
+// Empty when they hold the same endpoints, each with the same hostname,
+// readiness, zone, node and ports, under the labels and owner Reconcile
+// writes; how the endpoints are spread over slices is not compared.
+func Differences(svc *corev1.Service, view aggregate.View, existing []*discoveryv1.EndpointSlice) []Difference {
+	existing = Owned(existing)
+	type placed struct {
+		e     *discoveryv1.Endpoint
+		ports endpointsliceutil.PortMapKey
+	}
+	want, got := map[string]placed{}, map[string]placed{}
+	wantPorts, gotPorts := map[endpointsliceutil.PortMapKey][]discoveryv1.EndpointPort{}, map[endpointsliceutil.PortMapKey][]discoveryv1.EndpointPort{}
+	for k, g := range desiredGroups(view.Endpoints) {
+		wantPorts[k.ports] = g.ports
+		for _, e := range g.order {
+			for _, a := range e.Addresses {
+				want[a] = placed{e, k.ports}
+			}
+		}
+	}
+	var diffs []Difference
+	add := func(kind, format string, args ...any) {
+		diffs = append(diffs, Difference{kind, fmt.Sprintf(format, args...)})
+	}
+	meta := newSliceMeta(svc, view.Base, view.TriggerTime)
+	for _, s := range existing {
+		k, ports := keyOf(s.AddressType, s.Ports)
+		gotPorts[k.ports] = ports
+		if !meta.matches(s) {
+			add(DiffMetadata, "slice %s", s.Name)
+		}
+		for i := range s.Endpoints {
+			for _, a := range s.Endpoints[i].Addresses {
+				if _, dup := got[a]; dup {
+					add(DiffAddresses, "%s twice", a)
+				}
+				got[a] = placed{&s.Endpoints[i], k.ports}
+			}
+		}
+	}
+	samePortSets := slices.Equal(slices.Sorted(maps.Keys(wantPorts)), slices.Sorted(maps.Keys(gotPorts)))
+	if !samePortSets {
+		add(DiffPorts, "%s, want %s", portSets(gotPorts), portSets(wantPorts))
+	}
+	var missing, extra []string
+	for _, a := range slices.Sorted(maps.Keys(want)) {
+		w, ok := got[a]
+		if !ok {
+			missing = append(missing, a)
+			continue
+		}
+		d := want[a]
+		switch {
+		case stringOf(d.e.Hostname) != stringOf(w.e.Hostname):
+			add(DiffHostnames, "%s is %q, want %q", a, stringOf(w.e.Hostname), stringOf(d.e.Hostname))
+		case !ptrEqual(d.e.Conditions.Ready, w.e.Conditions.Ready):
+			add(DiffReadiness, "%s ready %s, want %s", a, ptrString(w.e.Conditions.Ready), ptrString(d.e.Conditions.Ready))
+		case d.ports != w.ports && samePortSets:
+			add(DiffPorts, "%s has ports %s, want %s", a, portList(gotPorts[w.ports]), portList(wantPorts[d.ports]))
+		case d.ports != w.ports: // named above, once
+		case !sameEndpoint(d.e, w.e):
+			add(DiffTopology, "%s", a)
+		}
+	}
+	for _, a := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[a]; !ok {
+			extra = append(extra, a)
+		}
+	}
+	if len(missing) > 0 {
+		add(DiffAddresses, "missing %s", strings.Join(missing, ", "))
+	}
+	if len(extra) > 0 {
+		add(DiffAddresses, "extra %s", strings.Join(extra, ", "))
+	}
+	return diffs
+}
+
+func stringOf(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func ptrEqual(a, b *bool) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+func ptrString(b *bool) string {
+	if b == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*b)
+}
+
+func portSets(sets map[endpointsliceutil.PortMapKey][]discoveryv1.EndpointPort) string {
+	var out []string
+	for _, ports := range sets {
+		out = append(out, portList(ports))
+	}
+	slices.Sort(out)
+	return "[" + strings.Join(out, " ") + "]"
+}
+
+func portList(ports []discoveryv1.EndpointPort) string {
+	var out []string
+	for _, p := range ports {
+		out = append(out, fmt.Sprintf("%s:%d/%s", stringOf(p.Name), derefInt(p.Port), derefProto(p.Protocol)))
+	}
+	return "(" + strings.Join(out, ",") + ")"
+}
+
+func derefInt(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func derefProto(p *corev1.Protocol) corev1.Protocol {
+	if p == nil {
+		return corev1.ProtocolTCP
+	}
+	return *p
+}
