@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,141 +11,246 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/build"
+	"github.com/globalmirror/globalmirror/controller"
+	"github.com/globalmirror/globalmirror/controller/slicewriter"
+	"github.com/globalmirror/globalmirror/plugin/global"
 	"github.com/globalmirror/globalmirror/source"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 )
 
-// Result is one check: passed or not, what was found, and for a failure
-// what to do.
+// Level is how a check ended.
+type Level string
+
+const (
+	// OK: as it should be.
+	OK Level = "ok"
+	// Warning: works, but not as proven or advised; check still exits 0.
+	Warning Level = "warning"
+	// Error: broken, or could not be judged; check exits 1.
+	Error Level = "error"
+)
+
+// Categories of checks, in the order they run.
+const (
+	CategoryKubernetes = "kubernetes"
+	CategoryController = "controller"
+	CategoryDNS        = "cluster DNS"
+	CategoryLinkerd    = "linkerd"
+	CategoryGlobals    = "global services"
+)
+
+// Result is one check: how it ended, what was found, and where it did not
+// pass, what to do.
 type Result struct {
-	Check  string `json:"check"`
-	OK     bool   `json:"ok"`
-	Detail string `json:"detail"`
-	Hint   string `json:"hint,omitempty"`
+	Category string `json:"category"`
+	Check    string `json:"check"`
+	Result   Level  `json:"result"`
+	Detail   string `json:"detail"`
+	Hint     string `json:"hint,omitempty"`
 }
 
-// ProvenMinors are the Kubernetes minors globalmirror is tested on (the
-// Makefile's version matrix).
-var ProvenMinors = [2]int{31, 37}
+// Report is what `globalmirror check` says, in the same shape whether it
+// passed, failed, or could not reach the API server at all.
+type Report struct {
+	// Success: no check ended in Error.
+	Success bool     `json:"success"`
+	Checks  []Result `json:"checks"`
+}
 
-// Check runs every check on cl, in order. Checks that need what an earlier
-// one did not find fail with it.
+// NewReport is the report of rs.
+func NewReport(rs []Result) Report {
+	return Report{Success: !slices.ContainsFunc(rs, func(r Result) bool { return r.Result == Error }), Checks: rs}
+}
+
+// Check runs every check on cl, in order. A check that needs what an
+// earlier one did not find fails and names that one.
 func Check(ctx context.Context, cl *Cluster) []Result {
-	var rs []Result
-	add := func(r Result) { rs = append(rs, r) }
-	add(checkVersion(cl))
-	add(checkController(cl))
-	add(checkLeader(ctx, cl))
-	add(checkDNSImage(ctx, cl))
-	stanza := checkStanza(cl)
-	add(stanza)
-	add(checkAgreement(cl))
-	add(checkRBAC(ctx, cl, "controller", controllerServiceAccount(cl), controllerNeeds(cl)))
-	add(checkRBAC(ctx, cl, "cluster DNS", dnsServiceAccount(cl), dnsNeeds(cl)))
-	add(checkMirrors(ctx, cl))
-	add(checkGlobals(ctx, cl))
-	return rs
+	g := readGlobals(ctx, cl)
+	return []Result{
+		checkVersion(cl),
+		checkController(cl),
+		checkLeader(ctx, cl),
+		checkRBAC(ctx, cl, CategoryController, "controller", controllerAccounts(cl), controllerNeeds(cl)),
+		checkDNSImage(ctx, cl),
+		checkStanza(cl),
+		checkAgreement(cl),
+		checkRBAC(ctx, cl, CategoryDNS, "cluster DNS", dnsAccounts(cl), dnsNeeds(cl)),
+		checkMirrors(ctx, cl),
+		g.syncResult(),
+		g.conflictResult(),
+	}
 }
 
-func pass(check, detail string) Result { return Result{Check: check, OK: true, Detail: detail} }
+// Unreachable is the report of a run whose API server did not answer.
+func Unreachable(err error) []Result {
+	return []Result{apiFailure(CategoryKubernetes, "Kubernetes API", "the API server", err,
+		"is the kubeconfig's server reachable from here (--kubeconfig, --context)? a slow one needs a longer --timeout")}
+}
 
-func fail(check, detail, hint string) Result {
-	return Result{Check: check, Detail: detail, Hint: hint}
+func result(category, check string, level Level, detail, hint string) Result {
+	if level == OK {
+		hint = ""
+	}
+	return Result{Category: category, Check: check, Result: level, Detail: detail, Hint: hint}
+}
+
+// apiFailure is the Error of a check an API request stopped, saying why:
+// refused to the user who runs check, unanswered in time, or else.
+func apiFailure(category, check, what string, err error, hint string) Result {
+	var status apierrors.APIStatus
+	switch {
+	case apierrors.IsForbidden(err):
+		return result(category, check, Error, what+": forbidden: "+errMessage(err),
+			"globalmirror check reads as you: let your user get, list and watch what it reads (a read-only ClusterRole such as view, plus pods/proxy and subjectaccessreviews)")
+	case errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err):
+		return result(category, check, Error, what+": no answer before the timeout: "+err.Error(), "raise --timeout, or see why the API server is slow")
+	case errors.As(err, &status):
+		return result(category, check, Error, what+": "+errMessage(err), hint)
+	}
+	return result(category, check, Error, what+": "+err.Error(), hint)
+}
+
+func errMessage(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return status.Status().Message
+	}
+	return err.Error()
 }
 
 func checkVersion(cl *Cluster) Result {
-	const name = "Kubernetes API"
+	const category, name = CategoryKubernetes, "Kubernetes API"
 	v := cl.Version
+	proven := build.KubernetesMinors()
+	var list []string
+	for _, m := range proven {
+		list = append(list, fmt.Sprintf("1.%d", m))
+	}
 	minor, err := strconv.Atoi(strings.TrimRight(v.Minor, "+"))
-	if err != nil {
-		return fail(name, "version "+v.GitVersion+" has no minor number", "")
+	if err != nil || v.Major != "1" {
+		return result(category, name, Error, fmt.Sprintf("version %s (major %q, minor %q) is not a Kubernetes 1.x release", v.GitVersion, v.Major, v.Minor),
+			"globalmirror runs on Kubernetes 1.x")
 	}
-	detail := fmt.Sprintf("%s, reachable (globalmirror is proven on 1.%d to 1.%d)", v.GitVersion, ProvenMinors[0], ProvenMinors[1])
-	if v.Major != "1" || minor < ProvenMinors[0] || minor > ProvenMinors[1] {
-		return fail(name, detail, "globalmirror is not tested on this version: its lists and watches may take a path no test ran")
+	detail := fmt.Sprintf("%s, reachable; proven on %s", v.GitVersion, strings.Join(list, ", "))
+	switch {
+	case minor < proven[0]:
+		return result(category, name, Error, detail, fmt.Sprintf("upgrade to 1.%d or later: the chart requires it, and older API servers lack what both halves rely on", proven[0]))
+	case !slices.Contains(proven, minor):
+		return result(category, name, Warning, detail, fmt.Sprintf("1.%d is not among the releases the tests run on: it likely works, but no test proved it", minor))
 	}
-	return pass(name, detail)
+	return result(category, name, OK, detail, "")
 }
 
 func checkController(cl *Cluster) Result {
-	const name = "controller running"
+	const category, name = CategoryController, "controller running"
+	if cl.ControllerErr != nil {
+		return apiFailure(category, name, "looking for the controller", cl.ControllerErr, "")
+	}
 	c := cl.Controller
 	if c == nil {
-		return fail(name, "no globalmirror controller Deployment found",
+		return result(category, name, Error, "no globalmirror controller Deployment found",
 			"install it: helm install globalmirror charts/globalmirror -n globalmirror-system --create-namespace")
 	}
 	d := c.Deployment
 	id := d.Namespace + "/" + d.Name
 	want := ptr.Deref(d.Spec.Replicas, 1)
 	if d.Status.ReadyReplicas < 1 {
-		return fail(name, fmt.Sprintf("%s: %d of %d replicas Ready", id, d.Status.ReadyReplicas, want),
+		return result(category, name, Error, fmt.Sprintf("%s: %d of %d replicas Ready", id, d.Status.ReadyReplicas, want),
 			fmt.Sprintf("start it: kubectl -n %s scale deployment %s --replicas=2; if it runs, see why it is not Ready: kubectl -n %s describe pods -l %s",
 				d.Namespace, d.Name, d.Namespace, labels.SelectorFromSet(d.Spec.Selector.MatchLabels)))
 	}
-	return pass(name, fmt.Sprintf("%s: %d of %d replicas Ready (caches synced)", id, d.Status.ReadyReplicas, want))
+	return result(category, name, OK, fmt.Sprintf("%s: %d of %d replicas Ready (caches synced)", id, d.Status.ReadyReplicas, want), "")
 }
 
 func checkLeader(ctx context.Context, cl *Cluster) Result {
-	const name = "controller leader"
+	const category, name = CategoryController, "controller leader"
 	c := cl.Controller
-	if c == nil || cl.Controller.Deployment.Status.ReadyReplicas < 1 {
-		return fail(name, "no controller running", "see the controller check")
+	if c == nil || c.Deployment.Status.ReadyReplicas < 1 {
+		return result(category, name, Error, "no controller running", "see the controller running check")
 	}
 	if !c.Options.LeaderElect {
-		return pass(name, "leader election is off: the one replica writes")
+		return result(category, name, OK, "leader election is off: the one replica writes", "")
 	}
+	id := c.LeaseNamespace + "/" + c.Options.LeaderElectID
 	lease, err := cl.Client.CoordinationV1().Leases(c.LeaseNamespace).Get(ctx, c.Options.LeaderElectID, metav1.GetOptions{})
-	if err != nil {
-		return fail(name, fmt.Sprintf("Lease %s/%s: %v", c.LeaseNamespace, c.Options.LeaderElectID, err),
-			"the replicas cannot elect a leader: check their logs and their RBAC on Leases")
+	if apierrors.IsNotFound(err) {
+		return result(category, name, Error, "no Lease "+id, "the replicas cannot elect a leader: read their logs, and see the RBAC of the controller check")
 	}
-	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
+	if err != nil {
+		return apiFailure(category, name, "reading Lease "+id, err, "")
+	}
 	pods, err := cl.Client.CoreV1().Pods(c.Deployment.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(c.Deployment.Spec.Selector.MatchLabels).String()})
 	if err != nil {
-		return fail(name, err.Error(), "")
+		return apiFailure(category, name, "listing the controller's pods", err, "")
 	}
+	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
 	var by string
 	for _, p := range pods.Items {
-		if strings.HasPrefix(holder, p.Name+"_") && p.DeletionTimestamp == nil {
+		// client-go's leader election identity is the pod's name, "_", a UUID.
+		if holder != "" && strings.HasPrefix(holder, p.Name+"_") && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
 			by = p.Name
 		}
 	}
-	renewed := time.Since(lease.Spec.RenewTime.Time)
-	if by == "" || renewed > c.Options.LeaseDuration {
-		return fail(name, fmt.Sprintf("Lease %s/%s held by %q, renewed %v ago (lease duration %v)",
-			c.LeaseNamespace, c.Options.LeaderElectID, holder, renewed.Round(time.Second), c.Options.LeaseDuration),
-			"no running replica leads: a standby takes over once the lease expires; if none does, read the replicas' logs")
+	renewed := "never"
+	fresh := false
+	if t := lease.Spec.RenewTime; t != nil {
+		age := time.Since(t.Time)
+		renewed = age.Round(time.Second).String() + " ago"
+		fresh = age <= c.Options.LeaseDuration
 	}
-	return pass(name, fmt.Sprintf("%s holds Lease %s/%s, renewed %v ago", by, c.LeaseNamespace, c.Options.LeaderElectID, renewed.Round(time.Second)))
+	if by == "" || !fresh {
+		if holder == "" {
+			holder = "nobody"
+		}
+		return result(category, name, Error, fmt.Sprintf("Lease %s held by %s, renewed %s (lease duration %v); %d controller pods", id, holder, renewed, c.Options.LeaseDuration, len(pods.Items)),
+			"no running replica leads, so nothing writes global services: a replica takes over once the Lease expires; if none does, read the replicas' logs")
+	}
+	return result(category, name, OK, fmt.Sprintf("%s holds Lease %s, renewed %s", by, id, renewed), "")
 }
 
 // checkDNSImage asks each cluster DNS pod's metrics (through the API
-// server) for the global plugin's: an image with the plugin compiled in
-// exports them, whatever its Corefile.
+// server's pod proxy) for the global plugin's: an image with the plugin
+// compiled in exports them, whatever its Corefile.
 func checkDNSImage(ctx context.Context, cl *Cluster) Result {
-	const name = "cluster DNS image"
-	if cl.DNS == nil || len(cl.DNS.Pods) == 0 {
-		return fail(name, "no running pod behind the cluster DNS Service", "is this cluster's DNS elsewhere? give its Service: --dns-service=NAMESPACE/NAME")
+	const category, name = CategoryDNS, "cluster DNS image"
+	if cl.DNSErr != nil {
+		return apiFailure(category, name, "reading the cluster DNS", cl.DNSErr, "is this cluster's DNS elsewhere? give its Service: --dns-service=NAMESPACE/NAME")
 	}
-	var without []string
+	if len(cl.DNS.Pods) == 0 {
+		return result(category, name, Error, "no running pod behind the cluster DNS Service "+cl.DNS.Service.Namespace+"/"+cl.DNS.Service.Name,
+			"is this cluster's DNS elsewhere? give its Service: --dns-service=NAMESPACE/NAME")
+	}
+	var without, unread []string
 	for _, p := range cl.DNS.Pods {
 		body, err := cl.Client.CoreV1().Pods(p.Namespace).ProxyGet("http", p.Name, metricsPort(&p), "metrics", nil).DoRaw(ctx)
-		if err != nil || !strings.Contains(string(body), "coredns_global_") {
+		switch {
+		case apierrors.IsForbidden(err):
+			unread = append(unread, fmt.Sprintf("%s: forbidden: %s", p.Name, errMessage(err)))
+		case err != nil:
+			unread = append(unread, fmt.Sprintf("%s: %v", p.Name, err))
+		case !strings.Contains(string(body), "coredns_global_"):
 			without = append(without, fmt.Sprintf("%s (%s)", p.Name, p.Spec.Containers[0].Image))
 		}
 	}
+	if len(unread) > 0 {
+		return result(category, name, Error, "could not read the metrics of "+strings.Join(unread, "; "),
+			"check reads each DNS pod's metrics through the API server: let your user get pods/proxy in "+cl.DNS.Service.Namespace+", and see that the pods serve metrics (the prometheus plugin)")
+	}
 	if len(without) > 0 {
-		return fail(name, "without the global plugin: "+strings.Join(without, ", "),
+		return result(category, name, Error, "without the global plugin: "+strings.Join(without, ", "),
 			"run the globalmirror CoreDNS image: kubectl -n kube-system set image deployment/coredns coredns=<registry>/globalmirror-coredns:<version>; the controller's Services answer through the stock plugin meanwhile, but not before it has written them, nor while it is down")
 	}
-	return pass(name, fmt.Sprintf("%d pods run an image with the global plugin (%s)", len(cl.DNS.Pods), cl.DNS.Pods[0].Spec.Containers[0].Image))
+	return result(category, name, OK, fmt.Sprintf("%d pods run an image with the global plugin (%s)", len(cl.DNS.Pods), cl.DNS.Pods[0].Spec.Containers[0].Image), "")
 }
 
 func metricsPort(p *corev1.Pod) string {
@@ -158,36 +264,62 @@ func metricsPort(p *corev1.Pod) string {
 	return "9153"
 }
 
-func checkStanza(cl *Cluster) Result {
-	const name = "global stanza"
-	if cl.DNS == nil || len(cl.DNS.Corefiles) == 0 {
-		return fail(name, "no Corefile found for the cluster DNS pods", "")
+// stanzas are the global stanzas of the cluster DNS's Corefiles, by
+// ConfigMap, and what keeps the others from being read.
+func stanzas(cl *Cluster) (found map[string]*global.Stanza, problems []string) {
+	found = map[string]*global.Stanza{}
+	if cl.DNS == nil {
+		return found, nil
 	}
-	var missing, found []string
+	for _, cm := range slices.Sorted(maps.Keys(cl.DNS.CorefileErrs)) {
+		err := cl.DNS.CorefileErrs[cm]
+		if apierrors.IsForbidden(err) {
+			problems = append(problems, fmt.Sprintf("%s: forbidden: %s", cm, errMessage(err)))
+		} else {
+			problems = append(problems, fmt.Sprintf("%s: %v", cm, err))
+		}
+	}
 	for _, cm := range slices.Sorted(maps.Keys(cl.DNS.Corefiles)) {
 		_, st, err := clusterBlock(cl.DNS.Corefiles[cm])
 		switch {
 		case err != nil:
-			missing = append(missing, fmt.Sprintf("%s: %v", cm, err))
+			problems = append(problems, fmt.Sprintf("%s: %v", cm, err))
 		case st == nil:
-			missing = append(missing, cm+": no global stanza in the server block of the kubernetes plugin")
+			problems = append(problems, cm+": no global stanza in the server block of the kubernetes plugin")
 		default:
-			found = append(found, fmt.Sprintf("%s: zones %s", cm, strings.Join(st.Zones, " ")))
+			found[cm] = st
 		}
 	}
-	if len(missing) > 0 {
-		return fail(name, strings.Join(missing, "; "),
+	return found, problems
+}
+
+func checkStanza(cl *Cluster) Result {
+	const category, name = CategoryDNS, "global stanza"
+	if cl.DNSErr != nil {
+		return result(category, name, Error, "the cluster DNS could not be read", "see the cluster DNS image check")
+	}
+	found, problems := stanzas(cl)
+	if len(problems) > 0 {
+		return result(category, name, Error, strings.Join(problems, "; "),
 			"add to the server block that answers cluster.local (kubectl -n kube-system edit configmap coredns): global cluster.local { ttl 5 }; the reload plugin applies it")
 	}
-	return pass(name, strings.Join(found, "; "))
+	if len(found) == 0 {
+		return result(category, name, Error, "no Corefile found: the DNS pods load none from a ConfigMap volume", "")
+	}
+	var out []string
+	for _, cm := range slices.Sorted(maps.Keys(found)) {
+		out = append(out, fmt.Sprintf("%s: zones %s", cm, strings.Join(found[cm].Zones, " ")))
+	}
+	return result(category, name, OK, strings.Join(out, "; "), "")
 }
 
 // checkAgreement compares what the global stanzas and the controller's
 // flags say: both halves compute the same global services only so.
 func checkAgreement(cl *Cluster) Result {
-	const name = "plugin and controller agree"
-	if cl.Controller == nil || cl.DNS == nil {
-		return fail(name, "not both found", "see the controller and global stanza checks")
+	const category, name = CategoryDNS, "plugin and controller agree"
+	found, _ := stanzas(cl)
+	if cl.Controller == nil || len(found) == 0 {
+		return result(category, name, Error, "no controller or no global stanza to compare", "see the controller running and global stanza checks")
 	}
 	o := cl.Controller.Options
 	sel := func(s string) string {
@@ -201,13 +333,8 @@ func checkAgreement(cl *Cluster) Result {
 		return p.String()
 	}
 	var diffs []string
-	stanzas := 0
-	for _, cm := range slices.Sorted(maps.Keys(cl.DNS.Corefiles)) {
-		_, st, err := clusterBlock(cl.DNS.Corefiles[cm])
-		if err != nil || st == nil {
-			continue
-		}
-		stanzas++
+	for _, cm := range slices.Sorted(maps.Keys(found)) {
+		st := found[cm]
 		if st.Suffix != o.Suffix {
 			diffs = append(diffs, fmt.Sprintf("%s: suffix %q, the controller's --suffix %q", cm, st.Suffix, o.Suffix))
 		}
@@ -218,84 +345,95 @@ func checkAgreement(cl *Cluster) Result {
 			diffs = append(diffs, fmt.Sprintf("%s: local_selector %q, the controller's --local-selector %q", cm, a, b))
 		}
 	}
-	if stanzas == 0 {
-		return fail(name, "no global stanza to compare", "see the global stanza check")
-	}
 	if len(diffs) > 0 {
-		return fail(name, strings.Join(diffs, "; "),
+		return result(category, name, Error, strings.Join(diffs, "; "),
 			"give the stanza and the controller the same suffix, namespaces and local selector (the chart sets both from its values)")
 	}
-	return pass(name, fmt.Sprintf("suffix %q, namespaces %v (empty: all), local selector %q", o.Suffix, o.Namespaces, sel(o.LocalSelector)))
+	return result(category, name, OK, fmt.Sprintf("suffix %q, namespaces %v (empty: all), local selector %q", o.Suffix, o.Namespaces, sel(o.LocalSelector)), "")
 }
 
-// need is one permission a component needs.
+// need is one request a component makes.
 type need struct {
 	verb, group, resource string
 	namespace             string // empty: cluster-wide
 	name                  string // empty: any object
 }
 
+// needsOf expands rules into the requests they allow, in each namespace.
+func needsOf(rules []rbacv1.PolicyRule, namespaces []string) []need {
+	if len(namespaces) == 0 {
+		namespaces = []string{""}
+	}
+	var out []need
+	for _, ns := range namespaces {
+		for _, r := range rules {
+			names := r.ResourceNames
+			if len(names) == 0 {
+				names = []string{""}
+			}
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					for _, v := range r.Verbs {
+						for _, n := range names {
+							out = append(out, need{v, g, res, ns, n})
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// controllerNeeds are controller.Rules in the namespaces it watches, and
+// its Lease's where it elects a leader.
 func controllerNeeds(cl *Cluster) []need {
-	var ns []string
-	lease := ""
-	if cl.Controller != nil {
-		ns, lease = cl.Controller.Options.Namespaces, cl.Controller.LeaseNamespace
-	}
-	if len(ns) == 0 {
-		ns = []string{""}
-	}
-	var out []need
-	for _, n := range ns {
-		for _, r := range []struct{ group, resource string }{{"", "services"}, {"discovery.k8s.io", "endpointslices"}} {
-			for _, v := range []string{"list", "watch", "create", "update", "delete"} {
-				out = append(out, need{v, r.group, r.resource, n, ""})
-			}
-		}
-		out = append(out, need{"create", "", "events", n, ""}, need{"patch", "", "events", n, ""})
-	}
-	if lease != "" && cl.Controller.Options.LeaderElect {
-		id := cl.Controller.Options.LeaderElectID
-		out = append(out, need{"create", "coordination.k8s.io", "leases", lease, ""},
-			need{"get", "coordination.k8s.io", "leases", lease, id}, need{"update", "coordination.k8s.io", "leases", lease, id})
-	}
-	return out
-}
-
-// dnsNeeds are the global plugin's: to list and watch Services and
-// EndpointSlices in the namespaces its stanza names (empty: all).
-func dnsNeeds(cl *Cluster) []need {
-	namespaces := []string{""}
-	if cl.DNS != nil {
-		for _, cm := range slices.Sorted(maps.Keys(cl.DNS.Corefiles)) {
-			if _, st, err := clusterBlock(cl.DNS.Corefiles[cm]); err == nil && st != nil && len(st.Namespaces) > 0 {
-				namespaces = st.Namespaces
-				break
-			}
-		}
-	}
-	var out []need
-	for _, n := range namespaces {
-		for _, v := range []string{"list", "watch"} {
-			out = append(out, need{v, "", "services", n, ""}, need{v, "discovery.k8s.io", "endpointslices", n, ""})
-		}
-	}
-	return out
-}
-
-func controllerServiceAccount(cl *Cluster) string {
 	if cl.Controller == nil {
-		return ""
+		return nil
+	}
+	o := cl.Controller.Options
+	out := needsOf(controller.Rules(), o.Namespaces)
+	if o.LeaderElect {
+		out = append(out, needsOf(controller.LeaseRules(o.LeaderElectID), []string{cl.Controller.LeaseNamespace})...)
+	}
+	return out
+}
+
+// dnsNeeds are global.Rules in the namespaces every stanza names together
+// (cluster-wide if one names none).
+func dnsNeeds(cl *Cluster) []need {
+	found, _ := stanzas(cl)
+	set := map[string]bool{}
+	for _, st := range found {
+		if len(st.Namespaces) == 0 {
+			return needsOf(global.Rules(), nil)
+		}
+		for _, ns := range st.Namespaces {
+			set[ns] = true
+		}
+	}
+	return needsOf(global.Rules(), slices.Sorted(maps.Keys(set)))
+}
+
+func controllerAccounts(cl *Cluster) []string {
+	if cl.Controller == nil {
+		return nil
 	}
 	d := cl.Controller.Deployment
-	return d.Namespace + "/" + defaultSA(d.Spec.Template.Spec.ServiceAccountName)
+	return []string{d.Namespace + "/" + defaultSA(d.Spec.Template.Spec.ServiceAccountName)}
 }
 
-func dnsServiceAccount(cl *Cluster) string {
-	if cl.DNS == nil || len(cl.DNS.Pods) == 0 {
-		return ""
+// dnsAccounts are the ServiceAccounts of every running DNS pod: during a
+// rollout or with two Deployments behind one Service, they can differ.
+func dnsAccounts(cl *Cluster) []string {
+	if cl.DNS == nil {
+		return nil
 	}
-	p := cl.DNS.Pods[0]
-	return p.Namespace + "/" + defaultSA(p.Spec.ServiceAccountName)
+	set := map[string]bool{}
+	for _, p := range cl.DNS.Pods {
+		set[p.Namespace+"/"+defaultSA(p.Spec.ServiceAccountName)] = true
+	}
+	return slices.Sorted(maps.Keys(set))
 }
 
 func defaultSA(name string) string {
@@ -305,54 +443,60 @@ func defaultSA(name string) string {
 	return name
 }
 
-// checkRBAC asks the API server, as the component's ServiceAccount, for
-// each permission it needs.
-func checkRBAC(ctx context.Context, cl *Cluster, component, account string, needs []need) Result {
+// checkRBAC asks the API server, as each ServiceAccount the component runs
+// as, for each request it makes.
+func checkRBAC(ctx context.Context, cl *Cluster, category, component string, accounts []string, needs []need) Result {
 	name := "RBAC of the " + component
-	if account == "" {
-		return fail(name, "no "+component+" found", "")
+	if len(accounts) == 0 || len(needs) == 0 {
+		return result(category, name, Error, "no "+component+" found", "see the checks above")
 	}
-	ns, sa, _ := strings.Cut(account, "/")
 	var denied []string
-	for _, n := range needs {
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:   "system:serviceaccount:" + ns + ":" + sa,
-			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: n.namespace, Verb: n.verb, Group: n.group, Resource: n.resource, Name: n.name,
-			},
-		}}
-		got, err := cl.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
-		if err != nil {
-			return fail(name, err.Error(), "")
+	for _, account := range accounts {
+		ns, sa, _ := strings.Cut(account, "/")
+		var no []string
+		for _, n := range needs {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:   "system:serviceaccount:" + ns + ":" + sa,
+				Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Namespace: n.namespace, Verb: n.verb, Group: n.group, Resource: n.resource, Name: n.name,
+				},
+			}}
+			got, err := cl.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+			if err != nil {
+				return apiFailure(category, name, "asking the API server what "+account+" may do", err, "")
+			}
+			if !got.Status.Allowed {
+				where := "cluster-wide"
+				if n.namespace != "" {
+					where = "in " + n.namespace
+				}
+				what := schema.GroupResource{Group: n.group, Resource: n.resource}.String()
+				if n.name != "" {
+					what += " " + n.name
+				}
+				no = append(no, fmt.Sprintf("%s %s %s", n.verb, what, where))
+			}
 		}
-		if !got.Status.Allowed {
-			where := "cluster-wide"
-			if n.namespace != "" {
-				where = "in " + n.namespace
-			}
-			what := schema.GroupResource{Group: n.group, Resource: n.resource}.String()
-			if n.name != "" {
-				what += " " + n.name
-			}
-			denied = append(denied, fmt.Sprintf("%s %s %s", n.verb, what, where))
+		if len(no) > 0 {
+			denied = append(denied, fmt.Sprintf("ServiceAccount %s may not: %s", account, strings.Join(no, "; ")))
 		}
 	}
 	if len(denied) > 0 {
-		return fail(name, fmt.Sprintf("ServiceAccount %s may not: %s", account, strings.Join(denied, "; ")),
-			"grant it (the chart's ClusterRoles list what each needs), or reinstall the chart with rbac.create=true")
+		return result(category, name, Error, strings.Join(denied, ". "),
+			"grant it (the chart's Roles hold exactly what each needs), or reinstall the chart with rbac.create=true")
 	}
-	return pass(name, fmt.Sprintf("ServiceAccount %s has the %d permissions it needs", account, len(needs)))
+	return result(category, name, OK, fmt.Sprintf("ServiceAccount %s: each has the %d permissions it needs", strings.Join(accounts, ", "), len(needs)), "")
 }
 
 // checkMirrors looks for Linkerd's headless mirrors, and for service
 // mirrors that do not mirror headless services (-enable-headless-services
 // is off by default).
 func checkMirrors(ctx context.Context, cl *Cluster) Result {
-	const name = "Linkerd's headless mirrors"
+	const category, name = CategoryLinkerd, "Linkerd's headless mirrors"
 	svcs, err := cl.Client.CoreV1().Services(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: aggregate.LabelMirroredService + "=true"})
 	if err != nil {
-		return fail(name, err.Error(), "")
+		return apiFailure(category, name, "listing Linkerd's mirrors", err, "")
 	}
 	byCluster := map[string]int{}
 	for _, s := range svcs.Items {
@@ -360,87 +504,216 @@ func checkMirrors(ctx context.Context, cl *Cluster) Result {
 			byCluster[s.Labels[aggregate.LabelClusterName]]++
 		}
 	}
-	mirrors, _ := cl.Client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+	mirrors, err := cl.Client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		LabelSelector: "component in (linkerd-service-mirror, controller)," + aggregate.LabelClusterName})
+	if err != nil {
+		return apiFailure(category, name, "listing Linkerd's service mirrors", err, "")
+	}
 	var off []string
-	if mirrors != nil {
-		for _, d := range mirrors.Items {
-			headless := false
-			for _, c := range d.Spec.Template.Spec.Containers {
-				for _, a := range append(slices.Clone(c.Command), c.Args...) {
-					if a == "-enable-headless-services" || a == "--enable-headless-services" || strings.HasSuffix(a, "enable-headless-services=true") {
-						headless = true
-					}
-				}
-			}
-			if !headless {
-				off = append(off, fmt.Sprintf("%s/%s (cluster %s)", d.Namespace, d.Name, d.Labels[aggregate.LabelClusterName]))
-			}
+	for _, d := range mirrors.Items {
+		if !mirrorsHeadless(d.Spec.Template.Spec.Containers) {
+			off = append(off, fmt.Sprintf("%s/%s (cluster %s)", d.Namespace, d.Name, d.Labels[aggregate.LabelClusterName]))
 		}
 	}
 	if len(off) > 0 {
-		return fail(name, "service mirrors without -enable-headless-services: "+strings.Join(off, ", "),
+		return result(category, name, Error, "service mirrors without -enable-headless-services: "+strings.Join(off, ", "),
 			"link with headless mirroring: linkerd multicluster link --set enableHeadlessServices=true (or the multicluster chart's controllers[].enableHeadlessServices)")
 	}
 	if len(byCluster) == 0 {
-		return fail(name, "no headless mirror in any namespace",
+		return result(category, name, Error, "no headless mirror in any namespace",
 			"export a headless service in a linked cluster (label mirror.linkerd.io/exported=true), linked with headless mirroring (enableHeadlessServices=true)")
 	}
 	var per []string
 	for _, c := range slices.Sorted(maps.Keys(byCluster)) {
 		per = append(per, fmt.Sprintf("%s: %d", c, byCluster[c]))
 	}
-	return pass(name, "headless mirrors by cluster: "+strings.Join(per, ", "))
+	return result(category, name, OK, "headless mirrors by cluster: "+strings.Join(per, ", "), "")
 }
 
-// checkGlobals compares, for every global service, the ready addresses
-// the aggregation gives from the mirrors and local services with those of
-// the controller's EndpointSlices; a difference that lasts is a global the
-// controller is stuck on.
-func checkGlobals(ctx context.Context, cl *Cluster) Result {
-	const name = "global services in sync"
+func mirrorsHeadless(containers []corev1.Container) bool {
+	for _, c := range containers {
+		for _, a := range append(slices.Clone(c.Command), c.Args...) {
+			if a == "-enable-headless-services" || a == "--enable-headless-services" || strings.HasSuffix(a, "enable-headless-services=true") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// globals is what the global services check and the name conflicts check
+// found: every base judged by aggregate.GlobalVerdict, as the controller
+// judges it.
+type globals struct {
+	err       error
+	total     int
+	stuck     []string
+	kinds     map[string]bool
+	conflicts []string
+}
+
+// readGlobals judges every base in the index of the namespaces the
+// controller watches. A base whose objects differ from its verdict is
+// judged again, twice, 2 s apart: a change may be on its way.
+func readGlobals(ctx context.Context, cl *Cluster) globals {
 	if cl.Controller == nil {
-		return fail(name, "no controller", "see the controller check")
+		return globals{err: errNoController}
 	}
 	ctx, stop := context.WithCancel(ctx) // the index's watches end with the check
 	defer stop()
 	idx, err := Index(ctx, cl, cl.Controller.Options.Namespaces)
 	if err != nil {
-		return fail(name, err.Error(), "")
+		return globals{err: err}
 	}
-	var stuck []string
-	total := 0
+	var g globals
 	for attempt := range 3 {
-		stuck, total = nil, 0
-		for _, k := range idx.Keys() {
-			in := idx.Input(k)
-			if !aggregate.Exists(in) {
-				continue
-			}
-			total++
-			v := aggregate.Aggregate(in)
-			missing, extra, err := compareSlices(ctx, cl, v)
-			if err != nil {
-				return fail(name, err.Error(), "")
-			}
-			if len(missing)+len(extra) > 0 {
-				stuck = append(stuck, fmt.Sprintf("%s/%s (missing %v, extra %v)", v.Namespace, v.Name, missing, extra))
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return globals{err: ctx.Err()}
+			case <-time.After(2 * time.Second):
 			}
 		}
-		if len(stuck) == 0 || attempt == 2 {
+		owned, err := ownedSlices(ctx, cl, cl.Controller.Options.Namespaces)
+		if err != nil {
+			return globals{err: err}
+		}
+		g = globals{kinds: map[string]bool{}}
+		for _, k := range idx.Keys() {
+			j := judge(idx, k, owned)
+			if j.verdict == aggregate.VerdictBuild {
+				g.total++
+			}
+			if j.verdict == aggregate.VerdictConflict {
+				g.conflicts = append(g.conflicts, fmt.Sprintf("%s/%s (held by a Service globalmirror did not create; mirrors of %s exist)", k.Namespace, j.name, k.Base))
+			}
+			if len(j.diffs) > 0 {
+				var kinds []string
+				for _, d := range j.diffs {
+					g.kinds[d.Kind] = true
+					kinds = append(kinds, d.String())
+				}
+				g.stuck = append(g.stuck, fmt.Sprintf("%s/%s: %s", k.Namespace, j.name, strings.Join(kinds, "; ")))
+			}
+		}
+		if len(g.stuck) == 0 {
 			break
 		}
-		time.Sleep(2 * time.Second) // a change on its way
 	}
-	if len(stuck) > 0 {
-		return fail(name, fmt.Sprintf("%d of %d out of sync for 4 s: %s", len(stuck), total, strings.Join(stuck, "; ")),
-			"the controller has not written them: read its log (sync failed) and globalmirror_syncs_total{result=\"error\"}; globalmirror status NAMESPACE/NAME shows one")
+	slices.Sort(g.stuck)
+	slices.Sort(g.conflicts)
+	return g
+}
+
+var errNoController = errors.New("no controller: its flags say what a global is")
+
+func (g globals) syncResult() Result {
+	const category, name = CategoryGlobals, "global services in sync"
+	if g.err != nil {
+		return globalsFailure(name, g.err)
 	}
-	return pass(name, fmt.Sprintf("%d global services, each with the ready addresses its members give", total))
+	if len(g.stuck) > 0 {
+		return result(category, name, Error, fmt.Sprintf("%d out of sync for 4 s: %s", len(g.stuck), strings.Join(g.stuck, ". ")),
+			fmt.Sprintf("the controller has not written their %s: is it running and leading? read its log (sync failed) and globalmirror_syncs_total{result=\"error\"}; globalmirror status NAMESPACE/NAME shows one",
+				strings.Join(slices.Sorted(maps.Keys(g.kinds)), ", ")))
+	}
+	return result(category, name, OK, fmt.Sprintf("%d global services, each holding what its members give (addresses, hostnames, readiness, ports), none left to remove", g.total), "")
+}
+
+func (g globals) conflictResult() Result {
+	const category, name = CategoryGlobals, "global names free"
+	if g.err != nil {
+		return globalsFailure(name, g.err)
+	}
+	if len(g.conflicts) > 0 {
+		return result(category, name, Error, "name conflicts: "+strings.Join(g.conflicts, ", "),
+			"rename or delete the Service that holds the global name (globalmirror never touches a Service it did not create); until then the name answers from that Service, not from the mirrors")
+	}
+	return result(category, name, OK, "no Service of anyone else holds a global name", "")
+}
+
+func globalsFailure(name string, err error) Result {
+	if errors.Is(err, errNoController) {
+		return result(CategoryGlobals, name, Error, err.Error(), "see the controller running check")
+	}
+	return apiFailure(CategoryGlobals, name, "reading the mirrors and global services", err, "")
+}
+
+// judgement is one base's verdict, and how its objects differ from it.
+type judgement struct {
+	name    string
+	verdict aggregate.Verdict
+	diffs   []slicewriter.Difference
+}
+
+// judge compares one base's global (and its native-name slices) with what
+// the controller writes for it: the verdict, the Service, the slices.
+func judge(idx *source.Source, k source.Key, owned map[string][]*discoveryv1.EndpointSlice) judgement {
+	in := idx.Input(k)
+	name := aggregate.GlobalName(k.Base, in.Suffix)
+	holder := idx.Service(k.Namespace, name)
+	j := judgement{name: name, verdict: aggregate.GlobalVerdict(in, holder)}
+	add := func(kind, format string, args ...any) {
+		j.diffs = append(j.diffs, slicewriter.Difference{Kind: kind, Detail: fmt.Sprintf(format, args...)})
+	}
+	globalSlices := owned[k.Namespace+"/"+name]
+	switch j.verdict {
+	case aggregate.VerdictBuild:
+		view := aggregate.Aggregate(in)
+		if holder == nil {
+			add("service", "no Service %s", name)
+			break
+		}
+		if controller.ServiceDiffers(holder, view) {
+			add(slicewriter.DiffPorts, "the Service's ports or labels are not its members'")
+		}
+		j.diffs = append(j.diffs, slicewriter.Differences(holder, view, globalSlices)...)
+	case aggregate.VerdictRemove:
+		add("removal", "no headless mirror of %s is left, yet the global Service remains", k.Base)
+	case aggregate.VerdictNone:
+		if len(globalSlices) > 0 {
+			add("removal", "%d EndpointSlices of a removed global remain", len(globalSlices))
+		}
+	}
+	nativeSlices := owned[k.Namespace+"/"+k.Base]
+	if aggregate.Native(in) {
+		for _, m := range in.Members {
+			if m.Local() {
+				for _, d := range slicewriter.Differences(m.Service, aggregate.Aggregate(in).Mirrored(), nativeSlices) {
+					add(d.Kind, "native names: %s", d.Detail)
+				}
+			}
+		}
+	} else if len(nativeSlices) > 0 {
+		add("native names", "%d native-name EndpointSlices of %s remain, though it no longer opts in", len(nativeSlices), k.Base)
+	}
+	return j
+}
+
+// ownedSlices lists, once, every EndpointSlice globalmirror wrote in the
+// namespaces (empty: all), by namespace/service.
+func ownedSlices(ctx context.Context, cl *Cluster, namespaces []string) (map[string][]*discoveryv1.EndpointSlice, error) {
+	out := map[string][]*discoveryv1.EndpointSlice{}
+	sel := discoveryv1.LabelManagedBy + "=" + aggregate.EndpointSliceManagedBy
+	for _, ns := range orAll(namespaces) {
+		l, err := cl.Client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return nil, err
+		}
+		for i := range l.Items {
+			s := &l.Items[i]
+			if slicewriter.Owns(s) {
+				key := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
+				out[key] = append(out[key], s)
+			}
+		}
+	}
+	return out, nil
 }
 
 // Index builds the index both halves build, of namespaces (empty: all),
-// as the controller's flags say. It follows the cluster until ctx is done.
+// as the controller's flags say. It follows the cluster until ctx is done,
+// and fails when its first lists have not ended by then.
 func Index(ctx context.Context, cl *Cluster, namespaces []string) (*source.Source, error) {
 	o := cl.Controller.Options
 	sel, err := aggregate.ParseLocalSelector(o.LocalSelector)
@@ -451,51 +724,27 @@ func Index(ctx context.Context, cl *Cluster, namespaces []string) (*source.Sourc
 	if err != nil {
 		return nil, err
 	}
+	// The feeds retry a list the API server refuses, without end: ask once
+	// first, so that a refusal is reported as one.
+	for _, ns := range orAll(namespaces) {
+		if _, err := cl.Client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+			return nil, fmt.Errorf("listing Services: %w", err)
+		}
+		if _, err := cl.Client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+			return nil, fmt.Errorf("listing EndpointSlices: %w", err)
+		}
+	}
 	src.Start(ctx)
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if !src.WaitForSync(wctx) {
-		return nil, fmt.Errorf("listing the mirrors did not end within a minute")
+	if !src.WaitForSync(ctx) {
+		return nil, fmt.Errorf("listing the mirrors did not end: %w", ctx.Err())
 	}
 	return src, nil
 }
 
-// compareSlices lists the ready addresses v has that the controller's
-// EndpointSlices of it lack, and those they have that v does not.
-func compareSlices(ctx context.Context, cl *Cluster, v aggregate.View) (missing, extra []string, err error) {
-	l, err := cl.Client.DiscoveryV1().EndpointSlices(v.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: discoveryv1.LabelServiceName + "=" + v.Name + "," + discoveryv1.LabelManagedBy + "=" + aggregate.EndpointSliceManagedBy})
-	if err != nil {
-		return nil, nil, err
+// orAll is namespaces, or all of them where it is empty.
+func orAll(namespaces []string) []string {
+	if len(namespaces) == 0 {
+		return []string{metav1.NamespaceAll}
 	}
-	want, got := map[string]bool{}, map[string]bool{}
-	for _, e := range v.Endpoints {
-		if e.Ready {
-			for _, a := range e.Addresses {
-				want[a] = true
-			}
-		}
-	}
-	for _, s := range l.Items {
-		for _, e := range s.Endpoints {
-			if aggregate.EndpointReady(&e) {
-				for _, a := range e.Addresses {
-					got[a] = true
-				}
-			}
-		}
-	}
-	for a := range want {
-		if !got[a] {
-			missing = append(missing, a)
-		}
-	}
-	for a := range got {
-		if !want[a] {
-			extra = append(extra, a)
-		}
-	}
-	slices.Sort(missing)
-	slices.Sort(extra)
-	return missing, extra, nil
+	return namespaces
 }

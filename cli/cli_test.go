@@ -1,16 +1,26 @@
 package cli
 
 import (
+	"errors"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/build"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // kubeadm's Corefile with a global stanza, as the chart's README adds it.
@@ -97,31 +107,132 @@ func TestAgreementNamesEachDifference(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := &Cluster{Controller: ctl, DNS: &DNS{Corefiles: map[string]string{"kube-system/coredns": corefile}}}
-	if r := checkAgreement(cl); !r.OK {
+	if r := checkAgreement(cl); r.Result != OK {
 		t.Errorf("defaults on both sides: %+v", r)
 	}
 	cl.DNS.Corefiles["kube-system/coredns"] = strings.Replace(corefile, "ttl 5", "ttl 5\n        suffix -all\n        namespaces app", 1)
 	r := checkAgreement(cl)
-	if r.OK || !strings.Contains(r.Detail, `suffix "-all"`) || !strings.Contains(r.Detail, "namespaces [app]") || r.Hint == "" {
+	if r.Result != Error || !strings.Contains(r.Detail, `suffix "-all"`) || !strings.Contains(r.Detail, "namespaces [app]") || r.Hint == "" {
 		t.Errorf("suffix and namespaces differ: %+v", r)
 	}
 }
 
-func TestVersionInTheProvenRange(t *testing.T) {
-	for minor, ok := range map[string]bool{"30": false, "31": true, "36+": true, "37": true, "38": false} {
-		r := checkVersion(&Cluster{Version: &version.Info{Major: "1", Minor: minor, GitVersion: "v1." + minor}})
-		if r.OK != ok {
-			t.Errorf("1.%s: %+v", minor, r)
+// A release in the matrix passes, one between or after its releases is
+// unproven (a warning), one older than the chart allows fails.
+func TestVersionAgainstTheMatrix(t *testing.T) {
+	proven := build.KubernetesMinors()
+	cases := map[string]Level{"30": Error, "36+": OK, "38": Warning}
+	for _, m := range proven {
+		cases[strconv.Itoa(m)] = OK
+	}
+	for m := proven[0]; m < proven[len(proven)-1]; m++ {
+		if !slices.Contains(proven, m) {
+			cases[strconv.Itoa(m)] = Warning
 		}
+	}
+	for minor, want := range cases {
+		r := checkVersion(&Cluster{Version: &version.Info{Major: "1", Minor: minor, GitVersion: "v1." + minor}})
+		if r.Result != want || (want != OK && r.Hint == "") {
+			t.Errorf("1.%s: %+v; want %s with a hint", minor, r, want)
+		}
+	}
+	if !slices.Contains(slices.Collect(maps.Values(cases)), Warning) {
+		t.Error("no minor between the proven ones was tried")
 	}
 }
 
-func TestResultsAreWrittenWithMarksAndHints(t *testing.T) {
+func TestResultsAreWrittenByCategoryWithMarksAndHints(t *testing.T) {
 	var out strings.Builder
-	rs := []Result{pass("a", "fine"), fail("b", "broken", "fix it")}
+	rs := []Result{result("a", "one", OK, "fine", "unused"), result("a", "two", Warning, "unproven", "know it"), result("b", "three", Error, "broken", "fix it")}
 	WriteResults(&out, rs)
-	if want := "✔ a: fine\n✘ b: broken\n    hint: fix it\n"; out.String() != want || !Failed(rs) || Failed(rs[:1]) {
+	want := "a\n-\n✔ one: fine\n‼ two: unproven\n    hint: know it\n\nb\n-\n✘ three: broken\n    hint: fix it\n\n✘ 3 checks: 1 ✔, 1 ‼, 1 ✘\n"
+	if out.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	}
+	if NewReport(rs).Success || !NewReport(rs[:2]).Success {
+		t.Error("a warning fails the report, or an error does not")
+	}
+}
+
+// A Lease no replica ever renewed (no renewTime) is a failed check, not a
+// crash; one renewed by a running replica passes.
+func TestLeaderCheckReadsAnyLease(t *testing.T) {
+	ctl, err := controllerOf(controllerDeployment("--leader-elect-id=gm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl.Deployment.Status.ReadyReplicas = 1
+	ctl.Deployment.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "gm"}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "globalmirror", Name: "gm-1", Labels: map[string]string{"app": "gm"}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "globalmirror", Name: "gm"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: new("gm-1_4b1e")}}
+	c := fake.NewClientset(pod, lease)
+	r := checkLeader(t.Context(), &Cluster{Client: c, Controller: ctl})
+	if r.Result != Error || !strings.Contains(r.Detail, "renewed never") {
+		t.Errorf("a Lease never renewed: %+v", r)
+	}
+	lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+	if _, err := c.CoordinationV1().Leases("globalmirror").Update(t.Context(), lease, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if r := checkLeader(t.Context(), &Cluster{Client: c, Controller: ctl}); r.Result != OK || !strings.Contains(r.Detail, "gm-1 holds") {
+		t.Errorf("renewed by a running replica: %+v", r)
+	}
+}
+
+// An API error is the failure of the check it stopped, and says whether
+// it was a refusal: never a different finding.
+func TestAPIErrorsFailTheirCheckWithTheirReason(t *testing.T) {
+	c := fake.NewClientset()
+	c.PrependReactor("list", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "", errors.New("no RBAC"))
+	})
+	c.PrependReactor("list", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("connection reset")
+	})
+	r := checkMirrors(t.Context(), &Cluster{Client: c})
+	if r.Result != Error || !strings.Contains(r.Detail, "listing Linkerd's mirrors: forbidden") || !strings.Contains(r.Hint, "reads as you") {
+		t.Errorf("a refused list: %+v", r)
+	}
+	ctl, err := findController(t.Context(), c, "app=gm")
+	if err == nil || ctl != nil {
+		t.Fatalf("a failed list of Deployments: %v, %v", ctl, err)
+	}
+	if r := checkController(&Cluster{ControllerErr: err}); r.Result != Error || !strings.Contains(r.Detail, "connection reset") {
+		t.Errorf("the controller could not be looked for: %+v", r)
+	}
+	dns := &DNS{CorefileErrs: map[string]error{"kube-system/coredns": apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "coredns", errors.New("no RBAC"))},
+		Corefiles: map[string]string{}, Service: &corev1.Service{}}
+	if r := checkStanza(&Cluster{DNS: dns}); r.Result != Error || !strings.Contains(r.Detail, "kube-system/coredns: forbidden") {
+		t.Errorf("a Corefile that could not be read: %+v", r)
+	}
+}
+
+// The permissions check asks for exactly what the halves' rules say.
+func TestNeedsAreTheRulesInEachNamespace(t *testing.T) {
+	ctl, err := controllerOf(controllerDeployment("--namespaces=a,b", "--leader-elect-id=gm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	needs := controllerNeeds(&Cluster{Controller: ctl})
+	has := func(n need) bool { return slices.Contains(needs, n) }
+	for _, n := range []need{{"get", "", "services", "a", ""}, {"delete", "discovery.k8s.io", "endpointslices", "b", ""},
+		{"update", "coordination.k8s.io", "leases", "globalmirror", "gm"}, {"create", "coordination.k8s.io", "leases", "globalmirror", ""}} {
+		if !has(n) {
+			t.Errorf("the controller's needs lack %+v", n)
+		}
+	}
+	if has(need{"get", "", "services", "", ""}) {
+		t.Error("a controller of two namespaces asks cluster-wide")
+	}
+	cl := &Cluster{DNS: &DNS{Corefiles: map[string]string{
+		"kube-system/a": strings.Replace(corefile, "ttl 5", "ttl 5\n        namespaces app", 1),
+		"kube-system/b": strings.Replace(corefile, "ttl 5", "ttl 5\n        namespaces db", 1),
+	}}}
+	got := dnsNeeds(cl)
+	if len(got) != 8 || !slices.Contains(got, need{"watch", "discovery.k8s.io", "endpointslices", "db", ""}) || !slices.Contains(got, need{"list", "", "services", "app", ""}) {
+		t.Errorf("two stanzas' namespaces: %+v", got)
 	}
 }
 
@@ -149,7 +260,7 @@ func TestMirrorsCheckFindsAServiceMirrorWithoutHeadless(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := checkMirrors(t.Context(), &Cluster{Client: fake.NewClientset(tc.objs...)})
-			if r.OK != tc.ok || !strings.Contains(r.Detail, tc.detail) || (!r.OK && r.Hint == "") {
+			if (r.Result == OK) != tc.ok || !strings.Contains(r.Detail, tc.detail) || (r.Result != OK && r.Hint == "") {
 				t.Errorf("%+v; want ok %v, detail with %q, a hint where it fails", r, tc.ok, tc.detail)
 			}
 			if strings.Contains(r.Detail, "west") && !tc.ok {

@@ -8,6 +8,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
@@ -27,15 +28,20 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// Cluster is what the commands found of an installation.
+// Cluster is what the commands found of an installation, and what they
+// could not read: each error is reported by the check that needs it.
 type Cluster struct {
 	Client  kubernetes.Interface
 	Config  *rest.Config
 	Version *version.Info
-	// Controller is the globalmirror controller; nil when none was found.
-	Controller *Controller
-	// DNS is the cluster DNS: the pods behind its Service.
-	DNS *DNS
+	// Controller is the globalmirror controller; nil when none was found
+	// or ControllerErr says why it could not be looked for.
+	Controller    *Controller
+	ControllerErr error
+	// DNS is the cluster DNS: the pods behind its Service; nil when
+	// DNSErr says why it could not be read.
+	DNS    *DNS
+	DNSErr error
 }
 
 // Controller is the controller's Deployment and what its flags say.
@@ -51,8 +57,9 @@ type DNS struct {
 	Service *corev1.Service
 	Pods    []corev1.Pod
 	// Corefiles are the Corefiles the pods load, by the ConfigMap holding
-	// each (namespace/name).
-	Corefiles map[string]string
+	// each (namespace/name); CorefileErrs, why one could not be read.
+	Corefiles    map[string]string
+	CorefileErrs map[string]error
 }
 
 // Options say where to look.
@@ -72,51 +79,76 @@ func DefaultOptions() Options {
 	}
 }
 
+// Validate refuses options no cluster can answer, before any API call.
+func (o Options) Validate() error {
+	if ns, name, ok := strings.Cut(o.DNSService, "/"); !ok || ns == "" || name == "" {
+		return fmt.Errorf("--dns-service %q: want NAMESPACE/NAME", o.DNSService)
+	}
+	if _, err := labels.Parse(o.ControllerSelector); err != nil {
+		return fmt.Errorf("--controller-selector: %w", err)
+	}
+	return nil
+}
+
 // Discover finds the installation: the API server's version, the
-// controller, the cluster DNS. What it cannot find is left nil for the
-// checks to report; an error means the API server could not be asked.
+// controller, the cluster DNS. What it cannot find or read is left nil
+// with its error, for the checks to report; an error means the API server
+// did not answer at all.
 func Discover(ctx context.Context, c kubernetes.Interface, cfg *rest.Config, o Options) (*Cluster, error) {
 	cl := &Cluster{Client: c, Config: cfg}
-	v, err := c.Discovery().ServerVersion()
-	if err != nil {
-		return cl, fmt.Errorf("the API server: %w", err)
-	}
-	cl.Version = v
-	deps, err := c.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: o.ControllerSelector})
+	body, err := c.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
 	if err != nil {
 		return cl, err
 	}
-	if len(deps.Items) > 0 {
-		if cl.Controller, err = controllerOf(&deps.Items[0]); err != nil {
-			return cl, err
-		}
+	cl.Version = &version.Info{}
+	if err := json.Unmarshal(body, cl.Version); err != nil {
+		return cl, fmt.Errorf("the API server's /version: %w", err)
 	}
-	ns, name, ok := strings.Cut(o.DNSService, "/")
-	if !ok {
-		return cl, fmt.Errorf("the DNS Service %q: want namespace/name", o.DNSService)
+	cl.Controller, cl.ControllerErr = findController(ctx, c, o.ControllerSelector)
+	cl.DNS, cl.DNSErr = findDNS(ctx, c, o.DNSService)
+	return cl, nil
+}
+
+func findController(ctx context.Context, c kubernetes.Interface, selector string) (*Controller, error) {
+	deps, err := c.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, fmt.Errorf("listing Deployments labelled %s: %w", selector, err)
 	}
+	if len(deps.Items) == 0 {
+		return nil, nil
+	}
+	return controllerOf(&deps.Items[0])
+}
+
+func findDNS(ctx context.Context, c kubernetes.Interface, service string) (*DNS, error) {
+	ns, name, _ := strings.Cut(service, "/")
 	svc, err := c.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return cl, nil // reported by the checks
+		return nil, fmt.Errorf("the cluster DNS Service %s: %w", service, err)
 	}
-	cl.DNS = &DNS{Service: svc, Corefiles: map[string]string{}}
+	dns := &DNS{Service: svc, Corefiles: map[string]string{}, CorefileErrs: map[string]error{}}
 	pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
 	if err != nil {
-		return cl, err
+		return nil, fmt.Errorf("the pods of %s: %w", service, err)
 	}
 	for _, p := range pods.Items {
 		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 			continue
 		}
-		cl.DNS.Pods = append(cl.DNS.Pods, p)
-		if cm, file := corefileOf(&p); cm != "" {
-			m, err := c.CoreV1().ConfigMaps(p.Namespace).Get(ctx, cm, metav1.GetOptions{})
-			if err == nil {
-				cl.DNS.Corefiles[p.Namespace+"/"+cm] = m.Data[file]
-			}
+		dns.Pods = append(dns.Pods, p)
+		cm, file := corefileOf(&p)
+		key := p.Namespace + "/" + cm
+		if _, seen := dns.Corefiles[key]; cm == "" || seen || dns.CorefileErrs[key] != nil {
+			continue
 		}
+		m, err := c.CoreV1().ConfigMaps(p.Namespace).Get(ctx, cm, metav1.GetOptions{})
+		if err != nil {
+			dns.CorefileErrs[key] = err
+			continue
+		}
+		dns.Corefiles[key] = m.Data[file]
 	}
-	return cl, nil
+	return dns, nil
 }
 
 // controllerOf reads the controller's flags from its Deployment's

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/controller/slicewriter"
 	"github.com/globalmirror/globalmirror/source"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,14 +23,17 @@ type GlobalStatus struct {
 	Name      string `json:"name"`
 	Base      string `json:"base"`
 	// Exists: a headless mirror of the base exists, so the global does.
-	Exists    bool           `json:"exists"`
+	Exists bool `json:"exists"`
+	// Verdict is what the controller does with the name
+	// (aggregate.GlobalVerdict): write, remove, none, yield or conflict.
+	Verdict   string         `json:"verdict"`
 	Members   []MemberStatus `json:"members"`
 	Endpoints []EndpointRow  `json:"endpoints"`
 	Problems  []string       `json:"problems,omitempty"`
-	// InSync: the controller's EndpointSlices hold the ready addresses the
-	// members give, no more; Missing and Extra say what differs.
-	InSync         bool     `json:"inSync"`
-	Missing, Extra []string `json:",omitempty"`
+	// InSync: the Service and EndpointSlices are what the controller
+	// writes for the verdict; Differences says what is not.
+	InSync      bool                     `json:"inSync"`
+	Differences []slicewriter.Difference `json:"differences,omitempty"`
 	// LastChange is the newest write to any member's EndpointSlice, or to
 	// an endpoint mirror's.
 	LastChange time.Time `json:"lastChange"`
@@ -36,8 +41,13 @@ type GlobalStatus struct {
 
 // MemberStatus is one member: the local service or a cluster's mirror.
 type MemberStatus struct {
-	Cluster string `json:"cluster"` // empty: local
-	Service string `json:"service"`
+	Cluster   string `json:"cluster"` // empty: local
+	Service   string `json:"service"`
+	Endpoints int    `json:"endpoints"`
+	Ready     int    `json:"ready"`
+	// ReadyBy says what decided its endpoints' readiness: their own
+	// condition, their endpoint mirrors, or the headless mirror.
+	ReadyBy []string `json:"readyBy"`
 }
 
 // EndpointRow is one endpoint of the global.
@@ -52,11 +62,22 @@ type EndpointRow struct {
 	Why string `json:"why"`
 }
 
+// verdicts name aggregate's verdicts for an operator.
+var verdicts = map[aggregate.Verdict]string{
+	aggregate.VerdictNone: "none", aggregate.VerdictBuild: "write", aggregate.VerdictRemove: "remove",
+	aggregate.VerdictYield: "yield", aggregate.VerdictConflict: "conflict",
+}
+
 // Status reads one global service, NAMESPACE/NAME (NAME its global name,
-// or its base).
+// or its base): the index of its namespace (one list of Services and one
+// of EndpointSlices), and one more list of EndpointSlices for what the
+// index does not keep (the controller's own slices, write times).
 func Status(ctx context.Context, cl *Cluster, namespace, name string) (*GlobalStatus, error) {
+	if cl.ControllerErr != nil {
+		return nil, cl.ControllerErr
+	}
 	if cl.Controller == nil {
-		return nil, fmt.Errorf("no globalmirror controller found: its flags say what a global is")
+		return nil, errNoController
 	}
 	suffix := cl.Controller.Options.Suffix
 	base, ok := aggregate.BaseOf(name, suffix)
@@ -69,15 +90,36 @@ func Status(ctx context.Context, cl *Cluster, namespace, name string) (*GlobalSt
 	if err != nil {
 		return nil, err
 	}
-	return status(ctx, cl, idx, source.Key{Namespace: namespace, Base: base})
+	l, err := cl.Client.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return status(idx, source.Key{Namespace: namespace, Base: base}, l.Items), nil
 }
 
-func status(ctx context.Context, cl *Cluster, idx *source.Source, k source.Key) (*GlobalStatus, error) {
+func status(idx *source.Source, k source.Key, all []discoveryv1.EndpointSlice) *GlobalStatus {
 	in := idx.Input(k)
 	v := aggregate.Aggregate(in)
-	st := &GlobalStatus{Namespace: k.Namespace, Name: aggregate.GlobalName(k.Base, in.Suffix), Base: k.Base, Exists: aggregate.Exists(in)}
+	owned := map[string][]*discoveryv1.EndpointSlice{}
+	for i := range all {
+		if s := &all[i]; slicewriter.Owns(s) {
+			key := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
+			owned[key] = append(owned[key], s)
+		}
+	}
+	j := judge(idx, k, owned)
+	st := &GlobalStatus{Namespace: k.Namespace, Name: j.name, Base: k.Base, Exists: aggregate.Exists(in),
+		Verdict: verdicts[j.verdict], Differences: j.diffs}
+	if j.verdict == aggregate.VerdictConflict {
+		st.Differences = append(st.Differences, slicewriter.Difference{Kind: "conflict", Detail: "a Service globalmirror did not create holds the name"})
+	}
+	st.InSync = len(st.Differences) == 0
+	members := map[string]*MemberStatus{}
 	for _, m := range in.Members {
 		st.Members = append(st.Members, MemberStatus{Cluster: m.Cluster, Service: m.Service.Name})
+	}
+	for i := range st.Members {
+		members[st.Members[i].Cluster] = &st.Members[i]
 	}
 	for _, p := range v.Problems {
 		st.Problems = append(st.Problems, p.Reason+": "+p.Detail)
@@ -95,14 +137,18 @@ func status(ctx context.Context, cl *Cluster, idx *source.Source, k source.Key) 
 		}
 		row.Why = why(e)
 		st.Endpoints = append(st.Endpoints, row)
+		if m := members[e.Cluster]; m != nil {
+			m.Endpoints++
+			if e.Ready {
+				m.Ready++
+			}
+			if by := e.ReadyBy.String(); !slices.Contains(m.ReadyBy, by) {
+				m.ReadyBy = append(m.ReadyBy, by)
+			}
+		}
 	}
-	missing, extra, err := compareSlices(ctx, cl, v)
-	if err != nil {
-		return nil, err
-	}
-	st.Missing, st.Extra, st.InSync = missing, extra, len(missing)+len(extra) == 0
-	st.LastChange, err = lastChange(ctx, cl, in)
-	return st, err
+	st.LastChange = lastChange(in, all)
+	return st
 }
 
 // why says what decided an endpoint's readiness.
@@ -123,29 +169,26 @@ func why(e aggregate.Endpoint) string {
 
 // lastChange is the newest write to a member's or an endpoint mirror's
 // EndpointSlice, from their managed fields.
-func lastChange(ctx context.Context, cl *Cluster, in aggregate.Input) (time.Time, error) {
-	var last time.Time
-	names := []string{}
+func lastChange(in aggregate.Input, all []discoveryv1.EndpointSlice) time.Time {
+	names := map[string]bool{}
 	for _, m := range in.Members {
-		names = append(names, m.Service.Name)
+		names[m.Service.Name] = true
 	}
 	for host := range in.EndpointMirrors {
-		names = append(names, host)
+		names[host] = true
 	}
-	for _, n := range names {
-		l, err := cl.Client.DiscoveryV1().EndpointSlices(in.Namespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + n})
-		if err != nil {
-			return last, err
+	var last time.Time
+	for _, s := range all {
+		if !names[s.Labels[discoveryv1.LabelServiceName]] {
+			continue
 		}
-		for _, s := range l.Items {
-			for _, f := range s.ManagedFields {
-				if f.Time != nil && f.Time.After(last) {
-					last = f.Time.Time
-				}
+		for _, f := range s.ManagedFields {
+			if f.Time != nil && f.Time.After(last) {
+				last = f.Time.Time
 			}
 		}
 	}
-	return last, nil
+	return last
 }
 
 // Write writes st as the command shows it.
@@ -153,6 +196,7 @@ func (st *GlobalStatus) Write(out io.Writer) {
 	fmt.Fprintf(out, "%s.%s (base %s)", st.Name, st.Namespace, st.Base)
 	if !st.Exists {
 		fmt.Fprintf(out, ": does not exist (no headless mirror of %s)\n", st.Base)
+		st.writeSync(out)
 		return
 	}
 	ready := 0
@@ -161,16 +205,19 @@ func (st *GlobalStatus) Write(out io.Writer) {
 			ready++
 		}
 	}
-	var members []string
-	for _, m := range st.Members {
-		if m.Cluster == "" {
-			members = append(members, "local "+m.Service)
-		} else {
-			members = append(members, m.Cluster+" "+m.Service)
-		}
-	}
-	fmt.Fprintf(out, ": %d endpoints, %d ready; members: %s\n\n", len(st.Endpoints), ready, strings.Join(members, ", "))
+	fmt.Fprintf(out, ": %d endpoints, %d ready\n\n", len(st.Endpoints), ready)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEMBER\tSERVICE\tENDPOINTS\tREADY\tREADY BY")
+	for _, m := range st.Members {
+		c := m.Cluster
+		if c == "" {
+			c = "local"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", c, m.Service, m.Endpoints, m.Ready, strings.Join(m.ReadyBy, ", "))
+	}
+	tw.Flush()
+	fmt.Fprintln(out)
+	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tPOD\tNAME\tADDRESS\tREADY\tWHY")
 	for _, e := range st.Endpoints {
 		name := e.Name
@@ -188,42 +235,55 @@ func (st *GlobalStatus) Write(out io.Writer) {
 	for _, p := range st.Problems {
 		fmt.Fprintln(out, "problem: "+p)
 	}
-	if st.InSync {
-		fmt.Fprintf(out, "controller's EndpointSlices: in sync (%d ready addresses)\n", countReady(st))
-	} else {
-		fmt.Fprintf(out, "controller's EndpointSlices: out of sync: missing %v, extra %v\n", st.Missing, st.Extra)
-	}
+	st.writeSync(out)
 	if !st.LastChange.IsZero() {
 		fmt.Fprintf(out, "last change: %s (%v ago)\n", st.LastChange.UTC().Format(time.RFC3339), time.Since(st.LastChange).Round(time.Second))
 	}
 }
 
-func countReady(st *GlobalStatus) int {
-	n := 0
-	for _, e := range st.Endpoints {
-		if e.Ready {
-			n += len(e.Addresses)
-		}
+func (st *GlobalStatus) writeSync(out io.Writer) {
+	if st.InSync {
+		fmt.Fprintf(out, "controller's objects: in sync (verdict %s)\n", st.Verdict)
+		return
 	}
-	return n
+	fmt.Fprintf(out, "controller's objects: out of sync (verdict %s):\n", st.Verdict)
+	for _, d := range st.Differences {
+		fmt.Fprintf(out, "  %s\n", d)
+	}
 }
 
-// WriteResults writes check results as the command shows them: ✔ or ✘,
-// the check, what was found, and for a failure what to do.
+// Marks of each level, as the text output shows them.
+var marks = map[Level]string{OK: "✔", Warning: "‼", Error: "✘"}
+
+// WriteResults writes check results as the command shows them, by
+// category: ✔, ‼ or ✘, the check, what was found, and where it did not
+// pass what to do; then a line that sums them up.
 func WriteResults(out io.Writer, rs []Result) {
+	category := ""
+	counts := map[Level]int{}
 	for _, r := range rs {
-		mark := "✔"
-		if !r.OK {
-			mark = "✘"
+		if r.Category != category {
+			if category != "" {
+				fmt.Fprintln(out)
+			}
+			category = r.Category
+			fmt.Fprintf(out, "%s\n%s\n", category, strings.Repeat("-", utf8.RuneCountInString(category)))
 		}
-		fmt.Fprintf(out, "%s %s: %s\n", mark, r.Check, r.Detail)
-		if !r.OK && r.Hint != "" {
+		counts[r.Result]++
+		fmt.Fprintf(out, "%s %s: %s\n", marks[r.Result], r.Check, r.Detail)
+		if r.Result != OK && r.Hint != "" {
 			fmt.Fprintf(out, "    hint: %s\n", r.Hint)
 		}
 	}
+	fmt.Fprintf(out, "\n%s %d checks: %d %s, %d %s, %d %s\n", marks[worst(rs)], len(rs), counts[OK], marks[OK], counts[Warning], marks[Warning], counts[Error], marks[Error])
 }
 
-// Failed reports whether any check failed.
-func Failed(rs []Result) bool {
-	return slices.ContainsFunc(rs, func(r Result) bool { return !r.OK })
+func worst(rs []Result) Level {
+	w := OK
+	for _, r := range rs {
+		if r.Result == Error || (r.Result == Warning && w == OK) {
+			w = r.Result
+		}
+	}
+	return w
 }

@@ -6,22 +6,36 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
+	"net/netip"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/cli"
+	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/run"
+	"github.com/globalmirror/globalmirror/test/workload"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 )
 
-// globalmirror runs the globalmirror command against the node's cluster,
-// as an operator would, and returns its output and exit code.
+// globalmirror runs the globalmirror command (args[0]) against the node's
+// cluster, as an operator would, and returns its output and exit code.
 func (s *install) globalmirror(ctx context.Context, args ...string) (string, int, error) {
 	bin, err := run.Bin("globalmirror")
 	if err != nil {
 		return "", 0, err
 	}
-	cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig", s.kubeconfig}, args...)...)
+	cmd := exec.CommandContext(ctx, bin, append([]string{args[0], "--kubeconfig", s.kubeconfig}, args[1:]...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -47,21 +61,22 @@ func (s *install) expectCheck(failing map[string]string) string {
 		if err != nil {
 			return err.Error()
 		}
-		var rs []cli.Result
-		if err := json.Unmarshal([]byte(out), &rs); err != nil {
+		var report cli.Report
+		if err := json.Unmarshal([]byte(out), &report); err != nil {
 			return fmt.Sprintf("output: %v\n%s", err, out)
 		}
-		if len(rs) < 10 {
+		rs := report.Checks
+		if len(rs) < 11 {
 			return fmt.Sprintf("%d checks", len(rs))
 		}
 		var wrong []string
 		for _, r := range rs {
 			hint, want := failing[r.Check]
 			switch {
-			case want && r.OK:
-				wrong = append(wrong, fmt.Sprintf("%s passed (%s); want it to fail", r.Check, r.Detail))
-			case !want && !r.OK:
-				wrong = append(wrong, fmt.Sprintf("%s failed: %s (hint: %s)", r.Check, r.Detail, r.Hint))
+			case want && r.Result != cli.Error:
+				wrong = append(wrong, fmt.Sprintf("%s %s (%s); want it to fail", r.Check, r.Result, r.Detail))
+			case !want && r.Result != cli.OK:
+				wrong = append(wrong, fmt.Sprintf("%s %s: %s (hint: %s)", r.Check, r.Result, r.Detail, r.Hint))
 			case want && !strings.Contains(r.Hint, hint):
 				wrong = append(wrong, fmt.Sprintf("%s failed with hint %q; want one with %q", r.Check, r.Hint, hint))
 			}
@@ -71,8 +86,8 @@ func (s *install) expectCheck(failing map[string]string) string {
 				wrong = append(wrong, "no check named "+name)
 			}
 		}
-		if wantCode := map[bool]int{true: 1, false: 0}[len(failing) > 0]; code != wantCode {
-			wrong = append(wrong, fmt.Sprintf("exit code %d, want %d", code, wantCode))
+		if wantCode := map[bool]int{true: 1, false: 0}[len(failing) > 0]; code != wantCode || report.Success != (wantCode == 0) {
+			wrong = append(wrong, fmt.Sprintf("exit code %d, success %v; want %d", code, report.Success, wantCode))
 		}
 		var text strings.Builder
 		cli.WriteResults(&text, rs)
@@ -90,6 +105,7 @@ func (s *install) expectStatus(want map[string]string) {
 	s.t.Helper()
 	s.eventually("globalmirror status", func(ctx context.Context) string {
 		out, code, err := s.globalmirror(ctx, "status", "-o", "json", ns+"/db-global")
+		// 0: it exists and the controller's objects are in sync.
 		if err != nil || code != 0 {
 			return fmt.Sprintf("exit %d: %v\n%s", code, err, out)
 		}
@@ -107,9 +123,14 @@ func (s *install) expectStatus(want map[string]string) {
 			}
 		}
 		members := len(st.Members)
-		if !maps.Equal(got, want) || len(wrong) > 0 || !st.Exists || !st.InSync || members != 3 || len(st.Problems) > 0 {
-			return fmt.Sprintf("status: %d members, per-pod names %v, want %v; exists %v, in sync %v (missing %v, extra %v), problems %v, rows not ready or misnamed %v",
-				members, got, want, st.Exists, st.InSync, st.Missing, st.Extra, st.Problems, wrong)
+		for _, m := range st.Members {
+			if m.Ready != m.Endpoints || m.Endpoints == 0 || len(m.ReadyBy) == 0 {
+				wrong = append(wrong, fmt.Sprintf("member %+v", m))
+			}
+		}
+		if !maps.Equal(got, want) || len(wrong) > 0 || !st.Exists || !st.InSync || st.Verdict != "write" || members != 3 || len(st.Problems) > 0 {
+			return fmt.Sprintf("status: %d members, per-pod names %v, want %v; exists %v, verdict %s, in sync %v (%v), problems %v, rows or members not ready or misnamed %v",
+				members, got, want, st.Exists, st.Verdict, st.InSync, st.Differences, st.Problems, wrong)
 		}
 		return ""
 	})
@@ -118,4 +139,141 @@ func (s *install) expectStatus(want map[string]string) {
 		s.t.Fatal(err)
 	}
 	s.t.Logf("globalmirror status %s/db-global:\n%s", ns, out)
+}
+
+// deleteGlobalSlice deletes one of the controller's EndpointSlices of the
+// global name, as a user might while the controller is stopped.
+func (s *install) deleteGlobalSlice(name string) {
+	s.t.Helper()
+	l, err := s.c.DiscoveryV1().EndpointSlices(ns).List(s.ctx, metav1.ListOptions{
+		LabelSelector: discoveryv1.LabelServiceName + "=" + name + "," + discoveryv1.LabelManagedBy + "=" + aggregate.EndpointSliceManagedBy})
+	if err != nil || len(l.Items) == 0 {
+		s.t.Fatalf("the controller's slices of %s: %d, %v", name, len(l.Items), err)
+	}
+	if err := s.c.DiscoveryV1().EndpointSlices(ns).Delete(s.ctx, l.Items[0].Name, metav1.DeleteOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// leaseHeldByAStranger makes r's Lease held by an identity no pod has,
+// renewed now for an hour: its replicas run and wait for it to expire, and
+// none leads. restore deletes it, and a replica takes a new one.
+func (s *install) leaseHeldByAStranger(r chartRelease) (restore func()) {
+	s.t.Helper()
+	leases := s.c.CoordinationV1().Leases(r.namespace)
+	s.eventually("the Lease taken from the controller", func(ctx context.Context) string {
+		l, err := leases.Get(ctx, r.deployment("controller"), metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		now := metav1.NewMicroTime(time.Now())
+		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = ptr.To("gone-pod_0"), ptr.To[int32](3600)
+		l.Spec.AcquireTime, l.Spec.RenewTime = &now, &now
+		if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+			return err.Error() // the leader renewed in between: again
+		}
+		return ""
+	})
+	return func() {
+		s.t.Helper()
+		if err := leases.Delete(s.ctx, r.deployment("controller"), metav1.DeleteOptions{}); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+}
+
+// nameConflict exports cache from east, which Linkerd mirrors here as
+// cache-east, where a user's Service already holds cache-global. heal
+// removes the export, waits for its mirror to go, then the user's Service.
+func (s *install) nameConflict(east *localkube.Cluster) (heal func()) {
+	s.t.Helper()
+	user := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cache-global"},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "tcp", Port: 80}}}}
+	if _, err := s.c.CoreV1().Services(ns).Create(s.ctx, user, metav1.CreateOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+	w, err := workload.Create(s.ctx, east.Client, ns, "cache", 1, workload.Options{
+		Labels: map[string]string{workload.ExportedLabel: "true"}, IPv4: netip.MustParsePrefix("198.51.100.0/24")})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return func() {
+		s.t.Helper()
+		if err := w.Delete(s.ctx); err != nil {
+			s.t.Fatal(err)
+		}
+		s.eventually("the mirror cache-east gone", func(ctx context.Context) string {
+			if _, err := s.c.CoreV1().Services(ns).Get(ctx, "cache-east", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Sprintf("cache-east: %v", err)
+			}
+			return ""
+		})
+		if err := s.c.CoreV1().Services(ns).Delete(s.ctx, user.Name, metav1.DeleteOptions{}); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+}
+
+// serviceMirrorWithoutHeadless adds, scaled to 0, a Linkerd service mirror
+// of a cluster linked without headless mirroring (the link's default).
+// heal deletes it and its namespace.
+func (s *install) serviceMirrorWithoutHeadless() (heal func()) {
+	s.t.Helper()
+	const mns = "linkerd-multicluster"
+	s.createNamespace(mns, nil)
+	labels := map[string]string{"app": "service-mirror-north"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: mns, Name: "linkerd-service-mirror-north",
+			Labels: map[string]string{"component": "linkerd-service-mirror", aggregate.LabelClusterName: "north"}},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](0), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "service-mirror", Image: s.node.Images["client"], Args: []string{"service-mirror", "-log-level=info", "-event-requeue-limit=3"}}}}}},
+	}
+	if _, err := s.c.AppsV1().Deployments(mns).Create(s.ctx, d, metav1.CreateOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+	return func() {
+		s.t.Helper()
+		if err := s.c.CoreV1().Namespaces().Delete(s.ctx, mns, metav1.DeleteOptions{}); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+}
+
+// expectUnreachable runs check with the node cluster's kubeconfig pointed
+// at a loopback port nothing listens on: the API check fails with its
+// reason and a hint, in the report's one shape, and check exits 1.
+func (s *install) expectUnreachable() {
+	s.t.Helper()
+	cfg, err := clientcmd.LoadFromFile(s.kubeconfig)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	for _, c := range cfg.Clusters {
+		c.Server = "https://" + addr
+	}
+	path := filepath.Join(s.t.TempDir(), "unreachable.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		s.t.Fatal(err)
+	}
+	out, code, err := s.globalmirror(s.ctx, "check", "-o", "json", "--kubeconfig", path)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var report cli.Report
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		s.t.Fatalf("check of an unreachable API server: %v\n%s", err, out)
+	}
+	if r := report.Checks; code != 1 || report.Success || len(r) != 1 || r[0].Check != "Kubernetes API" || r[0].Result != cli.Error ||
+		!strings.Contains(r[0].Detail, "connection refused") || !strings.Contains(r[0].Hint, "reachable") {
+		s.t.Errorf("check of an unreachable API server: exit %d, %+v", code, report)
+	}
+	text, _, _ := s.globalmirror(s.ctx, "check", "--kubeconfig", path)
+	s.t.Logf("globalmirror check:\n%s", text)
 }

@@ -1,21 +1,27 @@
 // Command globalmirror tells an operator whether an installation of
 // globalmirror is right, and what one global service looks like:
 //
-//	globalmirror check [-o json]
-//	globalmirror status [-o json] [NAMESPACE/]NAME
+//	globalmirror check [flags]
+//	globalmirror status [flags] [NAMESPACE/]NAME
 //
-// (NAME alone: the context's namespace.)
-// It only reads, as whoever runs it (--kubeconfig, --context). check exits
-// 1 when a check fails.
+// (NAME alone: the context's namespace.) It only reads, as whoever runs it
+// (--kubeconfig, --context), and gives up after --timeout. check exits 1
+// when a check fails (a warning does not); status exits 1 when the global
+// does not exist, 2 when the controller's objects are out of sync, and 3
+// when it could not be read. Both exit 64 (EX_USAGE) on a usage error,
+// before any request.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/globalmirror/globalmirror/cli"
 	"k8s.io/client-go/kubernetes"
@@ -23,101 +29,208 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string) int {
-	fs := flag.NewFlagSet("globalmirror", flag.ContinueOnError)
-	kubeconfig := fs.String("kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
-	kubeContext := fs.String("context", "", "the kubeconfig context to use")
-	output := fs.String("o", "text", "output: text or json")
-	o := cli.DefaultOptions()
-	fs.StringVar(&o.DNSService, "dns-service", o.DNSService, "the cluster DNS Service, NAMESPACE/NAME")
-	fs.StringVar(&o.ControllerSelector, "controller-selector", o.ControllerSelector, "label selector of the controller's Deployment")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: globalmirror [flags] check | status [NAMESPACE/]NAME")
-		fs.PrintDefaults()
+const usage = `usage: globalmirror COMMAND [flags]
+
+commands:
+  check                      judge the installation: the controller, the cluster DNS,
+                             Linkerd's mirrors and every global service
+  status [NAMESPACE/]NAME    one global service, member by member
+
+globalmirror COMMAND --help prints the command's flags.
+
+exit codes: check 0 passed (warnings allowed), 1 a check failed;
+status 0 in sync, 1 no such global, 2 out of sync, 3 could not be read;
+64 a usage error, before any request.
+`
+
+// exitUsage is sysexits' EX_USAGE: apart from every code that reports on
+// the cluster.
+const exitUsage = 64
+
+// command is one subcommand's flags.
+type command struct {
+	fs          *flag.FlagSet
+	usage       func(io.Writer)
+	stdout      io.Writer
+	kubeconfig  string
+	kubeContext string
+	output      string
+	timeout     time.Duration
+	opts        cli.Options
+}
+
+func newCommand(name, synopsis string, stdout, stderr io.Writer) *command {
+	c := &command{fs: flag.NewFlagSet("globalmirror "+name, flag.ContinueOnError), stdout: stdout, opts: cli.DefaultOptions()}
+	c.fs.SetOutput(stderr)
+	c.fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
+	c.fs.StringVar(&c.kubeContext, "context", "", "the kubeconfig context to use")
+	c.fs.StringVar(&c.output, "o", "text", "output: text or json")
+	c.fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "give up after this long, whatever is left (like kubectl's --request-timeout, for the whole run)")
+	c.fs.StringVar(&c.opts.DNSService, "dns-service", c.opts.DNSService, "the cluster DNS Service, NAMESPACE/NAME")
+	c.fs.StringVar(&c.opts.ControllerSelector, "controller-selector", c.opts.ControllerSelector, "label selector of the controller's Deployment")
+	// Printed by parse: on stdout when asked for, on stderr after an error.
+	c.fs.Usage = func() {}
+	c.usage = func(w io.Writer) {
+		fmt.Fprintf(w, "usage: globalmirror %s\n\nflags:\n", synopsis)
+		c.fs.SetOutput(w)
+		c.fs.PrintDefaults()
 	}
-	// Flags may come before or after the command.
-	var rest []string
-	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
-			return 2
+	return c
+}
+
+// parse reads args, flags before or after the operands; it returns the
+// operands, or an exit code: 0 after --help, exitUsage on a usage error.
+func (c *command) parse(args []string) ([]string, int, bool) {
+	var operands []string
+	for {
+		if err := c.fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				c.usage(c.stdout)
+				return nil, 0, false
+			}
+			c.usage(c.fs.Output())
+			return nil, exitUsage, false
 		}
-		if fs.NArg() == 0 {
+		if c.fs.NArg() == 0 {
 			break
 		}
-		rest = append(rest, fs.Arg(0))
-		args = fs.Args()[1:]
+		operands = append(operands, c.fs.Arg(0))
+		args = c.fs.Args()[1:]
 	}
-	if len(rest) == 0 || (*output != "text" && *output != "json") {
-		fs.Usage()
-		return 2
+	if c.output != "text" && c.output != "json" {
+		fmt.Fprintf(c.fs.Output(), "-o %q: want text or json\n", c.output)
+		return nil, exitUsage, false
 	}
+	if c.timeout <= 0 {
+		fmt.Fprintln(c.fs.Output(), "--timeout: want a positive duration")
+		return nil, exitUsage, false
+	}
+	if err := c.opts.Validate(); err != nil {
+		fmt.Fprintln(c.fs.Output(), err)
+		return nil, exitUsage, false
+	}
+	return operands, 0, true
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "check":
+		return check(args[1:], stdout, stderr)
+	case "status":
+		return status(args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "globalmirror: unknown command %q\n\n%s", args[0], usage)
+	return exitUsage
+}
+
+// connect loads the kubeconfig, bounds every request by the timeout, and
+// finds the installation; an error means the API server did not answer.
+func (c *command) connect(ctx context.Context) (*cli.Cluster, clientcmd.ClientConfig, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if *kubeconfig != "" {
-		rules.ExplicitPath = *kubeconfig
-	}
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: *kubeContext})
+	rules.ExplicitPath = c.kubeconfig
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.kubeContext})
 	cfg, err := loader.ClientConfig()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "globalmirror:", err)
-		return 2
+		return nil, loader, err
 	}
 	cfg.UserAgent = "globalmirror-cli"
+	cfg.Timeout = c.timeout // a request that outlives the run, a hung one, ends with it
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "globalmirror:", err)
-		return 2
+		return nil, loader, err
 	}
-	ctx := context.Background()
-	cl, err := cli.Discover(ctx, client, cfg, o)
+	cl, err := cli.Discover(ctx, client, cfg, c.opts)
+	return cl, loader, err
+}
+
+func check(args []string, stdout, stderr io.Writer) int {
+	c := newCommand("check", "check [flags]", stdout, stderr)
+	operands, code, ok := c.parse(args)
+	if !ok {
+		return code
+	}
+	if len(operands) > 0 {
+		fmt.Fprintf(stderr, "globalmirror check takes no arguments, got %q\n", operands)
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	var rs []cli.Result
+	cl, _, err := c.connect(ctx)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "globalmirror:", err)
+		rs = cli.Unreachable(err)
+	} else {
+		rs = cli.Check(ctx, cl)
+	}
+	report := cli.NewReport(rs)
+	if c.output == "json" {
+		writeJSON(stdout, report)
+	} else {
+		cli.WriteResults(stdout, rs)
+	}
+	if !report.Success {
 		return 1
 	}
-	switch rest[0] {
-	case "check":
-		rs := cli.Check(ctx, cl)
-		if *output == "json" {
-			enc := json.NewEncoder(os.Stdout)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(rs)
-		} else {
-			cli.WriteResults(os.Stdout, rs)
-		}
-		if cli.Failed(rs) {
-			return 1
-		}
-		return 0
-	case "status":
-		if len(rest) != 2 {
-			fs.Usage()
-			return 2
-		}
-		ns, name, ok := strings.Cut(rest[1], "/")
-		if !ok {
-			// As kubectl: the context's namespace, else default.
-			if ns, _, err = loader.Namespace(); err != nil {
-				fmt.Fprintln(os.Stderr, "globalmirror:", err)
-				return 2
-			}
-			name = rest[1]
-		}
-		st, err := cli.Status(ctx, cl, ns, name)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "globalmirror:", err)
-			return 1
-		}
-		if *output == "json" {
-			enc := json.NewEncoder(os.Stdout)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(st)
-		} else {
-			st.Write(os.Stdout)
-		}
-		return 0
+	return 0
+}
+
+func status(args []string, stdout, stderr io.Writer) int {
+	c := newCommand("status", "status [flags] [NAMESPACE/]NAME", stdout, stderr)
+	operands, code, ok := c.parse(args)
+	if !ok {
+		return code
 	}
-	fs.Usage()
-	return 2
+	if len(operands) != 1 {
+		fmt.Fprintf(stderr, "globalmirror status takes one global service, [NAMESPACE/]NAME, got %d arguments\n", len(operands))
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	cl, loader, err := c.connect(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "globalmirror:", err)
+		return 3
+	}
+	ns, name, ok := strings.Cut(operands[0], "/")
+	if !ok {
+		// As kubectl: the context's namespace, else default.
+		if ns, _, err = loader.Namespace(); err != nil {
+			fmt.Fprintln(stderr, "globalmirror:", err)
+			return 3
+		}
+		name = operands[0]
+	}
+	st, err := cli.Status(ctx, cl, ns, name)
+	if err != nil {
+		fmt.Fprintln(stderr, "globalmirror:", err)
+		return 3
+	}
+	if c.output == "json" {
+		writeJSON(stdout, st)
+	} else {
+		st.Write(stdout)
+	}
+	switch {
+	case !st.Exists:
+		return 1
+	case !st.InSync:
+		return 2
+	}
+	return 0
+}
+
+func writeJSON(out io.Writer, v any) {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
 }

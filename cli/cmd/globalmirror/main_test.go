@@ -1,0 +1,135 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/globalmirror/globalmirror/cli"
+)
+
+// kubeconfig writes a kubeconfig whose server is url.
+func kubeconfig(t *testing.T, url string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: %q}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u, namespace: app}}]
+current-context: c
+`, url)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func runCmd(args ...string) (code int, stdout, stderr string) {
+	var out, errOut strings.Builder
+	code = run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// Help is asked for where users type it, and answered on stdout with 0.
+func TestHelpOfEachCommand(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"check", "--help"}, {"status", "-h"}, {"status", "db-global", "--help"}} {
+		code, out, errOut := runCmd(args...)
+		if code != 0 || !strings.Contains(out, "usage: globalmirror") || errOut != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+	}
+	if _, out, _ := runCmd("check", "--help"); !strings.Contains(out, "-timeout") {
+		t.Errorf("check --help does not list --timeout:\n%s", out)
+	}
+}
+
+// Usage errors are refused before any request: the API server here counts
+// every request it gets.
+func TestUsageErrorsAreRefusedBeforeAnyRequest(t *testing.T) {
+	var requests atomic.Int32
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { requests.Add(1); http.NotFound(w, r) }))
+	defer api.Close()
+	kc := kubeconfig(t, api.URL)
+	for _, args := range [][]string{
+		{}, {"chekc"}, {"check", "extra"}, {"status"}, {"status", "a", "b"},
+		{"check", "-o", "yaml"}, {"check", "--timeout", "0s"}, {"check", "--dns-service", "kube-dns"}, {"check", "--no-such-flag"},
+	} {
+		if len(args) > 0 {
+			args = append(args, "--kubeconfig", kc)
+		}
+		code, out, errOut := runCmd(args...)
+		if code != exitUsage || out != "" || errOut == "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want %d, and only stderr", args, code, out, errOut, exitUsage)
+		}
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("usage errors sent %d requests", n)
+	}
+}
+
+// checkJSON runs check -o json and decodes its report, which must be
+// valid JSON in the one shape on every exit path.
+func checkJSON(t *testing.T, args ...string) (int, cli.Report) {
+	t.Helper()
+	code, out, errOut := runCmd(append([]string{"check", "-o", "json"}, args...)...)
+	var r cli.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("exit %d: stdout is not a report: %v\n%s\nstderr: %s", code, err, out, errOut)
+	}
+	return code, r
+}
+
+// An API server nobody listens on fails the API check, with the same
+// report shape as a success.
+func TestCheckOfAnUnreachableAPIServer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	code, r := checkJSON(t, "--kubeconfig", kubeconfig(t, "https://"+addr))
+	if code != 1 || r.Success || len(r.Checks) != 1 || r.Checks[0].Check != "Kubernetes API" || r.Checks[0].Result != cli.Error ||
+		!strings.Contains(r.Checks[0].Detail, "connection refused") || r.Checks[0].Hint == "" {
+		t.Errorf("exit %d, report %+v", code, r)
+	}
+}
+
+// An API server that accepts and never answers holds check no longer than
+// --timeout, and the report says it was not answered in time. (The guard
+// below is no performance goal: it only keeps a hang from hanging the test.)
+func TestCheckOfAHungAPIServerEndsAtItsTimeout(t *testing.T) {
+	release := make(chan struct{})
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer api.Close()
+	defer close(release)
+	done := make(chan struct{})
+	var code int
+	var r cli.Report
+	go func() {
+		defer close(done)
+		code, r = checkJSON(t, "--kubeconfig", kubeconfig(t, api.URL), "--timeout", "1s")
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("check --timeout 1s still runs after a minute")
+	}
+	if code != 1 || r.Success || len(r.Checks) != 1 || !strings.Contains(r.Checks[0].Detail, "no answer before the timeout") {
+		t.Errorf("exit %d, report %+v", code, r)
+	}
+}
