@@ -328,8 +328,8 @@ func (w *world) expectStatus(why map[string]string) {
 			}
 		}
 		if len(wrong) > 0 || len(st.Endpoints) != len(why) || !st.InSync {
-			return fmt.Sprintf("%d rows, want %d; in sync %v (missing %v, extra %v); rows not as wanted: %v",
-				len(st.Endpoints), len(why), st.InSync, st.Missing, st.Extra, wrong)
+			return fmt.Sprintf("%d rows, want %d; in sync %v (%v); rows not as wanted: %v",
+				len(st.Endpoints), len(why), st.InSync, st.Differences, wrong)
 		}
 		return ""
 	})
