@@ -712,7 +712,8 @@ func ownedSlices(ctx context.Context, cl *Cluster, namespaces []string) (map[str
 }
 
 // Index builds the index both halves build, of namespaces (empty: all),
-// as the controller's flags say. It follows the cluster until ctx is done,
+// as the controller's flags say, with the UIDs the controller keeps (its
+// slices' owner is its Service's UID). It follows the cluster until ctx is done,
 // and fails when its first lists have not ended by then.
 func Index(ctx context.Context, cl *Cluster, namespaces []string) (*source.Source, error) {
 	o := cl.Controller.Options
@@ -720,7 +721,7 @@ func Index(ctx context.Context, cl *Cluster, namespaces []string) (*source.Sourc
 	if err != nil {
 		return nil, err
 	}
-	src, err := source.New(source.Config{Client: cl.Client, API: cl.Config, Namespaces: namespaces, Suffix: o.Suffix, LocalSelector: sel, NoUIDs: true})
+	src, err := source.New(source.Config{Client: cl.Client, API: cl.Config, Namespaces: namespaces, Suffix: o.Suffix, LocalSelector: sel})
 	if err != nil {
 		return nil, err
 	}
