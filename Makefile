@@ -46,6 +46,10 @@ CONTAINER_ENGINE ?=
 # as no registry is reachable on this project's machines; upstream: pull the
 # Dockerfile's defaults, as release images should.
 IMAGE_BASES ?= local
+# The platforms each image is built for, into one manifest list per image
+# (the chart's default images); PUSH=1 pushes the lists to IMAGE_REPO.
+IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
+PUSH ?=
 # The OCI runtime podman and buildah run build steps and containers with:
 # crun rejects the hybrid cgroup layout of this project's machines.
 CONTAINER_RUNTIME ?= runc
@@ -134,9 +138,11 @@ endef
 apt-deps:
 	$(call apt_install,dig:dnsutils dnsperf:dnsperf)
 
-## image-deps: podman, runc and debootstrap (for the local base images) from Debian, installed only when missing.
+## image-deps: podman, runc, debootstrap (for the local base images) and
+## qemu-user-static (test/image runs the arm64 binaries under qemu-aarch64-static)
+## from Debian, installed only when missing.
 image-deps:
-	$(call apt_install,podman:podman runc:runc debootstrap:debootstrap)
+	$(call apt_install,podman:podman runc:runc debootstrap:debootstrap qemu-aarch64-static:qemu-user-static)
 
 ## build: the controller, the custom CoreDNS, the globalmirror command and the test tools into bin/.
 build:
@@ -182,7 +188,7 @@ export GLOBALMIRROR_KUBEADM_DNS_MANIFESTS := $(shell $(GO) env GOMODCACHE)/k8s.i
 node-images: image
 	@OUT='$(NODE_IMAGES)' IMAGE_REPO='$(IMAGE_REPO)' VERSION='$(VERSION)' GO='$(GO)' CONTAINER_RUNTIME='$(CONTAINER_RUNTIME)' \
 	GO_IMAGE="localhost/globalmirror/$$(sed -n 's/^ARG GO_IMAGE=\(golang:[^@ ]*\).*/\1/p' Dockerfile)" \
-	BASE_IMAGE=localhost/globalmirror/static-debian12:nonroot test/node/images.sh
+	BASE_IMAGE=localhost/globalmirror/static-debian12:nonroot-$$($(GO) env GOARCH) test/node/images.sh
 
 ## test-unit: only the tests that need no control plane.
 test-unit:
@@ -208,10 +214,12 @@ $(PROMTOOL):
 	@echo ">> building promtool $(PROMTOOL_VERSION) (cold: ~5 min)"
 	GOBIN=$(dir $@) CGO_ENABLED=0 $(GO) install -trimpath -ldflags '-s -w' github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
 
-## image: $(IMAGE_REPO)/globalmirror-{controller,coredns}:$(VERSION) with the first
-## working container engine; the steps are in build/images/build.sh.
+## image: $(IMAGE_REPO)/globalmirror-{controller,coredns}:$(VERSION), each a
+## manifest list of IMAGE_PLATFORMS, with the first working container engine;
+## the steps are in build/images/build.sh.
 image:
 	@IMAGE_REPO='$(IMAGE_REPO)' VERSION='$(VERSION)' IMAGES='$(IMAGES)' IMAGE_BASES='$(IMAGE_BASES)' \
+	PLATFORMS='$(IMAGE_PLATFORMS)' PUSH='$(PUSH)' \
 	CONTAINER_ENGINE='$(CONTAINER_ENGINE)' CONTAINER_RUNTIME='$(CONTAINER_RUNTIME)' GO='$(GO)' GOPROXY='$(GOPROXY)' \
 	GO_BUILD_FLAGS='$(GO_BUILD_FLAGS)' GO_LDFLAGS='$(GO_LDFLAGS)' BASES_CACHE='$(TOOLS_CACHE)/bases' \
 	build/images/build.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bases.sh ENGINE GO_IMAGE BASE_IMAGE
+# bases.sh ENGINE GO_IMAGE BASE_IMAGE ARCH...
 # bases.sh --print-mirror
 #
 # Makes, on this machine, the two base images the Dockerfile builds on, for
@@ -13,12 +13,21 @@
 #               which must be the one installed here: the image build then
 #               compiles with the very compiler `make build` used, so it can
 #               share its build cache.
-#   BASE_IMAGE  stands in for gcr.io/distroless/static-debian12:nonroot: no
-#               shell, no package manager; /etc/passwd and /etc/group with root
-#               and nonroot (65532), nsswitch.conf, services, CA certificates
-#               and time zones from this machine's ca-certificates and tzdata,
-#               /tmp (1777), /home/nonroot (owned by 65532); USER 65532,
-#               WORKDIR /home/nonroot, SSL_CERT_FILE.
+#   BASE_IMAGE-ARCH
+#               stands in for gcr.io/distroless/static-debian12:nonroot, one
+#               image per ARCH (Go's names: amd64, arm64), whose config names
+#               that architecture: no shell, no package manager; /etc/passwd
+#               and /etc/group with root and nonroot (65532), nsswitch.conf,
+#               services, CA certificates and time zones from this machine's
+#               ca-certificates and tzdata, /tmp (1777), /home/nonroot (owned
+#               by 65532); USER 65532, WORKDIR /home/nonroot, SSL_CERT_FILE.
+#               These are files only, so one machine makes them for every
+#               architecture; /etc/globalmirror-base names the architecture,
+#               which keeps the images' layers distinct: buildah 1.28 (podman
+#               4.3) matches a cached build step by its parent layer and
+#               history, not by the base image's architecture, so with
+#               identical layers an arm64 build would reuse the amd64 build's
+#               steps, config and all.
 #
 # Each image is made only when the engine lacks it or holds one made by
 # another version of its recipe (label org.globalmirror.base-recipe, a hash of
@@ -138,9 +147,13 @@ if [ "${1:-}" = --print-mirror ]; then
 	exit
 fi
 
-engine=${1:?usage: bases.sh ENGINE GO_IMAGE BASE_IMAGE}
-go_image=${2:?usage: bases.sh ENGINE GO_IMAGE BASE_IMAGE}
-base_image=${3:?usage: bases.sh ENGINE GO_IMAGE BASE_IMAGE}
+usage="usage: bases.sh ENGINE GO_IMAGE BASE_IMAGE ARCH..."
+engine=${1:?$usage}
+go_image=${2:?$usage}
+base_image=${3:?$usage}
+shift 3
+arches=("$@")
+[ ${#arches[@]} -gt 0 ] || die "$usage"
 cache=${BASES_CACHE:-$HOME/.cache/globalmirror/bases}
 suite=bookworm
 recipe_label=org.globalmirror.base-recipe
@@ -157,10 +170,11 @@ recipe_of() {
 # recipe FUNCTION prints a hash of what makes an image: that function and import.
 recipe() { declare -f "$1" import | sha256sum | cut -c1-12; }
 
-# import TARBALL REF RECIPE CHANGE... makes an image of one layer from a root
-# filesystem tarball, with Dockerfile-style config changes (ENV, USER, ...).
+# import TARBALL REF ARCH RECIPE CHANGE... makes an image of one layer from a
+# root filesystem tarball, with Dockerfile-style config changes (ENV, USER,
+# ...), for architecture ARCH (linux; empty: this machine's).
 import() {
-	local tarball=$1 ref=$2 recipe=$3; shift 3
+	local tarball=$1 ref=$2 arch=$3 recipe=$4; shift 4
 	local changes=() c
 	for c in "$@" "LABEL $recipe_label=$recipe"; do changes+=(--change "$c"); done
 	case $engine in
@@ -168,6 +182,7 @@ import() {
 		local ctr
 		ctr=$(buildah from scratch)
 		buildah add --quiet "$ctr" "$tarball" /
+		[ -z "$arch" ] || buildah config --os linux --arch "$arch" "$ctr"
 		for c in "$@" "LABEL $recipe_label=$recipe"; do
 			case $c in
 			"ENV "*) buildah config --env "${c#ENV }" "$ctr" ;;
@@ -179,8 +194,8 @@ import() {
 		done
 		buildah commit --quiet --rm "$ctr" "$ref" >/dev/null
 		;;
-	podman) podman import --quiet "${changes[@]}" "$tarball" "$ref" >/dev/null ;;
-	*) "$engine" import "${changes[@]}" "$tarball" "$ref" >/dev/null ;;
+	podman) podman import --quiet ${arch:+--os linux --arch "$arch"} "${changes[@]}" "$tarball" "$ref" >/dev/null ;;
+	*) "$engine" import ${arch:+--platform "linux/$arch"} "${changes[@]}" "$tarball" "$ref" >/dev/null ;;
 	esac
 }
 
@@ -216,12 +231,14 @@ make_builder() {
 		trap - EXIT
 	fi
 	say "importing $go_image"
-	import "$tarball" "$go_image" "$recipe" \
+	import "$tarball" "$go_image" "" "$recipe" \
 		"ENV PATH=/go/bin:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
 		"ENV GOLANG_VERSION=$version" "ENV GOTOOLCHAIN=local" "ENV GOPATH=/go" "WORKDIR /go"
 }
 
+# make_runtime ARCH makes $base_image-ARCH.
 make_runtime() {
+	local arch=$1 ref=$base_image-$1
 	local certs=/etc/ssl/certs/ca-certificates.crt
 	[ -s "$certs" ] || die "$certs is missing: install ca-certificates"
 	stage=$(mktemp -d "${TMPDIR:-/tmp}/gm-static.XXXXXX")
@@ -241,6 +258,7 @@ make_runtime() {
 	nonroot:x:65532:
 	GROUP
 	echo "hosts: files dns" >"$stage/etc/nsswitch.conf"
+	echo "stand-in for gcr.io/distroless/static-debian12:nonroot, linux/$arch, made by globalmirror's build/images/bases.sh" >"$stage/etc/globalmirror-base"
 	cp "$certs" "$stage/etc/ssl/certs/ca-certificates.crt"
 	[ ! -f /etc/services ] || cp /etc/services "$stage/etc/services"
 	[ ! -d /usr/share/zoneinfo ] || cp -a /usr/share/zoneinfo "$stage/usr/share/zoneinfo"
@@ -252,8 +270,8 @@ make_runtime() {
 	local tarball=$stage.tar
 	tar --numeric-owner --owner=0 --group=0 --sort=name --mtime=@0 -C "$stage" --exclude=./home/nonroot -cf "$tarball" .
 	tar --numeric-owner --owner=65532 --group=65532 --mtime=@0 -C "$stage" -rf "$tarball" ./home/nonroot
-	say "importing $base_image"
-	import "$tarball" "$base_image" "$(recipe make_runtime)" \
+	say "importing $ref"
+	import "$tarball" "$ref" "$arch" "$(recipe make_runtime)" \
 		"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
 		"ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt" \
 		"USER 65532" "WORKDIR /home/nonroot"
@@ -267,4 +285,10 @@ else
 	mirror=$(debian_mirror) || exit 1 # make_builder debootstraps from it
 	make_builder
 fi
-if [ "$(recipe_of "$base_image")" = "$(recipe make_runtime)" ]; then say "$base_image is up to date"; else make_runtime; fi
+for arch in "${arches[@]}"; do
+	if [ "$(recipe_of "$base_image-$arch")" = "$(recipe make_runtime)" ]; then
+		say "$base_image-$arch is up to date"
+	else
+		make_runtime "$arch"
+	fi
+done

@@ -5,6 +5,24 @@
 # $IMAGES from the Dockerfile, with $CONTAINER_ENGINE or else the first of
 # docker, podman and buildah that works, and says why none does.
 #
+# Each is built for every platform of $PLATFORMS (default linux/amd64
+# linux/arm64) as $IMAGE_REPO/globalmirror-<target>:$VERSION-<arch>, one
+# build per platform: the build stage runs on this machine's platform and
+# cross-compiles (pure Go), and only the final stage, files copied onto the
+# base, is the target's, so no emulation is needed. With podman and buildah
+# the name without -<arch> is then a manifest list of those images, made
+# afresh each time (engines resolve it to this machine's member for run,
+# inspect and save); with docker, which keeps no local manifest lists, it
+# tags this machine's member, and the list is made in the registry on push.
+# One build per platform rather than `build --platform a,b --manifest`:
+# buildah 1.28 (podman 4.3, Debian 12) resolves FROM --platform=$BUILDPLATFORM
+# to the target's platform there, and its layer cache reuses steps across
+# platforms.
+#
+#   PUSH=1                then pushes each list, with every member, to
+#                         $IMAGE_REPO (podman/buildah: manifest push --all;
+#                         docker: the members' tags, then docker manifest).
+#
 #   IMAGE_BASES=local     (default) the base images are made here by bases.sh,
 #                         for machines that cannot reach a registry;
 #   IMAGE_BASES=upstream  the Dockerfile's defaults, pulled from their registries.
@@ -19,6 +37,8 @@ set -euo pipefail
 
 : "${IMAGE_REPO:?}" "${VERSION:?}" "${GO_BUILD_FLAGS:?}" "${GO_LDFLAGS:?}"
 images=${IMAGES:-controller coredns}
+platforms=${PLATFORMS:-linux/amd64 linux/arm64}
+push=${PUSH:-}
 go=${GO:-go}
 runtime=${CONTAINER_RUNTIME-runc}
 ulimits=(--ulimit nofile=1024:1024 --ulimit nproc=1024:1024)
@@ -62,16 +82,40 @@ buildah) build=(buildah build --layers ${runtime:+--runtime "$runtime"} "${ulimi
 *) echo "make image: CONTAINER_ENGINE=$engine: want docker, podman or buildah" >&2; exit 1 ;;
 esac
 
+arches=()
+for p in $platforms; do
+	case $p in
+	linux/*/*) echo "make image: PLATFORMS: $p: variants are not supported" >&2; exit 1 ;;
+	linux/?*) arches+=("${p#linux/}") ;;
+	*) echo "make image: PLATFORMS: $p: want linux/<arch>" >&2; exit 1 ;;
+	esac
+done
+[ ${#arches[@]} -gt 0 ] || { echo "make image: PLATFORMS is empty" >&2; exit 1; }
+host_arch=$("$go" env GOARCH)
+
+# base[ARCH] is the final stage's base image for ARCH, given as BASE_IMAGE;
+# empty: the Dockerfile's default, which docker resolves per --platform.
+declare -A base=()
 case ${IMAGE_BASES:-local} in
 local)
 	go_image=localhost/globalmirror/$(sed -n 's/^ARG GO_IMAGE=\(golang:[^@ ]*\).*/\1/p' Dockerfile)
 	base_image=localhost/globalmirror/static-debian12:nonroot
 	start=$(date +%s)
-	"$here/bases.sh" "$engine" "$go_image" "$base_image"
+	"$here/bases.sh" "$engine" "$go_image" "$base_image" "${arches[@]}"
 	echo ">> base images: $(($(date +%s) - start)) s"
-	args+=(--build-arg GO_IMAGE="$go_image" --build-arg BASE_IMAGE="$base_image")
+	args+=(--build-arg GO_IMAGE="$go_image")
+	for a in "${arches[@]}"; do base[$a]=$base_image-$a; done
 	;;
-upstream) ;;
+upstream)
+	# podman and buildah build without --platform (see above), so each
+	# architecture's base is pulled here and named by its ID.
+	if [ "$engine" != docker ]; then
+		upstream_base=$(sed -n 's/^ARG BASE_IMAGE=\([^ ]*\).*/\1/p' Dockerfile)
+		for a in "${arches[@]}"; do
+			base[$a]=$("$engine" pull --quiet --os linux --arch "$a" "$upstream_base" | tail -n1)
+		done
+	fi
+	;;
 *) echo "make image: IMAGE_BASES=$IMAGE_BASES: want local or upstream" >&2; exit 1 ;;
 esac
 
@@ -83,9 +127,7 @@ else
 	"$go" mod download
 	args+=(-v "$("$go" env GOMODCACHE)":/var/cache/host-go-mod --build-arg GOMODCACHE=/var/cache/host-go-mod
 		-v "$("$go" env GOCACHE)":/var/cache/host-go-build --build-arg GOCACHE=/var/cache/host-go-build
-		--build-arg GOPROXY=off
-		# Set by docker for every build, by these only with --platform.
-		--build-arg TARGETOS="$("$go" env GOOS)" --build-arg TARGETARCH="$("$go" env GOARCH)")
+		--build-arg GOPROXY=off)
 fi
 
 # id REF prints the image's ID, or nothing.
@@ -96,15 +138,51 @@ id() {
 	esac
 }
 
+# Per architecture: docker builds for that --platform (BuildKit runs the
+# build stage on $BUILDPLATFORM); podman and buildah build on this machine's
+# platform, given the target as TARGETOS/TARGETARCH (which docker sets
+# itself) and the base of that architecture, whose config the image keeps.
+olds=()
+for a in "${arches[@]}"; do
+	pargs=(--build-arg TARGETOS=linux --build-arg TARGETARCH="$a")
+	[ "$engine" != docker ] || pargs=(--platform "linux/$a")
+	[ -z "${base[$a]:-}" ] || pargs+=(--build-arg BASE_IMAGE="${base[$a]}")
+	for t in $images; do
+		ref=$IMAGE_REPO/globalmirror-$t:$VERSION-$a
+		echo ">> $engine build --target $t --tag $ref (linux/$a)"
+		old=$(id "$ref") start=$(date +%s)
+		"${build[@]}" --target "$t" --tag "$ref" "${args[@]}" "${pargs[@]}" \
+			--build-arg GO_BUILD_FLAGS="$GO_BUILD_FLAGS" --build-arg GO_LDFLAGS="$GO_LDFLAGS" .
+		echo ">> $ref: built in $(($(date +%s) - start)) s"
+		[ -z "$old" ] || [ "$old" = "$(id "$ref")" ] || olds+=("$old")
+	done
+done
+
 for t in $images; do
 	ref=$IMAGE_REPO/globalmirror-$t:$VERSION
-	echo ">> $engine build --target $t --tag $ref"
-	old=$(id "$ref") start=$(date +%s)
-	"${build[@]}" --target "$t" --tag "$ref" "${args[@]}" \
-		--build-arg GO_BUILD_FLAGS="$GO_BUILD_FLAGS" --build-arg GO_LDFLAGS="$GO_LDFLAGS" .
-	echo ">> $ref: built in $(($(date +%s) - start)) s"
-	# The image this one replaces, unless something else still names or uses it.
-	if [ -n "$old" ] && [ "$old" != "$(id "$ref")" ]; then
-		"$engine" rmi "$old" >/dev/null 2>&1 || true
-	fi
+	case $engine in
+	docker)
+		if [[ " ${arches[*]} " == *" $host_arch "* ]]; then docker tag "$ref-$host_arch" "$ref"; fi
+		if [ -n "$push" ]; then
+			for a in "${arches[@]}"; do docker push "$ref-$a"; done
+			docker manifest rm "$ref" >/dev/null 2>&1 || true
+			docker manifest create "$ref" "${arches[@]/#/$ref-}"
+			docker manifest push "$ref"
+		fi
+		;;
+	*)
+		# The name may hold an earlier list or, from before lists, an image.
+		"$engine" manifest rm "$ref" >/dev/null 2>&1 || "$engine" rmi "$ref" >/dev/null 2>&1 || true
+		"$engine" manifest create "$ref" >/dev/null
+		for a in "${arches[@]}"; do "$engine" manifest add "$ref" "containers-storage:$ref-$a" >/dev/null; done
+		echo ">> $ref: manifest list of ${platforms// /, }"
+		if [ -n "$push" ]; then
+			echo ">> $engine manifest push --all $ref"
+			"$engine" manifest push --all "$ref" "docker://$ref"
+		fi
+		;;
+	esac
 done
+
+# The images these replace, unless something else still names or uses them.
+for old in "${olds[@]}"; do "$engine" rmi "$old" >/dev/null 2>&1 || true; done

@@ -14,7 +14,11 @@
 #               image is (static, nonroot, setcap for port 53): the cluster
 #               DNS a kubeadm cluster runs before globalmirror comes in.
 #   controller, coredns
-#               the project's images, as `make image` built them.
+#               the project's images, as `make image` built them: their names
+#               are manifest lists (linux/amd64 and linux/arm64), which podman
+#               resolves to this machine's member, so the archive holds that
+#               image under the list's name; each archive's config is checked
+#               to be for this machine's architecture.
 #
 # Each archive comes with NAME.ref (the image's name) and NAME.id (its ID); an
 # archive whose image did not change is not written again. The client image
@@ -23,6 +27,7 @@ set -euo pipefail
 
 : "${OUT:?}" "${IMAGE_REPO:?}" "${VERSION:?}" "${GO_IMAGE:?}" "${BASE_IMAGE:?}"
 go=${GO:-go}
+arch=$("$go" env GOARCH)
 runtime=${CONTAINER_RUNTIME:-runc}
 podman=(podman ${runtime:+--runtime "$runtime"})
 here=$(cd "$(dirname "$0")" && pwd)
@@ -84,6 +89,12 @@ save() {
 	fi
 	rm -f "$OUT/$name.tar"
 	"${podman[@]}" save --quiet --format docker-archive -o "$OUT/$name.tar.tmp" "$ref"
+	local config
+	config=$(tar -xOf "$OUT/$name.tar.tmp" manifest.json | sed -n 's/.*"Config":"\([^"]*\)".*/\1/p')
+	if ! tar -xOf "$OUT/$name.tar.tmp" "$config" | grep -q '"architecture":"'"$arch"'"'; then
+		echo "images.sh: $ref: saved an image whose config is not for $arch, this node's architecture" >&2
+		exit 1
+	fi
 	mv "$OUT/$name.tar.tmp" "$OUT/$name.tar"
 	echo "$ref" >"$OUT/$name.ref"
 	echo "$id" >"$OUT/$name.id"
