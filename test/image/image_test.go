@@ -7,6 +7,15 @@
 // on 127.0.0.1 as UID 65532 and answers *-global names over UDP and TCP, and
 // the controller image converges the cluster and serves /readyz.
 //
+// Each image's name is a manifest list of linux/amd64 and linux/arm64 (what
+// the chart's default tags name); podman runs this machine's member. The
+// test checks every member's platform, that its binary is a static ELF
+// executable for that machine (CoreDNS's with its file capability), and runs
+// the binaries of every member on this machine, the foreign ones under
+// qemu-user (qemu-aarch64-static on amd64): the controller writes db-global
+// and CoreDNS, with the chart's Corefile, answers it over UDP and TCP. It
+// logs how much slower the emulated ones are.
+//
 // What differs from a pod, and why: the containers share the host's network
 // (all traffic stays on loopback), the API server is reached through a
 // kubeconfig mounted read-only (there is no ServiceAccount token; it
@@ -78,7 +87,7 @@ func TestImages(t *testing.T) {
 	checkPort53Free(t)
 
 	health, ready, metrics := freePort(t), freePort(t), freePort(t)
-	m := render(t, repo, version, 53, health, ready, metrics)
+	m := render(t, repo, version, 53, health, ready, metrics, kubeconfigPath)
 	ctrl := translate(t, m, releaseNamespace, controllerName, "controller", filepath.Join(dir, "port53"))
 	dnsc := translate(t, m, releaseNamespace, corednsName, "coredns", filepath.Join(dir, "port53"))
 	for _, c := range []container{ctrl, dnsc} {
@@ -100,6 +109,18 @@ func TestImages(t *testing.T) {
 	}
 
 	t.Run("contents", func(t *testing.T) { checkContents(t, pm, ctrl, dnsc) })
+
+	// bins: each platform's binary of each image, by binary and platform.
+	bins := map[string]map[string]string{}
+	t.Run("platforms", func(t *testing.T) {
+		for _, c := range []struct {
+			container
+			binary string
+			caps   uint64
+		}{{ctrl, "globalmirror-controller", 0}, {dnsc, "coredns", netBindService}} {
+			bins[c.binary] = checkPlatforms(t, pm, c.container, c.binary, c.caps, filepath.Join(dir, "platforms", c.binary))
+		}
+	})
 
 	t.Run("coredns -version", func(t *testing.T) {
 		commit := gitCommit(t)
@@ -152,7 +173,7 @@ func TestImages(t *testing.T) {
 	// pod spec for that must run the image too.
 	t.Run("coredns on a high port", func(t *testing.T) {
 		port := freePort(t)
-		c := translate(t, render(t, repo, version, port, health, ready, metrics), releaseNamespace, corednsName, "coredns", filepath.Join(dir, "highport"))
+		c := translate(t, render(t, repo, version, port, health, ready, metrics, kubeconfigPath), releaseNamespace, corednsName, "coredns", filepath.Join(dir, "highport"))
 		p := pm.run(t, "highport", slices.Concat(c.Flags, mountKubeconfig), c.Image, c.Args...)
 		waitHTTP(t, p, probeURL(t, c.Spec.ReadinessProbe, "coredns readiness", ready))
 		expectAnswers(t, "127.0.0.1:"+strconv.Itoa(port), want, p)
@@ -212,12 +233,19 @@ func TestImages(t *testing.T) {
 		p := pm.run(t, "kubelet-caps-nosetcap", flags, dnsc.Image, append([]string{"/coredns-without-setcap"}, dnsc.Args...)...)
 		expectBindDenied(t, p)
 	})
+
+	t.Run("every platform's binaries (arm64 emulated)", func(t *testing.T) {
+		if len(bins["globalmirror-controller"]) != len(platforms) || len(bins["coredns"]) != len(platforms) {
+			t.Fatalf("the platforms subtest extracted %v, not every platform's binaries", bins)
+		}
+		checkEmulated(t, ctrl, dnsc, bins, repo, version, kubeconfig, source, want)
+	})
 }
 
 // render renders the chart with both images and a CoreDNS server on
 // 127.0.0.1:dnsPort, its health, ready and prometheus plugins on the other
-// ports, and the kubeconfig mounted at kubeconfigPath.
-func render(t *testing.T, repo, version string, dnsPort, health, ready, metrics int) helmtest.Manifest {
+// ports, reading the kubeconfig at kubeconfig.
+func render(t *testing.T, repo, version string, dnsPort, health, ready, metrics int, kubeconfig string) helmtest.Manifest {
 	t.Helper()
 	values := helmtest.WriteValues(t, fmt.Sprintf(`
 controller:
@@ -225,7 +253,7 @@ controller:
 coredns:
   enabled: true
   image: {repository: %[1]s/globalmirror-coredns, tag: %[2]q}
-`, repo, version)+helmtest.CoreDNSServers(dnsPort, health, ready, metrics, ttl, kubeconfigPath))
+`, repo, version)+helmtest.CoreDNSServers(dnsPort, health, ready, metrics, ttl, kubeconfig))
 	return helmtest.Template(t, "gm", chartDir, releaseNamespace, "-f", values)
 }
 

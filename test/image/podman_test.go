@@ -125,8 +125,15 @@ type file struct {
 // filesystem, through `podman export` of a container that is never started.
 func (p *podman) files(t *testing.T, ref string, paths ...string) map[string]file {
 	t.Helper()
+	return p.extract(t, ref, "", paths...)
+}
+
+// extract is files that also writes each file's content to dir (when not
+// empty) under its base name, executable by its owner.
+func (p *podman) extract(t *testing.T, ref, dir string, paths ...string) map[string]file {
+	t.Helper()
 	name := p.name(t, "export")
-	p.mustOutput(t, "create", "--name", name, ref)
+	p.mustOutput(t, "create", "--pull", "never", "--name", name, ref)
 	cmd := p.command("export", name)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -152,7 +159,16 @@ func (p *podman) files(t *testing.T, ref string, paths ...string) map[string]fil
 			continue
 		}
 		sum := sha256.New()
-		if _, err := io.Copy(sum, tr); err != nil {
+		var w io.Writer = sum
+		if dir != "" {
+			out, err := os.OpenFile(filepath.Join(dir, filepath.Base(path)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o755)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Close()
+			w = io.MultiWriter(sum, out)
+		}
+		if _, err := io.Copy(w, tr); err != nil {
 			t.Fatal(err)
 		}
 		f := file{SHA256: hex.EncodeToString(sum.Sum(nil)), Mode: h.Mode, UID: h.Uid, GID: h.Gid, Xattrs: map[string]string{}}
