@@ -486,7 +486,10 @@ func checkRBAC(ctx context.Context, cl *Cluster, category, component string, acc
 		return result(category, name, Error, strings.Join(denied, ". "),
 			"grant it (the chart's Roles hold exactly what each needs), or reinstall the chart with rbac.create=true")
 	}
-	return result(category, name, OK, fmt.Sprintf("ServiceAccount %s: each has the %d permissions it needs", strings.Join(accounts, ", "), len(needs)), "")
+	if len(accounts) == 1 {
+		return result(category, name, OK, fmt.Sprintf("ServiceAccount %s has the %d permissions it needs", accounts[0], len(needs)), "")
+	}
+	return result(category, name, OK, fmt.Sprintf("ServiceAccounts %s each have the %d permissions they need", strings.Join(accounts, ", "), len(needs)), "")
 }
 
 // checkMirrors looks for Linkerd's headless mirrors, and for service

@@ -74,7 +74,8 @@ func Differences(svc *corev1.Service, view aggregate.View, existing []*discovery
 			}
 		}
 	}
-	samePortSets := slices.Equal(slices.Sorted(maps.Keys(wantPorts)), slices.Sorted(maps.Keys(gotPorts)))
+	// With no slice at all, the missing addresses say it all.
+	samePortSets := len(existing) == 0 || slices.Equal(slices.Sorted(maps.Keys(wantPorts)), slices.Sorted(maps.Keys(gotPorts)))
 	if !samePortSets {
 		add(DiffPorts, "%s, want %s", portSets(gotPorts), portSets(wantPorts))
 	}

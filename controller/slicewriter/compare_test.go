@@ -31,6 +31,7 @@ func TestDifferencesNameWhatReconcileWouldChange(t *testing.T) {
 		name, kind, detail string
 		view               func(aggregate.View) aggregate.View
 		slices             func([]*discoveryv1.EndpointSlice)
+		deleted            bool
 	}{
 		{name: "an endpoint added", kind: DiffAddresses, detail: "missing 192.0.2.9",
 			view: func(v aggregate.View) aggregate.View {
@@ -54,9 +55,13 @@ func TestDifferencesNameWhatReconcileWouldChange(t *testing.T) {
 			slices: func(s []*discoveryv1.EndpointSlice) { first(s).Zone = new("elsewhere") }},
 		{name: "a label removed", kind: DiffMetadata, detail: "slice ",
 			slices: func(s []*discoveryv1.EndpointSlice) { delete(s[0].Labels, aggregate.LabelBase) }},
+		{name: "every slice deleted", kind: DiffAddresses, detail: "missing 192.0.2.1, 192.0.2.2, 192.0.2.3, 2001:db8::1", deleted: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, want := h.cache(), v
+			if tc.deleted {
+				got = nil
+			}
 			want.Endpoints = append([]aggregate.Endpoint(nil), v.Endpoints...)
 			if tc.view != nil {
 				want = tc.view(want)
