@@ -298,17 +298,47 @@ func TestAdoptionOnANode(t *testing.T) {
 			return ""
 		})
 	})
-	step("checked: the controller scaled to 0 (the plugin answers)", nothing, func() {
+	// globalmirror check, each of its failures made by breaking one thing,
+	// then healed; every other check stays ✔.
+	step("checked: the controller stopped, then a global's slice deleted (the plugin answers)", nothing, func() {
 		s.scale(controllerRelease.namespace, controllerRelease.deployment("controller"), 0)
-		s.expectCheck(map[string]string{"controller running": "scale deployment", "controller leader": "controller check"})
+		s.expectCheck(map[string]string{"controller running": "scale deployment", "controller leader": "controller running check"})
+		s.deleteGlobalSlice("db-global")
+		s.expectCheck(map[string]string{"controller running": "scale deployment", "controller leader": "controller running check",
+			"global services in sync": "has not written their addresses"})
 		s.scale(controllerRelease.namespace, controllerRelease.deployment("controller"), 2)
+		s.expectLeader(controllerRelease)
+		s.expectCheck(nil)
+	})
+	step("checked: the Lease held by nobody running while the controller's pods run", nothing, func() {
+		restore := s.leaseHeldByAStranger(controllerRelease)
+		s.expectCheck(map[string]string{"controller leader": "no running replica leads"})
+		restore()
 		s.expectLeader(controllerRelease)
 	})
 	step("checked: a rule missing from the controller's ClusterRole", nothing, func() {
 		restore := s.withoutRule(controllerRelease.deployment("controller"), "", "events")
 		s.expectCheck(map[string]string{"RBAC of the controller": "grant it"})
 		restore()
+	})
+	step("checked: a rule missing from the cluster DNS's ClusterRole", nothing, func() {
+		restore := s.withoutRule(dnsRelease.deployment("coredns"), "discovery.k8s.io", "endpointslices")
+		s.expectCheck(map[string]string{"RBAC of the cluster DNS": "grant it"})
+		restore()
+	})
+	step("checked: a user's Service holds a global's name", nothing, func() {
+		heal := s.nameConflict(env.Cluster("east"))
+		s.expectCheck(map[string]string{"global names free": "rename or delete the Service"})
+		heal()
+	})
+	step("checked: a Linkerd service mirror without headless mirroring", nothing, func() {
+		heal := s.serviceMirrorWithoutHeadless()
+		s.expectCheck(map[string]string{"Linkerd's headless mirrors": "enableHeadlessServices=true"})
+		heal()
 		s.expectCheck(nil)
+	})
+	step("checked: the API server unreachable", nothing, func() {
+		s.expectUnreachable()
 	})
 	step("every CoreDNS pod deleted at once (the old ones answer through their lameduck)", failures, func() {
 		old := dnsRelease.podsOf(s, "coredns")
