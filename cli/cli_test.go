@@ -230,6 +230,14 @@ func TestNeedsAreTheRulesInEachNamespace(t *testing.T) {
 		"kube-system/a": strings.Replace(corefile, "ttl 5", "ttl 5\n        namespaces app", 1),
 		"kube-system/b": strings.Replace(corefile, "ttl 5", "ttl 5\n        namespaces db", 1),
 	}}}
+	cl.DNS.Pods = []corev1.Pod{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system"}, Spec: corev1.PodSpec{ServiceAccountName: "coredns"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system"}, Spec: corev1.PodSpec{ServiceAccountName: "gm-dns"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system"}, Spec: corev1.PodSpec{ServiceAccountName: "coredns"}},
+	}
+	if got := dnsAccounts(cl); !slices.Equal(got, []string{"kube-system/coredns", "kube-system/gm-dns"}) {
+		t.Errorf("the DNS pods' ServiceAccounts mid-rollout: %v", got)
+	}
 	got := dnsNeeds(cl)
 	if len(got) != 8 || !slices.Contains(got, need{"watch", "discovery.k8s.io", "endpointslices", "db", ""}) || !slices.Contains(got, need{"list", "", "services", "app", ""}) {
 		t.Errorf("two stanzas' namespaces: %+v", got)

@@ -133,3 +133,27 @@ func TestCheckOfAHungAPIServerEndsAtItsTimeout(t *testing.T) {
 		t.Errorf("exit %d, report %+v", code, r)
 	}
 }
+
+// A release between the proven ones, as the API server's discovery says it:
+// the API check warns (‼) with a hint, and a warning alone fails nothing.
+func TestCheckOfAReleaseOutsideTheMatrixWarns(t *testing.T) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/version" {
+			fmt.Fprint(w, `{"major": "1", "minor": "34", "gitVersion": "v1.34.2"}`)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer api.Close()
+	_, r := checkJSON(t, "--kubeconfig", kubeconfig(t, api.URL), "--timeout", "10s")
+	first := r.Checks[0]
+	if first.Check != "Kubernetes API" || first.Result != cli.Warning || !strings.Contains(first.Detail, "v1.34.2") || !strings.Contains(first.Hint, "1.34 is not among") {
+		t.Errorf("the API check of 1.34: %+v", first)
+	}
+	if len(r.Checks) < 11 {
+		t.Errorf("%d checks ran after a warning; want every one", len(r.Checks))
+	}
+	if !cli.NewReport(r.Checks[:1]).Success {
+		t.Error("a warning alone fails the report")
+	}
+}
