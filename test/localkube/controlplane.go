@@ -3,6 +3,7 @@ package localkube
 import (
 	"cmp"
 	"context"
+	"debug/buildinfo"
 	"fmt"
 	"net/netip"
 	"os"
@@ -30,6 +31,8 @@ const startTimeout = 90 * time.Second // three API servers on two busy cores
 // `go test`'s timeout or ^C would otherwise leave them running.
 type binaries struct {
 	etcd, apiserver, controllerManager, scheduler string
+	// release is the Kubernetes release the kube-apiserver was built from.
+	release string
 }
 
 func newBinaries(assets, apiserver, dir string) (binaries, error) {
@@ -43,11 +46,29 @@ func newBinaries(assets, apiserver, dir string) (binaries, error) {
 		return b, err
 	}
 	var err error
+	if b.release, err = builtRelease(b.apiserver); err != nil {
+		return b, err
+	}
 	if b.etcd, err = dyingWithUs(b.etcd, dir, "etcd"); err != nil {
 		return b, err
 	}
 	b.apiserver, err = dyingWithUs(b.apiserver, dir, "kube-apiserver")
 	return b, err
+}
+
+// builtRelease is the release of the k8s.io/kubernetes module bin was built
+// from, as `go version -m` shows it: not its file name, nor a stamp.
+func builtRelease(bin string) (string, error) {
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		return "", fmt.Errorf("localkube: which release is %s: %w", bin, err)
+	}
+	for _, d := range info.Deps {
+		if d.Path == "k8s.io/kubernetes" {
+			return d.Version, nil
+		}
+	}
+	return "", fmt.Errorf("localkube: %s was not built from the k8s.io/kubernetes module", bin)
 }
 
 // dyingWithUs writes the wrapper of bin, named name in dir, and returns its
@@ -175,6 +196,11 @@ func (e *Env) startCluster(ctx context.Context, bins binaries, c *Cluster, etcd 
 	}
 	if err := waitAPIReady(ctx, c.Client); err != nil {
 		return fmt.Errorf("kube-apiserver /readyz: %w", err)
+	}
+	// The version matrix holds only if each run serves the release it
+	// meant to: asked of the server, against what its binary was built from.
+	if v, err := c.Client.Discovery().ServerVersion(); err != nil || v.GitVersion != bins.release {
+		return fmt.Errorf("kube-apiserver %s was built from Kubernetes %s, but serves /version %+v (%v)", bins.apiserver, bins.release, v, err)
 	}
 	apiReady := time.Since(start)
 

@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,4 +154,23 @@ func BenchmarkStartThree(b *testing.B) {
 	}
 	b.ReportMetric((shared / time.Duration(i)).Seconds(), "s-shared-etcd/start")
 	b.ReportMetric((separate / time.Duration(i)).Seconds(), "s-etcd-per-cluster/start")
+}
+
+// The release a kube-apiserver serves is checked against the module it was
+// built from; a binary built from no Kubernetes module is refused.
+func TestBuiltReleaseComesFromTheBinarysModules(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := builtRelease(self); err == nil {
+		t.Errorf("the test binary was built from Kubernetes %s", r)
+	}
+	if testing.Short() {
+		return
+	}
+	bin := filepath.Join(os.Getenv(AssetsEnv), "kube-apiserver")
+	if r, err := builtRelease(bin); err != nil || !strings.HasPrefix(r, "v1.") {
+		t.Errorf("%s: release %q, %v", bin, r, err)
+	}
 }
