@@ -98,7 +98,7 @@ func TestListsThatStreamAndListsInPagesBuildTheSameIndex(t *testing.T) {
 	// Lists stream where the API server offers it: a watch of its own that
 	// asks for a streamed list says whether it does.
 	path := []kubeclient.Path{kubeclient.Paged}
-	if streams, err := localkube.StreamsLists(t.Context(), c); err != nil {
+	if streams, err := localkube.StreamsListsAsReleased(t.Context(), c); err != nil {
 		t.Fatal(err)
 	} else if streams {
 		path = []kubeclient.Path{kubeclient.Streamed}

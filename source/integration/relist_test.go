@@ -94,7 +94,7 @@ func TestRelistOfAnUnchangedWorldTellsNoOne(t *testing.T) {
 		return kubeclient.Counters{Streamed: counted[resource+" streamed"], Paged: counted[resource+" paged"], Held: counted[resource+" held"]}
 	}
 	path := kubeclient.Paged
-	if streams, err := localkube.StreamsLists(ctx, c); err != nil {
+	if streams, err := localkube.StreamsListsAsReleased(ctx, c); err != nil {
 		t.Fatal(err)
 	} else if streams {
 		path = kubeclient.Streamed

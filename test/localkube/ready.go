@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -112,4 +114,31 @@ func StreamsLists(ctx context.Context, client kubernetes.Interface) (bool, error
 	}
 	w.Stop()
 	return true, nil
+}
+
+// ReleaseStreamsLists is whether Kubernetes 1.minor streams lists by
+// default: 1.32 and 1.34 on do; 1.31 and older, and 1.33 (whose feature
+// gate went back to off), do not.
+func ReleaseStreamsLists(minor int) bool { return minor == 32 || minor >= 34 }
+
+// StreamsListsAsReleased is StreamsLists, failing where the API server's
+// answer is not its release's (ReleaseStreamsLists): a test of the version
+// matrix then proves both which release answered and which path it took.
+func StreamsListsAsReleased(ctx context.Context, client kubernetes.Interface) (bool, error) {
+	v, err := client.Discovery().ServerVersion()
+	if err != nil {
+		return false, err
+	}
+	minor, err := strconv.Atoi(strings.TrimRight(v.Minor, "+"))
+	if err != nil {
+		return false, fmt.Errorf("localkube: minor version %q: %w", v.Minor, err)
+	}
+	streams, err := StreamsLists(ctx, client)
+	if err != nil {
+		return false, err
+	}
+	if want := ReleaseStreamsLists(minor); streams != want {
+		return false, fmt.Errorf("localkube: %s streams lists: %v; its release: %v", v.GitVersion, streams, want)
+	}
+	return streams, nil
 }
