@@ -52,10 +52,17 @@ func TestAControlPlaneUpgradedInPlaceIsStreamedFromAgain(t *testing.T) {
 	mirror := fixture.HeadlessMirror(ns, "db", "east", peer)
 	create(t, c, mirror, fixture.Slice(mirror, "db-east-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("db-0", "10.1.0.1")))
 
-	streamed, paged := map[string]*counter{}, map[string]*counter{}
+	// Every feed's counters, a resource's feeds each apart (two read
+	// EndpointSlices).
+	type feedCounters struct {
+		resource        string
+		streamed, paged *counter
+	}
+	var feeds []feedCounters
 	counters := func(resource string) kubeclient.Counters {
-		streamed[resource], paged[resource] = &counter{}, &counter{}
-		return kubeclient.Counters{Streamed: streamed[resource], Paged: paged[resource]}
+		f := feedCounters{resource, &counter{}, &counter{}}
+		feeds = append(feeds, f)
+		return kubeclient.Counters{Streamed: f.streamed, Paged: f.paged}
 	}
 	sel, _ := labels.Parse(aggregate.DefaultLocalSelector)
 	src, err := source.New(source.Config{Client: c, API: cluster.Config, Namespaces: []string{ns}, LocalSelector: sel, Counters: counters})
@@ -102,9 +109,14 @@ func TestAControlPlaneUpgradedInPlaceIsStreamedFromAgain(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []string{"services", "endpointslices"} {
-		if paged[r].Load() == 0 || streamed[r].Load() == 0 {
-			t.Errorf("%s: %d lists paged, %d streamed; want both", r, paged[r].Load(), streamed[r].Load())
+	per := map[string]int{}
+	for _, f := range feeds {
+		per[f.resource]++
+		if f.paged.Load() == 0 || f.streamed.Load() == 0 {
+			t.Errorf("a feed of %s: %d lists paged, %d streamed; want both", f.resource, f.paged.Load(), f.streamed.Load())
 		}
+	}
+	if per["services"] < 1 || per["endpointslices"] < 2 {
+		t.Errorf("feeds counted by resource: %v; want every one (services, and two of endpointslices)", per)
 	}
 }
