@@ -99,8 +99,10 @@ func (n *Node) startKubelet() error {
 }
 
 // proxyConfig is kube-proxy in iptables mode (Debian's iptables, nft
-// backend), in the namespace's own tables. conntrack maxPerCore 0 and zero
-// timeouts leave the host-wide conntrack settings alone, as kind and k3s do.
+// backend), in the namespace's own tables, syncing as users run it (its
+// default minSyncPeriod, 1 s: the lameduck margins are judged on that).
+// conntrack maxPerCore 0 and zero timeouts leave the host-wide conntrack
+// settings alone, as kind and k3s do.
 const proxyConfig = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection:
@@ -116,7 +118,6 @@ conntrack:
   tcpCloseWaitTimeout: 0s
 iptables:
   localhostNodePorts: false
-  minSyncPeriod: 0s
 `
 
 func (n *Node) startProxy() error {
