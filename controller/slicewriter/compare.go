@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	endpointsliceutil "k8s.io/endpointslice/util"
+	"k8s.io/utils/ptr"
 )
 
 // What a Difference is about.
@@ -88,9 +89,9 @@ func Differences(svc *corev1.Service, view aggregate.View, existing []*discovery
 		}
 		d := want[a]
 		switch {
-		case stringOf(d.e.Hostname) != stringOf(w.e.Hostname):
-			add(DiffHostnames, "%s is %q, want %q", a, stringOf(w.e.Hostname), stringOf(d.e.Hostname))
-		case !ptrEqual(d.e.Conditions.Ready, w.e.Conditions.Ready):
+		case ptr.Deref(d.e.Hostname, "") != ptr.Deref(w.e.Hostname, ""):
+			add(DiffHostnames, "%s is %q, want %q", a, ptr.Deref(w.e.Hostname, ""), ptr.Deref(d.e.Hostname, ""))
+		case !ptr.Equal(d.e.Conditions.Ready, w.e.Conditions.Ready):
 			add(DiffReadiness, "%s ready %s, want %s", a, ptrString(w.e.Conditions.Ready), ptrString(d.e.Conditions.Ready))
 		case d.ports != w.ports && samePortSets:
 			add(DiffPorts, "%s has ports %s, want %s", a, portList(gotPorts[w.ports]), portList(wantPorts[d.ports]))
@@ -113,15 +114,6 @@ func Differences(svc *corev1.Service, view aggregate.View, existing []*discovery
 	return diffs
 }
 
-func stringOf(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
-func ptrEqual(a, b *bool) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
-
 func ptrString(b *bool) string {
 	if b == nil {
 		return "unset"
@@ -141,21 +133,7 @@ func portSets(sets map[endpointsliceutil.PortMapKey][]discoveryv1.EndpointPort) 
 func portList(ports []discoveryv1.EndpointPort) string {
 	var out []string
 	for _, p := range ports {
-		out = append(out, fmt.Sprintf("%s:%d/%s", stringOf(p.Name), derefInt(p.Port), derefProto(p.Protocol)))
+		out = append(out, fmt.Sprintf("%s:%d/%s", ptr.Deref(p.Name, ""), ptr.Deref(p.Port, 0), ptr.Deref(p.Protocol, corev1.ProtocolTCP)))
 	}
 	return "(" + strings.Join(out, ",") + ")"
-}
-
-func derefInt(p *int32) int32 {
-	if p == nil {
-		return 0
-	}
-	return *p
-}
-
-func derefProto(p *corev1.Protocol) corev1.Protocol {
-	if p == nil {
-		return corev1.ProtocolTCP
-	}
-	return *p
 }
