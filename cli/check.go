@@ -106,19 +106,17 @@ func result(category, check string, level Level, detail, hint string) Result {
 // apiFailure is the Error of a check an API request stopped, saying why:
 // refused to the user who runs check, unanswered in time, or else.
 func apiFailure(category, check, what string, err error, hint string) Result {
-	var status apierrors.APIStatus
 	switch {
 	case apierrors.IsForbidden(err):
 		return result(category, check, Error, what+": forbidden: "+errMessage(err),
 			"globalmirror check reads as you: let your user get, list and watch what it reads (a read-only ClusterRole such as view, plus pods/proxy and subjectaccessreviews)")
 	case errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err):
 		return result(category, check, Error, what+": no answer before the timeout: "+err.Error(), "raise --timeout, or see why the API server is slow")
-	case errors.As(err, &status):
-		return result(category, check, Error, what+": "+errMessage(err), hint)
 	}
-	return result(category, check, Error, what+": "+err.Error(), hint)
+	return result(category, check, Error, what+": "+errMessage(err), hint)
 }
 
+// errMessage is an API error's message, or any other error's text.
 func errMessage(err error) string {
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
@@ -696,22 +694,28 @@ func judge(idx *source.Source, k source.Key, owned map[string][]*discoveryv1.End
 // ownedSlices lists, once, every EndpointSlice globalmirror wrote in the
 // namespaces (empty: all), by namespace/service.
 func ownedSlices(ctx context.Context, cl *Cluster, namespaces []string) (map[string][]*discoveryv1.EndpointSlice, error) {
-	out := map[string][]*discoveryv1.EndpointSlice{}
 	sel := discoveryv1.LabelManagedBy + "=" + aggregate.EndpointSliceManagedBy
+	var all []discoveryv1.EndpointSlice
 	for _, ns := range orAll(namespaces) {
 		l, err := cl.Client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if err != nil {
 			return nil, err
 		}
-		for i := range l.Items {
-			s := &l.Items[i]
-			if slicewriter.Owns(s) {
-				key := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
-				out[key] = append(out[key], s)
-			}
+		all = append(all, l.Items...)
+	}
+	return byService(all), nil
+}
+
+// byService keeps the slices globalmirror wrote, by namespace/service.
+func byService(items []discoveryv1.EndpointSlice) map[string][]*discoveryv1.EndpointSlice {
+	out := map[string][]*discoveryv1.EndpointSlice{}
+	for i := range items {
+		if s := &items[i]; slicewriter.Owns(s) {
+			key := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
+			out[key] = append(out[key], s)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // Index builds the index both halves build, of namespaces (empty: all),

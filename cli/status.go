@@ -100,14 +100,7 @@ func Status(ctx context.Context, cl *Cluster, namespace, name string) (*GlobalSt
 func status(idx *source.Source, k source.Key, all []discoveryv1.EndpointSlice) *GlobalStatus {
 	in := idx.Input(k)
 	v := aggregate.Aggregate(in)
-	owned := map[string][]*discoveryv1.EndpointSlice{}
-	for i := range all {
-		if s := &all[i]; slicewriter.Owns(s) {
-			key := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
-			owned[key] = append(owned[key], s)
-		}
-	}
-	j := judge(idx, k, owned)
+	j := judge(idx, k, byService(all))
 	st := &GlobalStatus{Namespace: k.Namespace, Name: j.name, Base: k.Base, Exists: aggregate.Exists(in),
 		Verdict: verdicts[j.verdict], Differences: j.diffs}
 	if j.verdict == aggregate.VerdictConflict {
