@@ -220,6 +220,12 @@ func status(args []string, stdout, stderr io.Writer) int {
 	} else {
 		st.Write(stdout)
 	}
+	return statusCode(st)
+}
+
+// statusCode is status's exit code for what it found: 1 no such global, 2
+// its objects out of sync, 0 neither.
+func statusCode(st *cli.GlobalStatus) int {
 	switch {
 	case !st.Exists:
 		return 1

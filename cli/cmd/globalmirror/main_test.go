@@ -157,3 +157,24 @@ func TestCheckOfAReleaseOutsideTheMatrixWarns(t *testing.T) {
 		t.Error("a warning alone fails the report")
 	}
 }
+
+// status's exit codes tell a script what it found, or that it found nothing.
+func TestStatusExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		st   cli.GlobalStatus
+		want int
+	}{{cli.GlobalStatus{Exists: true, InSync: true}, 0}, {cli.GlobalStatus{InSync: true}, 1}, {cli.GlobalStatus{Exists: true}, 2}} {
+		if got := statusCode(&tc.st); got != tc.want {
+			t.Errorf("%+v: exit %d, want %d", tc.st, got, tc.want)
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	if code, out, errOut := runCmd("status", "app/db-global", "--kubeconfig", kubeconfig(t, "https://"+addr)); code != 3 || out != "" || !strings.Contains(errOut, "connection refused") {
+		t.Errorf("status against no API server: exit %d, stdout %q, stderr %q; want 3", code, out, errOut)
+	}
+}
