@@ -319,7 +319,10 @@ func (s *install) scale(namespace, deployment string, replicas int32) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	sc.Spec.Replicas = replicas
+	// No resourceVersion precondition, as `kubectl scale` sends none: the
+	// Deployment's status changes under us (a pod turning Ready), and that
+	// is no reason to refuse a new replica count.
+	sc.Spec.Replicas, sc.ResourceVersion = replicas, ""
 	if _, err := s.c.AppsV1().Deployments(namespace).UpdateScale(s.ctx, deployment, sc, metav1.UpdateOptions{}); err != nil {
 		s.t.Fatal(err)
 	}
