@@ -246,7 +246,7 @@ func checkDNSImage(ctx context.Context, cl *Cluster) Result {
 	}
 	if len(without) > 0 {
 		return result(category, name, Error, "without the global plugin: "+strings.Join(without, ", "),
-			"run the globalmirror CoreDNS image: kubectl -n kube-system set image deployment/coredns coredns=<registry>/globalmirror-coredns:<version>; the controller's Services answer through the stock plugin meanwhile, but not before it has written them, nor while it is down")
+			"run the globalmirror CoreDNS image as the chart's README patches it in (kubectl -n kube-system patch deployment/coredns: the image, and readiness every 2 s); the controller's Services answer through the stock plugin meanwhile, but not before it has written them, nor while it is down")
 	}
 	return result(category, name, OK, fmt.Sprintf("%d pods run an image with the global plugin (%s)", len(cl.DNS.Pods), cl.DNS.Pods[0].Spec.Containers[0].Image), "")
 }

@@ -56,6 +56,19 @@ func newBinaries(assets, apiserver, dir string) (binaries, error) {
 	return b, err
 }
 
+// nodeAuditPolicy records each pod created, with the pod as created and
+// admission's annotations (Pod Security's audit level among them), and
+// nothing else.
+const nodeAuditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: RequestResponse
+  verbs: [create]
+  resources: [{group: "", resources: [pods]}]
+- level: None
+`
+
 // builtRelease is the release of the k8s.io/kubernetes module bin was built
 // from, as `go version -m` shows it: not its file name, nor a stamp.
 func builtRelease(bin string) (string, error) {
@@ -157,6 +170,13 @@ func (e *Env) startCluster(ctx context.Context, bins binaries, c *Cluster, etcd 
 		args.Set("advertise-address", nodeAddr.String())
 		// The kubelet (exec, logs) by its address: its hostname is in no DNS.
 		args.Set("kubelet-preferred-address-types", "InternalIP")
+		policy := filepath.Join(c.dir, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(nodeAuditPolicy), 0o600); err != nil {
+			return err
+		}
+		c.AuditLog = filepath.Join(c.dir, "audit.log")
+		args.Set("audit-policy-file", policy)
+		args.Set("audit-log-path", c.AuditLog)
 	} else {
 		// Nothing would remove 127.0.0.1 from the `kubernetes` Endpoints, and
 		// Endpoints reject loopback addresses anyway.

@@ -116,6 +116,10 @@ type Cluster struct {
 	// EtcdURL is the cluster's etcd, for faults below the API server
 	// (compaction). With a shared etcd, every cluster has the same one.
 	EtcdURL *url.URL
+	// AuditLog is the API server's audit log (JSON lines) of a cluster
+	// real nodes join: every pod created, with what admission said of it
+	// (nodeAuditPolicy). Empty for the others.
+	AuditLog string
 
 	dir        string
 	realNode   bool // see Options.RealNodes

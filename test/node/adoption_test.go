@@ -1,11 +1,13 @@
 package node_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,11 +35,11 @@ var (
 
 // TestAdoptionOnANode changes the DNS of a running kubeadm-style cluster to
 // globalmirror the ways the chart's README offers, on a real node, while a
-// client pod never stops asking (the asker), and counts every lookup that
-// failed or was wrong at each step; then rolls CoreDNS the ways users do,
-// and backs out. Every step but one must fail and get wrong no lookup; the
-// one that deletes every CoreDNS pod at once leaves no server by design,
-// and says how long.
+// client pod never stops asking (the asker); then rolls CoreDNS the ways
+// users do, and backs out. Every lookup of the asker is judged, step after
+// step (timeline): none may fail, be wrong or be slow, except that where
+// kubeadm's own pods end a few may be slow by one retry (kubeadmPodsEnd),
+// and each step asks every query at minRate at least.
 func TestAdoptionOnANode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a node, three control planes and the chart")
@@ -79,7 +81,9 @@ func TestAdoptionOnANode(t *testing.T) {
 			t.Errorf("localkube: stop: %v", err)
 		}
 	})
-	s := &install{t: t, ctx: ctx, node: n, c: source.Client, config: source.Config, kubeconfig: source.Kubeconfig}
+	s := &install{t: t, ctx: ctx, node: n, c: source.Client, config: source.Config, kubeconfig: source.Kubeconfig,
+		checkedPods: map[types.UID]string{}}
+	s.labelNamespace(metav1.NamespaceSystem, podSecurityLabels)
 
 	// Start like a kubeadm cluster: its cluster DNS, running a stock
 	// CoreDNS of the version globalmirror builds on.
@@ -114,50 +118,44 @@ func TestAdoptionOnANode(t *testing.T) {
 	// The asker asks from before the first install to the end.
 	tr := &truth{}
 	tr.now(want.before)
-	if _, err := s.c.CoreV1().Pods(ns).Create(ctx, s.askerSpec(want.asked), metav1.CreateOptions{}); err != nil {
+	asked := withBothResolvers(want.asked)
+	if _, err := s.c.CoreV1().Pods(ns).Create(ctx, s.askerSpec(asked), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	s.waitPodRunning(askerPod)
-	log := &askerLog{s: s, offset: map[string]int{}}
-	var tallies []tally
-	// step runs one step and tallies the lookups asked while it ran: none
-	// may fail, be wrong or stall, but where kubeadm's CoreDNS pods end
-	// (stalls: its readiness probe, 10 s x 3, outlasts its lameduck, 5 s;
-	// see DESIGN.md) and where no server is left by design (failures).
-	step := func(name string, allowed stepAllows, do func()) {
+	tl := &timeline{log: &askerLog{s: s, offset: map[string]int{}}, tr: tr, queries: asked}
+	tl.log.readPast(time.Time{})
+	tl.at = slices.MinFunc(tl.log.all, func(a, b lookup) int { return cmp.Compare(a.At, b.At) }).asked()
+	// step does a step, then ends its span of the timeline and judges it.
+	step := func(name string, allows allowance, do func()) {
 		t.Helper()
-		from := time.Now()
 		do()
-		if allowed == stalls {
+		if allows == kubeadmPodsEnd {
 			// What kubeadm's ended pods left (UDP conntrack entries to
 			// them) lasts until kube-proxy has synced after their
 			// endpoints went: the step's, not the next one's.
 			time.Sleep(5 * time.Second)
 		}
-		to := time.Now()
-		log.readPast(to)
-		tl := log.judge(tr, name, from, to)
-		tl.NoServer = allowed == failures
-		tallies = append(tallies, tl)
-		t.Logf("%s", tl)
-		if allowed != failures && (tl.Failed > 0 || tl.Wrong > 0) {
-			t.Errorf("%s: %d of %d lookups failed, %d wrong:\n  %s", name, tl.Failed, tl.Asked, tl.Wrong,
-				strings.Join(append(tl.FailedSamples, tl.WrongSamples...), "\n  "))
-		}
-		if allowed == nothing && tl.Stalled > 0 {
-			t.Errorf("%s: %d of %d lookups stalled:\n  %s\n%s", name, tl.Stalled, tl.Asked, strings.Join(tl.StalledSamples, "\n  "), s.dnsFlows())
+		tally := tl.end(name)
+		t.Logf("%s", tally)
+		if p := tally.problems(allows); len(p) > 0 {
+			flows := ""
+			if tally.Slow > 0 {
+				flows = "\n" + s.dnsFlows()
+			}
+			t.Errorf("%s: %s\n%s%s", name, strings.Join(p, "; "), tally, flows)
 		}
 	}
-	defer func() { t.Logf("lookups per step:\n%s", markdown(tallies)) }()
+	defer func() { t.Logf("lookups per step:\n%s", markdown(tl.tallies)) }()
 
-	step("kubeadm's cluster DNS, before globalmirror", nothing, func() {
+	step("kubeadm's cluster DNS, before globalmirror", strict, func() {
 		s.awaitAnswers("client", want.before)
 		time.Sleep(5 * time.Second)
 	})
 
 	// 1. The controller alone: the stock CoreDNS answers db-global from
-	// its slices.
-	step("1. helm install, the controller only", nothing, func() {
+	// its slices; globalmirror check names what is left to do.
+	step("1. helm install, the controller only", strict, func() {
 		s.createNamespace(controllerRelease.namespace, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
 		tr.now(want.global)
 		helmtest.Must(t, append([]string{"install", controllerRelease.name, chartDir, "--namespace", controllerRelease.namespace,
@@ -167,63 +165,66 @@ func TestAdoptionOnANode(t *testing.T) {
 		tr.settled()
 		s.expectControllerSlices(want.addresses)
 		s.expectLeader(controllerRelease)
-	})
-	// globalmirror check names what is left to do.
-	s.expectCheck(map[string]string{
-		"cluster DNS image":           "set image deployment/coredns",
-		"global stanza":               "global cluster.local",
-		"plugin and controller agree": "global stanza check",
+		s.expectCheck(map[string]string{
+			"cluster DNS image":           "patch deployment/coredns",
+			"global stanza":               "global cluster.local",
+			"plugin and controller agree": "global stanza check",
+		})
 	})
 
 	// 2. Patch the cluster's CoreDNS as the chart's README says: its image
-	// (kubectl set image), then the global stanza in its ConfigMap
-	// (kubectl edit), which the reload plugin applies; then back.
+	// and readiness probe (kubectl patch), then the global stanza and the
+	// lameduck in its ConfigMap (kubectl edit), which the reload plugin
+	// applies; then back, in the README's order.
 	stockCorefile := kubeadm.configMap.Data["Corefile"]
-	step("2. kubeadm's CoreDNS: the globalmirror image", stalls, func() {
-		s.setImage(metav1.NamespaceSystem, "coredns", "coredns", n.Images["coredns"])
+	step("2. kubeadm's CoreDNS: the globalmirror image", kubeadmPodsEnd, func() {
+		s.patchKubeadmCoreDNS(n.Images["coredns"], patchedReadinessPeriod)
 	})
-	step("2. kubeadm's CoreDNS: the global stanza in its Corefile", nothing, func() {
+	step("2. kubeadm's CoreDNS: the global stanza in its Corefile", strict, func() {
 		before := s.reloadHashes()
-		s.setCorefile(withGlobalStanza(t, stockCorefile))
+		s.setCorefile(patchedCorefile(t, stockCorefile))
 		s.awaitReloaded(before, true)
+		s.expectCheck(nil)
+		s.expectStatus(want.podNames)
 	})
-	s.expectCheck(nil)
-	s.expectStatus(want.podNames)
-	step("2. checked: a stanza whose suffix is not the controller's", nothing, func() {
+	step("2. checked: a stanza whose suffix is not the controller's", strict, func() {
 		// The stock plugin answers db-global from the controller's slices
 		// whichever stanza runs.
 		before := s.reloadHashes()
-		s.setCorefile(withGlobalStanza(t, stockCorefile, "suffix -all"))
+		s.setCorefile(patchedCorefile(t, stockCorefile, "suffix -all"))
 		s.awaitReloaded(before, true)
 		s.expectCheck(map[string]string{"plugin and controller agree": "the same suffix"})
 	})
-	step("2. rolled back: the stanza removed", nothing, func() {
+	step("2. rolled back: the stanza removed", strict, func() {
+		before := s.reloadHashes()
+		s.setCorefile(withLameduck(t, stockCorefile, patchedLameduck))
+		s.awaitReloaded(before, false)
+	})
+	step("2. rolled back: the stock image, then kubeadm's Corefile", strict, func() {
+		s.patchKubeadmCoreDNS(n.Images["coredns-stock"], kubeadmReadinessPeriod)
 		before := s.reloadHashes()
 		s.setCorefile(stockCorefile)
 		s.awaitReloaded(before, false)
 	})
-	step("2. rolled back: the stock image", stalls, func() {
-		s.setImage(metav1.NamespaceSystem, "coredns", "coredns", n.Images["coredns-stock"])
-	})
 
 	// 3. The chart's CoreDNS beside kubeadm's, behind the same kube-dns
 	// Service; then kubeadm's scaled to 0.
-	step("3. helm install, the chart's CoreDNS beside kube-dns", nothing, func() {
+	step("3. helm install, the chart's CoreDNS beside kube-dns", strict, func() {
 		helmtest.Must(t, append([]string{"install", dnsRelease.name, chartDir, "--namespace", dnsRelease.namespace,
 			"--kubeconfig", s.kubeconfig, "--set", "controller.enabled=false", "--set", "coredns.enabled=true",
 			"--set", "coredns.isClusterService=true", "--set", "coredns.service.enabled=false"}, s.images("coredns")...)...)
 		s.waitRolledOut(dnsRelease.namespace, dnsRelease.deployment("coredns"))
 		s.awaitServing(dnsRelease.podsOf(s, "coredns"))
+		s.expectProbedAndUnprivileged(dnsRelease)
 	})
-	s.expectRestrictedExceptKubeadm()
-	step("3. kubeadm's CoreDNS scaled to 0", stalls, func() {
+	step("3. kubeadm's CoreDNS scaled to 0", kubeadmPodsEnd, func() {
 		s.scale(metav1.NamespaceSystem, "coredns", 0)
 	})
 
 	// 4. The chart takes the kube-dns Service over: helm adopts the
 	// existing object (the annotations and label helm looks for), and
 	// keeps its ClusterIP.
-	step("4. helm upgrade: the chart owns kube-dns", nothing, func() {
+	step("4. helm upgrade: the chart owns kube-dns", strict, func() {
 		before, err := s.c.CoreV1().Services(metav1.NamespaceSystem).Get(ctx, "kube-dns", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -239,12 +240,12 @@ func TestAdoptionOnANode(t *testing.T) {
 		if after.UID != before.UID || after.Spec.ClusterIP != node.ClusterDNS || after.Labels["app.kubernetes.io/instance"] != dnsRelease.name {
 			t.Errorf("kube-dns after the upgrade: uid %s (was %s), ClusterIP %s, labels %v", after.UID, before.UID, after.Spec.ClusterIP, after.Labels)
 		}
+		s.expectProbedAndUnprivileged(controllerRelease, dnsRelease)
+		s.expectCheck(nil)
 	})
-	s.expectProbedAndUnprivileged(controllerRelease, dnsRelease)
-	s.expectCheck(nil)
 
 	// On the final set-up, what users do to a running cluster DNS.
-	step("helm upgrade that rolls CoreDNS (reverse names on)", nothing, func() {
+	step("helm upgrade that rolls CoreDNS (reverse names on)", strict, func() {
 		old := dnsRelease.podsOf(s, "coredns")
 		tr.now(want.reverse)
 		values := helmtest.WriteValues(t, "coredns:\n"+corednsServers("ttl 5\n            reverse"))
@@ -254,14 +255,16 @@ func TestAdoptionOnANode(t *testing.T) {
 		s.waitRolledOut(dnsRelease.namespace, dnsRelease.deployment("coredns"))
 		s.awaitAnswers("client", want.reverse)
 		tr.settled()
+		s.expectProbedAndUnprivileged(dnsRelease)
 	})
-	step("a rolling restart of CoreDNS", nothing, func() {
+	step("a rolling restart of CoreDNS", strict, func() {
 		old := dnsRelease.podsOf(s, "coredns")
 		s.restart(dnsRelease.namespace, dnsRelease.deployment("coredns"))
 		s.waitReplaced(dnsRelease, "coredns", old)
 		s.waitRolledOut(dnsRelease.namespace, dnsRelease.deployment("coredns"))
+		s.expectProbedAndUnprivileged(dnsRelease)
 	})
-	step("one CoreDNS pod evicted (the PodDisruptionBudget honoured)", nothing, func() {
+	step("one CoreDNS pod evicted (the PodDisruptionBudget honoured)", strict, func() {
 		pods := dnsRelease.podsOf(s, "coredns")
 		if len(pods) != 2 {
 			t.Fatalf("%d CoreDNS pods", len(pods))
@@ -281,8 +284,9 @@ func TestAdoptionOnANode(t *testing.T) {
 		// first is replaced.
 		s.evict(pods[1], false)
 		s.waitReplaced(dnsRelease, "coredns", pods[:1])
+		s.expectProbedAndUnprivileged(dnsRelease)
 	})
-	step("the controller's leader killed", nothing, func() {
+	step("the controller's leader killed", strict, func() {
 		leader := s.leaderPod(controllerRelease)
 		if err := s.c.CoreV1().Pods(controllerRelease.namespace).Delete(ctx, leader.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 			t.Fatal(err)
@@ -300,7 +304,7 @@ func TestAdoptionOnANode(t *testing.T) {
 	})
 	// globalmirror check, each of its failures made by breaking one thing,
 	// then healed; every other check stays ✔.
-	step("checked: the controller stopped, then a global's slice deleted (the plugin answers)", nothing, func() {
+	step("checked: the controller stopped, then a global's slice deleted (the plugin answers)", strict, func() {
 		s.scale(controllerRelease.namespace, controllerRelease.deployment("controller"), 0)
 		s.expectCheck(map[string]string{"controller running": "scale deployment", "controller leader": "controller running check"})
 		s.deleteGlobalSlice("db-global")
@@ -310,37 +314,37 @@ func TestAdoptionOnANode(t *testing.T) {
 		s.expectLeader(controllerRelease)
 		s.expectCheck(nil)
 	})
-	step("checked: the Lease held by nobody running while the controller's pods run", nothing, func() {
+	step("checked: the Lease held by nobody running while the controller's pods run", strict, func() {
 		restore := s.leaseHeldByAStranger(controllerRelease)
 		s.expectCheck(map[string]string{"controller leader": "no running replica leads"})
 		restore()
 		s.expectLeader(controllerRelease)
 	})
-	step("checked: a rule missing from the controller's ClusterRole", nothing, func() {
+	step("checked: a rule missing from the controller's ClusterRole", strict, func() {
 		restore := s.withoutRule(controllerRelease.deployment("controller"), "", "events")
 		s.expectCheck(map[string]string{"RBAC of the controller": "grant it"})
 		restore()
 	})
-	step("checked: a rule missing from the cluster DNS's ClusterRole", nothing, func() {
+	step("checked: a rule missing from the cluster DNS's ClusterRole", strict, func() {
 		restore := s.withoutRule(dnsRelease.deployment("coredns"), "discovery.k8s.io", "endpointslices")
 		s.expectCheck(map[string]string{"RBAC of the cluster DNS": "grant it"})
 		restore()
 	})
-	step("checked: a user's Service holds a global's name", nothing, func() {
+	step("checked: a user's Service holds a global's name", strict, func() {
 		heal := s.nameConflict(env.Cluster("east"))
 		s.expectCheck(map[string]string{"global names free": "rename or delete the Service"})
 		heal()
 	})
-	step("checked: a Linkerd service mirror without headless mirroring", nothing, func() {
+	step("checked: a Linkerd service mirror without headless mirroring", strict, func() {
 		heal := s.serviceMirrorWithoutHeadless()
 		s.expectCheck(map[string]string{"Linkerd's headless mirrors": "enableHeadlessServices=true"})
 		heal()
 		s.expectCheck(nil)
 	})
-	step("checked: the API server unreachable", nothing, func() {
+	step("checked: the API server unreachable", strict, func() {
 		s.expectUnreachable()
 	})
-	step("every CoreDNS pod deleted at once (the old ones answer through their lameduck)", failures, func() {
+	step("every CoreDNS pod deleted at once (the old ones answer through their lameduck)", strict, func() {
 		old := dnsRelease.podsOf(s, "coredns")
 		for _, p := range old {
 			if err := s.c.CoreV1().Pods(dnsRelease.namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
@@ -349,17 +353,21 @@ func TestAdoptionOnANode(t *testing.T) {
 		}
 		s.waitReplaced(dnsRelease, "coredns", old)
 		s.awaitAnswers("client", want.reverse)
+		s.expectProbedAndUnprivileged(dnsRelease)
+	})
+	step("checked: Pod Security admitted every chart pod under restricted", strict, func() {
+		s.expectAdmittedRestricted(source.AuditLog, controllerRelease.namespace)
 	})
 
 	// Back out: kubeadm's CoreDNS back behind kube-dns, then the releases
 	// uninstalled; kube-dns stays (helm's keep policy), its ClusterIP with it.
-	step("back out: kubeadm's CoreDNS scaled back to 2", nothing, func() {
+	step("back out: kubeadm's CoreDNS scaled back to 2", strict, func() {
 		tr.now(want.global)
 		s.scale(metav1.NamespaceSystem, "coredns", 2)
 		s.waitRolledOut(metav1.NamespaceSystem, "coredns")
 		s.awaitServing(s.podsBySelector(metav1.NamespaceSystem, "k8s-app=kube-dns"))
 	})
-	step("helm uninstall of the cluster DNS release", nothing, func() {
+	step("helm uninstall of the cluster DNS release", strict, func() {
 		helmtest.Must(t, "uninstall", dnsRelease.name, "--namespace", dnsRelease.namespace, "--kubeconfig", s.kubeconfig, "--wait", "--timeout", "2m")
 		// The chart's pods answer reverse names until they are gone.
 		s.eventually("the chart's CoreDNS pods gone", func(context.Context) string {
@@ -376,21 +384,12 @@ func TestAdoptionOnANode(t *testing.T) {
 			t.Errorf("kube-dns after uninstall: %v (%v); the chart keeps the cluster DNS Service", svc, err)
 		}
 	})
-	step("helm uninstall of the controller release", nothing, func() {
+	step("helm uninstall of the controller release", strict, func() {
 		helmtest.Must(t, "uninstall", controllerRelease.name, "--namespace", controllerRelease.namespace, "--kubeconfig", s.kubeconfig, "--wait", "--timeout", "2m")
 		s.expectUninstalled(controllerRelease)
 		s.expectGlobalKept(controllerRelease)
 	})
 }
-
-// stepAllows says what a step may do to lookups.
-type stepAllows int
-
-const (
-	nothing  stepAllows = iota // no lookup fails, is wrong or stalls
-	stalls                     // kubeadm's CoreDNS pods end: lookups may stall
-	failures                   // no server by design: lookups may fail
-)
 
 // withGlobalStanza is corefile with the global stanza of the chart's
 // README added to its server block, before kubernetes (where a reader
@@ -407,6 +406,23 @@ func withGlobalStanza(t *testing.T, corefile string, options ...string) string {
 		block += "        " + o + "\n"
 	}
 	return corefile[:i] + "    global cluster.local {\n" + block + "    }\n" + corefile[i:]
+}
+
+// patchedCorefile is kubeadm's Corefile as the chart's README edits it:
+// the global stanza (withGlobalStanza) and the patched lameduck.
+func patchedCorefile(t *testing.T, corefile string, options ...string) string {
+	return withLameduck(t, withGlobalStanza(t, corefile, options...), patchedLameduck)
+}
+
+// withLameduck is kubeadm's Corefile with its health plugin's lameduck
+// changed to d.
+func withLameduck(t *testing.T, corefile, d string) string {
+	t.Helper()
+	const kubeadms = "lameduck 5s"
+	if strings.Count(corefile, kubeadms) != 1 {
+		t.Fatalf("kubeadm's Corefile has not one %q:\n%s", kubeadms, corefile)
+	}
+	return strings.Replace(corefile, kubeadms, "lameduck "+d, 1)
 }
 
 // evict asks the Eviction API to evict p; allowed says whether the
@@ -432,5 +448,41 @@ func (s *install) adoptForHelm(namespace, service string, r chartRelease) {
 		r.name, r.namespace)
 	if _, err := s.c.CoreV1().Services(namespace).Patch(s.ctx, service, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		s.t.Fatal(err)
+	}
+}
+
+// TestTheDocsSayWhatTheNodeTestHolds holds the chart's README and DESIGN.md
+// to the thresholds TestAdoptionOnANode judges by and the patch it applies.
+func TestTheDocsSayWhatTheNodeTestHolds(t *testing.T) {
+	if slowLookup != time.Second {
+		t.Errorf("slowLookup is %v; the docs say a second", slowLookup)
+	}
+	retry := int(oneRetry.Seconds())
+	claims := map[string][]string{
+		filepath.Join(chartDir, "README.md"): {
+			"slow: answered after more than a second",
+			fmt.Sprintf("each resolver asks at least %d lookups a second over each transport", minRate),
+			fmt.Sprintf("at most %d lookups may be slow, each by one retry at most (%d s)", maxKubeadmSlow, retry),
+			fmt.Sprintf(`"readinessProbe":{"periodSeconds":%d}`, patchedReadinessPeriod),
+			fmt.Sprintf(`"periodSeconds":%d`, kubeadmReadinessPeriod),
+			"lameduck 5s -> " + patchedLameduck,
+		},
+		"../../DESIGN.md": {
+			fmt.Sprintf("at least %d lookups a second each", minRate),
+			"answered after more than 1 s",
+			fmt.Sprintf("the node test allows %d there, each within %d s", maxKubeadmSlow, retry),
+		},
+	}
+	for file, phrases := range claims {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Join(strings.Fields(string(data)), " ")
+		for _, p := range phrases {
+			if !strings.Contains(text, p) {
+				t.Errorf("%s does not say %q", file, p)
+			}
+		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -53,6 +53,10 @@ type install struct {
 	c          kubernetes.Interface
 	config     *rest.Config
 	kubeconfig string
+	// checkedPods are the chart's pods in kube-system that
+	// expectProbedAndUnprivileged checked: Pod Security's audit must have
+	// seen each created.
+	checkedPods map[types.UID]string
 }
 
 // images are the values that give the chart the images of components,
@@ -283,23 +287,26 @@ func (s *install) waitReplaced(r chartRelease, component string, old []corev1.Po
 	s.waitRolledOut(r.namespace, r.deployment(component))
 }
 
-// setImage sets a Deployment's container's image, as `kubectl set image`
-// does, and waits for the rollout.
-func (s *install) setImage(namespace, deployment, container, image string) {
+// The readiness probe's period of kubeadm's CoreDNS, and as the chart's
+// README patches it in with the globalmirror image: with 3 failures, a
+// terminating pod stops serving within 6 s, inside the patched lameduck.
+const (
+	kubeadmReadinessPeriod = 10
+	patchedReadinessPeriod = 2
+	patchedLameduck        = "15s"
+)
+
+// patchKubeadmCoreDNS gives kubeadm's CoreDNS image and its readiness
+// probe's period, with the patch the chart's README gives (kubectl patch),
+// and waits for the rollout.
+func (s *install) patchKubeadmCoreDNS(image string, readinessPeriod int) {
 	s.t.Helper()
-	d, err := s.c.AppsV1().Deployments(namespace).Get(s.ctx, deployment, metav1.GetOptions{})
-	if err != nil {
+	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":"coredns","image":%q,"readinessProbe":{"periodSeconds":%d}}]}}}}`,
+		image, readinessPeriod)
+	if _, err := s.c.AppsV1().Deployments(metav1.NamespaceSystem).Patch(s.ctx, "coredns", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		s.t.Fatal(err)
 	}
-	for i := range d.Spec.Template.Spec.Containers {
-		if d.Spec.Template.Spec.Containers[i].Name == container {
-			d.Spec.Template.Spec.Containers[i].Image = image
-		}
-	}
-	if _, err := s.c.AppsV1().Deployments(namespace).Update(s.ctx, d, metav1.UpdateOptions{}); err != nil {
-		s.t.Fatal(err)
-	}
-	s.waitRolledOut(namespace, deployment)
+	s.waitRolledOut(metav1.NamespaceSystem, "coredns")
 }
 
 // restart restarts a Deployment's pods, as `kubectl rollout restart` does.
@@ -485,9 +492,10 @@ func describe(p *corev1.Pod) string {
 // expectProbedAndUnprivileged checks what made the releases' pods Ready:
 // the chart's probes on its ports, run by the kubelet; and how they run, as
 // the chart's README says, both in their specs and as the kernel shows the
-// running containers (procContainer): UID and GID 65532, no privilege
-// escalation, a read-only root, no capability but NET_BIND_SERVICE for
-// CoreDNS; with the chart's ServiceAccount token and no kubeconfig.
+// running containers (containerProcess): UID and GID 65532, no privilege
+// escalation, the runtime's default seccomp filter, a read-only root, no
+// capability but NET_BIND_SERVICE for CoreDNS; with the chart's
+// ServiceAccount token and no kubeconfig.
 func (s *install) expectProbedAndUnprivileged(releases ...chartRelease) {
 	s.t.Helper()
 	checked := 0
@@ -495,6 +503,9 @@ func (s *install) expectProbedAndUnprivileged(releases ...chartRelease) {
 		for component, ports := range map[string][]int32{"controller": {8080}, "coredns": {8080, 8181}} {
 			for _, p := range r.podsOf(s, component) {
 				checked++
+				if p.Namespace == metav1.NamespaceSystem {
+					s.checkedPods[p.UID] = p.Name
+				}
 				s.expectProbed(p, ports)
 				if p.Spec.ServiceAccountName != r.deployment(component) {
 					s.t.Errorf("%s: ServiceAccount %q", p.Name, p.Spec.ServiceAccountName)
@@ -578,7 +589,8 @@ func (s *install) expectRunningUnprivileged(p corev1.Pod, caps uint64) {
 			fields[k] = strings.Join(strings.Fields(v), " ")
 		}
 	}
-	want := map[string]string{"Uid": "65532 65532 65532 65532", "Gid": "65532 65532 65532 65532", "NoNewPrivs": "1",
+	// Seccomp 2: a filter, the runtime's default profile (RuntimeDefault).
+	want := map[string]string{"Uid": "65532 65532 65532 65532", "Gid": "65532 65532 65532 65532", "NoNewPrivs": "1", "Seccomp": "2",
 		"CapEff": fmt.Sprintf("%016x", caps), "CapPrm": fmt.Sprintf("%016x", caps), "CapBnd": fmt.Sprintf("%016x", caps)}
 	for k, v := range want {
 		if fields[k] != v {
@@ -630,66 +642,93 @@ func containerProcess(uid types.UID) (int, error) {
 	return found[0], nil
 }
 
-// expectRestrictedExceptKubeadm asks Pod Security, in a server-side dry
-// run of kube-system labelled to enforce the restricted level, which
-// running pods would not be admitted: kubeadm's CoreDNS (not run as
-// non-root, no seccomp profile: why kube-system cannot enforce it), and
-// none of the chart's.
-func (s *install) expectRestrictedExceptKubeadm() {
+// podSecurityLabels make Pod Security audit and warn at the restricted
+// level in kube-system, which cannot enforce it while kubeadm's CoreDNS
+// runs there (not run as non-root, no seccomp profile).
+var podSecurityLabels = map[string]string{
+	"pod-security.kubernetes.io/audit": "restricted",
+	"pod-security.kubernetes.io/warn":  "restricted",
+}
+
+func (s *install) labelNamespace(name string, labels map[string]string) {
 	s.t.Helper()
-	var mu sync.Mutex
-	var warnings []string
-	cfg := rest.CopyConfig(s.config)
-	cfg.WarningHandler = warningFunc(func(w string) {
-		mu.Lock()
-		warnings = append(warnings, w)
-		mu.Unlock()
-	})
-	c, err := kubernetes.NewForConfig(cfg)
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	sys, err := c.CoreV1().Namespaces().Get(s.ctx, metav1.NamespaceSystem, metav1.GetOptions{})
-	if err != nil {
+	if _, err := s.c.CoreV1().Namespaces().Patch(s.ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		s.t.Fatal(err)
-	}
-	if sys.Labels == nil {
-		sys.Labels = map[string]string{}
-	}
-	sys.Labels["pod-security.kubernetes.io/enforce"] = "restricted"
-	if _, err := c.CoreV1().Namespaces().Update(s.ctx, sys, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
-		s.t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	// Pod Security names one pod per set of violations, and counts the
-	// others that have the same: "NAME (and N other pods): violations".
-	kubeadmPods := s.kubeadmPods()
-	violating := 0
-	for _, line := range strings.Split(strings.Join(warnings, "\n"), "\n") {
-		name, rest, ok := strings.Cut(line, ": ")
-		if !ok || strings.HasPrefix(line, "existing pods") {
-			continue
-		}
-		others := 0
-		if pod, count, found := strings.Cut(name, " (and "); found {
-			name = pod
-			others, _ = strconv.Atoi(strings.Fields(count)[0])
-		}
-		violating += 1 + others
-		if !slices.ContainsFunc(kubeadmPods, func(p corev1.Pod) bool { return p.Name == name }) {
-			s.t.Errorf("Pod Security would not admit %s under the restricted level: %s", name, rest)
-		}
-	}
-	if violating != len(kubeadmPods) {
-		s.t.Errorf("Pod Security found %d pods of kube-system violating the restricted level, want kubeadm's %d, no more (%q)",
-			violating, len(kubeadmPods), warnings)
 	}
 }
 
-type warningFunc func(string)
+// auditEvent is what expectAdmittedRestricted reads of the API server's
+// audit log.
+type auditEvent struct {
+	Verb      string `json:"verb"`
+	ObjectRef struct {
+		Resource    string `json:"resource"`
+		Namespace   string `json:"namespace"`
+		Subresource string `json:"subresource"`
+	} `json:"objectRef"`
+	ResponseObject *corev1.Pod       `json:"responseObject"`
+	Annotations    map[string]string `json:"annotations"`
+}
 
-func (f warningFunc) HandleWarningHeader(_ int, _ string, text string) { f(text) }
+// expectAdmittedRestricted reads Pod Security's audit of every pod created
+// in kube-system (podSecurityLabels) from the API server's audit log: each
+// of kubeadm's pods violates the restricted level, which shows the audit at
+// work; no pod of the chart does, and every chart pod the test checked
+// running (s.checkedPods) is among those audited. Then, where the level is
+// enforced, a pod that breaks it is refused.
+func (s *install) expectAdmittedRestricted(auditLog string, enforced string) {
+	s.t.Helper()
+	data, err := os.ReadFile(auditLog)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	audited := map[types.UID]bool{}
+	kubeadm := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var e auditEvent
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			s.t.Fatalf("audit log: %v: %s", err, line)
+		}
+		p := e.ResponseObject
+		if e.Verb != "create" || e.ObjectRef.Resource != "pods" || e.ObjectRef.Subresource != "" ||
+			e.ObjectRef.Namespace != metav1.NamespaceSystem || p == nil || p.UID == "" {
+			continue
+		}
+		violations := e.Annotations["pod-security.kubernetes.io/audit-violations"]
+		switch {
+		case p.Labels["app.kubernetes.io/instance"] == dnsRelease.name:
+			audited[p.UID] = true
+			if violations != "" {
+				s.t.Errorf("Pod Security's audit: the chart's pod %s violates the restricted level: %s", p.Name, violations)
+			}
+		case p.Labels["k8s-app"] == "kube-dns":
+			kubeadm++
+			if violations == "" {
+				s.t.Errorf("Pod Security's audit: kubeadm's pod %s has no violation of the restricted level; is the audit on?", p.Name)
+			}
+		}
+	}
+	if kubeadm == 0 {
+		s.t.Error("Pod Security's audit: no pod of kubeadm's created in kube-system")
+	}
+	for uid, name := range s.checkedPods {
+		if !audited[uid] {
+			s.t.Errorf("Pod Security's audit: the chart's pod %s, checked running, has no audited creation", name)
+		}
+	}
+	s.t.Logf("Pod Security's audit: %d chart pods created in kube-system, none violating the restricted level; %d of kubeadm's, each violating it",
+		len(audited), kubeadm)
+
+	refused := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "refused"}, Spec: s.podSpec("refused", "client")}
+	_, err = s.c.CoreV1().Pods(enforced).Create(s.ctx, refused, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `violates PodSecurity "restricted`) {
+		s.t.Errorf("a pod without the restricted level's settings in %s: %v, want refused by Pod Security", enforced, err)
+	}
+}
 
 // answers maps a resolve query (LIB/TYPE/NAME) to the result it must give,
 // as test/cmd/resolve prints it.
