@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/globalmirror/globalmirror/kubeclient"
 	"github.com/globalmirror/globalmirror/test/await"
+	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/run"
 	"github.com/globalmirror/globalmirror/test/workload"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,6 +46,14 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 	}
 	if n, _ := metric(c, "globalmirror_endpoints"); n != 9 {
 		t.Errorf("globalmirror_endpoints = %v, want 9", n)
+	}
+	// Every list took the path of the API server's release.
+	streams, err := localkube.StreamsListsAsReleased(t.Context(), s.Source.Client)
+	must(t, err)
+	for path, taken := range map[kubeclient.Path]bool{kubeclient.Streamed: streams, kubeclient.Paged: !streams} {
+		if n, err := metric(c, "globalmirror_lists_total", `path="`+string(path)+`"`); err != nil || (n > 0) != taken {
+			t.Errorf("globalmirror_lists_total{path=%q} = %v (%v); the API server streams lists: %v", path, n, err, streams)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/globalmirror/globalmirror/kubeclient"
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/fixture"
 	"github.com/globalmirror/globalmirror/test/localkube"
@@ -119,4 +120,15 @@ func catchesUpAfter(t *testing.T, name string, disrupt func(context.Context, *lo
 	}
 	t.Logf("after each of %d %s, answered the change written next in %v", len(took), name, took)
 	s.AnswerBoth(dnsSrv.Addr, "db-2-east."+global, dns.TypeA, dnsq.NoError("198.51.100.3"))
+
+	// Every list, the first and each relist, took the path of the API server's release.
+	streams, err := localkube.StreamsListsAsReleased(ctx, source.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, taken := range map[kubeclient.Path]bool{kubeclient.Streamed: streams, kubeclient.Paged: !streams} {
+		if n, err := run.MetricSum(dnsSrv.MetricsURL, "coredns_global_lists_total", `path="`+string(path)+`"`); err != nil || (n > 0) != taken {
+			t.Errorf("coredns_global_lists_total{path=%q} = %v (%v); the API server streams lists: %v", path, n, err, streams)
+		}
+	}
 }
