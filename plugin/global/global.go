@@ -12,6 +12,7 @@ package global
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 
 	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/metrics"
@@ -37,6 +38,8 @@ type Global struct {
 	fall       fall.F
 
 	ctrl *dnsController
+	// listening: CoreDNS's servers holding the plugin listen (Ready).
+	listening atomic.Bool
 }
 
 // zoneKind is what the plugin answers in a zone.

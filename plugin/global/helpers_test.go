@@ -163,7 +163,7 @@ func startHarness(t testing.TB, cfg *config, objs ...runtime.Object) *harness {
 		<-stopped
 	}
 	t.Cleanup(stop)
-	waitFor(t, 10*time.Second, "plugin ready", g.Ready)
+	waitFor(t, 10*time.Second, "index built", g.ctrl.ready)
 	return &harness{g: g, client: client, cancel: stop}
 }
 

@@ -165,7 +165,7 @@ func startLarge(b *testing.B, world []k8sruntime.Object, baseline func()) (g *Gl
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := g.start(ctx)
 	if err := await.Poll(ctx, 5*time.Minute, 10*time.Millisecond, func(context.Context) string {
-		if !g.Ready() {
+		if !g.ctrl.ready() {
 			return "index not ready"
 		}
 		return ""

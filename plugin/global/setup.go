@@ -28,8 +28,8 @@ const pluginName = "global"
 var log = clog.NewWithPlugin(pluginName)
 
 // startupTimeout is how long CoreDNS's start waits for the first sync, as the
-// kubernetes plugin does; after it the server starts and answers SERVFAIL for
-// global names until the sync completes.
+// kubernetes plugin does; after it the servers start, and answer SERVFAIL for
+// global names, not ready (Ready), until the sync completes.
 const startupTimeout = 5 * time.Second
 
 func init() { plugin.Register(pluginName, setup) }
@@ -53,14 +53,15 @@ func setup(c *caddy.Controller) error {
 		return plugin.Error(pluginName, err)
 	}
 
+	awaitListening(c, g)
 	ctx, cancel := context.WithCancel(withLogger(context.Background()))
 	c.OnStartup(func() error {
 		g.start(ctx)
 		deadline := time.Now().Add(startupTimeout)
-		for !g.Ready() && time.Now().Before(deadline) {
+		for !g.ctrl.ready() && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
 		}
-		if !g.Ready() {
+		if !g.ctrl.ready() {
 			log.Warning("starting server before the first sync with the Kubernetes API; global names get SERVFAIL until then")
 		}
 		return nil
