@@ -184,12 +184,18 @@ const (
 	// kubeadmPodsEnd: kubeadm's own CoreDNS pods end, as kubeadm set them
 	// up: their readiness probe (10 s x 3) outlasts their lameduck (5 s),
 	// so a client port reused while kube-proxy still keeps the UDP
-	// conntrack entry to an ended pod loses its query (DESIGN.md). At most
-	// maxKubeadmSlow lookups may be slow, each by one retry at most.
+	// conntrack entry to an ended pod loses its query (DESIGN.md): the
+	// lookup is slow, by one retry at most, or refused (the pod's ICMP
+	// port unreachable, which Go's resolver gives up on). At most
+	// maxKubeadmLost lookups may be lost so.
 	kubeadmPodsEnd
 )
 
-const maxKubeadmSlow = 3
+const maxKubeadmLost = 3
+
+// refusedByAnEndedPod is how a UDP query to an ended pod fails where the
+// pod's network still answers: its port is closed.
+const refusedByAnEndedPod = "read: connection refused"
 
 // timeline judges every lookup the asker makes, span after span: each span
 // starts where the last ended, so none is left out, whatever the test was
@@ -240,7 +246,9 @@ type tally struct {
 	// By is the lookups of each resolver over each transport ("glibc/udp").
 	By                  map[string]int
 	Failed, Wrong, Slow int
-	Slowest             time.Duration
+	// Refused of the failed lookups were refused by an ended pod.
+	Refused int
+	Slowest time.Duration
 	Samples             []string // of the failed, wrong and slow lookups
 }
 
@@ -261,7 +269,10 @@ func (t tally) lowestRate() float64 {
 // problems are what the span's lookups did that allows does not allow.
 func (t tally) problems(allows allowance) []string {
 	var out []string
-	if t.Failed > 0 {
+	switch {
+	case allows == kubeadmPodsEnd && t.Failed > t.Refused:
+		out = append(out, fmt.Sprintf("%d failed, %d of them not refused by an ended pod", t.Failed, t.Failed-t.Refused))
+	case allows == strict && t.Failed > 0:
 		out = append(out, fmt.Sprintf("%d failed", t.Failed))
 	}
 	if t.Wrong > 0 {
@@ -270,9 +281,9 @@ func (t tally) problems(allows allowance) []string {
 	switch {
 	case allows == strict && t.Slow > 0:
 		out = append(out, fmt.Sprintf("%d slow (over %v)", t.Slow, slowLookup))
-	case allows == kubeadmPodsEnd && (t.Slow > maxKubeadmSlow || t.Slowest > oneRetry):
-		out = append(out, fmt.Sprintf("%d slow (over %v), the slowest %v: at most %d, each at most %v, where kubeadm's pods end",
-			t.Slow, slowLookup, t.Slowest, maxKubeadmSlow, oneRetry))
+	case allows == kubeadmPodsEnd && (t.Slow+t.Refused > maxKubeadmLost || t.Slowest > oneRetry):
+		out = append(out, fmt.Sprintf("%d slow (over %v), the slowest %v, and %d refused: at most %d lost, each slow by at most %v, where kubeadm's pods end",
+			t.Slow, slowLookup, t.Slowest, t.Refused, maxKubeadmLost, oneRetry))
 	}
 	for _, k := range resolverTransports {
 		if r := float64(t.By[k]) / t.Took.Seconds(); r < minRate {
@@ -323,6 +334,9 @@ func (a *askerLog) judge(tr *truth, step string, from, to time.Time) tally {
 		switch {
 		case l.Err != "":
 			t.Failed++
+			if strings.HasSuffix(l.Err, refusedByAnEndedPod) && l.network == "udp" {
+				t.Refused++
+			}
 			sample("failed: " + desc + ": " + l.Err)
 		case !tr.right(l):
 			t.Wrong++
