@@ -195,6 +195,9 @@ func TestReadyMeansComplete(t *testing.T) {
 		if !strings.Contains(c.Log(1<<20), gaveUp) {
 			return "CoreDNS has not logged " + gaveUp
 		}
+		if got := dnsq.Answer("udp", c.Addr, s.FQDN(bench.Global(0)), dns.TypeA); got != "SERVFAIL +soa" {
+			return fmt.Sprintf("%s: %q, want SERVFAIL once the servers listen", bench.Global(0), got)
+		}
 		return ""
 	})
 	// A global written now exists by the time the held lists are answered.
