@@ -181,8 +181,9 @@ type allowance int
 
 const (
 	strict allowance = iota // no lookup fails, is wrong or slow
-	// kubeadmPodsEnd: kubeadm's own CoreDNS pods end, as kubeadm set them
-	// up: their readiness probe (10 s x 3) outlasts their lameduck (5 s),
+	// kubeadmPodsEnd: kubeadm's own CoreDNS pods end, with kubeadm's
+	// readiness probe (10 s x 3), which may outlast their lameduck (5 s as
+	// kubeadm writes it, 15 s where way 2 was undone),
 	// so a client port reused while kube-proxy still keeps the UDP
 	// conntrack entry to an ended pod loses its query (DESIGN.md): the
 	// lookup is slow, by one retry at most, or refused (the pod's ICMP
