@@ -250,7 +250,7 @@ type tally struct {
 	// Refused of the failed lookups were refused by an ended pod.
 	Refused int
 	Slowest time.Duration
-	Samples             []string // of the failed, wrong and slow lookups
+	Samples []string // of the failed, wrong and slow lookups
 }
 
 // resolverTransports are the keys of tally.By.
