@@ -186,17 +186,22 @@ const (
 	// kubeadm writes it, 15 s where way 2 was undone),
 	// so a client port reused while kube-proxy still keeps the UDP
 	// conntrack entry to an ended pod loses its query (DESIGN.md): the
-	// lookup is slow, by one retry at most, or refused (the pod's ICMP
-	// port unreachable, which Go's resolver gives up on). At most
-	// maxKubeadmLost lookups may be lost so.
+	// lookup is slow, by one retry at most, or refused at once (the pod's
+	// closed port answers ICMP port unreachable, and both resolvers give
+	// up). At most maxKubeadmLost lookups may be lost so.
 	kubeadmPodsEnd
 )
 
 const maxKubeadmLost = 3
 
-// refusedByAnEndedPod is how a UDP query to an ended pod fails where the
-// pod's network still answers: its port is closed.
-const refusedByAnEndedPod = "read: connection refused"
+// refusedByAnEndedPod reports whether l failed as a UDP query to an ended
+// pod whose network still answers (its port closed) fails: at once, with
+// ECONNREFUSED from Go's resolver, EAI_AGAIN from glibc's (which says no
+// more; it says the same of a SERVFAIL).
+func refusedByAnEndedPod(l lookup) bool {
+	return l.network == "udp" && l.Millis < float64(slowLookup/time.Millisecond) &&
+		(strings.HasSuffix(l.Err, "read: connection refused") || l.Err == "getaddrinfo: Temporary failure in name resolution")
+}
 
 // timeline judges every lookup the asker makes, span after span: each span
 // starts where the last ended, so none is left out, whatever the test was
@@ -335,7 +340,7 @@ func (a *askerLog) judge(tr *truth, step string, from, to time.Time) tally {
 		switch {
 		case l.Err != "":
 			t.Failed++
-			if strings.HasSuffix(l.Err, refusedByAnEndedPod) && l.network == "udp" {
+			if refusedByAnEndedPod(l) {
 				t.Refused++
 			}
 			sample("failed: " + desc + ": " + l.Err)
