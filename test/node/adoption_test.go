@@ -115,6 +115,8 @@ func TestAdoptionOnANode(t *testing.T) {
 	s.clientPod("client")
 	s.checkResolvConf("client")
 
+	// What kube-proxy is told, from before the asker asks to the end.
+	endpoints := s.watchKubeDNSEndpoints(ctx)
 	// The asker asks from before the first install to the end.
 	tr := &truth{}
 	tr.now(want.before)
@@ -139,11 +141,7 @@ func TestAdoptionOnANode(t *testing.T) {
 		tally := tl.end(name)
 		t.Logf("%s", tally)
 		if p := tally.problems(allows); len(p) > 0 {
-			flows := ""
-			if tally.Slow > 0 {
-				flows = "\n" + s.dnsFlows()
-			}
-			t.Errorf("%s: %s\n%s%s", name, strings.Join(p, "; "), tally, flows)
+			t.Errorf("%s: %s\n%s\n%s%s", name, strings.Join(p, "; "), tally, endpoints.around(tally.FirstBad, 10*time.Second), s.dnsFlows())
 		}
 	}
 	defer func() { t.Logf("lookups per step:\n%s", markdown(tl.tallies)) }()

@@ -12,7 +12,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 )
 
 // The asker is a client pod that never stops asking, from before the first
@@ -187,20 +190,23 @@ const (
 	// so a client port reused while kube-proxy still keeps the UDP
 	// conntrack entry to an ended pod loses its query (DESIGN.md): the
 	// lookup is slow, by one retry at most, or refused at once (the pod's
-	// closed port answers ICMP port unreachable, and both resolvers give
-	// up). At most maxKubeadmLost lookups may be lost so.
+	// closed port answers ICMP port unreachable): glibc gives up, Go goes
+	// on down the search path and finds nothing. At most maxKubeadmLost
+	// lookups may be lost so.
 	kubeadmPodsEnd
 )
 
 const maxKubeadmLost = 3
 
-// refusedByAnEndedPod reports whether l failed as a UDP query to an ended
-// pod whose network still answers (its port closed) fails: at once, with
-// ECONNREFUSED from Go's resolver, EAI_AGAIN from glibc's (which says no
-// more; it says the same of a SERVFAIL).
+// refusedByAnEndedPod reports whether a failed or wrong l is what a UDP
+// query refused by an ended pod (its port closed) comes to, at once:
+// ECONNREFUSED from Go's resolver, or, where that was a name of the search
+// path, the name not found; EAI_AGAIN from glibc's (which says no more; it
+// says the same of a SERVFAIL).
 func refusedByAnEndedPod(l lookup) bool {
 	return l.network == "udp" && l.Millis < float64(slowLookup/time.Millisecond) &&
-		(strings.HasSuffix(l.Err, "read: connection refused") || l.Err == "getaddrinfo: Temporary failure in name resolution")
+		(strings.HasSuffix(l.Err, "read: connection refused") || l.Err == "getaddrinfo: Temporary failure in name resolution" ||
+			strings.HasPrefix(l.Query, "go/") && l.Err == "" && l.NotFound && len(l.Records) == 0)
 }
 
 // timeline judges every lookup the asker makes, span after span: each span
@@ -252,10 +258,13 @@ type tally struct {
 	// By is the lookups of each resolver over each transport ("glibc/udp").
 	By                  map[string]int
 	Failed, Wrong, Slow int
-	// Refused of the failed lookups were refused by an ended pod.
+	// Refused of the failed and wrong lookups look refused by an ended
+	// pod (refusedByAnEndedPod).
 	Refused int
 	Slowest time.Duration
 	Samples []string // of the failed, wrong and slow lookups
+	// FirstBad is when the first of them was asked.
+	FirstBad time.Time
 }
 
 // resolverTransports are the keys of tally.By.
@@ -276,13 +285,10 @@ func (t tally) lowestRate() float64 {
 func (t tally) problems(allows allowance) []string {
 	var out []string
 	switch {
-	case allows == kubeadmPodsEnd && t.Failed > t.Refused:
-		out = append(out, fmt.Sprintf("%d failed, %d of them not refused by an ended pod", t.Failed, t.Failed-t.Refused))
-	case allows == strict && t.Failed > 0:
-		out = append(out, fmt.Sprintf("%d failed", t.Failed))
-	}
-	if t.Wrong > 0 {
-		out = append(out, fmt.Sprintf("%d wrong", t.Wrong))
+	case allows == kubeadmPodsEnd && t.Failed+t.Wrong > t.Refused:
+		out = append(out, fmt.Sprintf("%d failed and %d wrong, %d of them not as refused by an ended pod", t.Failed, t.Wrong, t.Failed+t.Wrong-t.Refused))
+	case allows == strict && t.Failed+t.Wrong > 0:
+		out = append(out, fmt.Sprintf("%d failed, %d wrong", t.Failed, t.Wrong))
 	}
 	switch {
 	case allows == strict && t.Slow > 0:
@@ -322,7 +328,10 @@ func markdown(ts []tally) string {
 // judge tallies the lookups asked in [from, to).
 func (a *askerLog) judge(tr *truth, step string, from, to time.Time) tally {
 	t := tally{Step: step, Took: to.Sub(from), By: map[string]int{}}
-	sample := func(desc string) {
+	sample := func(l lookup, desc string) {
+		if t.FirstBad.IsZero() {
+			t.FirstBad = l.asked()
+		}
 		if len(t.Samples) < 10 {
 			t.Samples = append(t.Samples, desc)
 		}
@@ -343,13 +352,16 @@ func (a *askerLog) judge(tr *truth, step string, from, to time.Time) tally {
 			if refusedByAnEndedPod(l) {
 				t.Refused++
 			}
-			sample("failed: " + desc + ": " + l.Err)
+			sample(l, "failed: "+desc+": "+l.Err)
 		case !tr.right(l):
 			t.Wrong++
-			sample(fmt.Sprintf("wrong: %s: %+v", desc, l.result))
+			if refusedByAnEndedPod(l) {
+				t.Refused++
+			}
+			sample(l, fmt.Sprintf("wrong: %s: %+v", desc, l.result))
 		case took > slowLookup:
 			t.Slow++
-			sample("slow: " + desc)
+			sample(l, "slow: "+desc)
 		}
 	}
 	return t
@@ -366,4 +378,65 @@ func (w result) matches(got result) bool {
 		return slices.ContainsFunc(w.Any, func(alt []string) bool { return slices.Equal(alt, got.Records) })
 	}
 	return slices.Equal(w.Records, got.Records) && w.NotFound == got.NotFound && w.NXDomain == got.NXDomain
+}
+
+// endpointHistory is every state of kube-dns's endpoints the API announced
+// while the test ran, with when the test heard of it: what kube-proxy was
+// told, to set beside a lookup that went wrong.
+type endpointHistory struct {
+	mu     sync.Mutex
+	states []endpointState
+}
+
+type endpointState struct {
+	at    time.Time
+	slice string
+	eps   string
+}
+
+// watchKubeDNSEndpoints records kube-dns's EndpointSlices until ctx ends.
+func (s *install) watchKubeDNSEndpoints(ctx context.Context) *endpointHistory {
+	h := &endpointHistory{}
+	go func() {
+		for ctx.Err() == nil {
+			w, err := s.c.DiscoveryV1().EndpointSlices(metav1.NamespaceSystem).Watch(ctx,
+				metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kube-dns"})
+			if err != nil {
+				time.Sleep(time.Second)
+				continue
+			}
+			for ev := range w.ResultChan() {
+				sl, ok := ev.Object.(*discoveryv1.EndpointSlice)
+				if !ok {
+					continue
+				}
+				var eps []string
+				if ev.Type != watch.Deleted {
+					for _, e := range sl.Endpoints {
+						c := e.Conditions
+						eps = append(eps, fmt.Sprintf("%v ready %v serving %v terminating %v", e.Addresses,
+							ptr.Deref(c.Ready, false), ptr.Deref(c.Serving, false), ptr.Deref(c.Terminating, false)))
+					}
+				}
+				h.mu.Lock()
+				h.states = append(h.states, endpointState{at: time.Now(), slice: sl.Name, eps: strings.Join(eps, "; ")})
+				h.mu.Unlock()
+			}
+		}
+	}()
+	return h
+}
+
+// around is the states heard within d of t.
+func (h *endpointHistory) around(t time.Time, d time.Duration) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "kube-dns's endpoints as announced from %s to %s:\n", t.Add(-d).Format("15:04:05.000"), t.Add(d).Format("15:04:05.000"))
+	for _, st := range h.states {
+		if st.at.After(t.Add(-d)) && st.at.Before(t.Add(d)) {
+			fmt.Fprintf(&b, "  %s %s: %s\n", st.at.Format("15:04:05.000"), st.slice, st.eps)
+		}
+	}
+	return b.String()
 }

@@ -1029,34 +1029,19 @@ func (s *install) expectGlobalKept(r chartRelease) {
 	}
 }
 
-// dnsFlows says where the node sends lookups to the cluster DNS: the UDP
-// conntrack entries to it (each an unanswered or recent lookup, and the
-// endpoint its DNAT chose) and kube-dns's endpoints as the API has them,
-// so that a stalled lookup shows whether it went to an endpoint that had
-// stopped serving.
+// dnsFlows is where the node sends lookups to the cluster DNS: the UDP
+// conntrack entries to it, each an unanswered or recent lookup and the
+// endpoint its DNAT chose.
 func (s *install) dnsFlows() string {
 	var b strings.Builder
 	table, err := os.ReadFile("/proc/net/nf_conntrack") // the node's: the test runs in its network namespace
 	if err != nil {
 		fmt.Fprintf(&b, "conntrack: %v\n", err)
 	}
-	fmt.Fprintf(&b, "UDP conntrack entries to %s:53:\n", node.ClusterDNS)
+	fmt.Fprintf(&b, "UDP conntrack entries to %s:53 at %s:\n", node.ClusterDNS, time.Now().Format("15:04:05.000"))
 	for _, line := range strings.Split(string(table), "\n") {
 		if strings.Contains(line, " udp ") && strings.Contains(line, "dst="+node.ClusterDNS+" ") && strings.Contains(line, "dport=53 ") {
 			fmt.Fprintf(&b, "  %s\n", strings.Join(strings.Fields(line), " "))
-		}
-	}
-	slices, err := s.c.DiscoveryV1().EndpointSlices(metav1.NamespaceSystem).List(s.ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kube-dns"})
-	if err != nil {
-		fmt.Fprintf(&b, "kube-dns's slices: %v\n", err)
-		return b.String()
-	}
-	fmt.Fprintf(&b, "kube-dns's endpoints at %s:\n", time.Now().Format("15:04:05.000"))
-	for _, sl := range slices.Items {
-		for _, e := range sl.Endpoints {
-			c := e.Conditions
-			fmt.Fprintf(&b, "  %v ready %v serving %v terminating %v (%s)\n", e.Addresses,
-				ptr.Deref(c.Ready, false), ptr.Deref(c.Serving, false), ptr.Deref(c.Terminating, false), ptr.Deref(e.TargetRef, corev1.ObjectReference{}).Name)
 		}
 	}
 	return b.String()
