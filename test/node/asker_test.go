@@ -14,7 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 )
 
@@ -78,10 +79,9 @@ type lookup struct {
 	network string
 }
 
-func (l lookup) asked() time.Time { return time.UnixMilli(l.At) }
-func (l lookup) answered() time.Time {
-	return l.asked().Add(time.Duration(l.Millis * float64(time.Millisecond)))
-}
+func (l lookup) asked() time.Time    { return time.UnixMilli(l.At) }
+func (l lookup) took() time.Duration { return time.Duration(l.Millis * float64(time.Millisecond)) }
+func (l lookup) answered() time.Time { return l.asked().Add(l.took()) }
 
 // askerLog reads the asker's files as they grow.
 type askerLog struct {
@@ -204,7 +204,7 @@ const maxKubeadmLost = 3
 // path, the name not found; EAI_AGAIN from glibc's (which says no more; it
 // says the same of a SERVFAIL).
 func refusedByAnEndedPod(l lookup) bool {
-	return l.network == "udp" && l.Millis < float64(slowLookup/time.Millisecond) &&
+	return l.network == "udp" && l.took() < slowLookup &&
 		(strings.HasSuffix(l.Err, "read: connection refused") || l.Err == "getaddrinfo: Temporary failure in name resolution" ||
 			strings.HasPrefix(l.Query, "go/") && l.Err == "" && l.NotFound && len(l.Records) == 0)
 }
@@ -270,13 +270,15 @@ type tally struct {
 // resolverTransports are the keys of tally.By.
 var resolverTransports = []string{"glibc/udp", "glibc/tcp", "go/udp", "go/tcp"}
 
+// rate is the lookups a second of one resolver over one transport (a key
+// of By).
+func (t tally) rate(k string) float64 { return float64(t.By[k]) / t.Took.Seconds() }
+
 // lowestRate is the fewest lookups a second of any resolver and transport.
 func (t tally) lowestRate() float64 {
-	lowest := -1.0
-	for _, k := range resolverTransports {
-		if r := float64(t.By[k]) / t.Took.Seconds(); lowest < 0 || r < lowest {
-			lowest = r
-		}
+	lowest := t.rate(resolverTransports[0])
+	for _, k := range resolverTransports[1:] {
+		lowest = min(lowest, t.rate(k))
 	}
 	return lowest
 }
@@ -298,7 +300,7 @@ func (t tally) problems(allows allowance) []string {
 			t.Slow, slowLookup, t.Slowest, t.Refused, maxKubeadmLost, oneRetry))
 	}
 	for _, k := range resolverTransports {
-		if r := float64(t.By[k]) / t.Took.Seconds(); r < minRate {
+		if r := t.rate(k); r < minRate {
 			out = append(out, fmt.Sprintf("%s asked %.1f lookups a second, want %d at least", k, r, minRate))
 		}
 	}
@@ -343,8 +345,7 @@ func (a *askerLog) judge(tr *truth, step string, from, to time.Time) tally {
 		t.Asked++
 		lib, _, _ := strings.Cut(l.Query, "/")
 		t.By[lib+"/"+l.network]++
-		took := time.Duration(l.Millis * float64(time.Millisecond))
-		t.Slowest = max(t.Slowest, took)
+		t.Slowest = max(t.Slowest, l.took())
 		desc := fmt.Sprintf("%s %s over %s after %.0f ms", l.asked().Format("15:04:05.000"), l.Query, l.network, l.Millis)
 		switch {
 		case l.Err != "":
@@ -359,7 +360,7 @@ func (a *askerLog) judge(tr *truth, step string, from, to time.Time) tally {
 				t.Refused++
 			}
 			sample(l, fmt.Sprintf("wrong: %s: %+v", desc, l.result))
-		case took > slowLookup:
+		case l.took() > slowLookup:
 			t.Slow++
 			sample(l, "slow: "+desc)
 		}
@@ -394,36 +395,38 @@ type endpointState struct {
 	eps   string
 }
 
-// watchKubeDNSEndpoints records kube-dns's EndpointSlices until ctx ends.
+// watchKubeDNSEndpoints records kube-dns's EndpointSlices until ctx ends,
+// through an informer (its relists and rewatches are client-go's).
 func (s *install) watchKubeDNSEndpoints(ctx context.Context) *endpointHistory {
 	h := &endpointHistory{}
-	go func() {
-		for ctx.Err() == nil {
-			w, err := s.c.DiscoveryV1().EndpointSlices(metav1.NamespaceSystem).Watch(ctx,
-				metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kube-dns"})
-			if err != nil {
-				time.Sleep(time.Second)
-				continue
-			}
-			for ev := range w.ResultChan() {
-				sl, ok := ev.Object.(*discoveryv1.EndpointSlice)
-				if !ok {
-					continue
-				}
-				var eps []string
-				if ev.Type != watch.Deleted {
-					for _, e := range sl.Endpoints {
-						c := e.Conditions
-						eps = append(eps, fmt.Sprintf("%v ready %v serving %v terminating %v", e.Addresses,
-							ptr.Deref(c.Ready, false), ptr.Deref(c.Serving, false), ptr.Deref(c.Terminating, false)))
-					}
-				}
-				h.mu.Lock()
-				h.states = append(h.states, endpointState{at: time.Now(), slice: sl.Name, eps: strings.Join(eps, "; ")})
-				h.mu.Unlock()
-			}
+	factory := informers.NewSharedInformerFactoryWithOptions(s.c, 0, informers.WithNamespace(metav1.NamespaceSystem),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = discoveryv1.LabelServiceName + "=kube-dns" }))
+	record := func(slice, eps string) {
+		h.mu.Lock()
+		h.states = append(h.states, endpointState{at: time.Now(), slice: slice, eps: eps})
+		h.mu.Unlock()
+	}
+	announced := func(o any) {
+		sl := o.(*discoveryv1.EndpointSlice)
+		var eps []string
+		for _, e := range sl.Endpoints {
+			c := e.Conditions
+			eps = append(eps, fmt.Sprintf("%v ready %v serving %v terminating %v", e.Addresses,
+				ptr.Deref(c.Ready, false), ptr.Deref(c.Serving, false), ptr.Deref(c.Terminating, false)))
 		}
-	}()
+		record(sl.Name, strings.Join(eps, "; "))
+	}
+	if _, err := factory.Discovery().V1().EndpointSlices().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    announced,
+		UpdateFunc: func(_, o any) { announced(o) },
+		DeleteFunc: func(o any) {
+			key, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(o)
+			record(key, "deleted")
+		},
+	}); err != nil {
+		s.t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
 	return h
 }
 
