@@ -39,9 +39,11 @@ type dnsController struct {
 	// sorted; nil when reverse answers are off.
 	ptr map[netip.Addr][]string
 
-	queue    workqueue.TypedInterface[source.Key]
-	listed   atomic.Bool // the informers have synced: changes are queued from here
-	synced   atomic.Bool
+	queue  workqueue.TypedInterface[source.Key]
+	listed atomic.Bool // the informers have synced: changes are queued from here
+	synced atomic.Bool
+	// syncedCh is closed when synced turns true, for a start to wait on.
+	syncedCh chan struct{}
 	modified atomic.Int64 // unix seconds of the last change, the SOA serial
 
 	// pending holds, per base, when the informers first delivered a change
@@ -75,13 +77,14 @@ type controllerOptions struct {
 // newDNSController builds the loop over src's informers (not yet started).
 func newDNSController(src *source.Source, opts controllerOptions) (*dnsController, error) {
 	dc := &dnsController{
-		src:     src,
-		sets:    map[string]*answerSet{},
-		native:  map[string]*answerSet{},
-		pending: map[source.Key]time.Time{},
-		queue:   workqueue.NewTyped[source.Key](),
-		now:     time.Now,
-		opts:    opts,
+		src:      src,
+		sets:     map[string]*answerSet{},
+		native:   map[string]*answerSet{},
+		pending:  map[source.Key]time.Time{},
+		queue:    workqueue.NewTyped[source.Key](),
+		now:      time.Now,
+		opts:     opts,
+		syncedCh: make(chan struct{}),
 	}
 	if opts.clusterset {
 		dc.clusterset = map[string]*answerSet{}
@@ -230,6 +233,7 @@ func (dc *dnsController) addCounts(globals, endpoints int) {
 
 func (dc *dnsController) markSynced() {
 	dc.synced.Store(true)
+	close(dc.syncedCh)
 	log.Infof("Synced: answering for %d global services", dc.globals)
 }
 

@@ -57,9 +57,9 @@ func setup(c *caddy.Controller) error {
 	ctx, cancel := context.WithCancel(withLogger(context.Background()))
 	c.OnStartup(func() error {
 		g.start(ctx)
-		deadline := time.Now().Add(startupTimeout)
-		for !g.ctrl.ready() && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
+		select {
+		case <-g.ctrl.syncedCh:
+		case <-time.After(startupTimeout):
 		}
 		if !g.ctrl.ready() {
 			log.Warning("starting server before the first sync with the Kubernetes API; global names get SERVFAIL until then")
