@@ -38,6 +38,8 @@ type LinkerdMemoryStep struct {
 	// (go_memstats_next_gc_bytes ÷ 2 at GOGC=100) and VmRSS.
 	ControllerLive float64
 	ControllerRSS  int64
+	// Starts are cold starts of global and of the kubernetes plugin.
+	Starts []StartResult
 }
 
 // LinkerdMemory measures CoreDNS's memory, with and without the global
@@ -95,13 +97,20 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int, apiserver strin
 		if err != nil {
 			return LinkerdMemoryStep{}, err
 		}
-		t = time.Now()
-		rss, err := w.RSS(ctx, cfg.Dir, n, cfg.RSSRounds, 10*time.Second, env2)
-		if err != nil {
-			return LinkerdMemoryStep{}, err
+		step := LinkerdMemoryStep{Bases: n, Endpoints: n * len(Clusters) * Pods, ControllerLive: live, ControllerRSS: crss}
+		if !cfg.StartOnly {
+			t = time.Now()
+			if step.RSS, err = w.RSS(ctx, cfg.Dir, n, cfg.RSSRounds, 10*time.Second, env2); err != nil {
+				return step, err
+			}
+			cfg.Log("CoreDNS memory at %d bases of Linkerd's shape in %v", n, time.Since(t).Round(time.Second))
 		}
-		cfg.Log("CoreDNS memory at %d bases of Linkerd's shape in %v", n, time.Since(t).Round(time.Second))
-		return LinkerdMemoryStep{Bases: n, Endpoints: n * len(Clusters) * Pods, RSS: rss, ControllerLive: live, ControllerRSS: crss}, nil
+		t = time.Now()
+		if step.Starts, err = w.Starts(ctx, cfg.Dir, cluster, n, env2, cfg.Log); err != nil {
+			return step, err
+		}
+		cfg.Log("cold starts at %d bases of Linkerd's shape in %v", n, time.Since(t).Round(time.Second))
+		return step, nil
 	}
 	for _, n := range sizes {
 		step, err := grow(w, n)
@@ -110,8 +119,10 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int, apiserver strin
 		}
 		res.Steps = append(res.Steps, step)
 	}
-	if res.Relists, err = w.Relist(ctx, cfg.Dir, cluster, loaded, env2, cfg.Log); err != nil {
-		return res, err
+	if !cfg.StartOnly {
+		if res.Relists, err = w.Relist(ctx, cfg.Dir, cluster, loaded, env2, cfg.Log); err != nil {
+			return res, err
+		}
 	}
 	if cfg.LinkerdLarge > loaded {
 		// Grown to about 100,000 mirrored endpoints without the endpoint
@@ -125,7 +136,7 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int, apiserver strin
 		}
 		res.Large = &step
 	}
-	if cfg.NoStorms || res.Paged {
+	if cfg.NoStorms || cfg.StartOnly || res.Paged {
 		return res, nil
 	}
 	// Last: the storm world, in a namespace of its own, stays loaded.

@@ -199,6 +199,8 @@ func Report(out io.Writer, r *Results) {
 		}
 	}
 
+	ReportStarts(out, r.Linkerd, r.LinkerdPaged)
+
 	p("\n## Phases\n\n| phase | time |\n|---|---:|\n")
 	for _, ph := range r.Phases {
 		p("| %s | %v |\n", ph.Name, ph.Elapsed.Round(100*time.Millisecond))
@@ -277,6 +279,7 @@ func floors(r *Results) []floor {
 	if r.LinkerdPaged != nil || r.Config.PagedAPIServer != "" {
 		fs = append(fs, linkerdFloors(r.LinkerdPaged, pagedLabel)...)
 	}
+	fs = append(fs, startFloors(r.Linkerd, r.LinkerdPaged)...)
 	fs = append(fs, nonMemberFloor(r))
 	fs = append(fs, stormFloors(r)...)
 	fs = append(fs, transportFloors(r.Transport)...)

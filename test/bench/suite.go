@@ -38,19 +38,22 @@ type Config struct {
 	PagedAPIServer string
 	LinkerdLarge   int  // bases the Linkerd world then grows to, without the endpoint mirrors' Services; 0: none
 	NoStorms       bool // leave out the storms after the Linkerd world
-	GoBenchCount   int
-	ServerCPUs     string        // CoreDNS under load: taskset list
-	ClientCPUs     string        // dnsperf
-	Warmup         time.Duration // one unrecorded run per block before the rounds
-	QuietLimit     float64       // CPUs the machine may use before the rounds start
-	QuietMax       time.Duration // longest wait for that
-	NoPinOthers    bool          // leave the control planes on every CPU during the rounds
-	ControllerQPS  int
-	LoadWorkers    int
-	Profile        bool // CPU profiles of CoreDNS per block at the largest size
-	GoCmd          string
-	Dir            string // logs, query files, profiles
-	Log            func(format string, args ...any)
+	// StartOnly measures only the cold starts in Linkerd's shape: no
+	// memory, relists or storms.
+	StartOnly     bool
+	GoBenchCount  int
+	ServerCPUs    string        // CoreDNS under load: taskset list
+	ClientCPUs    string        // dnsperf
+	Warmup        time.Duration // one unrecorded run per block before the rounds
+	QuietLimit    float64       // CPUs the machine may use before the rounds start
+	QuietMax      time.Duration // longest wait for that
+	NoPinOthers   bool          // leave the control planes on every CPU during the rounds
+	ControllerQPS int
+	LoadWorkers   int
+	Profile       bool // CPU profiles of CoreDNS per block at the largest size
+	GoCmd         string
+	Dir           string // logs, query files, profiles
+	Log           func(format string, args ...any)
 }
 
 // Results is everything the report shows.

@@ -50,7 +50,20 @@ func main() {
 	in := flag.String("in", "test/bench/curves.json", "the curve points")
 	out := flag.String("out", "test/bench", "directory for the SVG plots")
 	results := flag.String("results", "", "markdown file to write the curves' section into (default: RESULTS.md in -out, if there)")
+	starts := flag.String("starts", "", "the cold starts test/bench measured (default: starts.json beside -in, if there)")
 	flag.Parse()
+	if *starts == "" {
+		if p := filepath.Join(filepath.Dir(*in), "starts.json"); fileExists(p) {
+			*starts = p
+		}
+	}
+	if *starts != "" {
+		path := filepath.Join(*out, "start-time.svg")
+		if err := drawStarts(*starts, path); err != nil {
+			fail(fmt.Errorf("%s: %w", path, err))
+		}
+		fmt.Println("wrote", path)
+	}
 	if *results == "" {
 		if p := filepath.Join(*out, "RESULTS.md"); fileExists(p) {
 			*results = p
@@ -171,4 +184,65 @@ func fileExists(path string) bool {
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "benchplot:", err)
 	os.Exit(1)
+}
+
+// startPoint is one block's median cold start at one size (test/bench's
+// starts.json).
+type startPoint struct {
+	Block     string  `json:"block"`
+	Paged     bool    `json:"paged"`
+	Endpoints int     `json:"endpoints"`
+	ReadyS    float64 `json:"ready_s"`
+	CompleteS float64 `json:"complete_s"`
+}
+
+// drawStarts draws the seconds from exec to Ready against the mirrored
+// endpoints, a line per plugin and list path.
+func drawStarts(in, path string) error {
+	b, err := os.ReadFile(in)
+	if err != nil {
+		return err
+	}
+	var data struct{ Points []startPoint }
+	if err := json.Unmarshal(b, &data); err != nil {
+		return fmt.Errorf("%s: %w", in, err)
+	}
+	p := plot.New()
+	p.Title.Text = "Cold start: from exec to Ready"
+	p.X.Label.Text = "mirrored endpoints (Linkerd's shape)"
+	p.Y.Label.Text = "seconds"
+	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	p.Y.Min = 0
+	p.Legend.Top, p.Legend.Left = true, true
+	lines := map[string]plotter.XYs{}
+	for _, pt := range data.Points {
+		key := pt.Block + ", lists streamed (1.36)"
+		if pt.Paged {
+			key = pt.Block + ", lists paged (1.33)"
+		}
+		lines[key] = append(lines[key], plotter.XY{X: float64(pt.Endpoints), Y: pt.ReadyS})
+	}
+	keys := make([]string, 0, len(lines))
+	for k := range lines {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for i, k := range keys {
+		xys := lines[k]
+		slices.SortFunc(xys, func(a, b plotter.XY) int { return int(a.X - b.X) })
+		line, points, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return err
+		}
+		col := palette[(i/2)%len(palette)]
+		line.Color, points.Color = col, col
+		if i%2 == 1 {
+			line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		}
+		points.Shape = draw.CircleGlyph{}
+		p.Add(line, points)
+		p.Legend.Add(k, line, points)
+	}
+	p.Add(plotter.NewGrid())
+	return p.Save(6*vg.Inch, 4*vg.Inch, path)
 }

@@ -50,6 +50,9 @@ type CoreDNSOptions struct {
 	CPUs string
 	// StartTimeout bounds the wait for the process to be up (default 60 s).
 	StartTimeout time.Duration
+	// NoWait returns as soon as the process is started, for callers that
+	// time its start themselves; WaitReady is then ignored.
+	NoWait bool
 }
 
 // StartCoreDNS writes the Corefile and starts bin/coredns with it.
@@ -97,6 +100,9 @@ func StartCoreDNS(ctx context.Context, o CoreDNSOptions) (*CoreDNS, error) {
 		Addr:       "127.0.0.1:" + strconv.Itoa(ports["DNS_PORT"]),
 		MetricsURL: "http://127.0.0.1:" + strconv.Itoa(ports["METRICS_PORT"]) + "/metrics",
 		Ports:      ports,
+	}
+	if o.NoWait {
+		return c, nil
 	}
 	wait := c.MetricsURL
 	if o.WaitReady {

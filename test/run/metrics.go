@@ -3,6 +3,7 @@ package run
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -32,8 +33,17 @@ func Scrape(url string) (Samples, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s: %s", url, resp.Status)
 	}
+	s, err := ParseSamples(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", url, err)
+	}
+	return s, nil
+}
+
+// ParseSamples reads the Prometheus text format.
+func ParseSamples(r io.Reader) (Samples, error) {
 	s := Samples{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
@@ -46,7 +56,7 @@ func Scrape(url string) (Samples, error) {
 		}
 		v, err := strconv.ParseFloat(line[i+1:], 64)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %q: %w", url, line, err)
+			return nil, fmt.Errorf("%q: %w", line, err)
 		}
 		s[line[:i]] = v
 	}

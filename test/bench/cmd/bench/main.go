@@ -53,9 +53,11 @@ func main() {
 	linkerdSizes := flag.String("linkerd-sizes", "667,2000", "bases of Linkerd's full shape whose memory and relists the full run measures; empty: none")
 	linkerdPaged := flag.Bool("linkerd-paged", false, "with -linkerd-memory: on -paged-apiserver, every list in pages")
 	transportOnly := flag.Bool("transport", false, "only measure UDP and TCP under CPU contention at the first -sizes, print it and exit")
-	merge := flag.Bool("merge", false, "with -linkerd-memory -linkerd-paged, or -transport: replace that part's section of -out and its floors in results.json (dated) with this run's")
+	startOnly := flag.Bool("start", false, "only measure cold starts of CoreDNS in Linkerd's shape at -linkerd-sizes and -linkerd-large, streamed and on -paged-apiserver, print them and exit")
+	merge := flag.Bool("merge", false, "with -linkerd-memory -linkerd-paged, -transport or -start: replace that part's section of -out and its floors in results.json (dated) with this run's")
 	flag.Parse()
 	resultsJSON := filepath.Join(filepath.Dir(*out), "results.json") // the floors, beside -out
+	startsJSON := filepath.Join(filepath.Dir(*out), "starts.json") // the cold starts test/benchplot draws
 	switch *paged {
 	case "none":
 	case "":
@@ -115,6 +117,31 @@ func main() {
 		}
 		return
 	}
+	if *startOnly {
+		cfg.StartOnly = true
+		streamed, err := bench.LinkerdMemory(ctx, cfg, cfg.LinkerdSizes, "")
+		if err != nil {
+			fail(fmt.Errorf("%w (logs in %s)", err, cfg.Dir))
+		}
+		var paged *bench.LinkerdMemoryResult
+		if cfg.PagedAPIServer != "" {
+			if paged, err = bench.LinkerdMemory(ctx, cfg, cfg.LinkerdSizes, cfg.PagedAPIServer); err != nil {
+				fail(fmt.Errorf("%w (logs in %s)", err, cfg.Dir))
+			}
+		}
+		bench.ReportStarts(os.Stdout, streamed, paged)
+		if err := bench.WriteStartPoints(startsJSON, streamed, paged); err != nil {
+			fail(err)
+		}
+		if *merge {
+			command := fmt.Sprintf("bench -start -linkerd-sizes=%s -linkerd-large=%d -merge", *linkerdSizes, cfg.LinkerdLarge)
+			if err := bench.MergeStarts(*out, resultsJSON, streamed, paged, start, command); err != nil {
+				fail(err)
+			}
+			cfg.Log("merged into %s and results.json", *out)
+		}
+		return
+	}
 	if *transportOnly {
 		if cfg.TransportDuration <= 0 {
 			fail(fmt.Errorf("-transport needs a -transport-duration"))
@@ -167,6 +194,11 @@ func main() {
 	var js bytes.Buffer
 	if err := bench.ReportJSON(&js, res); err != nil {
 		fail(err)
+	}
+	if res.Linkerd != nil {
+		if err := bench.WriteStartPoints(startsJSON, res.Linkerd, res.LinkerdPaged); err != nil {
+			fail(err)
+		}
 	}
 	if err := os.WriteFile(resultsJSON, js.Bytes(), 0o644); err != nil {
 		fail(err)
