@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // Sink receives one resource's objects from a Feed, in order, from one
@@ -68,6 +69,9 @@ type Feed struct {
 	PageSize int64
 	// Counters count what the feed does, for a process's metrics.
 	Counters Counters
+
+	// clock times the waits between lists; nil is the real one.
+	clock clock.Clock
 
 	synced atomic.Bool
 	path   atomic.Value // Path of the last list
@@ -136,27 +140,37 @@ const healthy = time.Minute
 // Run lists and watches until ctx is done. It logs through ctx's logger
 // (klog.FromContext), so that its lines name the process's component.
 //
-// Two waits: one before a list that failed is tried again, short (a failed
-// list costs the API server little, and answers must follow it soon after
-// it is back), reset by a list that succeeds; one before a relist after a
-// watch ended, doubling to 10 s, reset by a watch that ran for a minute.
+// Two waits, each a jittered exponential backoff as client-go's reflector
+// keeps: one before a list that failed is tried again, short (a failed list
+// costs the API server little, and answers must follow it soon after it is
+// back), reset by a list that succeeds; one before a relist, after a watch
+// ended or a list met a version that is gone (410), doubling to 10 s and
+// reset only by a watch that ran for a minute, so that an API server
+// compacting faster than a feed lists gets a bounded number of lists.
 func (f *Feed) Run(ctx context.Context) {
 	log := klog.FromContext(ctx).WithValues("feed", f.Name)
 	ctx = klog.NewContext(ctx, log)
+	clk := f.clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	retry, relist := listRetry(), relistWait()
 	for ctx.Err() == nil {
 		rv, err := f.list(ctx)
 		wait := retry
-		if err == nil {
+		switch {
+		case err == nil:
 			f.heard()
 			f.lists.Add(1)
 			f.synced.Store(true)
 			retry = listRetry()
-			start := time.Now()
+			start := clk.Now()
 			err = f.follow(ctx, rv)
-			if time.Since(start) >= healthy {
+			if clk.Since(start) >= healthy {
 				relist = relistWait()
 			}
+			wait = relist
+		case isExpired(err):
 			wait = relist
 		}
 		if ctx.Err() != nil {
@@ -167,7 +181,7 @@ func (f *Feed) Run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(wait.Step()):
+		case <-clk.After(wait.Step()):
 		}
 	}
 }
@@ -263,10 +277,10 @@ func (f *Feed) follow(ctx context.Context, rv string) error {
 				return err
 			}
 		case watch.Error:
-			if isGone(ev) {
-				return nil
+			if err := apierrors.FromObject(ev.Object); !isExpired(err) {
+				return err
 			}
-			return apierrors.FromObject(ev.Object)
+			return nil
 		}
 	}
 }
@@ -328,18 +342,18 @@ func resumingWatch(ctx context.Context, watchFn WatchFunc, rv string) (watch.Int
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.AllowWatchBookmarks = true
 			w, err := watchFn(ctx, o)
-			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			if isExpired(err) {
 				// RetryWatcher would retry a refused start forever; as
 				// an event, it ends the watch and the feed lists again.
-				return expired(err), nil
+				return errorWatch(err), nil
 			}
 			return w, err
 		},
 	})
 }
 
-// expired is a watch that delivers err as its only event.
-func expired(err error) watch.Interface {
+// errorWatch is a watch that delivers err, a 410, as its only event.
+func errorWatch(err error) watch.Interface {
 	ch := make(chan watch.Event, 1)
 	status := metav1.Status{Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired, Message: err.Error()}
 	var api apierrors.APIStatus
@@ -351,15 +365,13 @@ func expired(err error) watch.Interface {
 	return watch.NewProxyWatcher(ch)
 }
 
-// isGone reports whether ev is the API server saying the watch's version is
-// gone (410): compacted away, or older than its watch cache. By its code,
-// as RetryWatcher decides which errors to hand on.
-func isGone(ev watch.Event) bool {
-	if ev.Type != watch.Error {
-		return false
-	}
-	var status apierrors.APIStatus
-	return errors.As(apierrors.FromObject(ev.Object), &status) && status.Status().Code == http.StatusGone
+// isExpired reports whether err is the API server saying that a version is
+// gone (410): compacted away, older than its watch cache, or a paged list's
+// continue token past its version. It is the one test of a 410 in the
+// feeds, the one client-go's reflector makes (either reason, for API servers
+// before 1.18); an error event of a watch is one through apierrors.FromObject.
+func isExpired(err error) bool {
+	return apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
 }
 
 // unmarshaler is a generated protobuf message: every built-in object.
