@@ -327,7 +327,7 @@ func newFromClient(cfg *config, client kubernetes.Interface) (*Global, error) {
 		LocalSelector: cfg.localSelector,
 		NoUIDs:        true, // the plugin owns and deletes nothing
 		API:           cfg.api,
-		Counters:      feedCounters,
+		Counters:      feedMetrics.Counters,
 	})
 	if err != nil {
 		return nil, err
