@@ -75,8 +75,6 @@ type Feed struct {
 
 	synced atomic.Bool
 	path   atomic.Value // Path of the last list
-	lists  atomic.Uint64
-	held   atomic.Uint64
 }
 
 // Path is the way a full list was read.
@@ -115,18 +113,11 @@ func NewFeed(name string, api API, sink Sink) *Feed {
 	return &Feed{Name: name, API: api, Sink: sink, PageSize: 500}
 }
 
-// LastPath is the path the last full list took; "" before the first.
-func (f *Feed) LastPath() Path {
+// lastPath is the path the last full list took; "" before the first.
+func (f *Feed) lastPath() Path {
 	p, _ := f.path.Load().(Path)
 	return p
 }
-
-// Lists is how many full lists have ended: the first and every relist.
-func (f *Feed) Lists() uint64 { return f.lists.Load() }
-
-// Held is how many objects the feed's sink held as they came, so that the
-// feed decoded no more of them than their names and versions.
-func (f *Feed) Held() uint64 { return f.held.Load() }
 
 // HasSynced reports whether the first list has ended.
 func (f *Feed) HasSynced() bool { return f.synced.Load() }
@@ -161,7 +152,6 @@ func (f *Feed) Run(ctx context.Context) {
 		switch {
 		case err == nil:
 			f.heard()
-			f.lists.Add(1)
 			f.synced.Store(true)
 			retry = listRetry()
 			start := clk.Now()
@@ -216,7 +206,7 @@ func (f *Feed) list(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if last := f.LastPath(); last != path {
+	if last := f.lastPath(); last != path {
 		log := klog.FromContext(ctx)
 		switch {
 		case last == "":
@@ -240,7 +230,6 @@ func (f *Feed) list(ctx context.Context) (string, error) {
 // holds it at its version, else the object decoded.
 func (f *Feed) take(p *Peeked, decode func() (runtime.Object, error)) error {
 	if h, ok := f.Sink.(HeldSink); ok && p != nil && p.Name != "" && h.Held(p) {
-		f.held.Add(1)
 		count(f.Counters.Held)
 		return nil
 	}

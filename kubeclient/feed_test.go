@@ -275,8 +275,8 @@ func TestFeedStreamsTheListThenFollowsFromItsVersion(t *testing.T) {
 	sink := &recordingSink{}
 	f := runFeed(t, api.api(true), sink)
 	sinkSees(t, sink, "listing", "upsert a@3", "upsert b@5", "listed", "upsert a@8", "delete b@9")
-	if !f.HasSynced() || f.LastPath() != Streamed {
-		t.Errorf("synced %v, path %q after a streamed list", f.HasSynced(), f.LastPath())
+	if !f.HasSynced() || f.lastPath() != Streamed {
+		t.Errorf("synced %v, path %q after a streamed list", f.HasSynced(), f.lastPath())
 	}
 	apiCalled(t, api, "stream initial=true", "watch rv=7") // a streamed list, then a watch from its version
 }
@@ -308,8 +308,8 @@ func TestFeedListsInPagesWhereTheAPIServerDoesNotStreamAndAsksAgainAtEachList(t 
 	apiCalled(t, api, "stream initial=true", "page limit=2 continue=", "page limit=2 continue=c1", "page limit=0 continue=",
 		"watch rv=10", "stream initial=true", "page limit=2 continue=", "watch rv=20",
 		"stream initial=true", "watch rv=22")
-	if f.LastPath() != Streamed || streamed.Load() != 1 || paged.Load() != 2 {
-		t.Errorf("path %q, %d lists streamed and %d paged; want streamed, 1 and 2", f.LastPath(), streamed.Load(), paged.Load())
+	if f.lastPath() != Streamed || streamed.Load() != 1 || paged.Load() != 2 {
+		t.Errorf("path %q, %d lists streamed and %d paged; want streamed, 1 and 2", f.lastPath(), streamed.Load(), paged.Load())
 	}
 }
 
@@ -319,8 +319,8 @@ func TestFeedListsInPagesOnlyWhereTheAPICannotStream(t *testing.T) {
 	f := runFeed(t, api.api(false), sink)
 	sinkSees(t, sink, "listing", "upsert a@3", "listed")
 	apiCalled(t, api, "page limit=2 continue=", "watch rv=5") // a page, then a watch from its version
-	if f.LastPath() != Paged {
-		t.Errorf("path %q after a paged list", f.LastPath())
+	if f.lastPath() != Paged {
+		t.Errorf("path %q after a paged list", f.lastPath())
 	}
 }
 
