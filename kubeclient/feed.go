@@ -9,6 +9,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -242,7 +243,10 @@ func (f *Feed) take(p *Peeked, decode func() (runtime.Object, error)) error {
 }
 
 // follow delivers the watch's events from version rv until the version is
-// gone (nil: list again), the watch fails, or ctx is done.
+// gone (nil: list again), the watch fails, or ctx is done. An object still
+// encoded (EncodedClient) is decoded only where the sink does not hold it
+// as it is (or it was deleted); one that cannot be decoded ends the watch,
+// as client-go's watch decoder does.
 func (f *Feed) follow(ctx context.Context, rv string) error {
 	w, err := resumingWatch(ctx, f.heardFrom(f.API.Watch), rv)
 	if err != nil {
@@ -260,42 +264,58 @@ func (f *Feed) follow(ctx context.Context, rv string) error {
 		if !ok {
 			return nil // the watch gave up: list again
 		}
-		switch ev.Type {
-		case watch.Added, watch.Modified, watch.Deleted:
-			if err := f.deliver(ev); err != nil {
-				return err
+		var p *Peeked
+		decode := func() (runtime.Object, error) { return ev.Object, nil }
+		if e, ok := ev.Object.(*Encoded); ok {
+			p, decode = e.Peeked(), e.Decode
+		}
+		if _, err := f.handle(false, ev.Type, p, decode); err != nil {
+			if isExpired(err) {
+				return nil
 			}
-		case watch.Error:
-			if err := apierrors.FromObject(ev.Object); !isExpired(err) {
-				return err
-			}
-			return nil
+			return err
 		}
 	}
 }
 
-// deliver hands a watch's event to the sink. An object still encoded
-// (EncodedClient) is decoded first, unless it is an update the sink holds as
-// it is; one that cannot be decoded ends the watch, as client-go's watch
-// decoder does.
-func (f *Feed) deliver(ev watch.Event) error {
-	obj := ev.Object
-	if ev.Type == watch.Deleted {
-		if e, ok := obj.(*Encoded); ok {
-			var err error
-			if obj, err = e.Decode(); err != nil {
-				return err
-			}
-		}
+// handle hands one event to the sink, of a streamed list (listing) or of
+// the watch after a list: the one path of both, as client-go's reflector
+// has one. An object added or modified is decoded and upserted unless the
+// sink holds it at its version (p, read in place); one deleted is decoded
+// and deleted; a bookmark annotated as the end of the initial events ends
+// the list, while listing: the sink is told, and the list's version
+// returned, from which the watch goes on; any other bookmark is progress,
+// which the feed does not need; an error is the API server's, returned.
+// decode decodes the event's object.
+func (f *Feed) handle(listing bool, typ watch.EventType, p *Peeked, decode func() (runtime.Object, error)) (listed string, err error) {
+	switch typ {
+	case watch.Added, watch.Modified:
+		return "", f.take(p, decode)
+	case watch.Deleted, watch.Bookmark, watch.Error:
+	default:
+		return "", fmt.Errorf("a %s event of type %q", f.API.Kind, typ)
+	}
+	obj, err := decode()
+	if err != nil {
+		return "", err
+	}
+	switch typ {
+	case watch.Deleted:
 		f.Sink.Delete(obj)
-		return nil
+	case watch.Bookmark:
+		m, err := meta.Accessor(obj)
+		if err != nil || !listing || m.GetAnnotations()[metav1.InitialEventsAnnotationKey] != "true" {
+			return "", err
+		}
+		if m.GetResourceVersion() == "" {
+			return "", errors.New("a streamed list ended without a version to watch from")
+		}
+		f.Sink.Listed()
+		return m.GetResourceVersion(), nil
+	case watch.Error:
+		return "", apierrors.FromObject(obj)
 	}
-	e, ok := obj.(*Encoded)
-	if !ok {
-		f.Sink.Upsert(obj)
-		return nil
-	}
-	return f.take(e.Peeked(), e.Decode)
+	return "", nil
 }
 
 func (f *Feed) heard() {

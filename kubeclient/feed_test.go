@@ -513,3 +513,21 @@ func TestFeedListsABoundedNumberOfTimesAMinuteWhereEveryVersionIsGone(t *testing
 		})
 	}
 }
+
+// The end of a streamed list is a state change: the bookmark annotated as
+// the end of the initial events ends a list only while the feed lists; on
+// the watch after a list it is progress, and the sink hears nothing.
+func TestABookmarkEndsAListOnlyWhileListing(t *testing.T) {
+	for _, listing := range []bool{true, false} {
+		sink := &recordingSink{}
+		f := &Feed{Name: "test", API: API{Kind: "Pod"}, Sink: sink}
+		rv, err := f.handle(listing, watch.Bookmark, nil, func() (runtime.Object, error) { return bookmark("7", true), nil })
+		want, wantRV := []string{"listed"}, "7"
+		if !listing {
+			want, wantRV = nil, ""
+		}
+		if got := sink.events(); err != nil || rv != wantRV || !slices.Equal(got, want) {
+			t.Errorf("listing %v: the end-of-list bookmark gave %q (%v), and the sink saw %v; want %q and %v", listing, rv, err, got, wantRV, want)
+		}
+	}
+}
