@@ -107,9 +107,7 @@ func New(cfg Config, src *source.Source, owned *OwnedSlices) (*Controller, error
 	if src.Suffix() != cfg.Suffix {
 		return nil, fmt.Errorf("controller: the source's suffix %q is not %q", src.Suffix(), cfg.Suffix)
 	}
-	if err := src.AddHandler(handler{c}); err != nil {
-		return nil, err
-	}
+	src.AddHandler(handler{c})
 	if err := owned.addHandler(c.onOwnedSlice); err != nil {
 		return nil, err
 	}

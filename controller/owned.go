@@ -118,7 +118,7 @@ func (k *ownedSink) Upsert(obj runtime.Object) {
 	cur := stripOwnedSlice(sl)
 	key := cur.Namespace + "/" + cur.Name
 	k.delivered(key)
-	if old, ok, _ := k.o.store.GetByKey(key); ok && old.(*discoveryv1.EndpointSlice).ResourceVersion == cur.ResourceVersion {
+	if old, ok, _ := k.o.store.GetByKey(key); ok && kubeclient.SameVersion(old.(*discoveryv1.EndpointSlice).ResourceVersion, cur.ResourceVersion) {
 		return
 	}
 	_ = k.o.store.Update(cur)
@@ -130,7 +130,7 @@ func (k *ownedSink) Upsert(obj runtime.Object) {
 func (k *ownedSink) Held(p *kubeclient.Peeked) bool {
 	key := p.Namespace + "/" + p.Name // a string of its own: delivered keeps it
 	old, ok, _ := k.o.store.GetByKey(key)
-	if !ok || old.(*discoveryv1.EndpointSlice).ResourceVersion != p.ResourceVersion {
+	if !ok || !kubeclient.SameVersion(old.(*discoveryv1.EndpointSlice).ResourceVersion, p.ResourceVersion) {
 		return false
 	}
 	k.delivered(key)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // Sink receives one resource's objects from a Feed, in order, from one
@@ -69,10 +71,11 @@ type Feed struct {
 	// Counters count what the feed does, for a process's metrics.
 	Counters Counters
 
+	// clock times the waits between lists; nil is the real one.
+	clock clock.Clock
+
 	synced atomic.Bool
 	path   atomic.Value // Path of the last list
-	lists  atomic.Uint64
-	held   atomic.Uint64
 }
 
 // Path is the way a full list was read.
@@ -111,18 +114,11 @@ func NewFeed(name string, api API, sink Sink) *Feed {
 	return &Feed{Name: name, API: api, Sink: sink, PageSize: 500}
 }
 
-// LastPath is the path the last full list took; "" before the first.
-func (f *Feed) LastPath() Path {
+// lastPath is the path the last full list took; "" before the first.
+func (f *Feed) lastPath() Path {
 	p, _ := f.path.Load().(Path)
 	return p
 }
-
-// Lists is how many full lists have ended: the first and every relist.
-func (f *Feed) Lists() uint64 { return f.lists.Load() }
-
-// Held is how many objects the feed's sink held as they came, so that the
-// feed decoded no more of them than their names and versions.
-func (f *Feed) Held() uint64 { return f.held.Load() }
 
 // HasSynced reports whether the first list has ended.
 func (f *Feed) HasSynced() bool { return f.synced.Load() }
@@ -136,27 +132,36 @@ const healthy = time.Minute
 // Run lists and watches until ctx is done. It logs through ctx's logger
 // (klog.FromContext), so that its lines name the process's component.
 //
-// Two waits: one before a list that failed is tried again, short (a failed
-// list costs the API server little, and answers must follow it soon after
-// it is back), reset by a list that succeeds; one before a relist after a
-// watch ended, doubling to 10 s, reset by a watch that ran for a minute.
+// Two waits, each a jittered exponential backoff as client-go's reflector
+// keeps: one before a list that failed is tried again, short (a failed list
+// costs the API server little, and answers must follow it soon after it is
+// back), reset by a list that succeeds; one before a relist, after a watch
+// ended or a list met a version that is gone (410), doubling to 10 s and
+// reset only by a watch that ran for a minute, so that an API server
+// compacting faster than a feed lists gets a bounded number of lists.
 func (f *Feed) Run(ctx context.Context) {
 	log := klog.FromContext(ctx).WithValues("feed", f.Name)
 	ctx = klog.NewContext(ctx, log)
+	clk := f.clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	retry, relist := listRetry(), relistWait()
 	for ctx.Err() == nil {
 		rv, err := f.list(ctx)
 		wait := retry
-		if err == nil {
+		switch {
+		case err == nil:
 			f.heard()
-			f.lists.Add(1)
 			f.synced.Store(true)
 			retry = listRetry()
-			start := time.Now()
+			start := clk.Now()
 			err = f.follow(ctx, rv)
-			if time.Since(start) >= healthy {
+			if clk.Since(start) >= healthy {
 				relist = relistWait()
 			}
+			wait = relist
+		case isExpired(err):
 			wait = relist
 		}
 		if ctx.Err() != nil {
@@ -167,7 +172,7 @@ func (f *Feed) Run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(wait.Step()):
+		case <-clk.After(wait.Step()):
 		}
 	}
 }
@@ -202,7 +207,7 @@ func (f *Feed) list(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if last := f.LastPath(); last != path {
+	if last := f.lastPath(); last != path {
 		log := klog.FromContext(ctx)
 		switch {
 		case last == "":
@@ -226,7 +231,6 @@ func (f *Feed) list(ctx context.Context) (string, error) {
 // holds it at its version, else the object decoded.
 func (f *Feed) take(p *Peeked, decode func() (runtime.Object, error)) error {
 	if h, ok := f.Sink.(HeldSink); ok && p != nil && p.Name != "" && h.Held(p) {
-		f.held.Add(1)
 		count(f.Counters.Held)
 		return nil
 	}
@@ -239,7 +243,10 @@ func (f *Feed) take(p *Peeked, decode func() (runtime.Object, error)) error {
 }
 
 // follow delivers the watch's events from version rv until the version is
-// gone (nil: list again), the watch fails, or ctx is done.
+// gone (nil: list again), the watch fails, or ctx is done. An object still
+// encoded (EncodedClient) is decoded only where the sink does not hold it
+// as it is (or it was deleted); one that cannot be decoded ends the watch,
+// as client-go's watch decoder does.
 func (f *Feed) follow(ctx context.Context, rv string) error {
 	w, err := resumingWatch(ctx, f.heardFrom(f.API.Watch), rv)
 	if err != nil {
@@ -257,42 +264,58 @@ func (f *Feed) follow(ctx context.Context, rv string) error {
 		if !ok {
 			return nil // the watch gave up: list again
 		}
-		switch ev.Type {
-		case watch.Added, watch.Modified, watch.Deleted:
-			if err := f.deliver(ev); err != nil {
-				return err
-			}
-		case watch.Error:
-			if isGone(ev) {
+		var p *Peeked
+		decode := func() (runtime.Object, error) { return ev.Object, nil }
+		if e, ok := ev.Object.(*Encoded); ok {
+			p, decode = e.Peeked(), e.Decode
+		}
+		if _, err := f.handle(false, ev.Type, p, decode); err != nil {
+			if isExpired(err) {
 				return nil
 			}
-			return apierrors.FromObject(ev.Object)
+			return err
 		}
 	}
 }
 
-// deliver hands a watch's event to the sink. An object still encoded
-// (EncodedClient) is decoded first, unless it is an update the sink holds as
-// it is; one that cannot be decoded ends the watch, as client-go's watch
-// decoder does.
-func (f *Feed) deliver(ev watch.Event) error {
-	obj := ev.Object
-	if ev.Type == watch.Deleted {
-		if e, ok := obj.(*Encoded); ok {
-			var err error
-			if obj, err = e.Decode(); err != nil {
-				return err
-			}
-		}
+// handle hands one event to the sink, of a streamed list (listing) or of
+// the watch after a list: the one path of both, as client-go's reflector
+// has one. An object added or modified is decoded and upserted unless the
+// sink holds it at its version (p, read in place); one deleted is decoded
+// and deleted; a bookmark annotated as the end of the initial events ends
+// the list, while listing: the sink is told, and the list's version
+// returned, from which the watch goes on; any other bookmark is progress,
+// which the feed does not need; an error is the API server's, returned.
+// decode decodes the event's object.
+func (f *Feed) handle(listing bool, typ watch.EventType, p *Peeked, decode func() (runtime.Object, error)) (listed string, err error) {
+	switch typ {
+	case watch.Added, watch.Modified:
+		return "", f.take(p, decode)
+	case watch.Deleted, watch.Bookmark, watch.Error:
+	default:
+		return "", fmt.Errorf("a %s event of type %q", f.API.Kind, typ)
+	}
+	obj, err := decode()
+	if err != nil {
+		return "", err
+	}
+	switch typ {
+	case watch.Deleted:
 		f.Sink.Delete(obj)
-		return nil
+	case watch.Bookmark:
+		m, err := meta.Accessor(obj)
+		if err != nil || !listing || m.GetAnnotations()[metav1.InitialEventsAnnotationKey] != "true" {
+			return "", err
+		}
+		if m.GetResourceVersion() == "" {
+			return "", errors.New("a streamed list ended without a version to watch from")
+		}
+		f.Sink.Listed()
+		return m.GetResourceVersion(), nil
+	case watch.Error:
+		return "", apierrors.FromObject(obj)
 	}
-	e, ok := obj.(*Encoded)
-	if !ok {
-		f.Sink.Upsert(obj)
-		return nil
-	}
-	return f.take(e.Peeked(), e.Decode)
+	return "", nil
 }
 
 func (f *Feed) heard() {
@@ -328,18 +351,18 @@ func resumingWatch(ctx context.Context, watchFn WatchFunc, rv string) (watch.Int
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.AllowWatchBookmarks = true
 			w, err := watchFn(ctx, o)
-			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			if isExpired(err) {
 				// RetryWatcher would retry a refused start forever; as
 				// an event, it ends the watch and the feed lists again.
-				return expired(err), nil
+				return errorWatch(err), nil
 			}
 			return w, err
 		},
 	})
 }
 
-// expired is a watch that delivers err as its only event.
-func expired(err error) watch.Interface {
+// errorWatch is a watch that delivers err, a 410, as its only event.
+func errorWatch(err error) watch.Interface {
 	ch := make(chan watch.Event, 1)
 	status := metav1.Status{Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired, Message: err.Error()}
 	var api apierrors.APIStatus
@@ -351,15 +374,13 @@ func expired(err error) watch.Interface {
 	return watch.NewProxyWatcher(ch)
 }
 
-// isGone reports whether ev is the API server saying the watch's version is
-// gone (410): compacted away, or older than its watch cache. By its code,
-// as RetryWatcher decides which errors to hand on.
-func isGone(ev watch.Event) bool {
-	if ev.Type != watch.Error {
-		return false
-	}
-	var status apierrors.APIStatus
-	return errors.As(apierrors.FromObject(ev.Object), &status) && status.Status().Code == http.StatusGone
+// isExpired reports whether err is the API server saying that a version is
+// gone (410): compacted away, older than its watch cache, or a paged list's
+// continue token past its version. It is the one test of a 410 in the
+// feeds, the one client-go's reflector makes (either reason, for API servers
+// before 1.18); an error event of a watch is one through apierrors.FromObject.
+func isExpired(err error) bool {
+	return apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
 }
 
 // unmarshaler is a generated protobuf message: every built-in object.

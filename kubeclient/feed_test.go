@@ -15,6 +15,7 @@ import (
 
 	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/fixture"
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // recordingSink writes down what a Feed delivers.
@@ -272,8 +275,8 @@ func TestFeedStreamsTheListThenFollowsFromItsVersion(t *testing.T) {
 	sink := &recordingSink{}
 	f := runFeed(t, api.api(true), sink)
 	sinkSees(t, sink, "listing", "upsert a@3", "upsert b@5", "listed", "upsert a@8", "delete b@9")
-	if !f.HasSynced() || f.LastPath() != Streamed {
-		t.Errorf("synced %v, path %q after a streamed list", f.HasSynced(), f.LastPath())
+	if !f.HasSynced() || f.lastPath() != Streamed {
+		t.Errorf("synced %v, path %q after a streamed list", f.HasSynced(), f.lastPath())
 	}
 	apiCalled(t, api, "stream initial=true", "watch rv=7") // a streamed list, then a watch from its version
 }
@@ -288,10 +291,10 @@ func TestFeedListsInPagesWhereTheAPIServerDoesNotStreamAndAsksAgainAtEachList(t 
 			frames(t, watch.Event{Type: watch.Added, Object: pod("a", "21")}, watch.Event{Type: watch.Bookmark, Object: bookmark("22", true)})},
 		pages: []func() (runtime.Object, error){
 			page("c1", "", *pod("a", "3"), *pod("b", "4")),
-			// The pages' version was compacted away: the list starts over.
+			// The pages' version was compacted away: the list starts
+			// over, in one response.
 			func() (runtime.Object, error) { return nil, apierrors.NewResourceExpired("continue expired") },
-			page("c1", "", *pod("a", "3"), *pod("b", "4")),
-			page("", "10", *pod("c", "6")),
+			page("", "10", *pod("a", "3"), *pod("b", "4"), *pod("c", "6")),
 			page("", "20", *pod("a", "11")), // the relist after 410
 		},
 		watches: []func() (watch.Interface, error){events(gone()), events(gone())},
@@ -302,11 +305,11 @@ func TestFeedListsInPagesWhereTheAPIServerDoesNotStreamAndAsksAgainAtEachList(t 
 	go f.Run(t.Context())
 	sinkSees(t, sink, "listing", "upsert a@3", "upsert b@4", "listing", "upsert a@3", "upsert b@4", "upsert c@6", "listed",
 		"listing", "upsert a@11", "listed", "listing", "upsert a@21", "listed")
-	apiCalled(t, api, "stream initial=true", "page limit=2 continue=", "page limit=2 continue=c1", "page limit=2 continue=",
-		"page limit=2 continue=c1", "watch rv=10", "stream initial=true", "page limit=2 continue=", "watch rv=20",
+	apiCalled(t, api, "stream initial=true", "page limit=2 continue=", "page limit=2 continue=c1", "page limit=0 continue=",
+		"watch rv=10", "stream initial=true", "page limit=2 continue=", "watch rv=20",
 		"stream initial=true", "watch rv=22")
-	if f.LastPath() != Streamed || streamed.Load() != 1 || paged.Load() != 2 {
-		t.Errorf("path %q, %d lists streamed and %d paged; want streamed, 1 and 2", f.LastPath(), streamed.Load(), paged.Load())
+	if f.lastPath() != Streamed || streamed.Load() != 1 || paged.Load() != 2 {
+		t.Errorf("path %q, %d lists streamed and %d paged; want streamed, 1 and 2", f.lastPath(), streamed.Load(), paged.Load())
 	}
 }
 
@@ -316,8 +319,8 @@ func TestFeedListsInPagesOnlyWhereTheAPICannotStream(t *testing.T) {
 	f := runFeed(t, api.api(false), sink)
 	sinkSees(t, sink, "listing", "upsert a@3", "listed")
 	apiCalled(t, api, "page limit=2 continue=", "watch rv=5") // a page, then a watch from its version
-	if f.LastPath() != Paged {
-		t.Errorf("path %q after a paged list", f.LastPath())
+	if f.lastPath() != Paged {
+		t.Errorf("path %q after a paged list", f.lastPath())
 	}
 }
 
@@ -408,5 +411,123 @@ func TestFeedHearsFromListsAndBookmarks(t *testing.T) {
 		return ""
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// skippingClock is a fake clock on which every wait ends at once, the clock
+// moved on by its length: a feed runs through its waits as fast as it can,
+// and what it does in a minute of the clock's time is counted without
+// sleeping.
+type skippingClock struct{ *testingclock.FakeClock }
+
+func (c skippingClock) After(d time.Duration) <-chan time.Time {
+	ch := c.FakeClock.After(d)
+	c.Step(d)
+	return ch
+}
+
+// An API server whose every version is gone by the time a feed uses it (a
+// paged list's continue token and the watch after each list; in the second
+// case the list in one response too, which a real one serves at its latest
+// version) gets a bounded number of lists a minute: a paged list falls back
+// to one list in one response, as client-go's pager does, and relists wait,
+// the wait doubling from 100 ms to 10 s.
+func TestFeedListsABoundedNumberOfTimesAMinuteWhereEveryVersionIsGone(t *testing.T) {
+	// At the shortest waits (jitter only lengthens them), lists start at
+	// 0, 0.1, 0.3, 0.7, 1.5, 3.1, 6.3 and 12.7 s, then every 10 s.
+	const maxLists = 12
+	for name, wholeGone := range map[string]bool{"the list in one response answers": false, "every list is gone": true} {
+		t.Run(name, func(t *testing.T) {
+			clk := skippingClock{testingclock.NewFakeClock(time.Unix(0, 0))}
+			start := clk.Now()
+			gone := apierrors.NewResourceExpired("too old resource version")
+			var mu sync.Mutex
+			var calls []string // first page, continue, whole (the list in one response) and watch, in order
+			lists := 0         // lists started within a minute of the clock
+			call := func(c string) {
+				mu.Lock()
+				defer mu.Unlock()
+				calls = append(calls, c)
+				if c == "first" && clk.Since(start) < time.Minute {
+					lists++
+				}
+			}
+			api := API{Kind: "Pod", New: func() runtime.Object { return &corev1.Pod{} },
+				Page: func(ctx context.Context, o metav1.ListOptions) (io.ReadCloser, error) {
+					if ctx.Err() != nil {
+						return nil, ctx.Err()
+					}
+					list := &corev1.PodList{Items: []corev1.Pod{*pod("a", "3")}}
+					switch {
+					case o.Continue != "":
+						call("continue")
+						return nil, gone
+					case o.Limit == 0:
+						call("whole")
+						if wholeGone {
+							return nil, gone
+						}
+						list.ResourceVersion = "9"
+					default:
+						call("first")
+						list.Continue = "c"
+					}
+					body, err := fixture.Protobuf(list)
+					return io.NopCloser(bytes.NewReader(body)), err
+				},
+				Watch: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+					call("watch")
+					return nil, gone
+				},
+			}
+			f := &Feed{Name: "test", API: api, Sink: &recordingSink{}, PageSize: 1, clock: clk}
+			ctx, cancel := context.WithCancel(klog.NewContext(t.Context(), logr.Discard()))
+			done := make(chan struct{})
+			go func() { f.Run(ctx); close(done) }()
+			err := await.Poll(t.Context(), time.Minute, time.Millisecond, func(context.Context) string {
+				mu.Lock()
+				defer mu.Unlock()
+				if lists <= maxLists && clk.Since(start) < time.Minute {
+					return fmt.Sprintf("%d lists in %v of the clock", lists, clk.Since(start))
+				}
+				return ""
+			})
+			cancel()
+			<-done
+			if err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if lists > maxLists {
+				t.Errorf("%d lists in a minute of the API server's versions all gone; want at most %d", lists, maxLists)
+			}
+			cycle := "first continue whole watch "
+			if wholeGone {
+				cycle = "first continue whole "
+			}
+			got := strings.Join(calls, " ") + " "
+			if n := strings.Count(got, "first"); !strings.HasPrefix(strings.Repeat(cycle, n), got) {
+				t.Errorf("calls %q; want each list to fall back once to one response (%q)", got, cycle)
+			}
+		})
+	}
+}
+
+// The end of a streamed list is a state change: the bookmark annotated as
+// the end of the initial events ends a list only while the feed lists; on
+// the watch after a list it is progress, and the sink hears nothing.
+func TestABookmarkEndsAListOnlyWhileListing(t *testing.T) {
+	for _, listing := range []bool{true, false} {
+		sink := &recordingSink{}
+		f := &Feed{Name: "test", API: API{Kind: "Pod"}, Sink: sink}
+		rv, err := f.handle(listing, watch.Bookmark, nil, func() (runtime.Object, error) { return bookmark("7", true), nil })
+		want, wantRV := []string{"listed"}, "7"
+		if !listing {
+			want, wantRV = nil, ""
+		}
+		if got := sink.events(); err != nil || rv != wantRV || !slices.Equal(got, want) {
+			t.Errorf("listing %v: the end-of-list bookmark gave %q (%v), and the sink saw %v; want %q and %v", listing, rv, err, got, wantRV, want)
+		}
 	}
 }

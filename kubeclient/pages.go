@@ -9,7 +9,6 @@ import (
 	"io"
 
 	"google.golang.org/protobuf/encoding/protowire"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -19,7 +18,12 @@ import (
 // object's message as a watch event carries it, without an envelope.
 
 // pages lists in pages of PageSize, all at the first page's version, each
-// read from the response as it comes, one item at a time.
+// read from the response as it comes, one item at a time. Where that
+// version is gone before the last page (410 on the continue token), it
+// lists once more in one response, as client-go's pager does, read item by
+// item as any page: a list of its own, so that what the first pages
+// delivered and is gone since is dropped at its end. A 410 on that list
+// too is the caller's to wait on.
 func (f *Feed) pages(ctx context.Context) (string, error) {
 	opts := metav1.ListOptions{Limit: f.PageSize}
 	f.Sink.Listing()
@@ -27,11 +31,8 @@ func (f *Feed) pages(ctx context.Context) (string, error) {
 	p := new(Peeked) // one for the whole list, as in stream
 	for {
 		rv, cont, err := f.page(ctx, opts, &buf, p)
-		if apierrors.IsResourceExpired(err) && opts.Continue != "" {
-			// The version the pages were at is gone: start over, a list
-			// of its own, so that what the first pages held and is gone
-			// since is dropped at its end.
-			opts.Continue = ""
+		if isExpired(err) && opts.Continue != "" && opts.Limit != 0 {
+			opts.Limit, opts.Continue = 0, ""
 			f.Sink.Listing()
 			continue
 		}

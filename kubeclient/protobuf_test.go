@@ -34,7 +34,8 @@ func TestAStreamedListDecodesOnlyWhatItsSinkDoesNotHold(t *testing.T) {
 		watch.Event{Type: watch.Added, Object: pod("d", "6")}, // after the list: the watch's
 	)
 	sink := &heldSink{holds: map[string]bool{"a@3": true, "b@2": true}}
-	f := &Feed{Name: "test", API: bodyAPI(body), Sink: sink}
+	held := &counter{}
+	f := &Feed{Name: "test", API: bodyAPI(body), Sink: sink, Counters: Counters{Held: held}}
 	rv, err := f.stream(t.Context())
 	if err != nil || rv != "5" {
 		t.Fatalf("listed at %q (%v), want 5", rv, err)
@@ -43,8 +44,8 @@ func TestAStreamedListDecodesOnlyWhatItsSinkDoesNotHold(t *testing.T) {
 	if got := sink.events(); strings.Join(got, ", ") != strings.Join(want, ", ") {
 		t.Errorf("sink saw\n  %s\nwant\n  %s", strings.Join(got, ", "), strings.Join(want, ", "))
 	}
-	if f.Held() != 1 {
-		t.Errorf("%d held, want 1", f.Held())
+	if held.Load() != 1 {
+		t.Errorf("%d held, want 1", held.Load())
 	}
 }
 

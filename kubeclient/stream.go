@@ -11,11 +11,9 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes/scheme"
 )
 
 // A streamed list is a watch with sendInitialEvents: the objects as Added
@@ -90,32 +88,46 @@ func (f *Feed) stream(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("not a protobuf watch: %w", err)
 		}
-		switch string(typ) { // no string made of it
-		case string(watch.Added), string(watch.Modified):
-			kind, raw, err := unwrap(obj)
-			if err != nil || string(kind) != f.API.Kind {
-				return "", fmt.Errorf("a streamed list's object that is no %s (%v)", f.API.Kind, err)
+		evType, ok := eventType(typ)
+		if !ok {
+			return "", fmt.Errorf("a streamed list's event of type %q", typ)
+		}
+		kind, raw, err := unwrap(obj)
+		if err != nil {
+			return "", fmt.Errorf("a streamed list's %s event: %w", evType, err)
+		}
+		// The object's message, in place: a Status of an error, else one of
+		// the feed's kind. Decoding copies what it keeps: nothing refers
+		// to the frame after.
+		decode := func() (runtime.Object, error) { return f.decodeItem(raw) }
+		switch {
+		case evType == watch.Error && string(kind) == "Status":
+			decode = func() (runtime.Object, error) {
+				var status metav1.Status
+				return &status, status.Unmarshal(raw)
 			}
+		case string(kind) != f.API.Kind:
+			return "", fmt.Errorf("a streamed list's %s event of a %s, not a %s", evType, kind, f.API.Kind)
+		case evType == watch.Added || evType == watch.Modified:
 			if *p, err = peekObject(raw, true); err != nil {
 				return "", fmt.Errorf("a streamed list's %s: %w", f.API.Kind, err)
 			}
-			if err := f.take(p, func() (runtime.Object, error) { return f.decodeItem(raw) }); err != nil {
-				return "", err
-			}
-			continue
-		case string(watch.Deleted), string(watch.Bookmark), string(watch.Error):
-		default:
-			return "", fmt.Errorf("a streamed list's event of type %q", typ)
 		}
-		// Decoding copies what it keeps: nothing refers to the frame after.
-		o, _, err := scheme.Codecs.UniversalDeserializer().Decode(obj, nil, nil)
-		if err != nil {
-			return "", fmt.Errorf("decoding a streamed list's %s event: %w", typ, err)
-		}
-		if rv, end, err := f.streamed(watch.Event{Type: watch.EventType(typ), Object: o}); err != nil || end {
+		if rv, err := f.handle(true, evType, p, decode); err != nil || rv != "" {
 			return rv, err
 		}
 	}
+}
+
+// eventType is the watch event type typ names, without making a string of
+// it.
+func eventType(typ []byte) (watch.EventType, bool) {
+	for _, t := range []watch.EventType{watch.Added, watch.Modified, watch.Deleted, watch.Bookmark, watch.Error} {
+		if string(typ) == string(t) {
+			return t, true
+		}
+	}
+	return "", false
 }
 
 // readFrame reads a frame of n bytes into buf, grown as needed.
@@ -157,30 +169,4 @@ func watchEventOf(frame []byte) (typ, raw []byte, err error) {
 		err = errors.New("a watch frame without a type or an object")
 	}
 	return typ, raw, err
-}
-
-// streamed hands a deletion, a bookmark or an error of a streamed list to
-// the sink; end reports that it ended the list, at version rv, and the sink
-// was told so.
-func (f *Feed) streamed(ev watch.Event) (rv string, end bool, err error) {
-	switch ev.Type {
-	case watch.Deleted:
-		f.Sink.Delete(ev.Object)
-	case watch.Bookmark:
-		m, err := meta.Accessor(ev.Object)
-		if err != nil {
-			return "", false, err
-		}
-		if m.GetAnnotations()[metav1.InitialEventsAnnotationKey] != "true" {
-			return "", false, nil
-		}
-		if m.GetResourceVersion() == "" {
-			return "", false, errors.New("a streamed list ended without a version to watch from")
-		}
-		f.Sink.Listed()
-		return m.GetResourceVersion(), true, nil
-	case watch.Error:
-		return "", false, apierrors.FromObject(ev.Object)
-	}
-	return "", false, nil
 }

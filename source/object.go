@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/kubeclient"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,25 +31,6 @@ import (
 // port lists) is held once. The entries are turned back into (sparse,
 // read-only) API objects only to aggregate one base, or when asked for one.
 
-// version is an object's resourceVersion where it is a number, as etcd's
-// are, else 0 (unknown). Only ever compared for equality, as the API allows:
-// an object delivered again at the version held (a relist finding it as it
-// was) is not read again.
-type version uint64
-
-func versionOf(rv string) version {
-	v, err := strconv.ParseUint(rv, 10, 64)
-	if err != nil {
-		return 0
-	}
-	return version(v)
-}
-
-// unchanged reports whether an object at version rv is the one held at held.
-func unchanged(held version, rv string) bool {
-	return held != 0 && held == versionOf(rv)
-}
-
 // nsName names an object in the index.
 type nsName struct{ namespace, name string }
 
@@ -66,7 +48,7 @@ type cachedService struct {
 	shape *serviceShape
 	rare  *serviceRare
 	gen   uint32 // the list that last delivered it (store.go)
-	rv    version
+	rv    kubeclient.Version
 }
 
 type serviceShape struct {
@@ -193,7 +175,7 @@ func (in *interner) stripService(svc *corev1.Service, keys []string, suffix stri
 	if !keepUID {
 		r.uid = ""
 	}
-	c := &cachedService{name: svc.Name, shape: &sh, rv: versionOf(svc.ResourceVersion)}
+	c := &cachedService{name: svc.Name, shape: &sh, rv: kubeclient.ParseVersion(svc.ResourceVersion)}
 	if shared {
 		c.shape = in.serviceShape(sh, labelsKey+"\x01"+portsKey)
 	}
@@ -236,7 +218,7 @@ type cachedSlice struct {
 	// their bytes cost three times as much.
 	data      string
 	rare      *sliceRare
-	rv        version
+	rv        kubeclient.Version
 	gen       uint32
 	endpoints uint16
 	nameLen   uint8
@@ -356,7 +338,7 @@ func (c *cachedSlice) sameAs(o *cachedSlice) bool {
 // stripSlice is what the index keeps of a member's slice of service.
 func (in *interner) stripSlice(sl *discoveryv1.EndpointSlice, service, suffix string) *cachedSlice {
 	sh := sliceShape{namespace: in.str(sl.Namespace), addressType: discoveryv1.AddressType(in.str(string(sl.AddressType)))}
-	c := &cachedSlice{rv: versionOf(sl.ResourceVersion)}
+	c := &cachedSlice{rv: kubeclient.ParseVersion(sl.ResourceVersion)}
 	name := sl.Name
 	if namedFor(name, service) {
 		name, c.flags = name[len(service)+1:], tailOnly
@@ -569,7 +551,7 @@ func (c *cachedSlice) slice(service string) *discoveryv1.EndpointSlice {
 type mirrorSlice struct {
 	key     uint64 // the slice's name hashed; the low bit, its feed's kind
 	service uint64 // its kubernetes.io/service-name hashed; the low two bits, its flags
-	rv      version
+	rv      kubeclient.Version
 }
 
 // The flags in a mirrorSlice's service.
@@ -586,7 +568,7 @@ func mirrorKey(name uint64, kind uint8) uint64 { return name&^1 | uint64(kind&1)
 // mirrorService is the service hash a mirrorSlice holds for a name's hash.
 func mirrorService(name uint64) uint64 { return name &^ mirrorFlags }
 
-func newMirrorSlice(name, service uint64, kind uint8, ready bool, rv version) mirrorSlice {
+func newMirrorSlice(name, service uint64, kind uint8, ready bool, rv kubeclient.Version) mirrorSlice {
 	m := mirrorSlice{key: mirrorKey(name, kind), service: mirrorService(service) | mirrorFreshFlag, rv: rv}
 	if ready {
 		m.service |= mirrorReadyFlag

@@ -54,8 +54,6 @@ type Config struct {
 	Suffix string
 	// LocalSelector selects local member services; nil leaves local services out.
 	LocalSelector labels.Selector
-	// PagedLists lists in pages even where lists could stream (tests).
-	PagedLists bool
 	// NoUIDs keeps no Service's UID, for a user that neither owns nor
 	// deletes anything by one (the plugin).
 	NoUIDs bool
@@ -141,9 +139,6 @@ func New(cfg Config) (*Source, error) {
 // addFeed adds a feed of resource through api into sink, counted where the
 // process counts (Config.Counters).
 func (s *Source) addFeed(name string, api kubeclient.API, sink kubeclient.Sink, resource string) {
-	if s.cfg.PagedLists {
-		api.Stream = nil
-	}
 	f := kubeclient.NewFeed(name, api, sink)
 	if s.cfg.Counters != nil {
 		f.Counters = s.cfg.Counters(resource)
@@ -221,9 +216,8 @@ func watchOf(sel string, w kubeclient.WatchFunc) kubeclient.WatchFunc {
 
 // AddHandler tells h about every base whose inputs may change, as the feeds
 // deliver their objects. Add handlers before Start.
-func (s *Source) AddHandler(h Handler) error {
+func (s *Source) AddHandler(h Handler) {
 	s.handlers = append(s.handlers, h)
-	return nil
 }
 
 // Start runs the feeds until ctx is done.
@@ -231,47 +225,6 @@ func (s *Source) Start(ctx context.Context) {
 	for _, f := range s.feeds {
 		go f.Run(ctx)
 	}
-}
-
-// Lists is how many full lists each feed has ended (the first, and a relist
-// after each watch whose version was gone), the fewest of any feed.
-func (s *Source) Lists() uint64 {
-	var least uint64
-	for i, f := range s.feeds {
-		if n := f.Lists(); i == 0 || n < least {
-			least = n
-		}
-	}
-	return least
-}
-
-// Encoded reports whether the feeds watch with clients that leave objects
-// encoded until their sink says it does not hold them (Config.API).
-func (s *Source) Encoded() bool { return s.cfg.API != nil }
-
-// Held is how many objects the feeds delivered that the index held as they
-// came, decoding no more of them than their names and versions (with
-// Config.API).
-func (s *Source) Held() uint64 {
-	var n uint64
-	for _, f := range s.feeds {
-		n += f.Held()
-	}
-	return n
-}
-
-// Paths are the paths the feeds' last lists took (kubeclient.Streamed,
-// kubeclient.Paged), each once, sorted; a feed that has not listed yet
-// adds "".
-func (s *Source) Paths() []kubeclient.Path {
-	var paths []kubeclient.Path
-	for _, f := range s.feeds {
-		if p := f.LastPath(); !slices.Contains(paths, p) {
-			paths = append(paths, p)
-		}
-	}
-	slices.Sort(paths)
-	return paths
 }
 
 // HasSynced reports whether every feed has listed once.

@@ -77,12 +77,10 @@ func start(t *testing.T, objs ...any) (*Source, *fake.Clientset, *recorder) {
 	sel, _ := labels.Parse(aggregate.DefaultLocalSelector)
 	rec := &recorder{changed: map[Key]int{}}
 	src, err := New(Config{Client: client, LocalSelector: sel})
-	if err == nil {
-		err = src.AddHandler(rec)
-	}
 	if err != nil {
 		t.Fatal(err)
 	}
+	src.AddHandler(rec)
 	src.Start(ctx)
 	if !src.WaitForSync(ctx) {
 		t.Fatal("caches did not sync")

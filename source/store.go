@@ -45,10 +45,10 @@ func (k *serviceSink) Upsert(obj runtime.Object) {
 		return
 	}
 	if _, skip := aggregate.Classify(svc, s.cfg.LocalSelector); skip != nil {
-		if seen, ok := s.skipped[id]; !ok || seen.version != svc.ResourceVersion {
+		if seen, ok := s.skipped[id]; !ok || !seen.version.Is(svc.ResourceVersion) {
 			defer s.skippedService(svc, *skip)
 		}
-		s.skipped[id] = skipped{svc.ResourceVersion, k.gen}
+		s.skipped[id] = skipped{kubeclient.ParseVersion(svc.ResourceVersion), k.gen}
 	} else {
 		delete(s.skipped, id)
 	}
@@ -91,7 +91,7 @@ func (k *serviceSink) Held(p *kubeclient.Peeked) bool {
 // held reports whether old, the Service id held, is at version rv; if so,
 // the current list has delivered it. Called with the lock held.
 func (k *serviceSink) held(old *cachedService, id nsName, rv string) bool {
-	if old == nil || !unchanged(old.rv, rv) {
+	if old == nil || !old.rv.Is(rv) {
 		return false
 	}
 	// A relist delivering it as it was: nothing to read again.
@@ -326,7 +326,7 @@ func (k *sliceSink) Upsert(obj runtime.Object) {
 		if e, service, i := k.findMember(sl.Namespace, sl.Name, ""); e != nil { // relabeled: it was a member's
 			changed = k.removeMember(sl.Namespace, service, e, i, changed)
 		}
-		cur := newMirrorSlice(s.hash.of(sl.Name), s.hash.of(sl.Labels[discoveryv1.LabelServiceName]), k.kind, mirrorReady(sl), versionOf(sl.ResourceVersion))
+		cur := newMirrorSlice(s.hash.of(sl.Name), s.hash.of(sl.Labels[discoveryv1.LabelServiceName]), k.kind, mirrorReady(sl), kubeclient.ParseVersion(sl.ResourceVersion))
 		// Filed under the headless mirror it names now: Linkerd never moves
 		// one to another, and if something did, the next list would drop
 		// the entry left under the old one.
@@ -387,7 +387,7 @@ func (k *sliceSink) Held(p *kubeclient.Peeked) bool {
 			return false
 		}
 		i, had := findMirror(e.mirrors, mirrorKey(k.s.hash.of(p.Name), k.kind))
-		if !had || !unchanged(e.mirrors[i].rv, p.ResourceVersion) {
+		if !had || !e.mirrors[i].rv.Is(p.ResourceVersion) {
 			return false
 		}
 		e.mirrors[i] = e.mirrors[i].withFresh(true) // a relist delivering it as it was
@@ -400,7 +400,7 @@ func (k *sliceSink) Held(p *kubeclient.Peeked) bool {
 // heldAt reports whether member slice m is held at version rv; if so, the
 // current list has delivered it. Called with the lock held.
 func (k *sliceSink) heldAt(m *cachedSlice, rv string) bool {
-	if !unchanged(m.rv, rv) {
+	if !m.rv.Is(rv) {
 		return false
 	}
 	m.gen = k.gen // a relist delivering it as it was
@@ -619,7 +619,7 @@ func compare(a, b string) int {
 // skipped remembers a malformed Service reported, so that each version is
 // reported once (a relist delivers it again).
 type skipped struct {
-	version string
+	version kubeclient.Version
 	gen     uint32
 }
 

@@ -39,7 +39,7 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 	}
 	// The client-go metrics land in the same registry.
 	for _, family := range []string{"globalmirror_sync_duration_seconds_count", "globalmirror_globals", "globalmirror_endpoints",
-		"globalmirror_lists_total", "workqueue_adds_total", "rest_client_requests_total", "leader_election_master_status"} {
+		"globalmirror_lists_total", "globalmirror_api_heard_timestamp_seconds", "workqueue_adds_total", "rest_client_requests_total", "leader_election_master_status"} {
 		if n, err := metric(c, family); err != nil || n == 0 {
 			t.Errorf("%s = %v (%v), want > 0", family, n, err)
 		}

@@ -35,8 +35,7 @@ type Metrics struct {
 	ConflictsTotal prometheus.Counter       // conflicts seen appearing
 	Problems       *prometheus.CounterVec   // {reason}
 	Skipped        *prometheus.CounterVec   // {kind,reason}
-	Lists          *prometheus.CounterVec   // {resource, path}
-	Held           *prometheus.CounterVec   // {resource}
+	Feeds          *kubeclient.FeedMetrics  // the index's feeds'
 	histogramOpts  prometheus.HistogramOpts // template for the adapters' latency histograms
 }
 
@@ -82,14 +81,6 @@ func New() *Metrics {
 			Namespace: namespace, Name: "skipped_objects_total",
 			Help: "Malformed objects ignored, by kind and reason.",
 		}, []string{"kind", "reason"}),
-		Lists: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "lists_total",
-			Help: "Full lists the index of mirrors read, by resource (services, endpointslices) and path (streamed: a watch sending the list, where the API server offers one; paged): the first, and a relist after each watch whose version was gone.",
-		}, []string{"resource", "path"}),
-		Held: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "held_objects_total",
-			Help: "Objects a list or watch sent at the version the index held, which it therefore did not decode, by resource.",
-		}, []string{"resource"}),
 		histogramOpts: prometheus.HistogramOpts{Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)},
 	}
 	// Every result and reason from zero, so that an alert on their
@@ -106,16 +97,10 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Syncs, m.SyncDuration, m.Globals, m.Endpoints, m.APIWrites,
-		m.Conflicts, m.ConflictsTotal, m.Problems, m.Skipped, m.Lists, m.Held,
+		m.Conflicts, m.ConflictsTotal, m.Problems, m.Skipped,
 	)
+	m.Feeds = kubeclient.NewFeedMetrics(m.Registry, namespace, "")
 	return m
-}
-
-// FeedCounters are the counters of the index's feeds of resource
-// (source.Config.Counters).
-func (m *Metrics) FeedCounters(resource string) kubeclient.Counters {
-	return kubeclient.Counters{Streamed: m.Lists.WithLabelValues(resource, string(kubeclient.Streamed)),
-		Paged: m.Lists.WithLabelValues(resource, string(kubeclient.Paged)), Held: m.Held.WithLabelValues(resource)}
 }
 
 // Write counts one write request.

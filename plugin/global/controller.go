@@ -75,7 +75,7 @@ type controllerOptions struct {
 }
 
 // newDNSController builds the loop over src's informers (not yet started).
-func newDNSController(src *source.Source, opts controllerOptions) (*dnsController, error) {
+func newDNSController(src *source.Source, opts controllerOptions) *dnsController {
 	dc := &dnsController{
 		src:      src,
 		sets:     map[string]*answerSet{},
@@ -93,10 +93,8 @@ func newDNSController(src *source.Source, opts controllerOptions) (*dnsControlle
 		dc.ptr, dc.ptrOf = map[netip.Addr][]string{}, map[string][]ptrEntry{}
 	}
 	dc.modified.Store(time.Now().Unix())
-	if err := src.AddHandler(dc); err != nil {
-		return nil, err
-	}
-	return dc, nil
+	src.AddHandler(dc)
+	return dc
 }
 
 // Changed implements source.Handler.
@@ -331,7 +329,7 @@ func newFromClient(cfg *config, client kubernetes.Interface) (*Global, error) {
 		LocalSelector: cfg.localSelector,
 		NoUIDs:        true, // the plugin owns and deletes nothing
 		API:           cfg.api,
-		Counters:      feedCounters,
+		Counters:      feedMetrics.Counters,
 	})
 	if err != nil {
 		return nil, err
@@ -340,11 +338,7 @@ func newFromClient(cfg *config, client kubernetes.Interface) (*Global, error) {
 	if len(cfg.reverseZones) > 0 {
 		opts.ptrZone = cfg.zones[0]
 	}
-	ctrl, err := newDNSController(src, opts)
-	if err != nil {
-		return nil, err
-	}
-	return newGlobal(cfg, ctrl), nil
+	return newGlobal(cfg, newDNSController(src, opts)), nil
 }
 
 // start runs the informers and the controller loop until ctx is done; the

@@ -343,14 +343,14 @@ func TestMetrics(t *testing.T) {
 	globals0, endpoints0 := testutil.ToFloat64(globalsGauge), testutil.ToFloat64(endpointsGauge)
 	lists0 := map[string]float64{}
 	for _, r := range []string{"services", "endpointslices"} {
-		lists0[r] = testutil.ToFloat64(listsTotal.WithLabelValues(r, "paged"))
+		lists0[r] = testutil.ToFloat64(feedMetrics.Lists.WithLabelValues(r, "paged"))
 	}
 
 	h := startHarness(t, defaultConfig(), testWorld()...)
 	// One list per feed: Services; mirror slices and local slices; in
 	// pages, as a fake client cannot stream.
 	for r, want := range map[string]float64{"services": 1, "endpointslices": 2} {
-		if d := testutil.ToFloat64(listsTotal.WithLabelValues(r, "paged")) - lists0[r]; d != want {
+		if d := testutil.ToFloat64(feedMetrics.Lists.WithLabelValues(r, "paged")) - lists0[r]; d != want {
 			t.Errorf("lists_total{%s,paged} +%v, want +%v", r, d, want)
 		}
 	}

@@ -56,26 +56,10 @@ var (
 		Help:      "Counter of problems found while aggregating global services (hostname collisions, invalid hostnames or addresses), by reason.",
 	}, []string{"reason"})
 
-	listsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
-		Namespace: plugin.Namespace,
-		Subsystem: "global",
-		Name:      "lists_total",
-		Help:      "Counter of full lists the plugin's index read, by resource (services, endpointslices) and path (streamed: a watch sending the list, where the API server offers one; paged): the first, and a relist after each watch whose version was gone.",
-	}, []string{"resource", "path"})
-
-	heldTotal = promauto.NewCounterVec(prometheus.CounterOpts{
-		Namespace: plugin.Namespace,
-		Subsystem: "global",
-		Name:      "held_objects_total",
-		Help:      "Counter of objects a list or watch sent at the version the plugin's index held, which it therefore did not decode, by resource.",
-	}, []string{"resource"})
-
-	apiHeard = promauto.NewGauge(prometheus.GaugeOpts{
-		Namespace: plugin.Namespace,
-		Subsystem: "global",
-		Name:      "api_heard_timestamp_seconds",
-		Help:      "When the plugin's index last heard from the Kubernetes API: a list ended, or a watch sent an event or a bookmark (about one a minute on a quiet watch); 0 before the first list.",
-	})
+	// feedMetrics are the index's feeds' (coredns_global_lists_total,
+	// coredns_global_held_objects_total,
+	// coredns_global_api_heard_timestamp_seconds).
+	feedMetrics = kubeclient.NewFeedMetrics(prometheus.DefaultRegisterer, plugin.Namespace, "global")
 
 	rebuildsTotal = promauto.NewCounter(prometheus.CounterOpts{
 		Namespace: plugin.Namespace,
@@ -84,12 +68,6 @@ var (
 		Help:      "Counter of global service answer sets rebuilt after a change.",
 	})
 )
-
-// feedCounters are the counters of the index's feeds of resource.
-func feedCounters(resource string) kubeclient.Counters {
-	return kubeclient.Counters{Streamed: listsTotal.WithLabelValues(resource, string(kubeclient.Streamed)),
-		Paged: listsTotal.WithLabelValues(resource, string(kubeclient.Paged)), Held: heldTotal.WithLabelValues(resource), Heard: apiHeard}
-}
 
 // typeLabel keeps the type label's cardinality low.
 func typeLabel(qtype uint16) string {

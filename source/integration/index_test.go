@@ -52,12 +52,18 @@ func create(t *testing.T, c kubernetes.Interface, objs ...any) {
 	}
 }
 
-func startSource(t *testing.T, c kubernetes.Interface, paged bool) *source.Source {
+// startSource starts a Source on the shared cluster, its feeds counted into
+// fs; paged: through an API server that does not stream lists.
+func startSource(t *testing.T, c kubernetes.Interface, fs *feeds, paged bool) *source.Source {
 	t.Helper()
 	sel, _ := labels.Parse(aggregate.DefaultLocalSelector)
 	// API: the feeds' own clients, which leave watched objects encoded
 	// until the index says it does not hold them.
-	src, err := source.New(source.Config{Client: c, API: env.Cluster("source").Config, Namespaces: []string{ns}, LocalSelector: sel, PagedLists: paged})
+	cfg := env.Cluster("source").Config
+	if paged {
+		cfg = refusingStreamedLists(cfg)
+	}
+	src, err := source.New(source.Config{Client: c, API: cfg, Namespaces: []string{ns}, LocalSelector: sel, Counters: fs.counters})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +100,8 @@ func TestListsThatStreamAndListsInPagesBuildTheSameIndex(t *testing.T) {
 		create(t, c, fixture.Service(ns, fmt.Sprintf("other-%d", i), map[string]string{"app": "other"}, corev1.ClusterIPNone))
 	}
 
-	streamed, paged := startSource(t, c, false), startSource(t, c, true)
+	streamedFeeds, pagedFeeds := &feeds{}, &feeds{}
+	streamed, paged := startSource(t, c, streamedFeeds, false), startSource(t, c, pagedFeeds, true)
 	// Lists stream where the API server offers it: a watch of its own that
 	// asks for a streamed list says whether it does.
 	path := []kubeclient.Path{kubeclient.Paged}
@@ -103,11 +110,11 @@ func TestListsThatStreamAndListsInPagesBuildTheSameIndex(t *testing.T) {
 	} else if streams {
 		path = []kubeclient.Path{kubeclient.Streamed}
 	}
-	if got := streamed.Paths(); !slices.Equal(got, path) {
+	if got := streamedFeeds.paths(); !slices.Equal(got, path) {
 		t.Errorf("the feeds' lists took %v, want %v", got, path)
 	}
-	if got := paged.Paths(); !slices.Equal(got, []kubeclient.Path{kubeclient.Paged}) {
-		t.Errorf("PagedLists took %v", got)
+	if got := pagedFeeds.paths(); !slices.Equal(got, []kubeclient.Path{kubeclient.Paged}) {
+		t.Errorf("lists from an API server that does not stream them took %v", got)
 	}
 	ready := func(src *source.Source) map[string]bool {
 		out := map[string]bool{}

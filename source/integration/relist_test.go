@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,29 +83,19 @@ func TestRelistOfAnUnchangedWorldTellsNoOne(t *testing.T) {
 	base("kafka")
 
 	sel, _ := labels.Parse(aggregate.DefaultLocalSelector)
-	counted := map[string]*counter{}
-	counters := func(resource string) kubeclient.Counters {
-		if counted[resource+" held"] == nil {
-			for _, what := range []string{" streamed", " paged", " held"} {
-				counted[resource+what] = &counter{}
-			}
-		}
-		return kubeclient.Counters{Streamed: counted[resource+" streamed"], Paged: counted[resource+" paged"], Held: counted[resource+" held"]}
-	}
+	fs := &feeds{}
 	path := kubeclient.Paged
 	if streams, err := localkube.StreamsListsAsReleased(ctx, c); err != nil {
 		t.Fatal(err)
 	} else if streams {
 		path = kubeclient.Streamed
 	}
-	src, err := source.New(source.Config{Client: c, API: cluster.Config, Namespaces: []string{ns}, LocalSelector: sel, Counters: counters})
+	src, err := source.New(source.Config{Client: c, API: cluster.Config, Namespaces: []string{ns}, LocalSelector: sel, Counters: fs.counters})
 	if err != nil {
 		t.Fatal(err)
 	}
 	seen := &changes{}
-	if err := src.AddHandler(seen); err != nil {
-		t.Fatal(err)
-	}
+	src.AddHandler(seen)
 	src.Start(ctx)
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -115,10 +104,12 @@ func TestRelistOfAnUnchangedWorldTellsNoOne(t *testing.T) {
 	}
 	time.Sleep(time.Second) // the watches settle
 	seen.take()
-	lists, held := src.Lists(), src.Held()
-	before := map[string]int64{}
-	for what, n := range counted {
-		before[what] = n.Load()
+	lists, held := fs.lists(), fs.count("services", "held")+fs.count("endpointslices", "held")
+	before := map[[2]string]int64{}
+	for _, r := range []string{"services", "endpointslices"} {
+		for _, what := range []string{string(path), "held"} {
+			before[[2]string{r, what}] = fs.count(r, what)
+		}
 	}
 
 	// Every watch's version compacted away, then the API server restarted:
@@ -140,7 +131,7 @@ func TestRelistOfAnUnchangedWorldTellsNoOne(t *testing.T) {
 	create(t, c, localProbe, fixture.Slice(localProbe, "probe-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("probe-0", "10.0.0.9")))
 	probeKey := source.Key{Namespace: ns, Base: "probe"}
 	if err := await.Poll(ctx, 30*time.Second, 20*time.Millisecond, func(context.Context) string {
-		if n := src.Lists(); n <= lists {
+		if n := fs.lists(); n <= lists {
 			return fmt.Sprintf("a feed has not listed again (%d lists each)", n)
 		}
 		in := src.Input(probeKey)
@@ -166,23 +157,18 @@ func TestRelistOfAnUnchangedWorldTellsNoOne(t *testing.T) {
 	// decode again: per base, the local Service and slice, two headless
 	// mirrors and their slices, four endpoint mirrors' slices, and the
 	// global Service; read from the streams' frames in place.
-	if got, want := src.Held()-held, uint64(2*11); got < want {
+	if got, want := fs.count("services", "held")+fs.count("endpointslices", "held")-held, int64(2*11); got < want {
 		t.Errorf("the relists left %d objects encoded, want at least %d", got, want)
 	}
 	// The process's metrics count both: every feed's relist, by the path
 	// the API server offers, and, of each resource, what the relists held.
-	for what, want := range map[string]int64{"services " + string(path): 1, "endpointslices " + string(path): 2,
-		"services held": 2 * 4, "endpointslices held": 2 * 7} {
-		if got := counted[what].Load() - before[what]; got < want {
+	for what, want := range map[[2]string]int64{{"services", string(path)}: 1, {"endpointslices", string(path)}: 2,
+		{"services", "held"}: 2 * 4, {"endpointslices", "held"}: 2 * 7} {
+		if got := fs.count(what[0], what[1]) - before[what]; got < want {
 			t.Errorf("counted %d %s, want at least %d", got, what, want)
 		}
 	}
-	if got := src.Paths(); !slices.Equal(got, []kubeclient.Path{path}) {
+	if got := fs.paths(); !slices.Equal(got, []kubeclient.Path{path}) {
 		t.Errorf("the relists took %v, want %s", got, path)
 	}
 }
-
-// counter is a metric's counter.
-type counter struct{ atomic.Int64 }
-
-func (c *counter) Inc() { c.Add(1) }

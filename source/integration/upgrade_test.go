@@ -54,18 +54,9 @@ func TestAControlPlaneUpgradedInPlaceIsStreamedFromAgain(t *testing.T) {
 
 	// Every feed's counters, a resource's feeds each apart (two read
 	// EndpointSlices).
-	type feedCounters struct {
-		resource        string
-		streamed, paged *counter
-	}
-	var feeds []feedCounters
-	counters := func(resource string) kubeclient.Counters {
-		f := feedCounters{resource, &counter{}, &counter{}}
-		feeds = append(feeds, f)
-		return kubeclient.Counters{Streamed: f.streamed, Paged: f.paged}
-	}
+	fs := &feeds{}
 	sel, _ := labels.Parse(aggregate.DefaultLocalSelector)
-	src, err := source.New(source.Config{Client: c, API: cluster.Config, Namespaces: []string{ns}, LocalSelector: sel, Counters: counters})
+	src, err := source.New(source.Config{Client: c, API: cluster.Config, Namespaces: []string{ns}, LocalSelector: sel, Counters: fs.counters})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,11 +66,11 @@ func TestAControlPlaneUpgradedInPlaceIsStreamedFromAgain(t *testing.T) {
 	if !src.WaitForSync(wctx) {
 		t.Fatal("did not sync")
 	}
-	if got := src.Paths(); !slices.Equal(got, []kubeclient.Path{kubeclient.Paged}) {
+	if got := fs.paths(); !slices.Equal(got, []kubeclient.Path{kubeclient.Paged}) {
 		t.Fatalf("on 1.33 the lists took %v, want paged", got)
 	}
 
-	lists := src.Lists()
+	lists := fs.lists()
 	if _, err := cluster.CompactEtcd(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -96,10 +87,10 @@ func TestAControlPlaneUpgradedInPlaceIsStreamedFromAgain(t *testing.T) {
 	// A change after the upgrade reaches the index through the new lists.
 	create(t, c, fixture.Slice(mirror, "db-east-2", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("db-1", "10.1.0.2")))
 	if err := await.Poll(ctx, 60*time.Second, 20*time.Millisecond, func(context.Context) string {
-		if n := src.Lists(); n <= lists {
+		if n := fs.lists(); n <= lists {
 			return fmt.Sprintf("a feed has not listed again (%d lists each)", n)
 		}
-		if got := src.Paths(); !slices.Equal(got, []kubeclient.Path{kubeclient.Streamed}) {
+		if got := fs.paths(); !slices.Equal(got, []kubeclient.Path{kubeclient.Streamed}) {
 			return fmt.Sprintf("after the upgrade the lists took %v, want streamed", got)
 		}
 		if n := len(aggregate.Aggregate(src.Input(source.Key{Namespace: ns, Base: "db"})).Endpoints); n != 2 {
@@ -110,12 +101,12 @@ func TestAControlPlaneUpgradedInPlaceIsStreamedFromAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	per := map[string]int{}
-	for _, f := range feeds {
+	fs.each(func(f *feed) {
 		per[f.resource]++
 		if f.paged.Load() == 0 || f.streamed.Load() == 0 {
 			t.Errorf("a feed of %s: %d lists paged, %d streamed; want both", f.resource, f.paged.Load(), f.streamed.Load())
 		}
-	}
+	})
 	if per["services"] < 1 || per["endpointslices"] < 2 {
 		t.Errorf("feeds counted by resource: %v; want every one (services, and two of endpointslices)", per)
 	}

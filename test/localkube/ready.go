@@ -3,6 +3,7 @@ package localkube
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -141,4 +142,22 @@ func StreamsListsAsReleased(ctx context.Context, client kubernetes.Interface) (b
 		return false, fmt.Errorf("localkube: %s streams lists: %v; its release: %v", v.GitVersion, streams, want)
 	}
 	return streams, nil
+}
+
+// IsStreamedList reports whether r asks for a streamed list: a watch with
+// sendInitialEvents.
+func IsStreamedList(r *http.Request) bool {
+	q := r.URL.Query()
+	return q.Get("watch") == "true" && q.Get("sendInitialEvents") == "true"
+}
+
+// RefuseStreamedList answers a streamed list as an API server that does not
+// stream lists does (422: Kubernetes 1.31 and older, and 1.33), so that a
+// feed lists in pages.
+func RefuseStreamedList(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusUnprocessableEntity)
+	_ = json.NewEncoder(w).Encode(&metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status: metav1.StatusFailure, Reason: metav1.StatusReasonInvalid, Code: http.StatusUnprocessableEntity,
+		Message: "sendInitialEvents is forbidden (the test streams no lists)"})
 }

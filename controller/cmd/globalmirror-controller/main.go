@@ -101,7 +101,7 @@ func serve(ctx context.Context, opts options.Options, log *slog.Logger) error {
 		Suffix:        opts.Suffix,
 		LocalSelector: opts.Selector(),
 		API:           cfg,
-		Counters:      m.FeedCounters,
+		Counters:      m.Feeds.Counters,
 	})
 	if err != nil {
 		return err
