@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Member is one service that contributes endpoints to a global service.
@@ -111,7 +110,7 @@ type View struct {
 // Exists reports whether the view describes a global service that should exist:
 // at least one headless mirror and a valid name. A local service alone makes none.
 func Exists(in Input) bool {
-	if errs := validation.IsDNS1035Label(GlobalName(in.Base, in.Suffix)); len(errs) > 0 {
+	if errs := IsDNS1035Label(GlobalName(in.Base, in.Suffix)); len(errs) > 0 {
 		return false
 	}
 	return in.HasMirror()
@@ -144,7 +143,7 @@ func (in Input) HasMirror() bool {
 // the global should exist.
 func Aggregate(in Input) View {
 	v := View{Namespace: in.Namespace, Base: in.Base, Name: GlobalName(in.Base, in.Suffix)}
-	if errs := validation.IsDNS1035Label(v.Name); len(errs) > 0 {
+	if errs := IsDNS1035Label(v.Name); len(errs) > 0 {
 		v.Problems = append(v.Problems, Problem{ReasonInvalidName, in.Namespace + "/" + v.Name + ": " + errs[0]})
 		return v
 	}
@@ -220,7 +219,7 @@ func (v *View) addMember(m Member, endpointMirrors map[string][]*discoveryv1.End
 						ep.ReadyBy = ByEndpointMirror
 					}
 				}
-				if errs := validation.IsDNS1123Label(ep.Hostname); len(errs) > 0 {
+				if errs := IsDNS1123Label(ep.Hostname); len(errs) > 0 {
 					v.Problems = append(v.Problems, Problem{ReasonInvalidHostname,
 						v.Namespace + "/" + v.Name + ": hostname " + quote(ep.Hostname) + " from " + memberName(m) + ": " + errs[0]})
 					ep.Hostname = ""

@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Linkerd multicluster labels and annotations (headless mode).
@@ -115,7 +114,7 @@ func Classify(svc *corev1.Service, local labels.Selector) (Classification, *Skip
 		if cluster == "" {
 			return Classification{}, &Skip{SkipMissingClusterName, "mirror without " + LabelClusterName + " label"}
 		}
-		if errs := validation.IsDNS1123Label(cluster); len(errs) > 0 {
+		if errs := IsDNS1123Label(cluster); len(errs) > 0 {
 			return Classification{}, &Skip{SkipInvalidClusterName, "invalid cluster name " + quote(cluster) + ": " + errs[0]}
 		}
 		if hm, ok := lbl[LabelHeadlessMirrorName]; ok {
@@ -140,7 +139,7 @@ func Classify(svc *corev1.Service, local labels.Selector) (Classification, *Skip
 func mirrorBase(svc *corev1.Service, cluster string) (string, *Skip) {
 	if fq := svc.Annotations[AnnotationRemoteFQName]; fq != "" {
 		base, _, _ := strings.Cut(fq, ".")
-		if errs := validation.IsDNS1035Label(base); len(errs) > 0 {
+		if errs := IsDNS1035Label(base); len(errs) > 0 {
 			return "", &Skip{SkipInvalidRemoteName, "invalid " + AnnotationRemoteFQName + " " + quote(fq) + ": " + errs[0]}
 		}
 		return base, nil

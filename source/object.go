@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // The index holds minimal types, not API objects, the way the kubernetes
@@ -195,7 +194,7 @@ func remoteFQName(svc *corev1.Service) string {
 		return fq
 	}
 	base, _, _ := strings.Cut(fq, ".")
-	if fromName, ok := strings.CutSuffix(svc.Name, "-"+cluster); ok && fromName == base && len(validation.IsDNS1035Label(base)) == 0 {
+	if fromName, ok := strings.CutSuffix(svc.Name, "-"+cluster); ok && fromName == base && len(aggregate.IsDNS1035Label(base)) == 0 {
 		return ""
 	}
 	return fq
