@@ -3,6 +3,7 @@ package global
 import (
 	"context"
 	"net/netip"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -53,7 +54,8 @@ type dnsController struct {
 	pendingMu sync.Mutex
 	pending   map[source.Key]time.Time
 
-	// Owned by the worker goroutine.
+	// Summed by every rebuild, in parallel during the first build.
+	countsMu           sync.Mutex
 	globals, endpoints int
 	// ptrOf holds what each global put into ptr, by global key.
 	ptrOf map[string][]ptrEntry
@@ -209,20 +211,37 @@ func (dc *dnsController) run(ctx context.Context) {
 	// Before reading the keys: a change from here on is queued, one before
 	// is in the index they are read from.
 	dc.listed.Store(true)
-	for _, k := range dc.src.Keys() {
-		if ctx.Err() != nil {
-			return
-		}
-		dc.rebuild(k)
+	if !dc.buildAll(ctx, dc.src.Keys()) {
+		return
 	}
 	dc.markSynced()
 	for dc.processNext() {
 	}
 }
 
+// buildAll builds the answers of every base in keys, on one goroutine per
+// CPU: a start is not ready until it is done, and a rebuild of one base
+// touches no other's answers (each swaps its own keys under mu, and sums
+// its counts under countsMu). It reports false if ctx ended first.
+func (dc *dnsController) buildAll(ctx context.Context, keys []source.Key) bool {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(len(keys)) && ctx.Err() == nil; i = next.Add(1) - 1 {
+				dc.rebuild(keys[i])
+			}
+		})
+	}
+	wg.Wait()
+	return ctx.Err() == nil
+}
+
 // addCounts keeps the gauges, which sum over every instance of the plugin
 // (server blocks, and the old and new instance during a reload).
 func (dc *dnsController) addCounts(globals, endpoints int) {
+	dc.countsMu.Lock()
+	defer dc.countsMu.Unlock()
 	dc.globals += globals
 	dc.endpoints += endpoints
 	globalsGauge.Add(float64(globals))
