@@ -252,14 +252,28 @@ func TestAdoptionOnANode(t *testing.T) {
 		tr.settled()
 		s.expectProbedAndUnprivileged(dnsRelease)
 	})
-	step("a rolling restart of CoreDNS", strict, func() {
+	// At scale: the fleet (Linkerd's full shape at 18,000 mirrored
+	// endpoints) written into the cluster, with CoreDNS's memory limit
+	// raised for the stock kubernetes plugin first; what follows runs with
+	// it, until it is deleted before backing out (kubeadm's CoreDNS was
+	// never sized for it).
+	step("18,000 mirrored endpoints written, CoreDNS's memory limit raised for them first", harnessWrites, func() {
 		old := dnsRelease.podsOf(s, "coredns")
+		helmtest.Must(t, "upgrade", dnsRelease.name, chartDir, "--namespace", dnsRelease.namespace, "--kubeconfig", s.kubeconfig,
+			"--reuse-values", "--set", "coredns.resources.limits.memory="+fleetMemoryLimit)
+		s.waitReplaced(dnsRelease, "coredns", old)
+		s.writeFleet()
+	})
+	step("a rolling restart of CoreDNS at 18,000 mirrored endpoints", strict, func() {
+		old := dnsRelease.podsOf(s, "coredns")
+		began := time.Now()
 		s.restart(dnsRelease.namespace, dnsRelease.deployment("coredns"))
 		s.waitReplaced(dnsRelease, "coredns", old)
-		s.waitRolledOut(dnsRelease.namespace, dnsRelease.deployment("coredns"))
+		t.Logf("rolling restart at 18,000 mirrored endpoints: %s", s.rolloutTimes(dnsRelease, "coredns", began))
+		s.awaitFleetAnswered(dnsRelease.podsOf(s, "coredns"))
 		s.expectProbedAndUnprivileged(dnsRelease)
 	})
-	step("one CoreDNS pod evicted (the PodDisruptionBudget honoured)", strict, func() {
+	step("one CoreDNS pod evicted at 18,000 mirrored endpoints (the PodDisruptionBudget honoured)", strict, func() {
 		pods := dnsRelease.podsOf(s, "coredns")
 		if len(pods) != 2 {
 			t.Fatalf("%d CoreDNS pods", len(pods))
@@ -274,11 +288,14 @@ func TestAdoptionOnANode(t *testing.T) {
 			}
 			return ""
 		})
+		began := time.Now()
 		s.evict(pods[0], true)
 		// The budget allows one pod down: the other stays until the
 		// first is replaced.
 		s.evict(pods[1], false)
 		s.waitReplaced(dnsRelease, "coredns", pods[:1])
+		t.Logf("eviction at 18,000 mirrored endpoints: %s", s.rolloutTimes(dnsRelease, "coredns", began))
+		s.awaitFleetAnswered(dnsRelease.podsOf(s, "coredns"))
 		s.expectProbedAndUnprivileged(dnsRelease)
 	})
 	step("the controller's leader killed", strict, func() {
@@ -296,6 +313,10 @@ func TestAdoptionOnANode(t *testing.T) {
 			}
 			return ""
 		})
+		// The checks that follow judge every global in sync: the new
+		// leader finishes writing the fleet's (at the chart's 20 writes a
+		// second, minutes after it was written).
+		s.awaitFleetConverged()
 	})
 	// globalmirror check, each of its failures made by breaking one thing,
 	// then healed; every other check stays ✔.
@@ -349,6 +370,9 @@ func TestAdoptionOnANode(t *testing.T) {
 		s.waitReplaced(dnsRelease, "coredns", old)
 		s.awaitAnswers("client", want.reverse)
 		s.expectProbedAndUnprivileged(dnsRelease)
+	})
+	step("the 18,000 mirrored endpoints deleted", strict, func() {
+		s.deleteFleet()
 	})
 	step("checked: Pod Security admitted every chart pod under restricted", strict, func() {
 		s.expectAdmittedRestricted(source.AuditLog, controllerRelease.namespace)

@@ -194,9 +194,21 @@ const (
 	// on down the search path and finds nothing. At most maxKubeadmLost
 	// lookups may be lost so.
 	kubeadmPodsEnd
+	// harnessWrites: the harness writes tens of thousands of objects into
+	// the API in about a minute, and the control plane works on them, on
+	// the node's two CPUs, where the pods' CPU weight is their requests'
+	// against the control plane's whole (a real node shares no CPU with
+	// its API server): lookups may be slow, each answered within
+	// slowUnderWrites (none lost: that would cost a 5 s retry), and each
+	// resolver and transport asks at least minRate/2 a second; none may
+	// fail or be wrong.
+	harnessWrites
 )
 
-const maxKubeadmLost = 3
+const (
+	maxKubeadmLost  = 3
+	slowUnderWrites = 5 * time.Second
+)
 
 // refusedByAnEndedPod reports whether a failed or wrong l is what a UDP
 // query refused by an ended pod (its port closed) comes to, at once:
@@ -289,7 +301,7 @@ func (t tally) problems(allows allowance) []string {
 	switch {
 	case allows == kubeadmPodsEnd && t.Failed+t.Wrong > t.Refused:
 		out = append(out, fmt.Sprintf("%d failed and %d wrong, %d of them not as refused by an ended pod", t.Failed, t.Wrong, t.Failed+t.Wrong-t.Refused))
-	case allows == strict && t.Failed+t.Wrong > 0:
+	case allows != kubeadmPodsEnd && t.Failed+t.Wrong > 0:
 		out = append(out, fmt.Sprintf("%d failed, %d wrong", t.Failed, t.Wrong))
 	}
 	switch {
@@ -298,10 +310,16 @@ func (t tally) problems(allows allowance) []string {
 	case allows == kubeadmPodsEnd && (t.Slow+t.Refused > maxKubeadmLost || t.Slowest > oneRetry):
 		out = append(out, fmt.Sprintf("%d slow (over %v), the slowest %v, and %d refused: at most %d lost, each slow by at most %v, where kubeadm's pods end",
 			t.Slow, slowLookup, t.Slowest, t.Refused, maxKubeadmLost, oneRetry))
+	case allows == harnessWrites && t.Slowest > slowUnderWrites:
+		out = append(out, fmt.Sprintf("the slowest %v: each within %v while the harness writes", t.Slowest, slowUnderWrites))
+	}
+	least := float64(minRate)
+	if allows == harnessWrites {
+		least /= 2
 	}
 	for _, k := range resolverTransports {
-		if r := t.rate(k); r < minRate {
-			out = append(out, fmt.Sprintf("%s asked %.1f lookups a second, want %d at least", k, r, minRate))
+		if r := t.rate(k); r < least {
+			out = append(out, fmt.Sprintf("%s asked %.1f lookups a second, want %.0f at least", k, r, least))
 		}
 	}
 	return out

@@ -1,0 +1,162 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/test/await"
+	"github.com/globalmirror/globalmirror/test/bench"
+	"github.com/globalmirror/globalmirror/test/dnsq"
+	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// The fleet: Linkerd's shape at 18,000 mirrored endpoints (2,000 services
+// exported from each of 3 clusters, 3 pods each: a headless mirror and its
+// slice per service and cluster, an endpoint mirror slice per pod), written
+// straight into the API as test/bench writes it, in a namespace of its own.
+// Without the endpoint mirrors' Services: the global plugin never receives
+// them, and their ClusterIPs are what this machine's API server is slowest
+// to write (18,000 take minutes more than the rest). Its pod addresses are
+// data only (198.18.0.0/15), its endpoint mirrors' slices name a gateway
+// nothing sends to.
+const (
+	fleetNamespace = "fleet"
+	fleetBases     = 2000
+	// fleetMemoryLimit is the chart CoreDNS's memory limit for the fleet:
+	// the stock kubernetes plugin holds every Service and slice of it, past
+	// kubeadm's 170Mi.
+	fleetMemoryLimit = "512Mi"
+)
+
+var fleet = bench.World{Namespace: fleetNamespace, NoEndpointMirrorServices: true}
+
+// writeFleet writes the fleet with an unthrottled client, and waits until
+// every pod of the chart's CoreDNS answers its last global in full.
+func (s *install) writeFleet() {
+	s.t.Helper()
+	c := rest.CopyConfig(s.config)
+	c.QPS, c.Burst = -1, 0
+	c.ContentType = "application/vnd.kubernetes.protobuf"
+	bulk, err := kubernetes.NewForConfig(c)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	began := time.Now()
+	if err := fleet.Load(s.ctx, bulk, 0, fleetBases, 16); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := fleet.LoadEndpointMirrors(s.ctx, bulk, 0, fleetBases, 16); err != nil {
+		s.t.Fatal(err)
+	}
+	endpoints := fleetBases * fleet.Records()
+	s.t.Logf("fleet: %d mirrored endpoints (%d objects) written in %v",
+		endpoints, 2*fleetBases*len(bench.Clusters)+endpoints, time.Since(began).Round(time.Second))
+	s.awaitFleetAnswered(dnsRelease.podsOf(s, "coredns"))
+}
+
+// awaitFleetAnswered waits until each of pods answers the fleet's last
+// global with every record.
+func (s *install) awaitFleetAnswered(pods []corev1.Pod) {
+	s.t.Helper()
+	name := fleet.FQDN(bench.Global(fleetBases - 1))
+	for _, p := range pods {
+		s.eventually(p.Name+" answering the fleet", func(context.Context) string {
+			r, err := dnsq.Ask("udp", net.JoinHostPort(p.Status.PodIP, "53"), name, dns.TypeA, 0)
+			if err != nil {
+				return err.Error()
+			}
+			if len(r.Answer) != fleet.Records() {
+				return fmt.Sprintf("%s: %s with %d records", name, dns.RcodeToString[r.Rcode], len(r.Answer))
+			}
+			return ""
+		})
+	}
+}
+
+// fleetConverges bounds how long the controller may take to write every
+// global of the fleet: 2,000 Services and their slices, some twice (a
+// headless mirror's slice arrives before its endpoint mirrors'), at the
+// chart's 20 writes a second.
+const fleetConverges = 8 * time.Minute
+
+// awaitFleetConverged waits until the controller has written every global
+// of the fleet, the last with every endpoint.
+func (s *install) awaitFleetConverged() {
+	s.t.Helper()
+	global := bench.Global(fleetBases - 1)
+	began := time.Now()
+	defer func() {
+		s.t.Logf("fleet: the controller's slices in sync %v after the new leader", time.Since(began).Round(time.Second))
+	}()
+	err := await.Poll(s.ctx, fleetConverges, time.Second, func(ctx context.Context) string {
+		slices, err := s.c.DiscoveryV1().EndpointSlices(fleetNamespace).List(ctx, metav1.ListOptions{
+			LabelSelector: "kubernetes.io/service-name=" + global})
+		if err != nil {
+			return err.Error()
+		}
+		n := 0
+		for _, sl := range slices.Items {
+			if sl.Labels[discoveryv1.LabelManagedBy] == aggregate.EndpointSliceManagedBy {
+				n += len(sl.Endpoints)
+			}
+		}
+		if n != fleet.Records() {
+			return fmt.Sprintf("%s has %d endpoints in the controller's slices", global, n)
+		}
+		return ""
+	})
+	if err != nil {
+		s.t.Fatalf("the controller's slices of the fleet: %v", err)
+	}
+}
+
+// deleteFleet deletes the fleet's namespace, as a user unlinking every
+// cluster would leave it, and waits until it is gone.
+func (s *install) deleteFleet() {
+	s.t.Helper()
+	began := time.Now()
+	if err := s.c.CoreV1().Namespaces().Delete(s.ctx, fleetNamespace, metav1.DeleteOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+	s.eventually("the fleet's namespace gone", func(ctx context.Context) string {
+		if _, err := s.c.CoreV1().Namespaces().Get(ctx, fleetNamespace, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("still there (%v)", err)
+		}
+		return ""
+	})
+	s.t.Logf("fleet: deleted in %v", time.Since(began).Round(time.Second))
+}
+
+// rolloutTimes says how long a Deployment's rollout took from began, and
+// each of its pods' time from its container's start to Ready.
+func (s *install) rolloutTimes(r chartRelease, component string, began time.Time) string {
+	s.t.Helper()
+	var ready []string
+	for _, p := range r.podsOf(s, component) {
+		var started, readyAt time.Time
+		for _, c := range p.Status.ContainerStatuses {
+			if c.State.Running != nil {
+				started = c.State.Running.StartedAt.Time
+			}
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				readyAt = c.LastTransitionTime.Time
+			}
+		}
+		ready = append(ready, fmt.Sprintf("%s Ready %v after its container started", p.Name, readyAt.Sub(started)))
+	}
+	slices.Sort(ready)
+	return fmt.Sprintf("rolled out in %v; %s", time.Since(began).Round(100*time.Millisecond), strings.Join(ready, ", "))
+}
