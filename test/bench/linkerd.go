@@ -38,8 +38,10 @@ type LinkerdMemoryStep struct {
 	// (go_memstats_next_gc_bytes ÷ 2 at GOGC=100) and VmRSS.
 	ControllerLive float64
 	ControllerRSS  int64
-	// Starts are cold starts of global and of the kubernetes plugin.
-	Starts []StartResult
+	// Starts are cold starts of global and of the kubernetes plugin, after
+	// the machine settled (StartsQuiet).
+	Starts      []StartResult
+	StartsQuiet QuietResult
 }
 
 // LinkerdMemory measures CoreDNS's memory, with and without the global
@@ -106,7 +108,7 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int, apiserver strin
 			cfg.Log("CoreDNS memory at %d bases of Linkerd's shape in %v", n, time.Since(t).Round(time.Second))
 		}
 		t = time.Now()
-		if step.Starts, err = w.Starts(ctx, cfg.Dir, cluster, n, env2, cfg.Log); err != nil {
+		if step.Starts, step.StartsQuiet, err = w.Starts(ctx, cfg.Dir, cluster, n, cfg.QuietLimit, env2, cfg.Log); err != nil {
 			return step, err
 		}
 		cfg.Log("cold starts at %d bases of Linkerd's shape in %v", n, time.Since(t).Round(time.Second))

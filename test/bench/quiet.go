@@ -106,6 +106,8 @@ type QuietResult struct {
 	Top string
 	// Quiet is false when max passed first.
 	Quiet bool
+	// Limit is the CPUs it waited to be under.
+	Limit float64
 }
 
 // WaitQuiet waits until the whole machine used less than limit CPUs over a
@@ -133,6 +135,7 @@ func WaitQuiet(ctx context.Context, limit float64, window, max time.Duration) (Q
 			Waited: time.Since(start),
 			Busy:   float64(t1-t0) / clockTicks / time.Since(w0).Seconds(),
 			Top:    topProcesses(p0, p1, time.Since(w0), 3),
+			Limit:  limit,
 		}
 		if r.Busy < limit {
 			r.Quiet = true

@@ -83,9 +83,21 @@ const (
 	startRounds = 3
 )
 
+// startQuietMax is the longest wait for a quiet machine before the starts:
+// after a world of 100,000 endpoints is written, kube-controller-manager
+// works on it for minutes (its garbage collector's graph), on both CPUs.
+const startQuietMax = 10 * time.Minute
+
 // Starts starts CoreDNS with global alone and with kubernetes alone,
-// alternately, startRounds times each, on the world's first bases bases.
-func (w World) Starts(ctx context.Context, dir string, cluster *localkube.Cluster, bases int, env []string, logf func(string, ...any)) ([]StartResult, error) {
+// alternately, startRounds times each, on the world's first bases bases,
+// once the machine is quiet (less than quietLimit CPUs busy, or
+// startQuietMax passed: the result says which).
+func (w World) Starts(ctx context.Context, dir string, cluster *localkube.Cluster, bases int, quietLimit float64, env []string, logf func(string, ...any)) ([]StartResult, QuietResult, error) {
+	q, err := WaitQuiet(ctx, quietLimit, 3*time.Second, startQuietMax)
+	if err != nil {
+		return nil, q, err
+	}
+	logf("cold starts at %d bases: the machine settled after %v (%.2f CPUs busy: %s)", bases, q.Waited.Round(time.Second), q.Busy, q.Top)
 	var globals, mirrors []string
 	for i := range bases {
 		globals = append(globals, w.FQDN(Global(i)))
@@ -107,7 +119,7 @@ func (w World) Starts(ctx context.Context, dir string, cluster *localkube.Cluste
 			name := fmt.Sprintf("start-%s-%d-%d", block.Block, bases, r)
 			s, err := w.startOnce(ctx, dir, name, corefile, cluster, names, records, env)
 			if err != nil {
-				return out, fmt.Errorf("%s: %w", name, err)
+				return out, q, fmt.Errorf("%s: %w", name, err)
 			}
 			logf("cold start of %s at %d bases: Ready %v, every name right %v (%d wrong at Ready, %d unanswered), RSS peak %s, steady %s, %s and %.0f objects listed",
 				block.Block, bases, s.Ready.Round(time.Millisecond), s.Complete.Round(time.Millisecond), s.WrongAtReady, s.UnansweredAtReady,
@@ -115,7 +127,7 @@ func (w World) Starts(ctx context.Context, dir string, cluster *localkube.Cluste
 			block.Samples = append(block.Samples, s)
 		}
 	}
-	return out, nil
+	return out, q, nil
 }
 
 func (w World) startOnce(ctx context.Context, dir, name, corefile string, cluster *localkube.Cluster, names []string, records int, env []string) (StartSample, error) {
@@ -390,6 +402,17 @@ func ReportStarts(out io.Writer, streamed, paged *LinkerdMemoryResult) {
 				thousands(int(slices.Min(field(r.Samples, func(x StartSample) float64 { return x.ListObjects })))))
 		}
 	}
+	p("\nBefore the starts of each size the harness waited for the machine to settle (less than %.1f CPUs busy over 3 s, at most %v): ", steps[0].step.StartsQuiet.Limit, startQuietMax)
+	var waits []string
+	for _, s := range steps {
+		q := s.step.StartsQuiet
+		w := fmt.Sprintf("%s, %v (%.2f CPUs busy)", s.label(), q.Waited.Round(time.Second), q.Busy)
+		if !q.Quiet {
+			w += ", **not quiet**: " + q.Top
+		}
+		waits = append(waits, w)
+	}
+	p("%s.\n", strings.Join(waits, "; "))
 	p("\n† Grown on without the endpoint mirrors' Services (section 3): the stock plugin lists fewer objects there than in Linkerd's full shape.\n")
 }
 
