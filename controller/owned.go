@@ -125,9 +125,9 @@ func (k *ownedSink) Upsert(obj runtime.Object) {
 	k.o.tell(cur, false)
 }
 
-// Held implements kubeclient.HeldSink: a relist decodes none of the
+// Current implements kubeclient.CurrentSink: a relist decodes none of the
 // slices that did not change.
-func (k *ownedSink) Held(p *kubeclient.Peeked) bool {
+func (k *ownedSink) Current(p *kubeclient.Peeked) bool {
 	key := p.Namespace + "/" + p.Name // a string of its own: delivered keeps it
 	old, ok, _ := k.o.store.GetByKey(key)
 	if !ok || !kubeclient.SameVersion(old.(*discoveryv1.EndpointSlice).ResourceVersion, p.ResourceVersion) {

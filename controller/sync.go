@@ -57,7 +57,7 @@ func (c *Controller) syncGlobal(ctx context.Context, key source.Key, in aggregat
 
 	verdict := aggregate.GlobalVerdict(in, cached)
 	if verdict == aggregate.VerdictYield || verdict == aggregate.VerdictConflict {
-		// Someone else's Service holds the name: leave the base alone entirely.
+		// Someone else's Service owns the name: leave the base alone entirely.
 		// The slices of an earlier global of ours are owned by a Service that is
 		// gone; the garbage collector removes them.
 		c.setManaged(key, 0, false)
@@ -87,7 +87,7 @@ func (c *Controller) syncGlobal(ctx context.Context, key source.Key, in aggregat
 	view := aggregate.Aggregate(in)
 	svc, err := c.ensureService(ctx, view, cached)
 	if errors.Is(err, errNameTaken) {
-		return metrics.ResultConflict, nil // the informer will tell us who took it
+		return metrics.ResultConflict, nil // the feed will tell us who took it
 	}
 	if err != nil {
 		return c.result(err)

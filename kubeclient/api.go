@@ -40,7 +40,7 @@ type API struct {
 // RESTAPI is resource (of kind, made by newObj) in namespace ("" for all),
 // selected by label selector sel, through c: a client of the resource's
 // group version, an EncodedClient so that the watches after each list leave
-// objects encoded until the sink says it does not hold them.
+// objects encoded until the sink says they are not current.
 func RESTAPI(c rest.Interface, namespace, resource, kind, sel string, newObj func() runtime.Object) API {
 	request := func(ctx context.Context, o metav1.ListOptions) *rest.Request {
 		o.LabelSelector = sel

@@ -49,15 +49,15 @@ func (r *recordingSink) events() []string {
 	return slices.Clone(r.got)
 }
 
-// heldSink holds some objects: the feed decodes only the others.
-type heldSink struct {
+// currentSink has some objects current: the feed decodes only the others.
+type currentSink struct {
 	recordingSink
-	holds map[string]bool // name@rv
+	current map[string]bool // name@rv
 }
 
-func (h *heldSink) Held(p *Peeked) bool {
-	if h.holds[p.Name+"@"+p.ResourceVersion] {
-		h.add("held " + p.Name + "@" + p.ResourceVersion)
+func (h *currentSink) Current(p *Peeked) bool {
+	if h.current[p.Name+"@"+p.ResourceVersion] {
+		h.add("current " + p.Name + "@" + p.ResourceVersion)
 		return true
 	}
 	return false
@@ -325,7 +325,7 @@ func TestFeedListsInPagesOnlyWhereTheAPICannotStream(t *testing.T) {
 }
 
 // A watch whose version is gone (410) lists again; the sink is told where
-// the list starts and ends, to drop what the list no longer holds.
+// the list starts and ends, to drop what the list no longer has.
 func TestFeedListsAgainWhenTheVersionIsGone(t *testing.T) {
 	api := &scriptedAPI{
 		streams: []func() ([]byte, error){

@@ -15,10 +15,10 @@ import (
 // A feed reads what the API server sends in protobuf itself, where it would
 // otherwise decode every object: a list's pages and a streamed list's watch
 // frames. Of each object it reads, in place, its namespace, name, version
-// and, on request, a label (Peeked), and asks its sink whether it holds the
-// object at that version (HeldSink) before it decodes anything. A relist
-// sends every object again, almost all of them at the version the sink
-// holds: those cost no allocation at all. That matters beyond the bytes: a
+// and, on request, a label (Peeked), and asks its sink whether the object is
+// current (CurrentSink) before it decodes anything. A relist
+// sends every object again, almost all of them current in the sink:
+// those cost no allocation at all. That matters beyond the bytes: a
 // collection during a relist marks whatever the relist allocated
 // meanwhile, so a relist's garbage rate sets the heap's peak, however
 // short-lived the garbage.

@@ -3,7 +3,7 @@ package kubeclient
 import "testing"
 
 func TestSameVersionIsEqualAndKnown(t *testing.T) {
-	// {held, rv}: whether they are the same version.
+	// {have, rv}: whether they are the same version.
 	for c, same := range map[[2]string]bool{
 		{"42", "42"}: true,
 		{"42", "43"}: false,

@@ -1,4 +1,4 @@
-// Package metrics holds the controller's Prometheus registry: its own
+// Package metrics has the controller's Prometheus registry: its own
 // globalmirror_* metrics and small adapters that feed client-go's workqueue,
 // leader-election and REST client metrics into the same registry, without
 // pulling in component-base. Every label has a small, fixed set of values.
@@ -18,7 +18,7 @@ const (
 	ResultSuccess  = "success"
 	ResultError    = "error"
 	ResultStale    = "stale"    // the slice cache was behind our own writes; retried
-	ResultConflict = "conflict" // a user-owned Service holds the global name
+	ResultConflict = "conflict" // a user-owned Service owns the global name
 )
 
 // Metrics is the controller's instrumentation. The zero value is not usable;
@@ -67,7 +67,7 @@ func New() *Metrics {
 		}, []string{"resource", "verb"}),
 		Conflicts: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "name_conflicts",
-			Help: "Bases whose global name is held by a Service globalmirror did not create.",
+			Help: "Bases whose global name is owned by a Service globalmirror did not create.",
 		}),
 		ConflictsTotal: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Name: "name_conflicts_total",

@@ -8,7 +8,7 @@ import (
 )
 
 // Replies are built per query, in few allocations of the size they need:
-// an A or AAAA answer of up to 4 records is one allocation holding the
+// an A or AAAA answer of up to 4 records is one allocation of the
 // message, its question, the records and the slice of them. Nothing is pooled
 // or reused: plugins before this one (cache) keep the records they are given.
 

@@ -104,10 +104,10 @@ func TestRelistOfAnUnchangedWorldTellsNoOne(t *testing.T) {
 	}
 	time.Sleep(time.Second) // the watches settle
 	seen.take()
-	lists, held := fs.lists(), fs.count("services", "held")+fs.count("endpointslices", "held")
+	lists, current := fs.lists(), fs.count("services", "current")+fs.count("endpointslices", "current")
 	before := map[[2]string]int64{}
 	for _, r := range []string{"services", "endpointslices"} {
-		for _, what := range []string{string(path), "held"} {
+		for _, what := range []string{string(path), "current"} {
 			before[[2]string{r, what}] = fs.count(r, what)
 		}
 	}
@@ -153,17 +153,17 @@ func TestRelistOfAnUnchangedWorldTellsNoOne(t *testing.T) {
 	if len(others) > 0 {
 		t.Errorf("after the relists of a world that did not change, handlers were told about %v", slices.Compact(others))
 	}
-	// What the index held at the version the relists sent, it did not
+	// What was current in the index at the version the relists sent, it did not
 	// decode again: per base, the local Service and slice, two headless
 	// mirrors and their slices, four endpoint mirrors' slices, and the
 	// global Service; read from the streams' frames in place.
-	if got, want := fs.count("services", "held")+fs.count("endpointslices", "held")-held, int64(2*11); got < want {
+	if got, want := fs.count("services", "current")+fs.count("endpointslices", "current")-current, int64(2*11); got < want {
 		t.Errorf("the relists left %d objects encoded, want at least %d", got, want)
 	}
 	// The process's metrics count both: every feed's relist, by the path
-	// the API server offers, and, of each resource, what the relists held.
+	// the API server offers, and, of each resource, what the relists found current.
 	for what, want := range map[[2]string]int64{{"services", string(path)}: 1, {"endpointslices", string(path)}: 2,
-		{"services", "held"}: 2 * 4, {"endpointslices", "held"}: 2 * 7} {
+		{"services", "current"}: 2 * 4, {"endpointslices", "current"}: 2 * 7} {
 		if got := fs.count(what[0], what[1]) - before[what]; got < want {
 			t.Errorf("counted %d %s, want at least %d", got, what, want)
 		}
