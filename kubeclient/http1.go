@@ -18,9 +18,9 @@ import (
 // a large world faster than the index takes the objects in would have that
 // read-ahead on the heap, per stream. Over HTTP/1.1 what the reader has not
 // taken waits in the kernel's socket buffer and then in the server,
-// throttled by TCP's window, so the heap has only what the reader took. Nothing is lost by not multiplexing a few watches;
-// what HTTP/2's pings did (client-go sends one after 30 s of silence) the
-// keepalives do.
+// throttled by TCP's window, so the heap has only what the reader took.
+// Nothing is lost by not multiplexing a few watches; what HTTP/2's pings
+// did (client-go sends one after 30 s of silence) the keepalives do.
 func HTTP1(rc *rest.Config) {
 	rc.NextProtos = []string{"http/1.1"}
 	dialer := &net.Dialer{

@@ -3,8 +3,8 @@ package kubeclient
 import "strconv"
 
 // Version is an object's resourceVersion where it is a number, as etcd's
-// are, else 0: unknown. Eight bytes where the string costs a header and its
-// bytes, for sinks that keep one per object.
+// are, else 0: unknown. A number where the string costs a header and its
+// bytes, for sinks that keep one per object (8 bytes: TestVersionSize).
 type Version uint64
 
 // ParseVersion is the Version of resourceVersion rv.

@@ -3,8 +3,8 @@ package source
 import "slices"
 
 // nsMap maps a namespace and a name to V: one map per namespace keyed by the
-// name alone. Its slots are half the size of a map keyed by both, and a
-// large index is mostly slots.
+// name alone: a slot's key is one string, not a pair of them, and a large
+// index is mostly slots.
 type nsMap[V any] map[string]map[string]V
 
 func (m nsMap[V]) get(namespace, name string) V {

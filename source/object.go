@@ -210,11 +210,10 @@ type cachedSlice struct {
 	// its service ("<service>-<tail>", as generated names are), its tail
 	// (rare.name where it is longer than a byte counts); for each endpoint, one byte each of its address
 	// count, its hostname's length and its flags; every endpoint's
-	// addresses, packed, 4 or 16 bytes each by the slice's family (a string
-	// each would cost 32 bytes or more), when each is the canonical
-	// spelling of one (else rare.raw has them); every endpoint's hostname.
-	// One string, where a name, a slice of structs, an array of strings and
-	// their bytes cost three times as much.
+	// addresses, packed, 4 or 16 bytes each by the slice's family, when
+	// each is the canonical spelling of one (else rare.raw has them); every
+	// endpoint's hostname. One string: no allocation per endpoint, address
+	// or hostname.
 	data      string
 	rare      *sliceRare
 	rv        kubeclient.Version
@@ -541,12 +540,11 @@ func (c *cachedSlice) slice(service string) *discoveryv1.EndpointSlice {
 // Service it belongs to and whether any endpoint is ready, all that
 // readiness reads of it (aggregate.MirrorEndpointReady). Names are stored as
 // hashes (nameHash): an endpoint mirror is looked up by the name its
-// headless mirror's endpoint gives it, never listed. 24 bytes
-// (TestEntrySizes), the bulk of a large world's index: each hash gives up
-// its low bits to the feed's kind and the flags; kept in a list, not a map
-// (a map of a few entries costs several times their size). Its version lets a relist skip all of it that is as it was
-// (kubeclient.CurrentSink): one relist's garbage would cost more than the
-// version does.
+// headless mirror's endpoint gives it, never listed. Three words
+// (TestMirrorSliceSize), the bulk of a large world's index: each hash gives
+// up its low bits to the feed's kind and the flags; kept in a list, not a
+// map. Its version lets a relist skip all of it that is as it was
+// (kubeclient.CurrentSink), making no garbage for it.
 type mirrorSlice struct {
 	key     uint64 // the slice's name hashed; the low bit, its feed's kind
 	service uint64 // its kubernetes.io/service-name hashed; the low two bits, its flags

@@ -161,9 +161,9 @@ func (s *Source) keeps(svc *corev1.Service) bool {
 // entry is what the index has under one name in a namespace: the Service
 // of that name, if present; the member slices of the service of that name, of
 // every slice feed, each tagged with its feed's kind; and, where it is a
-// headless mirror, its endpoint mirrors' slices. One map slot and one small
-// struct per Service, where a map by kind cost a slot each. Its Service's
-// name is the map's key, the one string of it stored.
+// headless mirror, its endpoint mirrors' slices: one map slot and one small
+// struct per Service, not a map per kind. Its Service's name is the map's
+// key, the one string of it stored.
 type entry struct {
 	svc     cachedService // named always; present where it has a shape
 	members []*cachedSlice
@@ -302,9 +302,9 @@ func (k *sliceSink) Listing() {
 	k.s.mu.Lock()
 	defer k.s.mu.Unlock()
 	k.gen++
-	// Endpoint mirrors' slices carry no generation (it would not fit in
-	// their 24 bytes): each list clears their fresh mark and delivering
-	// one sets it again.
+	// Endpoint mirrors' slices carry no generation (mirrorSlice has no
+	// room for one): each list clears their fresh mark and delivering one
+	// sets it again.
 	k.eachEntry(func(_, _ string, e *entry) {
 		for i := range e.mirrors {
 			if e.mirrors[i].feed() == k.kind {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/test/fixture"
@@ -16,6 +17,14 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 )
+
+// An endpoint mirror's slice, the bulk of a large world's index, is three
+// words (24 bytes), as mirrorSlice's comment says: no room for a generation.
+func TestMirrorSliceSize(t *testing.T) {
+	if n := unsafe.Sizeof(mirrorSlice{}); n != 24 {
+		t.Errorf("a mirrorSlice is %d bytes, want 24", n)
+	}
+}
 
 func TestStripServiceKeepsWhatClassifies(t *testing.T) {
 	local, err := labels.Parse("team in (db), tier")

@@ -17,8 +17,7 @@ func (dc *dnsController) takePending(k source.Key) (time.Time, bool) {
 	delete(dc.pending, k)
 	if len(dc.pending) == 0 && ok {
 		// A map never gives back the room a storm or the initial list grew
-		// it to (tens of bytes per global); an empty one costs nothing to
-		// make again.
+		// it to; an empty one costs nothing to make again.
 		dc.pending = map[source.Key]time.Time{}
 	}
 	return t, ok
