@@ -128,10 +128,9 @@ func (c *Controller) result(err error) (string, error) {
 func (c *Controller) setManaged(key source.Key, endpoints int, exists bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	delete(c.managed, key)
 	if exists {
 		c.managed[key] = endpoints
-	} else {
-		delete(c.managed, key)
 	}
 	total := 0
 	for _, n := range c.managed {

@@ -76,7 +76,7 @@ func TypedAPI(kind string, newObj func() runtime.Object, list ListFunc, watchFn 
 			if err != nil {
 				return nil, err
 			}
-			b, err := encodeProtobuf(l)
+			b, err := EncodeProtobuf(l)
 			if err != nil {
 				return nil, fmt.Errorf("encoding a %s list: %w", kind, err)
 			}
@@ -86,9 +86,10 @@ func TypedAPI(kind string, newObj func() runtime.Object, list ListFunc, watchFn 
 	}
 }
 
-// encodeProtobuf encodes obj as the API server sends it in protobuf: in its
-// envelope, at its group version in client-go's scheme.
-func encodeProtobuf(obj runtime.Object) ([]byte, error) {
+// EncodeProtobuf encodes obj as the API server sends it in protobuf: in its
+// envelope, at its group version in client-go's scheme (TypedAPI's pages,
+// and tests' API servers).
+func EncodeProtobuf(obj runtime.Object) ([]byte, error) {
 	kinds, _, err := scheme.Scheme.ObjectKinds(obj)
 	if err != nil {
 		return nil, err

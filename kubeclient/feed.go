@@ -79,6 +79,26 @@ type Feed struct {
 	path   atomic.Value // Path of the last list
 }
 
+// Feeds are the feeds of one index, started and synced together.
+type Feeds []*Feed
+
+// Start runs each feed on a goroutine of its own until ctx is done.
+func (fs Feeds) Start(ctx context.Context) {
+	for _, f := range fs {
+		go f.Run(ctx)
+	}
+}
+
+// HasSynced reports whether every feed has listed once.
+func (fs Feeds) HasSynced() bool {
+	for _, f := range fs {
+		if !f.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
 // Path is the way a full list was read.
 type Path string
 

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/test/await"
-	"github.com/globalmirror/globalmirror/test/fixture"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -83,7 +82,7 @@ func bookmark(rv string, end bool) *corev1.Pod {
 // protobufOf encodes obj as the API server sends it in protobuf.
 func protobufOf(t testing.TB, obj runtime.Object) []byte {
 	t.Helper()
-	data, err := fixture.Protobuf(obj)
+	data, err := EncodeProtobuf(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +149,7 @@ func (a *scriptedAPI) api(streams bool) API {
 			if err != nil {
 				return nil, err
 			}
-			body, err := fixture.Protobuf(list)
+			body, err := EncodeProtobuf(list)
 			return io.NopCloser(bytes.NewReader(body)), err
 		},
 		Watch: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
@@ -472,7 +471,7 @@ func TestFeedListsABoundedNumberOfTimesAMinuteWhereEveryVersionIsGone(t *testing
 						call("first")
 						list.Continue = "c"
 					}
-					body, err := fixture.Protobuf(list)
+					body, err := EncodeProtobuf(list)
 					return io.NopCloser(bytes.NewReader(body)), err
 				},
 				Watch: func(context.Context, metav1.ListOptions) (watch.Interface, error) {

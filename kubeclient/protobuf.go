@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -231,6 +232,24 @@ func (f *fieldReader) next() (protowire.Number, protowire.Type, error) {
 		return 0, 0, errors.New("a protobuf field numbered 0")
 	}
 	return num, typ, nil
+}
+
+// nextOf reads up to the next length-delimited field numbered one of nums,
+// skipping every other field, and returns its number; io.EOF where the
+// message ends.
+func (f *fieldReader) nextOf(nums ...protowire.Number) (protowire.Number, error) {
+	for {
+		num, typ, err := f.next()
+		if err != nil {
+			return 0, err
+		}
+		if typ == protowire.BytesType && slices.Contains(nums, num) {
+			return num, nil
+		}
+		if err := f.skip(typ); err != nil {
+			return 0, err
+		}
+	}
 }
 
 // bytes reads a length-delimited field's bytes into the shared buffer.

@@ -711,25 +711,14 @@ func (in *interner) keep(m map[string]string, keys []string, name, suffix string
 }
 
 func (in *interner) servicePorts(ps []corev1.ServicePort) ([]corev1.ServicePort, string) {
-	if len(ps) == 0 {
-		return nil, ""
-	}
-	var b strings.Builder
-	b.WriteString("s")
-	for _, p := range ps {
-		b.WriteString(p.Name + "|" + string(p.Protocol) + "|" + optional(p.AppProtocol) + "|" +
-			strconv.Itoa(int(p.Port)) + "|" + p.TargetPort.String() + "|" + strconv.Itoa(int(p.NodePort)) + ";")
-	}
-	return internList(in, b.String(), ps), b.String()
+	return internPorts(in, "s", ps, func(p corev1.ServicePort) string {
+		return p.Name + "|" + string(p.Protocol) + "|" + optional(p.AppProtocol) + "|" +
+			strconv.Itoa(int(p.Port)) + "|" + p.TargetPort.String() + "|" + strconv.Itoa(int(p.NodePort))
+	})
 }
 
 func (in *interner) endpointPorts(ps []discoveryv1.EndpointPort) ([]discoveryv1.EndpointPort, string) {
-	if len(ps) == 0 {
-		return nil, ""
-	}
-	var b strings.Builder
-	b.WriteString("e")
-	for _, p := range ps {
+	return internPorts(in, "e", ps, func(p discoveryv1.EndpointPort) string {
 		port := "-"
 		if p.Port != nil {
 			port = strconv.Itoa(int(*p.Port))
@@ -738,7 +727,20 @@ func (in *interner) endpointPorts(ps []discoveryv1.EndpointPort) ([]discoveryv1.
 		if p.Protocol != nil {
 			proto = "=" + string(*p.Protocol)
 		}
-		b.WriteString(optional(p.Name) + "|" + proto + "|" + port + "|" + optional(p.AppProtocol) + ";")
+		return optional(p.Name) + "|" + proto + "|" + port + "|" + optional(p.AppProtocol)
+	})
+}
+
+// internPorts is the port list ps interned, and its key: kind, then each
+// port spelled, followed by ";". nil and "" for none.
+func internPorts[P any](in *interner, kind string, ps []P, spell func(P) string) ([]P, string) {
+	if len(ps) == 0 {
+		return nil, ""
+	}
+	var b strings.Builder
+	b.WriteString(kind)
+	for _, p := range ps {
+		b.WriteString(spell(p) + ";")
 	}
 	return internList(in, b.String(), ps), b.String()
 }

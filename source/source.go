@@ -82,7 +82,7 @@ type Handler interface {
 type Source struct {
 	cfg       Config
 	labelKeys []string // the Service label keys kept
-	feeds     []*kubeclient.Feed
+	feeds     kubeclient.Feeds
 	handlers  []Handler
 
 	mu           sync.RWMutex
@@ -221,21 +221,10 @@ func (s *Source) AddHandler(h Handler) {
 }
 
 // Start runs the feeds until ctx is done.
-func (s *Source) Start(ctx context.Context) {
-	for _, f := range s.feeds {
-		go f.Run(ctx)
-	}
-}
+func (s *Source) Start(ctx context.Context) { s.feeds.Start(ctx) }
 
 // HasSynced reports whether every feed has listed once.
-func (s *Source) HasSynced() bool {
-	for _, f := range s.feeds {
-		if !f.HasSynced() {
-			return false
-		}
-	}
-	return true
-}
+func (s *Source) HasSynced() bool { return s.feeds.HasSynced() }
 
 // WaitForSync blocks until HasSynced or ctx is done.
 func (s *Source) WaitForSync(ctx context.Context) bool {

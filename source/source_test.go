@@ -611,7 +611,7 @@ func TestARelistOfCurrentObjectsReadsOnlyTheirNamesAndVersions(t *testing.T) {
 // protobufOf encodes obj as the API server sends it.
 func protobufOf(t *testing.T, obj runtime.Object) []byte {
 	t.Helper()
-	data, err := fixture.Protobuf(obj)
+	data, err := kubeclient.EncodeProtobuf(obj)
 	if err != nil {
 		t.Fatal(err)
 	}

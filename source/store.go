@@ -30,49 +30,61 @@ func (k *serviceSink) Listing() {
 	k.s.mu.Unlock()
 }
 
+// write runs f under the lock, then tells the handlers about the bases f
+// returns (none where f changed nothing), with the lock released.
+func (s *Source) write(f func() []Key) {
+	s.mu.Lock()
+	changed := f()
+	s.mu.Unlock()
+	s.notify(changed)
+}
+
 func (k *serviceSink) Upsert(obj runtime.Object) {
 	svc, ok := obj.(*corev1.Service)
 	if !ok {
 		return
 	}
+	var report *aggregate.Skip // told after the lock, as the handlers are
+	k.s.write(func() []Key { return k.upsert(svc, &report) })
+	if report != nil {
+		k.s.skippedService(svc, *report)
+	}
+}
+
+// upsert indexes svc, setting report where it is a malformed Service not
+// reported at this version; called with the lock held.
+func (k *serviceSink) upsert(svc *corev1.Service, report **aggregate.Skip) []Key {
 	s := k.s
-	var changed []Key
-	s.mu.Lock()
 	id := nsName{svc.Namespace, svc.Name}
 	old := s.service(id.namespace, id.name)
 	if k.current(old, id, svc.ResourceVersion) {
-		s.mu.Unlock()
-		return
+		return nil
 	}
 	if _, skip := aggregate.Classify(svc, s.cfg.LocalSelector); skip != nil {
 		if seen, ok := s.skipped[id]; !ok || !seen.version.Is(svc.ResourceVersion) {
-			defer s.skippedService(svc, *skip)
+			*report = skip
 		}
 		s.skipped[id] = skipped{kubeclient.ParseVersion(svc.ResourceVersion), k.gen}
 	} else {
 		delete(s.skipped, id)
 	}
+	var changed []Key
 	if !s.keeps(svc) {
 		if old != nil {
 			changed = s.removeService(old, changed)
 		}
-		s.mu.Unlock()
-		s.notify(changed)
-		return
+		return changed
 	}
 	cur := s.intern.stripService(svc, s.labelKeys, s.cfg.Suffix, !s.cfg.NoUIDs)
 	cur.gen = k.gen
 	if old != nil && old.sameAs(cur) {
 		old.gen, old.rv = k.gen, cur.rv
-		s.mu.Unlock()
-		return
+		return nil
 	}
 	if old != nil {
 		changed = s.removeService(old, changed)
 	}
-	changed = s.serviceKeys(s.addService(cur), changed)
-	s.mu.Unlock()
-	s.notify(changed)
+	return s.serviceKeys(s.addService(cur), changed)
 }
 
 // Current implements kubeclient.CurrentSink.
@@ -109,33 +121,30 @@ func (k *serviceSink) Delete(obj runtime.Object) {
 		return
 	}
 	s := k.s
-	var changed []Key
-	s.mu.Lock()
-	id := nsName{svc.Namespace, svc.Name}
-	delete(s.skipped, id)
-	if old := s.service(id.namespace, id.name); old != nil {
-		changed = s.removeService(old, changed)
-	}
-	s.mu.Unlock()
-	s.notify(changed)
+	s.write(func() (changed []Key) {
+		delete(s.skipped, nsName{svc.Namespace, svc.Name})
+		if old := s.service(svc.Namespace, svc.Name); old != nil {
+			changed = s.removeService(old, changed)
+		}
+		return changed
+	})
 }
 
 func (k *serviceSink) Listed() {
 	s := k.s
-	var changed []Key
-	s.mu.Lock()
-	s.entries.each(func(namespace, _ string, e *entry) {
-		if e.svc.present() && e.svc.gen != k.gen && k.namespaceOf(namespace) {
-			changed = s.removeService(&e.svc, changed)
+	s.write(func() (changed []Key) {
+		s.entries.each(func(namespace, _ string, e *entry) {
+			if e.svc.present() && e.svc.gen != k.gen && k.namespaceOf(namespace) {
+				changed = s.removeService(&e.svc, changed)
+			}
+		})
+		for id, sk := range s.skipped {
+			if sk.gen != k.gen && k.namespaceOf(id.namespace) {
+				delete(s.skipped, id)
+			}
 		}
+		return changed
 	})
-	for id, sk := range s.skipped {
-		if sk.gen != k.gen && k.namespaceOf(id.namespace) {
-			delete(s.skipped, id)
-		}
-	}
-	s.mu.Unlock()
-	s.notify(changed)
 }
 
 // namespaceOf reports whether objects of ns come from this sink's feed: one
@@ -315,13 +324,15 @@ func (k *sliceSink) Listing() {
 }
 
 func (k *sliceSink) Upsert(obj runtime.Object) {
-	sl, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return
+	if sl, ok := obj.(*discoveryv1.EndpointSlice); ok {
+		k.s.write(func() []Key { return k.upsert(sl) })
 	}
+}
+
+// upsert indexes sl; called with the lock held.
+func (k *sliceSink) upsert(sl *discoveryv1.EndpointSlice) []Key {
 	s := k.s
 	var changed []Key
-	s.mu.Lock()
 	if hm := sl.Labels[aggregate.LabelHeadlessMirrorName]; hm != "" {
 		if e, service, i := k.findMember(sl.Namespace, sl.Name, ""); e != nil { // relabeled: it was a member's
 			changed = k.removeMember(sl.Namespace, service, e, i, changed)
@@ -335,17 +346,13 @@ func (k *sliceSink) Upsert(obj runtime.Object) {
 		switch {
 		case had && e.mirrors[i].sameAs(cur):
 			e.mirrors[i] = cur // the same; only its version or its list is new
-			s.mu.Unlock()
-			return
+			return nil
 		case had:
 			e.mirrors[i] = cur
 		default:
 			e.mirrors = insertMirror(e.mirrors, i, cur)
 		}
-		changed = s.memberKeyOf(sl.Namespace, hm, changed)
-		s.mu.Unlock()
-		s.notify(changed)
-		return
+		return s.memberKeyOf(sl.Namespace, hm, changed)
 	}
 	service := sliceService(sl)
 	e, filed, i := k.findMember(sl.Namespace, sl.Name, service)
@@ -353,8 +360,7 @@ func (k *sliceSink) Upsert(obj runtime.Object) {
 	if e != nil {
 		old = e.members[i]
 		if filed == service && k.currentAt(old, sl.ResourceVersion) {
-			s.mu.Unlock()
-			return
+			return nil
 		}
 	}
 	cur := s.intern.stripSlice(sl, service, s.cfg.Suffix)
@@ -362,8 +368,7 @@ func (k *sliceSink) Upsert(obj runtime.Object) {
 	cur.setKind(k.kind)
 	if old != nil && filed == service && old.sameAs(cur) {
 		old.gen, old.rv = k.gen, cur.rv
-		s.mu.Unlock()
-		return
+		return nil
 	}
 	if old != nil {
 		changed = k.removeMember(sl.Namespace, filed, e, i, changed)
@@ -371,8 +376,7 @@ func (k *sliceSink) Upsert(obj runtime.Object) {
 	if service != "" || len(cur.globalNamed()) > 0 {
 		changed = k.addMember(sl.Namespace, service, cur, changed)
 	}
-	s.mu.Unlock()
-	s.notify(changed)
+	return changed
 }
 
 // Current implements kubeclient.CurrentSink: whether this feed's slice is
@@ -434,13 +438,16 @@ func sliceService(sl *discoveryv1.EndpointSlice) string {
 }
 
 func (k *sliceSink) Delete(obj runtime.Object) {
-	sl, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return
+	if sl, ok := obj.(*discoveryv1.EndpointSlice); ok {
+		k.s.write(func() []Key { return k.delete(sl) })
 	}
+}
+
+// delete drops sl, an endpoint mirror's or a member's; called with the
+// lock held.
+func (k *sliceSink) delete(sl *discoveryv1.EndpointSlice) []Key {
 	s := k.s
 	var changed []Key
-	s.mu.Lock()
 	if hm := sl.Labels[aggregate.LabelHeadlessMirrorName]; hm != "" {
 		if e := s.entries.get(sl.Namespace, hm); e != nil {
 			if i, ok := findMirror(e.mirrors, mirrorKey(s.hash.of(sl.Name), k.kind)); ok {
@@ -453,14 +460,18 @@ func (k *sliceSink) Delete(obj runtime.Object) {
 	if e, service, i := k.findMember(sl.Namespace, sl.Name, sliceService(sl)); e != nil {
 		changed = k.removeMember(sl.Namespace, service, e, i, changed)
 	}
-	s.mu.Unlock()
-	s.notify(changed)
+	return changed
 }
 
 func (k *sliceSink) Listed() {
+	k.s.write(k.listed)
+}
+
+// listed drops what this feed's list did not deliver; called with the lock
+// held.
+func (k *sliceSink) listed() []Key {
 	s := k.s
 	var changed []Key
-	s.mu.Lock()
 	k.eachEntry(func(namespace, name string, e *entry) {
 		for i := len(e.members) - 1; i >= 0; i-- {
 			if m := e.members[i]; m.kind() == k.kind && m.gen != k.gen {
@@ -482,8 +493,7 @@ func (k *sliceSink) Listed() {
 		}
 		s.dropIfEmpty(namespace, name, e)
 	})
-	s.mu.Unlock()
-	s.notify(changed)
+	return changed
 }
 
 // findMember is where this feed's member slice namespace/name is filed: its

@@ -1,9 +1,12 @@
 package global
 
 import (
+	"context"
 	"net"
 	"strings"
 
+	"github.com/coredns/coredns/plugin/metrics"
+	"github.com/coredns/coredns/request"
 	"github.com/miekg/dns"
 )
 
@@ -55,6 +58,22 @@ type reply4[T any] struct {
 	reply
 	rr   [4]dns.RR
 	recs [4]T
+}
+
+// writeOne writes a reply of the one record rec, in one allocation, and
+// counts it as a success of rec's type.
+func writeOne[T any, P interface {
+	*T
+	dns.RR
+}](ctx context.Context, state request.Request, rec T) (int, error) {
+	r, rrs, recs := newReply[T](1)
+	recs[0] = rec
+	rrs[0] = P(&recs[0])
+	m := r.msg(state.Req)
+	m.Answer = rrs
+	state.W.WriteMsg(m)
+	requestsTotal.WithLabelValues(metrics.WithServer(ctx), typeLabel(rrs[0].Header().Rrtype), dns.RcodeToString[dns.RcodeSuccess]).Inc()
+	return dns.RcodeSuccess, nil
 }
 
 // newReply allocates a reply with room for n records of type T: one
