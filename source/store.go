@@ -39,6 +39,14 @@ func (s *Source) write(f func() []Key) {
 	s.notify(changed)
 }
 
+// writeAs writes f's change of obj, where obj is a T (the sink's kind;
+// anything else is ignored).
+func writeAs[T runtime.Object](s *Source, obj runtime.Object, f func(T) []Key) {
+	if o, ok := obj.(T); ok {
+		s.write(func() []Key { return f(o) })
+	}
+}
+
 func (k *serviceSink) Upsert(obj runtime.Object) {
 	svc, ok := obj.(*corev1.Service)
 	if !ok {
@@ -115,19 +123,16 @@ func (k *serviceSink) current(old *cachedService, id nsName, rv string) bool {
 	return true
 }
 
-func (k *serviceSink) Delete(obj runtime.Object) {
-	svc, ok := obj.(*corev1.Service)
-	if !ok {
-		return
-	}
+func (k *serviceSink) Delete(obj runtime.Object) { writeAs(k.s, obj, k.delete) }
+
+// delete drops svc; called with the lock held.
+func (k *serviceSink) delete(svc *corev1.Service) (changed []Key) {
 	s := k.s
-	s.write(func() (changed []Key) {
-		delete(s.skipped, nsName{svc.Namespace, svc.Name})
-		if old := s.service(svc.Namespace, svc.Name); old != nil {
-			changed = s.removeService(old, changed)
-		}
-		return changed
-	})
+	delete(s.skipped, nsName{svc.Namespace, svc.Name})
+	if old := s.service(svc.Namespace, svc.Name); old != nil {
+		changed = s.removeService(old, changed)
+	}
+	return changed
 }
 
 func (k *serviceSink) Listed() {
@@ -323,11 +328,8 @@ func (k *sliceSink) Listing() {
 	})
 }
 
-func (k *sliceSink) Upsert(obj runtime.Object) {
-	if sl, ok := obj.(*discoveryv1.EndpointSlice); ok {
-		k.s.write(func() []Key { return k.upsert(sl) })
-	}
-}
+func (k *sliceSink) Upsert(obj runtime.Object) { writeAs(k.s, obj, k.upsert) }
+func (k *sliceSink) Delete(obj runtime.Object) { writeAs(k.s, obj, k.delete) }
 
 // upsert indexes sl; called with the lock held.
 func (k *sliceSink) upsert(sl *discoveryv1.EndpointSlice) []Key {
@@ -435,12 +437,6 @@ func sliceService(sl *discoveryv1.EndpointSlice) string {
 		return ""
 	}
 	return prefixOf(sl.Name, sl.Labels[discoveryv1.LabelServiceName])
-}
-
-func (k *sliceSink) Delete(obj runtime.Object) {
-	if sl, ok := obj.(*discoveryv1.EndpointSlice); ok {
-		k.s.write(func() []Key { return k.delete(sl) })
-	}
 }
 
 // delete drops sl, an endpoint mirror's or a member's; called with the
