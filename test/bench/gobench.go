@@ -9,8 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 var errNoBenchmarks = errors.New("no benchmark matched")
@@ -121,4 +123,217 @@ func parseGoBench(pkg, out string) []GoBench {
 		res = append(res, b)
 	}
 	return res
+}
+
+// clockTicks is USER_HZ, the unit of /proc CPU times; 100 on every Linux
+// architecture Go supports.
+const clockTicks = 100
+
+// cpuTicks is the busy time of every CPU so far, from /proc/stat: everything
+// but idle and iowait.
+func cpuTicks() (int64, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	f := strings.Fields(string(line))
+	if len(f) < 6 || f[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var busy int64
+	for i, s := range f[1:] {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: %w", err)
+		}
+		if i == 3 || i == 4 || i >= 8 { // idle, iowait; guest time is already in user
+			continue
+		}
+		busy += v
+	}
+	return busy, nil
+}
+
+// procCPU is one process's CPU time so far.
+type procCPU struct {
+	pid   int
+	comm  string
+	ticks int64
+}
+
+// procStat reads /proc/<pid>/stat: the command name, the parent and the
+// user+system CPU time in clock ticks.
+func procStat(pid int) (comm string, ppid int, ticks int64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", 0, 0, err
+	}
+	// pid (comm) state ppid ... utime stime: comm may hold spaces.
+	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if open < 0 || end < open {
+		return "", 0, 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[end+1:]))
+	if len(f) < 13 {
+		return "", 0, 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+	}
+	ppid, err1 := strconv.Atoi(f[1])
+	ut, err2 := strconv.ParseInt(f[11], 10, 64)
+	st, err3 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return "", 0, 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return string(b[open+1 : end]), ppid, ut + st, nil
+}
+
+// processes reads every process's CPU time and parent.
+func processes() (map[int]procCPU, map[int]int) {
+	cpu, parent := map[int]procCPU{}, map[int]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, ppid, ticks, err := procStat(pid)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		cpu[pid] = procCPU{pid: pid, comm: comm, ticks: ticks}
+		parent[pid] = ppid
+	}
+	return cpu, parent
+}
+
+// QuietResult says how long WaitQuiet waited and how busy the machine was
+// over its last window.
+type QuietResult struct {
+	Waited time.Duration
+	// Busy is the CPUs' busy time over the last window, in CPUs (1 = one
+	// whole CPU).
+	Busy float64
+	// Top names the busiest processes of the last window.
+	Top string
+	// Quiet is false when max passed first.
+	Quiet bool
+}
+
+// WaitQuiet waits until the whole machine used less than limit CPUs over a
+// window, or max has passed. After loading tens of thousands of objects the
+// control plane works on for minutes (garbage collector graph, watch caches,
+// Go GC of large heaps); throughput measured meanwhile measures that.
+func WaitQuiet(ctx context.Context, limit float64, window, max time.Duration) (QuietResult, error) {
+	start := time.Now()
+	for {
+		t0, err := cpuTicks()
+		if err != nil {
+			return QuietResult{}, err
+		}
+		p0, _ := processes()
+		w0 := time.Now()
+		if err := pause(ctx, window); err != nil {
+			return QuietResult{}, err
+		}
+		t1, err := cpuTicks()
+		if err != nil {
+			return QuietResult{}, err
+		}
+		p1, _ := processes()
+		r := QuietResult{
+			Waited: time.Since(start),
+			Busy:   float64(t1-t0) / clockTicks / time.Since(w0).Seconds(),
+			Top:    topProcesses(p0, p1, time.Since(w0), 3),
+		}
+		if r.Busy < limit {
+			r.Quiet = true
+			return r, nil
+		}
+		if time.Since(start) >= max {
+			return r, nil
+		}
+	}
+}
+
+// topProcesses names the n processes that used the most CPU between two
+// readings, with their share of one CPU.
+func topProcesses(before, after map[int]procCPU, d time.Duration, n int) string {
+	var used []procCPU
+	for pid, a := range after {
+		if b, ok := before[pid]; ok && a.ticks > b.ticks {
+			used = append(used, procCPU{pid: pid, comm: a.comm, ticks: a.ticks - b.ticks})
+		}
+	}
+	slices.SortFunc(used, func(a, b procCPU) int { return int(b.ticks - a.ticks) })
+	var parts []string
+	for _, p := range used[:min(n, len(used))] {
+		parts = append(parts, fmt.Sprintf("%s %.0f%%", p.comm, 100*float64(p.ticks)/clockTicks/d.Seconds()))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// descendants lists the processes below pid (children, grandchildren, ...).
+func descendants(pid int) []int {
+	_, parent := processes()
+	children := map[int][]int{}
+	for p, pp := range parent {
+		children[pp] = append(children[pp], p)
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// PinOthers moves every process this one started (the control planes, the
+// controller), except those in keep, with all their threads, onto cpus, so
+// that the CPUs CoreDNS is pinned to run CoreDNS alone. The returned func
+// lets them use every CPU again.
+func PinOthers(ctx context.Context, cpus string, keep ...int) (restore func(), err error) {
+	all, err := exec.CommandContext(ctx, "nproc", "--all").Output()
+	if err != nil {
+		return nil, fmt.Errorf("nproc: %w", err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(all)))
+	if err != nil {
+		return nil, fmt.Errorf("nproc: %w", err)
+	}
+	everyCPU := fmt.Sprintf("0-%d", n-1)
+	var moved []int
+	setAffinity := func(pid int, list string) error {
+		out, err := exec.CommandContext(ctx, "taskset", "-a", "-p", "-c", list, strconv.Itoa(pid)).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("taskset -a -p -c %s %d: %w: %s", list, pid, err, bytes.TrimSpace(out))
+		}
+		return nil
+	}
+	restore = func() {
+		for _, pid := range moved {
+			_ = setAffinity(pid, everyCPU) // it may have exited meanwhile
+		}
+	}
+	for _, pid := range descendants(os.Getpid()) {
+		if slices.Contains(keep, pid) {
+			continue
+		}
+		if err := setAffinity(pid, cpus); err != nil {
+			if _, statErr := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); statErr != nil {
+				continue // exited meanwhile (taskset, a helper)
+			}
+			restore()
+			return nil, err
+		}
+		moved = append(moved, pid)
+	}
+	return restore, nil
 }

@@ -57,7 +57,7 @@ func main() {
 	merge := flag.Bool("merge", false, "with -linkerd-memory -linkerd-paged, -transport or -start: replace that part's section of -out and its floors in results.json (dated) with this run's")
 	flag.Parse()
 	resultsJSON := filepath.Join(filepath.Dir(*out), "results.json") // the floors, beside -out
-	startsJSON := filepath.Join(filepath.Dir(*out), "starts.json") // the cold starts test/benchplot draws
+	startsJSON := filepath.Join(filepath.Dir(*out), "starts.json")   // the cold starts test/benchplot draws
 	switch *paged {
 	case "none":
 	case "":
