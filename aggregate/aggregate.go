@@ -28,7 +28,7 @@ type Input struct {
 	Base      string
 	Suffix    string
 	Members   []Member
-	// EndpointMirrors holds the EndpointSlices of the members' Linkerd
+	// EndpointMirrors has the EndpointSlices of the members' Linkerd
 	// endpoint mirrors, by endpoint mirror name ("db-0-east"). Where a mirror
 	// endpoint's endpoint mirror has slices, they decide its readiness (see
 	// MirrorEndpointReady).
@@ -182,7 +182,7 @@ func (v *View) dedupe() {
 
 func (v *View) addMember(m Member, endpointMirrors map[string][]*discoveryv1.EndpointSlice) {
 	slices := slices.Clone(m.Slices)
-	// Deterministic order whatever the informer gave us.
+	// Deterministic order whatever the feed gave us.
 	sortSlices(slices)
 	for _, s := range slices {
 		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
@@ -261,14 +261,14 @@ func MirrorEndpointReady(headlessReady bool, endpointMirror []*discoveryv1.Endpo
 }
 
 // resolveCollisions removes the hostname from every endpoint whose name an
-// endpoint of a higher-priority member already holds, per address family. The
+// endpoint of a higher-priority member already owns, per address family. The
 // endpoints of one member may share a name (the member itself answers so).
 func (v *View) resolveCollisions() {
 	type key struct {
 		host   string
 		family discoveryv1.AddressType
 	}
-	owner := map[key]string{} // global hostname -> cluster that holds it
+	owner := map[key]string{} // global hostname -> cluster that owns it
 	for i := range v.Endpoints {
 		ep := &v.Endpoints[i]
 		if ep.Hostname == "" {
@@ -309,7 +309,7 @@ func validAddresses(addrs []string, family discoveryv1.AddressType) ([]string, s
 
 // unionPorts merges the members' Service ports by name, in priority order. A port
 // whose name or port/protocol is already taken by a higher-priority member is
-// dropped, since a Service may not hold both.
+// dropped, since a Service may not have both.
 func unionPorts(members []Member) []corev1.ServicePort {
 	var out []corev1.ServicePort
 	type pp struct {

@@ -167,7 +167,7 @@ func BaseOf(name, suffix string) (string, bool) {
 // object (app.kubernetes.io/managed-by: globalmirror), of whatever kind.
 func WrittenByGlobalmirror(lbl map[string]string) bool { return lbl[LabelManagedBy] == ManagedBy }
 
-// Owner says who holds a global name.
+// Owner says who owns a global name.
 type Owner int
 
 const (
@@ -180,7 +180,7 @@ const (
 	OwnerUser
 )
 
-// OwnerOf is who holds a global name, given the Service of that name (nil
+// OwnerOf is who owns a global name, given the Service of that name (nil
 // when there is none).
 func OwnerOf(svc *corev1.Service) Owner {
 	switch {

@@ -7,30 +7,30 @@ import corev1 "k8s.io/api/core/v1"
 type Verdict int
 
 const (
-	// VerdictNone: no global, and no Service holds the name: nothing to
+	// VerdictNone: no global, and no Service owns the name: nothing to
 	// write; the plugin answers NXDOMAIN (the name does not exist, whatever
-	// a lagging cache of the next plugin still holds).
+	// a lagging cache of the next plugin still has).
 	VerdictNone Verdict = iota
 	// VerdictBuild: the global exists and the name is free or
 	// globalmirror's: write the Service and slices; answer from the view.
 	VerdictBuild
-	// VerdictRemove: no global, but globalmirror's Service still holds the
+	// VerdictRemove: no global, but globalmirror's Service still owns the
 	// name: delete it and its slices; answer NXDOMAIN for every name under
 	// it meanwhile, never from those stale objects.
 	VerdictRemove
-	// VerdictYield: someone else's Service holds the name and no global is
+	// VerdictYield: someone else's Service owns the name and no global is
 	// wanted: touch nothing; the name is the next plugin's.
 	VerdictYield
-	// VerdictConflict: someone else's Service holds the name of a global
+	// VerdictConflict: someone else's Service owns the name of a global
 	// that should exist: as VerdictYield, and say so.
 	VerdictConflict
 )
 
-// GlobalVerdict decides, from a base's input and the Service that holds its
+// GlobalVerdict decides, from a base's input and the Service that owns its
 // global's name (nil when none does).
-func GlobalVerdict(in Input, holder *corev1.Service) Verdict {
+func GlobalVerdict(in Input, owner *corev1.Service) Verdict {
 	exists := Exists(in)
-	switch OwnerOf(holder) {
+	switch OwnerOf(owner) {
 	case OwnerUser:
 		if exists {
 			return VerdictConflict

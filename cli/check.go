@@ -482,7 +482,7 @@ func checkRBAC(ctx context.Context, cl *Cluster, category, component string, acc
 	}
 	if len(denied) > 0 {
 		return result(category, name, Error, strings.Join(denied, ". "),
-			"grant it (the chart's Roles hold exactly what each needs), or reinstall the chart with rbac.create=true")
+			"grant it (the chart's Roles grant exactly what each needs), or reinstall the chart with rbac.create=true")
 	}
 	if len(accounts) == 1 {
 		return result(category, name, OK, fmt.Sprintf("ServiceAccount %s has the %d permissions it needs", accounts[0], len(needs)), "")
@@ -586,7 +586,7 @@ func readGlobals(ctx context.Context, cl *Cluster) globals {
 				g.total++
 			}
 			if j.verdict == aggregate.VerdictConflict {
-				g.conflicts = append(g.conflicts, fmt.Sprintf("%s/%s (held by a Service globalmirror did not create; mirrors of %s exist)", k.Namespace, j.name, k.Base))
+				g.conflicts = append(g.conflicts, fmt.Sprintf("%s/%s (owned by a Service globalmirror did not create; mirrors of %s exist)", k.Namespace, j.name, k.Base))
 			}
 			if len(j.diffs) > 0 {
 				var kinds []string
@@ -618,7 +618,7 @@ func (g globals) syncResult() Result {
 			fmt.Sprintf("the controller has not written their %s: is it running and leading? read its log (sync failed) and globalmirror_syncs_total{result=\"error\"}; globalmirror status NAMESPACE/NAME shows one",
 				strings.Join(slices.Sorted(maps.Keys(g.kinds)), ", ")))
 	}
-	return result(category, name, OK, fmt.Sprintf("%d global services, each holding what its members give (addresses, hostnames, readiness, ports), none left to remove", g.total), "")
+	return result(category, name, OK, fmt.Sprintf("%d global services, each with what its members give (addresses, hostnames, readiness, ports), none left to remove", g.total), "")
 }
 
 func (g globals) conflictResult() Result {
@@ -628,9 +628,9 @@ func (g globals) conflictResult() Result {
 	}
 	if len(g.conflicts) > 0 {
 		return result(category, name, Error, "name conflicts: "+strings.Join(g.conflicts, ", "),
-			"rename or delete the Service that holds the global name (globalmirror never touches a Service it did not create); until then the name answers from that Service, not from the mirrors")
+			"rename or delete the Service that owns the global name (globalmirror never touches a Service it did not create); until then the name answers from that Service, not from the mirrors")
 	}
-	return result(category, name, OK, "no Service of anyone else holds a global name", "")
+	return result(category, name, OK, "no Service of anyone else owns a global name", "")
 }
 
 func globalsFailure(name string, err error) Result {
@@ -652,8 +652,8 @@ type judgement struct {
 func judge(idx *source.Source, k source.Key, owned map[string][]*discoveryv1.EndpointSlice) judgement {
 	in := idx.Input(k)
 	name := aggregate.GlobalName(k.Base, in.Suffix)
-	holder := idx.Service(k.Namespace, name)
-	j := judgement{name: name, verdict: aggregate.GlobalVerdict(in, holder)}
+	owner := idx.Service(k.Namespace, name)
+	j := judgement{name: name, verdict: aggregate.GlobalVerdict(in, owner)}
 	add := func(kind, format string, args ...any) {
 		j.diffs = append(j.diffs, slicewriter.Difference{Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	}
@@ -661,14 +661,14 @@ func judge(idx *source.Source, k source.Key, owned map[string][]*discoveryv1.End
 	switch j.verdict {
 	case aggregate.VerdictBuild:
 		view := aggregate.Aggregate(in)
-		if holder == nil {
+		if owner == nil {
 			add("service", "no Service %s", name)
 			break
 		}
-		if controller.ServiceDiffers(holder, view) {
+		if controller.ServiceDiffers(owner, view) {
 			add(slicewriter.DiffPorts, "the Service's ports or labels are not its members'")
 		}
-		j.diffs = append(j.diffs, slicewriter.Differences(holder, view, globalSlices)...)
+		j.diffs = append(j.diffs, slicewriter.Differences(owner, view, globalSlices)...)
 	case aggregate.VerdictRemove:
 		add("removal", "no headless mirror of %s is left, yet the global Service remains", k.Base)
 	case aggregate.VerdictNone:

@@ -56,7 +56,7 @@ type Controller struct {
 type DNS struct {
 	Service *corev1.Service
 	Pods    []corev1.Pod
-	// Corefiles are the Corefiles the pods load, by the ConfigMap holding
+	// Corefiles are the Corefiles the pods load, by the ConfigMap with
 	// each (namespace/name); CorefileErrs, why one could not be read.
 	Corefiles    map[string]string
 	CorefileErrs map[string]error

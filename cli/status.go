@@ -104,7 +104,7 @@ func status(idx *source.Source, k source.Key, all []discoveryv1.EndpointSlice) *
 	st := &GlobalStatus{Namespace: k.Namespace, Name: j.name, Base: k.Base, Exists: aggregate.Exists(in),
 		Verdict: verdicts[j.verdict], Differences: j.diffs}
 	if j.verdict == aggregate.VerdictConflict {
-		st.Differences = append(st.Differences, slicewriter.Difference{Kind: "conflict", Detail: "a Service globalmirror did not create holds the name"})
+		st.Differences = append(st.Differences, slicewriter.Difference{Kind: "conflict", Detail: "a Service globalmirror did not create owns the name"})
 	}
 	st.InSync = len(st.Differences) == 0
 	members := map[string]*MemberStatus{}

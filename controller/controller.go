@@ -1,5 +1,5 @@
 // Package controller keeps one global Service `<base><suffix>` and its
-// EndpointSlices per base service: source's informers say which bases changed,
+// EndpointSlices per base service: source's feeds say which bases changed,
 // a rate-limited workqueue deduplicates them, and workers run one sync per base
 // that aggregates the members and writes the difference. It has the shape of
 // kubernetes/sample-controller.
@@ -44,7 +44,7 @@ type Config struct {
 	Logger               *slog.Logger
 }
 
-// Controller reconciles global Services. Informers run from Start on every
+// Controller reconciles global Services. Feeds run from Start on every
 // replica; only Run (the leader) writes.
 type Controller struct {
 	client  kubernetes.Interface
@@ -61,14 +61,14 @@ type Controller struct {
 	log      *slog.Logger
 	mu       sync.Mutex
 	managed  map[source.Key]int // endpoints per managed global, for the gauges
-	// deleted holds the UIDs of global Services deleted while the cache may
+	// deleted has the UIDs of global Services deleted while the cache may
 	// still show them, so that each deletion is sent once.
 	deleted map[source.Key]types.UID
 	leading bool                                             // events only from the leader; guarded by mu
 	queue   workqueue.TypedRateLimitingInterface[source.Key] // the term's; guarded by mu
 }
 
-// New builds a Controller over its informers, as sample-controller's
+// New builds a Controller over its feeds, as sample-controller's
 // NewController does: src (members and globals, with the same suffix) and
 // owned (the global slices). Nothing runs until Start.
 func New(cfg Config, src *source.Source, owned *OwnedSlices) (*Controller, error) {
@@ -115,14 +115,14 @@ func New(cfg Config, src *source.Source, owned *OwnedSlices) (*Controller, error
 	return c, nil
 }
 
-// Start runs the informers until ctx is done. Every replica runs them, so a
+// Start runs the feeds until ctx is done. Every replica runs them, so a
 // standby is warm when it becomes leader.
 func (c *Controller) Start(ctx context.Context) {
 	c.src.Start(ctx)
 	c.owned.start(ctx)
 }
 
-// HasSynced reports whether every informer has listed once: the readiness of
+// HasSynced reports whether every feed has listed once: the readiness of
 // leaders and standbys alike.
 func (c *Controller) HasSynced() bool { return c.src.HasSynced() && c.owned.hasSynced() }
 
@@ -141,7 +141,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		c.leading = false
 		c.mu.Unlock()
 	}()
-	c.log.Info("waiting for informer caches")
+	c.log.Info("waiting for the feeds to list")
 	if !waitFor(ctx, c.HasSynced) {
 		return ctx.Err()
 	}

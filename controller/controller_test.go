@@ -33,7 +33,7 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// These tests run the whole controller against the fake clientset: informers,
+// These tests run the whole controller against the fake clientset: feeds,
 // queue, sync and reporting. The integration tests repeat the important cases
 // against real API servers and kube-controller-managers.
 
@@ -70,7 +70,7 @@ func start(t *testing.T, objs ...runtime.Object) *env {
 	return e
 }
 
-// newController builds a Controller over informers of client, as main does.
+// newController builds a Controller over feeds of client, as main does.
 func newController(t *testing.T, client *fake.Clientset, events record.EventRecorder, m *metrics.Metrics) *Controller {
 	t.Helper()
 	src, err := source.New(source.Config{Client: client, Suffix: aggregate.DefaultSuffix,
@@ -263,7 +263,7 @@ func TestUserOwnedGlobalIsLeftAlone(t *testing.T) {
 	}
 	// A resync of the base does not repeat the event.
 	if res, err := e.ctrl.sync(ctx, baseKey("db")); res != metrics.ResultConflict || err != nil {
-		t.Errorf("sync of a base whose name a user holds: %s, %v", res, err)
+		t.Errorf("sync of a base whose name a user owns: %s, %v", res, err)
 	}
 	if again := e.drainEvents(); len(again) != 0 {
 		t.Errorf("conflict reported again: %q", again)
@@ -365,7 +365,7 @@ func ourGlobal() (*corev1.Service, *discoveryv1.EndpointSlice) {
 
 // TestDeletionSentOnce: while the caches still show a global this controller
 // has just deleted, another sync of its base sends no second DELETE (which
-// would get 404 and be logged and counted twice). The informers' watches
+// would get 404 and be logged and counted twice). The feeds' watches
 // never deliver here, so the caches stay as they were listed.
 func TestDeletionSentOnce(t *testing.T) {
 	global, globalSlice := ourGlobal()
@@ -492,7 +492,7 @@ func TestNativeNames(t *testing.T) {
 }
 
 // TestStaleBaseSyncsOnTheEcho: a sync that finds the slice cache behind the
-// controller's own write (ErrStale) is retried when the informer delivers
+// controller's own write (ErrStale) is retried when the feed delivers
 // that write, not only after the rate limiter's delay, which grows with each
 // failure (through an API outage, to tens of seconds) while a change of the
 // members waits to be written.
@@ -508,7 +508,7 @@ func TestStaleBaseSyncsOnTheEcho(t *testing.T) {
 	if !cache.WaitForCacheSync(ctx.Done(), c.HasSynced) {
 		t.Fatal("caches did not sync")
 	}
-	for c.queue.Len() > 0 { // the informers' initial adds
+	for c.queue.Len() > 0 { // the feeds' initial adds
 		k, _ := c.queue.Get()
 		c.queue.Done(k)
 	}
@@ -523,10 +523,10 @@ func TestStaleBaseSyncsOnTheEcho(t *testing.T) {
 	}
 	c.queue.AddRateLimited(key) // as processNext does
 	if n := c.queue.Len(); n != 0 {
-		t.Fatalf("queue holds %d keys before the echo", n)
+		t.Fatalf("queue has %d keys before the echo", n)
 	}
 
-	// The echo: the informer catches up with the write.
+	// The echo: the feed catches up with the write.
 	if _, err := client.DiscoveryV1().EndpointSlices("ns").Update(ctx, written, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -557,7 +557,7 @@ func TestStaleBaseSyncsOnTheEcho(t *testing.T) {
 		}
 	}
 	if !slices.Equal(hosts, []string{"db-0-east"}) {
-		t.Errorf("global slices hold %v after the sync, want the member change written: [db-0-east]", hosts)
+		t.Errorf("global slices have %v after the sync, want the member change written: [db-0-east]", hosts)
 	}
 }
 

@@ -26,7 +26,7 @@ const indexService = "globalmirror/global-service"
 // API server offers, its watches resume, a 410 lists again).
 type OwnedSlices struct {
 	store   cache.Indexer // stripped slices, by namespace/name and by service
-	feeds   []*kubeclient.Feed
+	feeds   kubeclient.Feeds
 	onEvent sliceEvent
 }
 
@@ -64,20 +64,9 @@ func (o *OwnedSlices) addHandler(onEvent sliceEvent) error {
 	return nil
 }
 
-func (o *OwnedSlices) start(ctx context.Context) {
-	for _, f := range o.feeds {
-		go f.Run(ctx)
-	}
-}
+func (o *OwnedSlices) start(ctx context.Context) { o.feeds.Start(ctx) }
 
-func (o *OwnedSlices) hasSynced() bool {
-	for _, f := range o.feeds {
-		if !f.HasSynced() {
-			return false
-		}
-	}
-	return true
-}
+func (o *OwnedSlices) hasSynced() bool { return o.feeds.HasSynced() }
 
 // forService lists the cached slices labelled with the given service name.
 func (o *OwnedSlices) forService(namespace, name string) []*discoveryv1.EndpointSlice {
@@ -125,9 +114,9 @@ func (k *ownedSink) Upsert(obj runtime.Object) {
 	k.o.tell(cur, false)
 }
 
-// Held implements kubeclient.HeldSink: a relist decodes none of the
+// Current implements kubeclient.CurrentSink: a relist decodes none of the
 // slices that did not change.
-func (k *ownedSink) Held(p *kubeclient.Peeked) bool {
+func (k *ownedSink) Current(p *kubeclient.Peeked) bool {
 	key := p.Namespace + "/" + p.Name // a string of its own: delivered keeps it
 	old, ok, _ := k.o.store.GetByKey(key)
 	if !ok || !kubeclient.SameVersion(old.(*discoveryv1.EndpointSlice).ResourceVersion, p.ResourceVersion) {

@@ -27,7 +27,7 @@ type reporter struct {
 	recorder record.EventRecorder
 	metrics  *metrics.Metrics
 	log      *slog.Logger
-	// leading gates events on objects seen by informers, which run on standbys
+	// leading gates events on objects seen by feeds, which run on standbys
 	// too: one replica should speak.
 	leading func() bool
 
@@ -88,7 +88,7 @@ func (r *reporter) forget(key source.Key) {
 	delete(r.reported, key)
 }
 
-// conflict reports a user-owned Service holding the global name of key, once
+// conflict reports a user-owned Service owning the global name of key, once
 // per such Service.
 func (r *reporter) conflict(key source.Key, svc *corev1.Service) {
 	r.mu.Lock()

@@ -70,13 +70,13 @@ func normalPort(p corev1.ServicePort) corev1.ServicePort {
 }
 
 // ensureService creates or repairs the global Service and returns it as stored.
-// cached is the informer's (stripped) copy, nil when the informer has none.
+// cached is the index's (stripped) copy, nil when the index has none.
 func (c *Controller) ensureService(ctx context.Context, view aggregate.View, cached *corev1.Service) (*corev1.Service, error) {
 	want := desiredService(view)
 	api := c.client.CoreV1().Services(view.Namespace)
 	cur := cached
 	if cur == nil {
-		// The informer may not show our own create yet: ask before creating.
+		// The index may not show our own create yet: ask before creating.
 		got, err := api.Get(ctx, view.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
@@ -101,7 +101,7 @@ func (c *Controller) ensureService(ctx context.Context, view aggregate.View, cac
 	if !serviceDiffers(cur, want) {
 		return cur, nil
 	}
-	// The cache holds a stripped copy: update the full, current object, and
+	// The index has a stripped copy: update the full, current object, and
 	// only if it is still ours.
 	fresh, err := api.Get(ctx, view.Name, metav1.GetOptions{})
 	if err != nil {

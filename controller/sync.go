@@ -57,7 +57,7 @@ func (c *Controller) syncGlobal(ctx context.Context, key source.Key, in aggregat
 
 	verdict := aggregate.GlobalVerdict(in, cached)
 	if verdict == aggregate.VerdictYield || verdict == aggregate.VerdictConflict {
-		// Someone else's Service holds the name: leave the base alone entirely.
+		// Someone else's Service owns the name: leave the base alone entirely.
 		// The slices of an earlier global of ours are owned by a Service that is
 		// gone; the garbage collector removes them.
 		c.setManaged(key, 0, false)
@@ -87,7 +87,7 @@ func (c *Controller) syncGlobal(ctx context.Context, key source.Key, in aggregat
 	view := aggregate.Aggregate(in)
 	svc, err := c.ensureService(ctx, view, cached)
 	if errors.Is(err, errNameTaken) {
-		return metrics.ResultConflict, nil // the informer will tell us who took it
+		return metrics.ResultConflict, nil // the feed will tell us who took it
 	}
 	if err != nil {
 		return c.result(err)
@@ -128,10 +128,9 @@ func (c *Controller) result(err error) (string, error) {
 func (c *Controller) setManaged(key source.Key, endpoints int, exists bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	delete(c.managed, key)
 	if exists {
 		c.managed[key] = endpoints
-	} else {
-		delete(c.managed, key)
 	}
 	total := 0
 	for _, n := range c.managed {

@@ -40,7 +40,7 @@ type API struct {
 // RESTAPI is resource (of kind, made by newObj) in namespace ("" for all),
 // selected by label selector sel, through c: a client of the resource's
 // group version, an EncodedClient so that the watches after each list leave
-// objects encoded until the sink says it does not hold them.
+// objects encoded until the sink says they are not current.
 func RESTAPI(c rest.Interface, namespace, resource, kind, sel string, newObj func() runtime.Object) API {
 	request := func(ctx context.Context, o metav1.ListOptions) *rest.Request {
 		o.LabelSelector = sel
@@ -76,7 +76,7 @@ func TypedAPI(kind string, newObj func() runtime.Object, list ListFunc, watchFn 
 			if err != nil {
 				return nil, err
 			}
-			b, err := encodeProtobuf(l)
+			b, err := EncodeProtobuf(l)
 			if err != nil {
 				return nil, fmt.Errorf("encoding a %s list: %w", kind, err)
 			}
@@ -86,9 +86,10 @@ func TypedAPI(kind string, newObj func() runtime.Object, list ListFunc, watchFn 
 	}
 }
 
-// encodeProtobuf encodes obj as the API server sends it in protobuf: in its
-// envelope, at its group version in client-go's scheme.
-func encodeProtobuf(obj runtime.Object) ([]byte, error) {
+// EncodeProtobuf encodes obj as the API server sends it in protobuf: in its
+// envelope, at its group version in client-go's scheme (TypedAPI's pages,
+// and tests' API servers).
+func EncodeProtobuf(obj runtime.Object) ([]byte, error) {
 	kinds, _, err := scheme.Scheme.ObjectKinds(obj)
 	if err != nil {
 		return nil, err

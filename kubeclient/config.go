@@ -28,7 +28,7 @@ func Configure(base *rest.Config, o Options) *rest.Config {
 	rc.ContentType = runtime.ContentTypeProtobuf
 	rc.UserAgent = o.UserAgent
 	rc.QPS, rc.Burst = o.QPS, o.Burst
-	// Informers and writes follow the API again within half a second of its
+	// Feeds, leader election and writes follow the API again within half a second of its
 	// return, not after client-go's backoff (up to a minute after repeated
 	// restarts).
 	QuickReconnect(rc, o.Notify)

@@ -13,12 +13,12 @@ import (
 // The watch after a list goes through client-go's RetryWatcher, which
 // resumes it where it ends. A feed's own client decodes, of each watched
 // object of its kind, only its namespace, name and resourceVersion at first
-// (Encoded), and the feed asks its sink whether it holds that version
-// (HeldSink) before it decodes the rest, as for listed objects.
+// (Encoded), and the feed asks its sink whether that version is current
+// (CurrentSink) before it decodes the rest, as for listed objects.
 
 // Encoded is an object of a watch that is not decoded yet: its namespace,
-// name and resourceVersion (all RetryWatcher and a HeldSink read), and its
-// encoding. Feeds decode it unless their sink holds it at that version.
+// name and resourceVersion (all RetryWatcher and a CurrentSink read), and its
+// encoding. Feeds decode it unless it is current in their sink.
 type Encoded struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta // Namespace, Name and ResourceVersion only
@@ -28,7 +28,7 @@ type Encoded struct {
 	decoder runtime.Decoder
 }
 
-// Peeked is what a HeldSink reads of it.
+// Peeked is what a CurrentSink reads of it.
 func (e *Encoded) Peeked() *Peeked {
 	return &Peeked{Namespace: e.Namespace, Name: e.Name, ResourceVersion: e.ResourceVersion, meta: e.meta}
 }
@@ -54,7 +54,7 @@ func (e *Encoded) DeepCopyObject() runtime.Object {
 // deliver objects of kind as *Encoded. Everything else it reads (lists,
 // gets, statuses, bookmarks) it decodes as client-go's clients do. Wrap it
 // in the group's typed client (corev1.New(c)) for a Feed, whose sink should
-// be a HeldSink.
+// be a CurrentSink.
 func EncodedClient(rc *rest.Config, gv schema.GroupVersion, apiPath, kind string) (*rest.RESTClient, error) {
 	c := rest.CopyConfig(rc)
 	c.GroupVersion, c.APIPath = &gv, apiPath

@@ -94,9 +94,9 @@ func TestWhatIsNotAWatchedObjectOfTheKindIsDecodedAsUsual(t *testing.T) {
 }
 
 // The watch after a list leaves objects encoded (EncodedClient): the feed
-// decodes an update only where its sink does not hold it, and a deletion
+// decodes an update only where it is not current in its sink, and a deletion
 // always.
-func TestAWatchDecodesOnlyWhatItsSinkDoesNotHold(t *testing.T) {
+func TestAWatchDecodesOnlyWhatItsSinkFindsNotCurrent(t *testing.T) {
 	encoded := func(p *corev1.Pod) *Encoded {
 		// Pods stand in for any kind here: the feed only reads the meta
 		// and calls Decode.
@@ -109,12 +109,12 @@ func TestAWatchDecodesOnlyWhatItsSinkDoesNotHold(t *testing.T) {
 	api := &scriptedAPI{
 		pages: []func() (runtime.Object, error){page("", "5")},
 		watches: []func() (watch.Interface, error){events(
-			watch.Event{Type: watch.Modified, Object: encoded(pod("a", "3"))}, // held: not decoded
-			watch.Event{Type: watch.Modified, Object: encoded(pod("b", "4"))}, // held at another version
+			watch.Event{Type: watch.Modified, Object: encoded(pod("a", "3"))}, // current: not decoded
+			watch.Event{Type: watch.Modified, Object: encoded(pod("b", "4"))}, // present at another version
 			watch.Event{Type: watch.Deleted, Object: encoded(pod("a", "3"))},  // a delete is always decoded
 		)},
 	}
-	sink := &heldSink{holds: map[string]bool{"a@3": true, "b@2": true}}
+	sink := &currentSink{current: map[string]bool{"a@3": true, "b@2": true}}
 	runFeed(t, api.api(false), sink)
-	sinkSees(t, &sink.recordingSink, "listing", "listed", "held a@3", "upsert b@4", "delete a@3")
+	sinkSees(t, &sink.recordingSink, "listing", "listed", "current a@3", "upsert b@4", "delete a@3")
 }

@@ -31,33 +31,34 @@ type Sink interface {
 	Upsert(obj runtime.Object)
 	// Delete is an object deleted, as it last was.
 	Delete(obj runtime.Object)
-	// Listed ends a full list: whatever the sink holds that was not
-	// upserted or held since Listing is gone.
+	// Listed ends a full list: whatever the sink has that was neither
+	// upserted nor found current since Listing is gone.
 	Listed()
 }
 
-// HeldSink is a Sink that can tell, from an object's name, version and
-// labels alone, that it holds the object as it is.
-type HeldSink interface {
+// CurrentSink is a Sink that can tell, from an object's name, version and
+// labels alone, that the object is current: present in its index at that
+// resourceVersion.
+type CurrentSink interface {
 	Sink
-	// Held reports whether the sink holds the object at its
-	// resourceVersion; if so it counts the object as delivered again (as
-	// Upsert would an object it holds as it is), and the feed decodes
-	// nothing more of it. It keeps none of p's strings (see Peeked).
-	Held(p *Peeked) bool
+	// Current reports whether the object is current in the sink; if so it
+	// counts the object as delivered again (as Upsert would an object
+	// unchanged), and the feed decodes nothing more of it. It keeps none
+	// of p's strings (see Peeked).
+	Current(p *Peeked) bool
 }
 
-// Feed lists and watches one resource into a Sink, holding nothing itself:
-// an informer without a cache, for sinks that build their own compact index
-// from the events (an informer keeps every object, a key, an index entry and
-// a queue slot besides).
+// Feed lists and watches one resource into a Sink, keeping no object itself:
+// a client-go informer without its cache, for sinks that build their own
+// compact index from the events (an informer stores every object, a key, an
+// index entry and a queue slot besides).
 //
 // Each full list takes one of two paths, by what the API server offers at
 // that moment: streamed (a watch that sends the objects first and then a
 // bookmark, KEP-3157) where it accepts one, else paged. Both read the API
-// server's protobuf themselves and ask a HeldSink about each object before
+// server's protobuf themselves and ask a CurrentSink about each object before
 // decoding it (see protobuf.go); neither decodes a list whole. The sink keeps
-// what it held until the list ends, so its readers answer from the last
+// what it had until the list ends, so its readers answer from the last
 // good state throughout. After a list the feed watches from its version,
 // resuming where a watch ends (an API server restarting closes every
 // watch); only when that version is gone (410) does it list again.
@@ -78,6 +79,26 @@ type Feed struct {
 	path   atomic.Value // Path of the last list
 }
 
+// Feeds are the feeds of one index, started and synced together.
+type Feeds []*Feed
+
+// Start runs each feed on a goroutine of its own until ctx is done.
+func (fs Feeds) Start(ctx context.Context) {
+	for _, f := range fs {
+		go f.Run(ctx)
+	}
+}
+
+// HasSynced reports whether every feed has listed once.
+func (fs Feeds) HasSynced() bool {
+	for _, f := range fs {
+		if !f.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
 // Path is the way a full list was read.
 type Path string
 
@@ -93,9 +114,9 @@ const (
 type Counters struct {
 	// Streamed and Paged count full lists ended, by their path.
 	Streamed, Paged interface{ Inc() }
-	// Held counts objects sent at the version the sink held, which the
-	// feed therefore decoded no further (HeldSink).
-	Held interface{ Inc() }
+	// Current counts objects sent current (CurrentSink), which the feed
+	// therefore decoded no further.
+	Current interface{ Inc() }
 	// Heard is set to the time the feed last heard from the API server: a
 	// list ended, or a watch sent an event or a bookmark (about one a
 	// minute on a quiet watch).
@@ -227,11 +248,11 @@ func (f *Feed) list(ctx context.Context) (string, error) {
 	return rv, nil
 }
 
-// take hands a listed object to the sink: nothing but p where the sink
-// holds it at its version, else the object decoded.
+// take hands a listed object to the sink: nothing but p where it is
+// current in the sink, else the object decoded.
 func (f *Feed) take(p *Peeked, decode func() (runtime.Object, error)) error {
-	if h, ok := f.Sink.(HeldSink); ok && p != nil && p.Name != "" && h.Held(p) {
-		count(f.Counters.Held)
+	if h, ok := f.Sink.(CurrentSink); ok && p != nil && p.Name != "" && h.Current(p) {
+		count(f.Counters.Current)
 		return nil
 	}
 	obj, err := decode()
@@ -244,8 +265,8 @@ func (f *Feed) take(p *Peeked, decode func() (runtime.Object, error)) error {
 
 // follow delivers the watch's events from version rv until the version is
 // gone (nil: list again), the watch fails, or ctx is done. An object still
-// encoded (EncodedClient) is decoded only where the sink does not hold it
-// as it is (or it was deleted); one that cannot be decoded ends the watch,
+// encoded (EncodedClient) is decoded only where it is not current in
+// the sink (or it was deleted); one that cannot be decoded ends the watch,
 // as client-go's watch decoder does.
 func (f *Feed) follow(ctx context.Context, rv string) error {
 	w, err := resumingWatch(ctx, f.heardFrom(f.API.Watch), rv)
@@ -280,8 +301,8 @@ func (f *Feed) follow(ctx context.Context, rv string) error {
 
 // handle hands one event to the sink, of a streamed list (listing) or of
 // the watch after a list: the one path of both, as client-go's reflector
-// has one. An object added or modified is decoded and upserted unless the
-// sink holds it at its version (p, read in place); one deleted is decoded
+// has one. An object added or modified is decoded and upserted unless it
+// is current in the sink (p, read in place); one deleted is decoded
 // and deleted; a bookmark annotated as the end of the initial events ends
 // the list, while listing: the sink is told, and the list's version
 // returned, from which the watch goes on; any other bookmark is progress,

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/test/await"
-	"github.com/globalmirror/globalmirror/test/fixture"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,15 +48,15 @@ func (r *recordingSink) events() []string {
 	return slices.Clone(r.got)
 }
 
-// heldSink holds some objects: the feed decodes only the others.
-type heldSink struct {
+// currentSink has some objects current: the feed decodes only the others.
+type currentSink struct {
 	recordingSink
-	holds map[string]bool // name@rv
+	current map[string]bool // name@rv
 }
 
-func (h *heldSink) Held(p *Peeked) bool {
-	if h.holds[p.Name+"@"+p.ResourceVersion] {
-		h.add("held " + p.Name + "@" + p.ResourceVersion)
+func (h *currentSink) Current(p *Peeked) bool {
+	if h.current[p.Name+"@"+p.ResourceVersion] {
+		h.add("current " + p.Name + "@" + p.ResourceVersion)
 		return true
 	}
 	return false
@@ -83,7 +82,7 @@ func bookmark(rv string, end bool) *corev1.Pod {
 // protobufOf encodes obj as the API server sends it in protobuf.
 func protobufOf(t testing.TB, obj runtime.Object) []byte {
 	t.Helper()
-	data, err := fixture.Protobuf(obj)
+	data, err := EncodeProtobuf(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +149,7 @@ func (a *scriptedAPI) api(streams bool) API {
 			if err != nil {
 				return nil, err
 			}
-			body, err := fixture.Protobuf(list)
+			body, err := EncodeProtobuf(list)
 			return io.NopCloser(bytes.NewReader(body)), err
 		},
 		Watch: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
@@ -325,7 +324,7 @@ func TestFeedListsInPagesOnlyWhereTheAPICannotStream(t *testing.T) {
 }
 
 // A watch whose version is gone (410) lists again; the sink is told where
-// the list starts and ends, to drop what the list no longer holds.
+// the list starts and ends, to drop what the list no longer has.
 func TestFeedListsAgainWhenTheVersionIsGone(t *testing.T) {
 	api := &scriptedAPI{
 		streams: []func() ([]byte, error){
@@ -472,7 +471,7 @@ func TestFeedListsABoundedNumberOfTimesAMinuteWhereEveryVersionIsGone(t *testing
 						call("first")
 						list.Continue = "c"
 					}
-					body, err := fixture.Protobuf(list)
+					body, err := EncodeProtobuf(list)
 					return io.NopCloser(bytes.NewReader(body)), err
 				},
 				Watch: func(context.Context, metav1.ListOptions) (watch.Interface, error) {

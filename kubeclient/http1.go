@@ -9,18 +9,18 @@ import (
 
 // HTTP1 makes rc's clients talk HTTP/1.1, each request on a connection of
 // its own, with TCP keepalives that notice a dead API server within about
-// 30 s. It is for a reader holding a few long watches, as the plugin does.
+// 30 s. It is for a reader with a few long watches, as the plugin does.
 //
 // Over HTTP/2, Go's transport reads up to 4 MiB per stream ahead of its
 // reader (the stream's flow-control window), and client-go gives no way to
 // lower that short of replacing its transport, which would lose its
-// certificate reloading and exec-plugin certificates. When a relist streams
-// a large world faster than the index takes the objects in, that read-ahead
-// was a third of CoreDNS's peak heap. Over HTTP/1.1 what the reader has not
-// taken waits in the kernel's socket buffer and then in the server, held
-// back by TCP's window. Nothing is lost by not multiplexing a few watches;
-// what HTTP/2's pings did (client-go sends one after 30 s of silence) the
-// keepalives do.
+// certificate reloading and exec-plugin certificates. A relist that streams
+// a large world faster than the index takes the objects in would have that
+// read-ahead on the heap, per stream. Over HTTP/1.1 what the reader has not
+// taken waits in the kernel's socket buffer and then in the server,
+// throttled by TCP's window, so the heap has only what the reader took.
+// Nothing is lost by not multiplexing a few watches; what HTTP/2's pings
+// did (client-go sends one after 30 s of silence) the keepalives do.
 func HTTP1(rc *rest.Config) {
 	rc.NextProtos = []string{"http/1.1"}
 	dialer := &net.Dialer{

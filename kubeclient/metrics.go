@@ -13,8 +13,10 @@ import (
 type FeedMetrics struct {
 	// Lists counts full lists ended, by resource and path.
 	Lists *prometheus.CounterVec
-	// Held counts objects sent at the version the sink held, by resource.
-	Held *prometheus.CounterVec
+	// Current counts objects sent at the version the sink already had
+	// (current, so not decoded), by resource: the series
+	// held_objects_total, named before the word "current" was chosen.
+	Current *prometheus.CounterVec
 	// Heard is when any of the process's feeds last heard from the API
 	// server.
 	Heard prometheus.Gauge
@@ -29,9 +31,9 @@ func NewFeedMetrics(reg prometheus.Registerer, namespace, subsystem string) *Fee
 			Namespace: namespace, Subsystem: subsystem, Name: "lists_total",
 			Help: "Full lists the index read, by resource (services, endpointslices) and path (streamed: a watch sending the list, where the API server offers one; paged): the first, and a relist after each watch whose version was gone.",
 		}, []string{"resource", "path"}),
-		Held: f.NewCounterVec(prometheus.CounterOpts{
+		Current: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: subsystem, Name: "held_objects_total",
-			Help: "Objects a list or watch sent at the version the index held, which it therefore did not decode, by resource.",
+			Help: "Objects a list or watch sent at the version the index already had, which it therefore did not decode, by resource.",
 		}, []string{"resource"}),
 		Heard: f.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Subsystem: subsystem, Name: "api_heard_timestamp_seconds",
@@ -47,7 +49,7 @@ func (m *FeedMetrics) Counters(resource string) Counters {
 	return Counters{
 		Streamed: m.Lists.WithLabelValues(resource, string(Streamed)),
 		Paged:    m.Lists.WithLabelValues(resource, string(Paged)),
-		Held:     m.Held.WithLabelValues(resource),
+		Current:  m.Current.WithLabelValues(resource),
 		Heard:    m.Heard,
 	}
 }

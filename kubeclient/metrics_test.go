@@ -20,7 +20,7 @@ func TestFeedMetricsAreTheSameSeriesUnderEachPrefix(t *testing.T) {
 		m := NewFeedMetrics(reg, half.namespace, half.subsystem)
 		c := m.Counters("services")
 		c.Streamed.Inc()
-		c.Held.Inc()
+		c.Current.Inc()
 		c.Heard.SetToCurrentTime()
 		if got := testutil.ToFloat64(m.Lists.WithLabelValues("services", "streamed")); got != 1 {
 			t.Errorf("%s: lists_total{services,streamed} = %v, want 1", half.prefix, got)

@@ -64,18 +64,12 @@ func (f *Feed) page(ctx context.Context, opts metav1.ListOptions, buf *[]byte, p
 	}
 	envelope := &fieldReader{r: r, left: -1, buf: buf}
 	for {
-		num, typ, err := envelope.next()
+		_, err := envelope.nextOf(unknownRaw)
 		if errors.Is(err, io.EOF) {
 			return rv, cont, nil
 		}
 		if err != nil {
 			return "", "", fmt.Errorf("reading a %s list: %w", f.API.Kind, err)
-		}
-		if num != unknownRaw || typ != protowire.BytesType {
-			if err := envelope.skip(typ); err != nil {
-				return "", "", err
-			}
-			continue
 		}
 		list, err := envelope.message()
 		if err != nil {
@@ -91,18 +85,12 @@ func (f *Feed) page(ctx context.Context, opts metav1.ListOptions, buf *[]byte, p
 // version and continue token.
 func (f *Feed) items(list *fieldReader, p *Peeked) (rv, cont string, err error) {
 	for {
-		num, typ, err := list.next()
+		num, err := list.nextOf(listItems, listMetadata)
 		if errors.Is(err, io.EOF) {
 			return rv, cont, nil
 		}
 		if err != nil {
 			return "", "", err
-		}
-		if typ != protowire.BytesType || (num != listItems && num != listMetadata) {
-			if err := list.skip(typ); err != nil {
-				return "", "", err
-			}
-			continue
 		}
 		b, err := list.bytes()
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -15,10 +16,10 @@ import (
 // A feed reads what the API server sends in protobuf itself, where it would
 // otherwise decode every object: a list's pages and a streamed list's watch
 // frames. Of each object it reads, in place, its namespace, name, version
-// and, on request, a label (Peeked), and asks its sink whether it holds the
-// object at that version (HeldSink) before it decodes anything. A relist
-// sends every object again, almost all of them at the version the sink
-// holds: those cost no allocation at all. That matters beyond the bytes: a
+// and, on request, a label (Peeked), and asks its sink whether the object is
+// current (CurrentSink) before it decodes anything. A relist
+// sends every object again, almost all of them current in the sink:
+// those cost no allocation at all. That matters beyond the bytes: a
 // collection during a relist marks whatever the relist allocated
 // meanwhile, so a relist's garbage rate sets the heap's peak, however
 // short-lived the garbage.
@@ -231,6 +232,24 @@ func (f *fieldReader) next() (protowire.Number, protowire.Type, error) {
 		return 0, 0, errors.New("a protobuf field numbered 0")
 	}
 	return num, typ, nil
+}
+
+// nextOf reads up to the next length-delimited field numbered one of nums,
+// skipping every other field, and returns its number; io.EOF where the
+// message ends.
+func (f *fieldReader) nextOf(nums ...protowire.Number) (protowire.Number, error) {
+	for {
+		num, typ, err := f.next()
+		if err != nil {
+			return 0, err
+		}
+		if typ == protowire.BytesType && slices.Contains(nums, num) {
+			return num, nil
+		}
+		if err := f.skip(typ); err != nil {
+			return 0, err
+		}
+	}
 }
 
 // bytes reads a length-delimited field's bytes into the shared buffer.

@@ -24,44 +24,44 @@ func bodyAPI(body []byte) API {
 	return API{Kind: "Pod", New: func() runtime.Object { return &corev1.Pod{} }, Page: read, Stream: read}
 }
 
-func TestAStreamedListDecodesOnlyWhatItsSinkDoesNotHold(t *testing.T) {
+func TestAStreamedListDecodesOnlyWhatItsSinkFindsNotCurrent(t *testing.T) {
 	body := watchFrames(t,
-		watch.Event{Type: watch.Added, Object: pod("a", "3")}, // held: not decoded
-		watch.Event{Type: watch.Added, Object: pod("b", "4")}, // held at another version
+		watch.Event{Type: watch.Added, Object: pod("a", "3")}, // current: not decoded
+		watch.Event{Type: watch.Added, Object: pod("b", "4")}, // present at another version
 		watch.Event{Type: watch.Deleted, Object: pod("c", "2")},
 		watch.Event{Type: watch.Bookmark, Object: bookmark("4", false)},
 		watch.Event{Type: watch.Bookmark, Object: bookmark("5", true)},
 		watch.Event{Type: watch.Added, Object: pod("d", "6")}, // after the list: the watch's
 	)
-	sink := &heldSink{holds: map[string]bool{"a@3": true, "b@2": true}}
-	held := &counter{}
-	f := &Feed{Name: "test", API: bodyAPI(body), Sink: sink, Counters: Counters{Held: held}}
+	sink := &currentSink{current: map[string]bool{"a@3": true, "b@2": true}}
+	current := &counter{}
+	f := &Feed{Name: "test", API: bodyAPI(body), Sink: sink, Counters: Counters{Current: current}}
 	rv, err := f.stream(t.Context())
 	if err != nil || rv != "5" {
 		t.Fatalf("listed at %q (%v), want 5", rv, err)
 	}
-	want := []string{"listing", "held a@3", "upsert b@4", "delete c@2", "listed"}
+	want := []string{"listing", "current a@3", "upsert b@4", "delete c@2", "listed"}
 	if got := sink.events(); strings.Join(got, ", ") != strings.Join(want, ", ") {
 		t.Errorf("sink saw\n  %s\nwant\n  %s", strings.Join(got, ", "), strings.Join(want, ", "))
 	}
-	if held.Load() != 1 {
-		t.Errorf("%d held, want 1", held.Load())
+	if current.Load() != 1 {
+		t.Errorf("%d current, want 1", current.Load())
 	}
 }
 
-func TestAPagedListDecodesOnlyWhatItsSinkDoesNotHold(t *testing.T) {
+func TestAPagedListDecodesOnlyWhatItsSinkFindsNotCurrent(t *testing.T) {
 	a, b := pod("a", "3"), pod("b", "4")
 	a.Labels = map[string]string{"app": "db"}
 	b.Spec.Containers = []corev1.Container{{Name: "db", Image: "postgres:17"}}
 	body := protobufOf(t, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "9"}, Items: []corev1.Pod{*a, *b}})
-	sink := &heldSink{holds: map[string]bool{"a@3": true, "b@2": true}}
-	decoded := &decodedSink{heldSink: sink}
+	sink := &currentSink{current: map[string]bool{"a@3": true, "b@2": true}}
+	decoded := &decodedSink{currentSink: sink}
 	f := &Feed{Name: "test", API: bodyAPI(body), Sink: decoded, PageSize: 10}
 	rv, err := f.pages(t.Context())
 	if err != nil || rv != "9" {
 		t.Fatalf("listed at %q (%v), want 9", rv, err)
 	}
-	want := []string{"listing", "held a@3", "upsert b@4", "listed"}
+	want := []string{"listing", "current a@3", "upsert b@4", "listed"}
 	if got := sink.events(); strings.Join(got, ", ") != strings.Join(want, ", ") {
 		t.Errorf("sink saw\n  %s\nwant\n  %s", strings.Join(got, ", "), strings.Join(want, ", "))
 	}
@@ -72,35 +72,35 @@ func TestAPagedListDecodesOnlyWhatItsSinkDoesNotHold(t *testing.T) {
 
 // decodedSink keeps what it is given.
 type decodedSink struct {
-	*heldSink
+	*currentSink
 	objs []*corev1.Pod
 }
 
 func (d *decodedSink) Upsert(obj runtime.Object) {
 	d.objs = append(d.objs, obj.(*corev1.Pod))
-	d.heldSink.Upsert(obj)
+	d.currentSink.Upsert(obj)
 }
 
-// countingSink holds everything at version "7" labelled app=db, allocating
+// countingSink has everything current at version "7" labelled app=db, allocating
 // nothing.
-type countingSink struct{ held int }
+type countingSink struct{ current int }
 
 func (*countingSink) Listing()              {}
 func (*countingSink) Listed()               {}
 func (*countingSink) Upsert(runtime.Object) {}
 func (*countingSink) Delete(runtime.Object) {}
-func (c *countingSink) Held(p *Peeked) bool {
+func (c *countingSink) Current(p *Peeked) bool {
 	if p.ResourceVersion != "7" {
 		return false
 	}
 	if v, ok := p.Label("app"); !ok || v != "db" {
 		return false
 	}
-	c.held++
+	c.current++
 	return true
 }
 
-func heldPods(n int) []corev1.Pod {
+func currentPods(n int) []corev1.Pod {
 	pods := make([]corev1.Pod, n)
 	for i := range pods {
 		p := pod("db-"+strings.Repeat("x", i%40), "7")
@@ -111,18 +111,18 @@ func heldPods(n int) []corev1.Pod {
 	return pods
 }
 
-// What the sink holds costs a list nothing, streamed or paged: however many
+// What is current in the sink costs a list nothing, streamed or paged: however many
 // objects, the same allocations (its request, its end, buffers growing).
-func TestAnObjectItsSinkHoldsCostsAListNoAllocation(t *testing.T) {
+func TestAnObjectCurrentInItsSinkCostsAListNoAllocation(t *testing.T) {
 	streamed := func(n int) []byte {
 		var evs []watch.Event
-		for _, p := range heldPods(n) {
+		for _, p := range currentPods(n) {
 			evs = append(evs, watch.Event{Type: watch.Added, Object: &p})
 		}
 		return watchFrames(t, append(evs, watch.Event{Type: watch.Bookmark, Object: bookmark("8", true)})...)
 	}
 	paged := func(n int) []byte {
-		return protobufOf(t, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "8"}, Items: heldPods(n)})
+		return protobufOf(t, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "8"}, Items: currentPods(n)})
 	}
 	for path, body := range map[Path]func(int) []byte{Streamed: streamed, Paged: paged} {
 		allocs := func(n int) float64 {
@@ -134,14 +134,14 @@ func TestAnObjectItsSinkHoldsCostsAListNoAllocation(t *testing.T) {
 					t.Fatal(err)
 				}
 			})
-			if sink.held != 6*n { // AllocsPerRun runs it once more, first
-				t.Fatalf("%s: %d of %d held", path, sink.held, 6*n)
+			if sink.current != 6*n { // AllocsPerRun runs it once more, first
+				t.Fatalf("%s: %d of %d current", path, sink.current, 6*n)
 			}
 			return a
 		}
 		few, many := allocs(100), allocs(1100)
 		if perObject := (many - few) / 1000; perObject > 0.01 {
-			t.Errorf("%s: a held object cost %.2f allocations (%v for 100, %v for 1,100 objects)", path, perObject, few, many)
+			t.Errorf("%s: a current object cost %.2f allocations (%v for 100, %v for 1,100 objects)", path, perObject, few, many)
 		}
 	}
 }
@@ -163,8 +163,8 @@ func TestAStreamedListEndsWithTheWatchsError(t *testing.T) {
 }
 
 func TestABrokenPageIsAnError(t *testing.T) {
-	whole := protobufOf(t, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "8"}, Items: heldPods(3)})
-	noVersion := protobufOf(t, &corev1.PodList{Items: heldPods(1)})
+	whole := protobufOf(t, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "8"}, Items: currentPods(3)})
+	noVersion := protobufOf(t, &corev1.PodList{Items: currentPods(1)})
 	for name, body := range map[string][]byte{"cut": whole[:len(whole)-5], "empty": nil, "without a version": noVersion,
 		"not protobuf": []byte(`{"kind":"PodList","items":[]}`)} {
 		f := &Feed{Name: "test", API: bodyAPI(body), Sink: &recordingSink{}, PageSize: 10}
@@ -197,8 +197,8 @@ func TestPeekedReadsTheLabelsAsked(t *testing.T) {
 	}
 }
 
-// Whatever a stream holds, reading it ends in a list or an error, never a
-// panic, and never in more than the frames it holds.
+// Whatever a stream contains, reading it ends in a list or an error, never a
+// panic, and never in more than the frames it contains.
 func FuzzStreamedList(f *testing.F) {
 	labelled := pod("a", "7")
 	labelled.Labels = map[string]string{"app": "db"}
@@ -213,14 +213,14 @@ func FuzzStreamedList(f *testing.F) {
 		if err == nil && rv == "" {
 			t.Error("a list ended without a version")
 		}
-		if sink.held > len(body)/8 {
-			t.Errorf("%d objects held from %d bytes", sink.held, len(body))
+		if sink.current > len(body)/8 {
+			t.Errorf("%d objects current from %d bytes", sink.current, len(body))
 		}
 	})
 }
 
-// Whatever a page holds, reading it ends in a list or an error, never a
-// panic, and never in more objects than it holds.
+// Whatever a page contains, reading it ends in a list or an error, never a
+// panic, and never in more objects than it contains.
 func FuzzListPage(f *testing.F) {
 	labelled := pod("a", "7")
 	labelled.Labels = map[string]string{"app": "db"}
@@ -231,8 +231,8 @@ func FuzzListPage(f *testing.F) {
 		sink := &countingSink{}
 		feed := &Feed{Name: "fuzz", API: bodyAPI(body), Sink: sink, PageSize: 10}
 		_, _, err := feed.page(context.Background(), metav1.ListOptions{}, new([]byte), new(Peeked))
-		if sink.held > len(body)/8 {
-			t.Errorf("%d objects held from %d bytes (%v)", sink.held, len(body), err)
+		if sink.current > len(body)/8 {
+			t.Errorf("%d objects current from %d bytes (%v)", sink.current, len(body), err)
 		}
 	})
 }

@@ -1,9 +1,19 @@
 package kubeclient
 
-import "testing"
+import (
+	"testing"
+	"unsafe"
+)
+
+// A Version is the 8 bytes its comment says.
+func TestVersionSize(t *testing.T) {
+	if n := unsafe.Sizeof(Version(0)); n != 8 {
+		t.Errorf("a Version is %d bytes, want 8", n)
+	}
+}
 
 func TestSameVersionIsEqualAndKnown(t *testing.T) {
-	// {held, rv}: whether they are the same version.
+	// {have, rv}: whether they are the same version.
 	for c, same := range map[[2]string]bool{
 		{"42", "42"}: true,
 		{"42", "43"}: false,

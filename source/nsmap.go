@@ -3,8 +3,8 @@ package source
 import "slices"
 
 // nsMap maps a namespace and a name to V: one map per namespace keyed by the
-// name alone. Its slots are half the size of a map keyed by both, and a
-// large index is mostly slots.
+// name alone: a slot's key is one string, not a pair of them, and a large
+// index is mostly slots.
 type nsMap[V any] map[string]map[string]V
 
 func (m nsMap[V]) get(namespace, name string) V {
@@ -45,7 +45,7 @@ func (m nsMap[V]) each(f func(namespace, name string, v V)) {
 	}
 }
 
-// removeFrom removes v from the list m holds under namespace and name, and
+// removeFrom removes v from the list m has under namespace and name, and
 // the entry with its last element.
 func removeFrom[V comparable](m nsMap[[]V], namespace, name string, v V) {
 	rest := slices.DeleteFunc(m.get(namespace, name), func(o V) bool { return o == v })
@@ -56,7 +56,7 @@ func removeFrom[V comparable](m nsMap[[]V], namespace, name string, v V) {
 	}
 }
 
-// appendTo appends v to the list m holds under namespace and name.
+// appendTo appends v to the list m has under namespace and name.
 func appendTo[V any](m nsMap[[]V], namespace, name string, v V) {
 	m.set(namespace, name, append(m.get(namespace, name), v))
 }

@@ -20,14 +20,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// The index holds minimal types, not API objects, the way the kubernetes
+// The index stores minimal types, not API objects, the way the kubernetes
 // plugin's object package does, and goes further: it is built from the watch
-// events themselves (kubeclient.Feed), so it holds no informer's copy, key,
-// index entry or queue slot per object; Services nothing reads are not held
-// at all; an endpoint mirror's slice (one per mirrored pod, the bulk of a
+// events themselves (kubeclient.Feed), so it has no client-go informer's
+// copy, key, index entry or queue slot per object; Services nothing reads
+// are not kept at all; an endpoint mirror's slice (one per mirrored pod, the bulk of a
 // large world) is two name hashes and one readiness bit; a member slice is
 // one string; what many objects share (namespaces, clusters, label pairs,
-// port lists) is held once. The entries are turned back into (sparse,
+// port lists) is interned. The entries are turned back into (sparse,
 // read-only) API objects only to aggregate one base, or when asked for one.
 
 // nsName names an object in the index.
@@ -40,7 +40,7 @@ type nsName struct{ namespace, name string }
 // globals are headless); its UID only where something owns or deletes by it
 // (not of a headless mirror). What many Services share (namespace, labels,
 // cluster IP "None", ports) is one interned serviceShape; what Linkerd's
-// headless mirrors never have is in rare, nil for them. Held in its
+// headless mirrors never have is in rare, nil for them. Stored in its
 // Service's entry (store.go), whose key its name shares.
 type cachedService struct {
 	name  string
@@ -67,9 +67,9 @@ type serviceRare struct {
 
 func (c *cachedService) namespace() string { return c.shape.namespace }
 
-// held reports whether c holds a Service (an entry's is empty where it holds
-// only slices).
-func (c *cachedService) held() bool { return c.shape != nil }
+// present reports whether c is a Service in the index (an entry's is empty
+// where the entry has only slices).
+func (c *cachedService) present() bool { return c.shape != nil }
 
 // service is c as a sparse Service; read-only, like everything from the index.
 func (c *cachedService) service() *corev1.Service {
@@ -99,7 +99,7 @@ func (c *cachedService) service() *corev1.Service {
 	return svc
 }
 
-// sameAs reports whether c holds what o holds: a relist or an update of
+// sameAs reports whether c keeps what o keeps: a relist or an update of
 // something not kept changes nothing.
 func (c *cachedService) sameAs(o *cachedService) bool {
 	a, b := *c, *o
@@ -122,13 +122,13 @@ func serviceKeys(local labels.Selector) []string {
 	return keys
 }
 
-// A label value held as "\x00<n>" is the Service's name but its last n
-// bytes: a global's base label, its name less the suffix. So held, it is
-// the same for every global, whose label pairs and shape are then shared.
-// No label value holds a NUL.
+// A label value stored as "\x00<n>" is the Service's name but its last n
+// bytes: a global's base label, its name less the suffix. So stored, it is
+// the same for every global, whose label pairs and shape are then interned.
+// No label value contains a NUL.
 const fromName = "\x00"
 
-// labelValue is the label value held as v, of the Service named name.
+// labelValue is the label value stored as v, of the Service named name.
 func labelValue(v, name string) string {
 	if rest, ok := strings.CutPrefix(v, fromName); ok {
 		if n, err := strconv.Atoi(rest); err == nil && n <= len(name) {
@@ -144,7 +144,7 @@ func labelValue(v, name string) string {
 func (in *interner) stripService(svc *corev1.Service, keys []string, suffix string, keepUID bool) *cachedService {
 	// Shared only where it is like others': a cluster IP or a label value
 	// of its own (a global's base) would fill the interner with entries
-	// held for one Service each.
+	// used by one Service each.
 	sh := serviceShape{namespace: in.str(svc.Namespace), clusterIP: svc.Spec.ClusterIP}
 	shared := true
 	switch sh.clusterIP {
@@ -201,20 +201,19 @@ func remoteFQName(svc *corev1.Service) string {
 }
 
 // cachedSlice is what the index keeps of a member's EndpointSlice (not an
-// endpoint mirror's: mirrorSlice), in its service's entry (which holds the
+// endpoint mirror's: mirrorSlice), in its service's entry (whose key is the
 // service's name for it). What many slices share (namespace, family, ports,
 // cluster) is one interned sliceShape; what few have is in rare.
 type cachedSlice struct {
 	shape *sliceShape
-	// data holds, in order: the slice's name, or, where it is named for
+	// data has, in order: the slice's name, or, where it is named for
 	// its service ("<service>-<tail>", as generated names are), its tail
 	// (rare.name where it is longer than a byte counts); for each endpoint, one byte each of its address
 	// count, its hostname's length and its flags; every endpoint's
-	// addresses, packed, 4 or 16 bytes each by the slice's family (a string
-	// each would cost 32 bytes or more), when each is the canonical
-	// spelling of one (else rare.raw holds them); every endpoint's hostname.
-	// One string, where a name, a slice of structs, an array of strings and
-	// their bytes cost three times as much.
+	// addresses, packed, 4 or 16 bytes each by the slice's family, when
+	// each is the canonical spelling of one (else rare.raw has them); every
+	// endpoint's hostname. One string: no allocation per endpoint, address
+	// or hostname.
 	data      string
 	rare      *sliceRare
 	rv        kubeclient.Version
@@ -228,11 +227,11 @@ type cachedSlice struct {
 type sliceFlags uint8
 
 const (
-	fromLocalFeed sliceFlags = 1 << iota // held by the local feed (localFeed), else the mirror feed
-	tailOnly                             // data holds its name's tail only
+	fromLocalFeed sliceFlags = 1 << iota // delivered by the local feed (localFeed), else the mirror feed
+	tailOnly                             // data has its name's tail only
 )
 
-// kind is the kind of the feed that holds c: mirrorFeed or localFeed.
+// kind is the kind of the feed that delivered c: mirrorFeed or localFeed.
 func (c *cachedSlice) kind() uint8 {
 	if c.flags&fromLocalFeed != 0 {
 		return localFeed
@@ -260,13 +259,13 @@ type sliceRare struct {
 	// nanoseconds; 0 where it is unset or unreadable (the aggregation
 	// ignores it then). Linkerd's mirrors carry none.
 	trigger int64
-	// raw holds the addresses as they came where one does not pack (not of
+	// raw has the addresses as they came where one does not pack (not of
 	// the slice's family, not canonical, zoned), for the aggregation to
 	// report.
 	raw []string
 	// globalNamed are the names of its endpoints' endpoint mirrors
 	// (<hostname>-<cluster>) that are named like a global, which the index
-	// holds no Service of.
+	// keeps no Service of.
 	globalNamed []string
 }
 
@@ -354,7 +353,7 @@ func (in *interner) stripSlice(sl *discoveryv1.EndpointSlice, service, suffix st
 	c.data, c.nameLen = name, uint8(len(name))
 	var portsKey string
 	if sl.Labels[discoveryv1.LabelManagedBy] == aggregate.EndpointSliceManagedBy {
-		// globalmirror's own slices are no member's (sliceService): not held.
+		// globalmirror's own slices are no member's (sliceService): not kept.
 		c.shape = in.sliceShape(sh, "")
 		return c
 	}
@@ -421,7 +420,7 @@ func (in *interner) stripSlice(sl *discoveryv1.EndpointSlice, service, suffix st
 }
 
 // triggerTime is a last-change-trigger-time as Unix nanoseconds, or 0 where
-// the aggregation could not read it either, or it is beyond what they hold.
+// the aggregation could not read it either, or it is beyond what they represent.
 func triggerTime(s string) int64 {
 	if s == "" {
 		return 0
@@ -539,14 +538,13 @@ func (c *cachedSlice) slice(service string) *discoveryv1.EndpointSlice {
 // mirrorSlice is what the index keeps of an endpoint mirror's slice, in a
 // list sorted by key in its headless mirror's entry: the endpoint mirror
 // Service it belongs to and whether any endpoint is ready, all that
-// readiness reads of it (aggregate.MirrorEndpointReady). Names are held as
+// readiness reads of it (aggregate.MirrorEndpointReady). Names are stored as
 // hashes (nameHash): an endpoint mirror is looked up by the name its
-// headless mirror's endpoint gives it, never listed. 24 bytes, the bulk of
-// a large world's index: each hash gives up its low bits to what else is
-// held (a list, not a map: a map of a few entries costs several times
-// their size). Its version lets a relist skip all of it that is as it was
-// (kubeclient.HeldSink): one relist's garbage would cost more than the
-// version does.
+// headless mirror's endpoint gives it, never listed. Three words
+// (TestMirrorSliceSize), the bulk of a large world's index: each hash gives
+// up its low bits to the feed's kind and the flags; kept in a list, not a
+// map. Its version lets a relist skip all of it that is as it was
+// (kubeclient.CurrentSink), making no garbage for it.
 type mirrorSlice struct {
 	key     uint64 // the slice's name hashed; the low bit, its feed's kind
 	service uint64 // its kubernetes.io/service-name hashed; the low two bits, its flags
@@ -560,11 +558,11 @@ const (
 	mirrorFlags     = mirrorReadyFlag | mirrorFreshFlag
 )
 
-// mirrorKey is the key of the slice whose name hashes to name, held by a
-// feed of kind.
+// mirrorKey is the key of the slice whose name hashes to name, delivered
+// by a feed of kind.
 func mirrorKey(name uint64, kind uint8) uint64 { return name&^1 | uint64(kind&1) }
 
-// mirrorService is the service hash a mirrorSlice holds for a name's hash.
+// mirrorService is the service hash a mirrorSlice stores for a name's hash.
 func mirrorService(name uint64) uint64 { return name &^ mirrorFlags }
 
 func newMirrorSlice(name, service uint64, kind uint8, ready bool, rv kubeclient.Version) mirrorSlice {
@@ -607,7 +605,7 @@ func mirrorReady(sl *discoveryv1.EndpointSlice) bool {
 // nameHash hashes the names of endpoint mirrors and their slices. Seeded
 // per process: nobody can write two names that collide on purpose, and two
 // of the up to a few thousand names under one headless mirror collide by
-// chance (in the 62 or 63 bits held) once in 2^40 or more.
+// chance (in the 62 or 63 bits kept) once in 2^40 or more.
 type nameHash maphash.Seed
 
 func (h nameHash) of(name string) uint64 { return maphash.String(maphash.Seed(h), name) }
@@ -647,7 +645,8 @@ func prefixOf(name, s string) string {
 	return s
 }
 
-// interner holds once the strings and port lists few objects differ in.
+// interner stores once (interns) the strings and port lists few objects
+// differ in.
 // Bounded, so that hostile input cannot grow it without end: past the
 // bound, values are kept as they come.
 type interner struct {
@@ -677,7 +676,7 @@ func (in *interner) str(s string) string {
 // keep is the key, value pairs of m's labels among keys, or nil, their
 // spelling, and whether other Services may share them: not where a value is
 // one Service's own (a global's base other than its name less suffix),
-// which is neither interned nor held in the interner.
+// which is not interned.
 func (in *interner) keep(m map[string]string, keys []string, name, suffix string) ([]string, string, bool) {
 	n := 0
 	for _, k := range keys {
@@ -712,25 +711,14 @@ func (in *interner) keep(m map[string]string, keys []string, name, suffix string
 }
 
 func (in *interner) servicePorts(ps []corev1.ServicePort) ([]corev1.ServicePort, string) {
-	if len(ps) == 0 {
-		return nil, ""
-	}
-	var b strings.Builder
-	b.WriteString("s")
-	for _, p := range ps {
-		b.WriteString(p.Name + "|" + string(p.Protocol) + "|" + optional(p.AppProtocol) + "|" +
-			strconv.Itoa(int(p.Port)) + "|" + p.TargetPort.String() + "|" + strconv.Itoa(int(p.NodePort)) + ";")
-	}
-	return internList(in, b.String(), ps), b.String()
+	return internPorts(in, "s", ps, func(p corev1.ServicePort) string {
+		return p.Name + "|" + string(p.Protocol) + "|" + optional(p.AppProtocol) + "|" +
+			strconv.Itoa(int(p.Port)) + "|" + p.TargetPort.String() + "|" + strconv.Itoa(int(p.NodePort))
+	})
 }
 
 func (in *interner) endpointPorts(ps []discoveryv1.EndpointPort) ([]discoveryv1.EndpointPort, string) {
-	if len(ps) == 0 {
-		return nil, ""
-	}
-	var b strings.Builder
-	b.WriteString("e")
-	for _, p := range ps {
+	return internPorts(in, "e", ps, func(p discoveryv1.EndpointPort) string {
 		port := "-"
 		if p.Port != nil {
 			port = strconv.Itoa(int(*p.Port))
@@ -739,23 +727,36 @@ func (in *interner) endpointPorts(ps []discoveryv1.EndpointPort) ([]discoveryv1.
 		if p.Protocol != nil {
 			proto = "=" + string(*p.Protocol)
 		}
-		b.WriteString(optional(p.Name) + "|" + proto + "|" + port + "|" + optional(p.AppProtocol) + ";")
+		return optional(p.Name) + "|" + proto + "|" + port + "|" + optional(p.AppProtocol)
+	})
+}
+
+// internPorts is the port list ps interned, and its key: kind, then each
+// port spelled, followed by ";". nil and "" for none.
+func internPorts[P any](in *interner, kind string, ps []P, spell func(P) string) ([]P, string) {
+	if len(ps) == 0 {
+		return nil, ""
+	}
+	var b strings.Builder
+	b.WriteString(kind)
+	for _, p := range ps {
+		b.WriteString(spell(p) + ";")
 	}
 	return internList(in, b.String(), ps), b.String()
 }
 
-// serviceShape is the shape held once for sh, whose labels and ports are
+// serviceShape is the shape interned for sh, whose labels and ports are
 // spelled by key.
 func (in *interner) serviceShape(sh serviceShape, key string) *serviceShape {
 	return internValue(in, "S"+sh.namespace+"\x00"+sh.clusterIP+"\x00"+key, sh)
 }
 
-// sliceShape is the shape held once for sh, whose ports are spelled by key.
+// sliceShape is the shape interned for sh, whose ports are spelled by key.
 func (in *interner) sliceShape(sh sliceShape, key string) *sliceShape {
 	return internValue(in, "E"+sh.namespace+"\x00"+string(sh.addressType)+"\x00"+sh.cluster+"\x00"+key, sh)
 }
 
-// internValue is the value held under key, or v, now held.
+// internValue is the value interned under key, or v, now interned.
 func internValue[V any](in *interner, key string, v V) *V {
 	if p, ok := in.lists[key].(*V); ok {
 		return p
@@ -767,8 +768,8 @@ func internValue[V any](in *interner, key string, v V) *V {
 	return p
 }
 
-// internList is the list held under key (a spelling of ps, prefixed by its
-// kind), or ps, now held.
+// internList is the list interned under key (a spelling of ps, prefixed by
+// its kind), or ps, now interned.
 func internList[P any](in *interner, key string, ps []P) []P {
 	if v, ok := in.lists[key].([]P); ok {
 		return v

@@ -8,7 +8,7 @@
 // (one per mirrored pod, which nothing reads: their slices carry readiness):
 // a Service named like a global that globalmirror did not write has no label
 // to select it by, and both halves must see it to leave it alone. Of the
-// rest, only members, globals and Services named like a global are held. The
+// rest, only members, globals and Services named like a global are kept. The
 // one endpoint mirror that could be named like a global is known without its
 // Service: it is <hostname>-<cluster> of an endpoint of a headless mirror
 // (globalNamed). EndpointSlices, the bulk of the data, are label-selected:
@@ -60,7 +60,7 @@ type Config struct {
 	// API is the configuration Client was made with: the feeds read the
 	// API server's lists themselves (kubeclient.RESTAPI) and watch with
 	// clients that leave each object encoded (kubeclient.EncodedClient),
-	// and ask their sinks whether they hold an object at the version sent
+	// and ask their sinks whether an object is current at the version sent
 	// before they decode it, so that a relist decodes only what changed
 	// and makes no garbage for the rest. Nil: through Client's lists and
 	// watches (client-go's fakes, in unit tests).
@@ -82,7 +82,7 @@ type Handler interface {
 type Source struct {
 	cfg       Config
 	labelKeys []string // the Service label keys kept
-	feeds     []*kubeclient.Feed
+	feeds     kubeclient.Feeds
 	handlers  []Handler
 
 	mu           sync.RWMutex
@@ -221,21 +221,10 @@ func (s *Source) AddHandler(h Handler) {
 }
 
 // Start runs the feeds until ctx is done.
-func (s *Source) Start(ctx context.Context) {
-	for _, f := range s.feeds {
-		go f.Run(ctx)
-	}
-}
+func (s *Source) Start(ctx context.Context) { s.feeds.Start(ctx) }
 
 // HasSynced reports whether every feed has listed once.
-func (s *Source) HasSynced() bool {
-	for _, f := range s.feeds {
-		if !f.HasSynced() {
-			return false
-		}
-	}
-	return true
-}
+func (s *Source) HasSynced() bool { return s.feeds.HasSynced() }
 
 // WaitForSync blocks until HasSynced or ctx is done.
 func (s *Source) WaitForSync(ctx context.Context) bool {
@@ -253,13 +242,13 @@ func (s *Source) serviceSinkOf(ns string) *serviceSink {
 	return s.serviceSinks[metav1.NamespaceAll]
 }
 
-// Watches reports whether namespace is one the informers watch.
+// Watches reports whether namespace is one the feeds watch.
 func (s *Source) Watches(namespace string) bool {
 	return len(s.cfg.Namespaces) == 0 || slices.Contains(s.cfg.Namespaces, namespace)
 }
 
-// Service returns the held Service as a sparse API object (see object.go),
-// or nil. An endpoint mirror named like a global, which the index holds no
+// Service returns the present Service as a sparse API object (see object.go),
+// or nil. An endpoint mirror named like a global, which the index keeps no
 // Service of, is returned as such: a Service globalmirror did not write.
 func (s *Source) Service(namespace, name string) *corev1.Service {
 	s.mu.RLock()
@@ -303,11 +292,11 @@ func (s *Source) Input(k Key) aggregate.Input {
 			continue // the managed global itself, filed under the same base
 		}
 		m := aggregate.Member{Cluster: cl.Cluster, Service: svc}
-		e := s.entries.get(k.Namespace, svc.Name) // held: bases holds only what entries do
+		e := s.entries.get(k.Namespace, svc.Name) // present: bases files only what entries have
 		for _, kind := range []uint8{mirrorFeed, localFeed} {
 			for _, sl := range e.members {
 				if sl.kind() != kind || (kind != mirrorFeed && slices.ContainsFunc(m.Slices, func(o *discoveryv1.EndpointSlice) bool { return sl.named(svc.Name, o.Name) })) {
-					continue // another feed's, or held by both: their selectors match it
+					continue // another feed's, or delivered by both: their selectors match it
 				}
 				m.Slices = append(m.Slices, sl.slice(svc.Name))
 			}
@@ -323,14 +312,14 @@ func (s *Source) Input(k Key) aggregate.Input {
 // endpointMirrors adds to em, for each endpoint with a hostname of a
 // headless mirror's slices, its endpoint mirror <hostname>-<cluster> as the
 // sparse slices aggregate.MirrorEndpointReady reads, where the headless
-// mirror's entry e holds slices of it.
+// mirror's entry e has slices of it.
 func (s *Source) endpointMirrors(e *entry, cluster string, headless []*discoveryv1.EndpointSlice, em map[string][]*discoveryv1.EndpointSlice) map[string][]*discoveryv1.EndpointSlice {
 	if len(e.mirrors) == 0 {
 		return em
 	}
 	// ready: whether any slice of an endpoint mirror has a ready endpoint,
-	// by the hash of the endpoint mirror's name. A slice both feeds hold
-	// (their selectors match it) is read as the mirror feed holds it: that
+	// by the hash of the endpoint mirror's name. A slice both feeds deliver
+	// (their selectors match it) is read as the mirror feed's: that
 	// one sorts first, its key's low bit clear.
 	ready := make(map[uint64]bool, len(e.mirrors))
 	for i, ms := range e.mirrors {

@@ -47,7 +47,7 @@ func (r *recorder) reset() map[Key]int {
 	return c
 }
 
-// service is a Service of the tests' namespace carrying what the informers'
+// service is a Service of the tests' namespace carrying what the feeds'
 // transform must drop.
 func service(name string, lbl map[string]string, clusterIP string) *corev1.Service {
 	svc := fixture.Service("ns", name, lbl, clusterIP)
@@ -102,7 +102,7 @@ func create(t *testing.T, client *fake.Clientset, o any) {
 	}
 }
 
-// eventually polls cond for a few seconds; informers deliver asynchronously.
+// eventually polls cond for a few seconds; feeds deliver asynchronously.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	if err := await.Poll(t.Context(), 5*time.Second, 10*time.Millisecond, func(context.Context) string {
@@ -269,7 +269,7 @@ func TestRelistDropsWhatIsGoneAndTellsOnlyChanges(t *testing.T) {
 	if got := rec.reset(); len(got) != 0 {
 		t.Errorf("an unchanged relist told %v", got)
 	}
-	// Nor does a change to nothing the index holds.
+	// Nor does a change to nothing the index keeps.
 	relabeled := webSlice.DeepCopy()
 	relabeled.Labels["unrelated"], relabeled.ResourceVersion = "x", "99"
 	s.slices[0].Upsert(relabeled)
@@ -289,9 +289,9 @@ func TestRelistDropsWhatIsGoneAndTellsOnlyChanges(t *testing.T) {
 	if in := s.Input(Key{"ns", "db"}); len(in.EndpointMirrors) != 0 || len(in.Members) != 1 || len(in.Members[0].Slices) != 1 {
 		t.Errorf("db's input after the relist: %+v", in)
 	}
-	var held []string
+	var present []string
 	s.entries.each(func(_, name string, e *entry) {
-		held = append(held, name)
+		present = append(present, name)
 		if len(e.mirrors) > 0 {
 			t.Errorf("%s: endpoint mirrors left behind: %+v", name, e.mirrors)
 		}
@@ -301,14 +301,14 @@ func TestRelistDropsWhatIsGoneAndTellsOnlyChanges(t *testing.T) {
 			}
 		}
 	})
-	if !slices.Equal(held, []string{"db-east"}) {
-		t.Errorf("entries %v, want db-east's alone", held)
+	if !slices.Equal(present, []string{"db-east"}) {
+		t.Errorf("entries %v, want db-east's alone", present)
 	}
 }
 
-// The index holds no Service nothing reads (the bulk of a large cluster's):
+// The index keeps no Service nothing reads (the bulk of a large cluster's):
 // only members, globals and Services named like a global.
-func TestIndexHoldsOnlyWhatIsRead(t *testing.T) {
+func TestIndexKeepsOnlyWhatIsRead(t *testing.T) {
 	exported := map[string]string{aggregate.LabelExported: "true"}
 	s := indexOf(
 		service("db", exported, "None"),
@@ -318,22 +318,22 @@ func TestIndexHoldsOnlyWhatIsRead(t *testing.T) {
 		service("api-east", fixture.MirrorLabels("east"), "10.96.0.10"), // a ClusterIP mirror
 		service("web-global", nil, "None"),                              // a user's: blocks web's global
 	)
-	var held []string
+	var present []string
 	s.entries.each(func(_, name string, e *entry) {
-		if e.svc.held() {
-			held = append(held, name)
+		if e.svc.present() {
+			present = append(present, name)
 		}
 	})
-	slices.Sort(held)
-	if want := []string{"db", "db-east", "web-global"}; !slices.Equal(held, want) {
-		t.Errorf("held %v, want %v", held, want)
+	slices.Sort(present)
+	if want := []string{"db", "db-east", "web-global"}; !slices.Equal(present, want) {
+		t.Errorf("present %v, want %v", present, want)
 	}
 }
 
 // Linkerd's endpoint mirrors (one per mirrored pod) are not cached: nothing
 // reads their Services. The one that could matter, an endpoint mirror named
 // like a global (pod "db" of service web of a cluster linked as "global"),
-// still holds that name for both halves, known from the headless mirror's
+// still owns that name for both halves, known from the headless mirror's
 // endpoints, and a change to them tells the global's base.
 func TestEndpointMirrorsAreNotCachedButHoldAGlobalName(t *testing.T) {
 	epm := service("db-0-east", fixture.MirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), "10.96.0.7")
@@ -360,10 +360,10 @@ func TestEndpointMirrorsAreNotCachedButHoldAGlobalName(t *testing.T) {
 	eventually(t, "db told", func() bool { return rec.reset()[Key{"ns", "db"}] > 0 })
 }
 
-// What many Services share is held once, and what is one Service's own (a
-// global's base, a cluster IP) is not held in the interner at all: it would
+// What many Services share is interned, and what is one Service's own (a
+// global's base, a cluster IP) is not interned at all: it would
 // grow with the world and, bounded, stop sharing what should be shared.
-func TestInternerHoldsWhatIsShared(t *testing.T) {
+func TestInternerInternsWhatIsShared(t *testing.T) {
 	var objs []runtime.Object
 	for i := range 500 {
 		base := fmt.Sprintf("db%03d", i)
@@ -375,10 +375,10 @@ func TestInternerHoldsWhatIsShared(t *testing.T) {
 	}
 	s := indexOf(objs...)
 	if n := s.entries.len(); n != 2000 {
-		t.Fatalf("%d Services held, want 2,000", n)
+		t.Fatalf("%d Services present, want 2,000", n)
 	}
 	if n := len(s.intern.strs) + len(s.intern.lists); n > 20 {
-		t.Errorf("the interner holds %d entries for 2,000 Services of 2 clusters", n)
+		t.Errorf("the interner has %d entries for 2,000 Services of 2 clusters", n)
 	}
 	shapes := map[*serviceShape]bool{}
 	s.entries.each(func(_, name string, e *entry) {
@@ -387,13 +387,13 @@ func TestInternerHoldsWhatIsShared(t *testing.T) {
 		}
 	})
 	if len(shapes) != 2 {
-		t.Errorf("1,000 headless mirrors of 2 clusters hold %d shapes, want 2", len(shapes))
+		t.Errorf("1,000 headless mirrors of 2 clusters have %d shapes, want 2", len(shapes))
 	}
 	if got := s.Service("ns", "db007-global").Labels[aggregate.LabelBase]; got != "db007" {
 		t.Errorf("a global's base reads %q", got)
 	}
 	// Globals of ours share one shape: the base label is the name less
-	// the suffix, held as such.
+	// the suffix, stored as such.
 	globals := map[*serviceShape]bool{}
 	s.entries.each(func(_, name string, e *entry) {
 		if strings.HasSuffix(name, "0-global") && !strings.Contains(name, "other") {
@@ -401,7 +401,7 @@ func TestInternerHoldsWhatIsShared(t *testing.T) {
 		}
 	})
 	if len(globals) != 1 {
-		t.Errorf("globals of ours hold %d shapes, want 1", len(globals))
+		t.Errorf("globals of ours have %d shapes, want 1", len(globals))
 	}
 	// One whose base label is not its name less the suffix keeps it as is.
 	odd := service("renamed-global", map[string]string{aggregate.LabelManagedBy: aggregate.ManagedBy, aggregate.LabelBase: "db001"}, "None")
@@ -423,9 +423,9 @@ func slicesOf(s *Source) map[string][]string {
 	return got
 }
 
-// A member slice is held under its service's entry alone, found by its
+// A member slice is filed under its service's entry alone, found by its
 // name: one named for its service, under the one it names however it was
-// relabeled; one named otherwise, through the few such names held.
+// relabeled; one named otherwise, through the few such names kept.
 func TestMemberSlicesAreFoundWhereverTheyAreFiled(t *testing.T) {
 	east, west := fixture.HeadlessMirror("ns", "db", "east"), fixture.HeadlessMirror("ns", "db", "west")
 	named := epSlice("db-east-abc", "db-east", fixture.MirrorLabels("east"), true, "db-0", "192.0.2.1")
@@ -456,7 +456,7 @@ func TestMemberSlicesAreFoundWhereverTheyAreFiled(t *testing.T) {
 		t.Errorf("after db-east-abc became an endpoint mirror's: %v", got)
 	}
 	if _, ok := in.EndpointMirrors["db-1-west"]; ok || len(s.entries.get("ns", "db-west").mirrors) != 1 {
-		t.Errorf("the endpoint mirror's slice is not held as one: %+v", s.entries.get("ns", "db-west"))
+		t.Errorf("the endpoint mirror's slice is not stored as one: %+v", s.entries.get("ns", "db-west"))
 	}
 
 	mirrors.Delete(other)
@@ -468,9 +468,9 @@ func TestMemberSlicesAreFoundWhereverTheyAreFiled(t *testing.T) {
 	}
 }
 
-// A slice that both feeds' selectors match is held by each and read once;
+// A slice that both feeds' selectors match is filed by each feed and read once;
 // each feed's list and delete take only its own.
-func TestEachFeedHoldsItsOwn(t *testing.T) {
+func TestEachFeedFilesItsOwn(t *testing.T) {
 	both := fixture.MirrorLabels("east", aggregate.LabelExported, "true")
 	hm := fixture.HeadlessMirror("ns", "db", "east")
 	member := epSlice("db-east-abc", "db-east", both, true, "db-0", "192.0.2.1")
@@ -479,7 +479,7 @@ func TestEachFeedHoldsItsOwn(t *testing.T) {
 	mirrors, local := s.slices[0], s.slices[1]
 	e := s.entries.get("ns", "db-east")
 	if len(e.members) != 2 || len(e.mirrors) != 2 {
-		t.Fatalf("held %d member slices and %d endpoint mirrors' slices, want two of each (a feed each)", len(e.members), len(e.mirrors))
+		t.Fatalf("present: %d member slices and %d endpoint mirrors' slices, want two of each (a feed each)", len(e.members), len(e.mirrors))
 	}
 	if got := slicesOf(s); !slices.Equal(got["db-east"], []string{"db-east-abc"}) {
 		t.Errorf("slices %v, want db-east-abc once", got)
@@ -513,7 +513,7 @@ func TestEachFeedHoldsItsOwn(t *testing.T) {
 	}
 }
 
-// An endpoint mirror's slice delivered again as it is held (a watch's
+// An endpoint mirror's slice delivered again current (a watch's
 // event repeated, not a list) tells no one.
 func TestEndpointMirrorSliceDeliveredAgainTellsNothing(t *testing.T) {
 	epm := epSlice("db-0-east-x", "db-0-east", fixture.MirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), true, "", "10.96.0.1")
@@ -532,15 +532,15 @@ func TestEndpointMirrorSliceDeliveredAgainTellsNothing(t *testing.T) {
 	}
 }
 
-// A relist that finds objects at the versions held reads only their names,
+// A relist that finds objects current reads only their names,
 // versions and labels, borrowed from the frame they came in: the index keeps
-// none of those bytes, holds everything as it was, and tells no one.
-func TestARelistOfHeldObjectsReadsOnlyTheirNamesAndVersions(t *testing.T) {
+// none of those bytes, keeps everything as it was, and tells no one.
+func TestARelistOfCurrentObjectsReadsOnlyTheirNamesAndVersions(t *testing.T) {
 	db := fixture.HeadlessMirror("ns", "db", "east")
 	dbSlice := epSlice("db-east-x", "db-east", fixture.MirrorLabels("east"), true, "db-0", "192.0.2.1")
 	dbMirror := epSlice("db-0-east-x", "db-0-east", fixture.MirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), true, "", "192.0.2.3")
 	// A mirror without its cluster, named like a global: skipped, and
-	// remembered as such, and held.
+	// remembered as such, and kept.
 	bad := fixture.HeadlessMirror("ns", "bad", "east")
 	bad.Name = "bad-global"
 	delete(bad.Labels, aggregate.LabelClusterName)
@@ -565,7 +565,7 @@ func TestARelistOfHeldObjectsReadsOnlyTheirNamesAndVersions(t *testing.T) {
 	for _, o := range objs {
 		frame := protobufOf(t, o)
 		kind := "Service"
-		var sink kubeclient.HeldSink = svcs
+		var sink kubeclient.CurrentSink = svcs
 		if _, ok := o.(*discoveryv1.EndpointSlice); ok {
 			kind, sink = "EndpointSlice", s.slices[0]
 		}
@@ -573,14 +573,14 @@ func TestARelistOfHeldObjectsReadsOnlyTheirNamesAndVersions(t *testing.T) {
 		if !ok || err != nil {
 			t.Fatalf("peeking %s: %v", o.(metav1.Object).GetName(), err)
 		}
-		if !sink.Held(&p) {
-			t.Errorf("%s at its version is not held", p.Name)
+		if !sink.Current(&p) {
+			t.Errorf("%s at its version is not current", p.Name)
 		}
 		clear(frame) // the next frame is read into the same buffer
 		changed := o.DeepCopyObject().(metav1.Object)
 		changed.SetResourceVersion("99")
-		if p, _, _ := kubeclient.Peek(protobufOf(t, changed.(runtime.Object)), kind); sink.Held(&p) {
-			t.Errorf("%s at another version is held", p.Name)
+		if p, _, _ := kubeclient.Peek(protobufOf(t, changed.(runtime.Object)), kind); sink.Current(&p) {
+			t.Errorf("%s at another version is current", p.Name)
 		}
 	}
 	svcs.Listed()
@@ -588,7 +588,7 @@ func TestARelistOfHeldObjectsReadsOnlyTheirNamesAndVersions(t *testing.T) {
 		k.Listed()
 	}
 	if got := rec.reset(); len(got) != 0 {
-		t.Errorf("a relist of held objects told %v", got)
+		t.Errorf("a relist of current objects told %v", got)
 	}
 	if after := s.Input(Key{"ns", "db"}); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("db's input after the relist:\n  %+v\nwas\n  %+v", after, before)
@@ -611,7 +611,7 @@ func TestARelistOfHeldObjectsReadsOnlyTheirNamesAndVersions(t *testing.T) {
 // protobufOf encodes obj as the API server sends it.
 func protobufOf(t *testing.T, obj runtime.Object) []byte {
 	t.Helper()
-	data, err := fixture.Protobuf(obj)
+	data, err := kubeclient.EncodeProtobuf(obj)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 // The index is written by the feeds' sinks below, one goroutine per feed,
 // under Source.mu; each sink keeps its own generation, which a full list
 // raises and each object it delivers carries, so that the end of a list can
-// drop what the list no longer holds. Handlers are told after the lock is
+// drop what the list no longer has. Handlers are told after the lock is
 // released.
 
 // serviceSink indexes the Services of one namespace feed.
@@ -30,53 +30,73 @@ func (k *serviceSink) Listing() {
 	k.s.mu.Unlock()
 }
 
+// write runs f under the lock, then tells the handlers about the bases f
+// returns (none where f changed nothing), with the lock released.
+func (s *Source) write(f func() []Key) {
+	s.mu.Lock()
+	changed := f()
+	s.mu.Unlock()
+	s.notify(changed)
+}
+
+// writeAs writes f's change of obj, where obj is a T (the sink's kind;
+// anything else is ignored).
+func writeAs[T runtime.Object](s *Source, obj runtime.Object, f func(T) []Key) {
+	if o, ok := obj.(T); ok {
+		s.write(func() []Key { return f(o) })
+	}
+}
+
 func (k *serviceSink) Upsert(obj runtime.Object) {
 	svc, ok := obj.(*corev1.Service)
 	if !ok {
 		return
 	}
+	var report *aggregate.Skip // told after the lock, as the handlers are
+	k.s.write(func() []Key { return k.upsert(svc, &report) })
+	if report != nil {
+		k.s.skippedService(svc, *report)
+	}
+}
+
+// upsert indexes svc, setting report where it is a malformed Service not
+// reported at this version; called with the lock held.
+func (k *serviceSink) upsert(svc *corev1.Service, report **aggregate.Skip) []Key {
 	s := k.s
-	var changed []Key
-	s.mu.Lock()
 	id := nsName{svc.Namespace, svc.Name}
 	old := s.service(id.namespace, id.name)
-	if k.held(old, id, svc.ResourceVersion) {
-		s.mu.Unlock()
-		return
+	if k.current(old, id, svc.ResourceVersion) {
+		return nil
 	}
 	if _, skip := aggregate.Classify(svc, s.cfg.LocalSelector); skip != nil {
 		if seen, ok := s.skipped[id]; !ok || !seen.version.Is(svc.ResourceVersion) {
-			defer s.skippedService(svc, *skip)
+			*report = skip
 		}
 		s.skipped[id] = skipped{kubeclient.ParseVersion(svc.ResourceVersion), k.gen}
 	} else {
 		delete(s.skipped, id)
 	}
-	if !s.holds(svc) {
+	var changed []Key
+	if !s.keeps(svc) {
 		if old != nil {
 			changed = s.removeService(old, changed)
 		}
-		s.mu.Unlock()
-		s.notify(changed)
-		return
+		return changed
 	}
 	cur := s.intern.stripService(svc, s.labelKeys, s.cfg.Suffix, !s.cfg.NoUIDs)
 	cur.gen = k.gen
 	if old != nil && old.sameAs(cur) {
 		old.gen, old.rv = k.gen, cur.rv
-		s.mu.Unlock()
-		return
+		return nil
 	}
 	if old != nil {
 		changed = s.removeService(old, changed)
 	}
-	changed = s.serviceKeys(s.addService(cur), changed)
-	s.mu.Unlock()
-	s.notify(changed)
+	return s.serviceKeys(s.addService(cur), changed)
 }
 
-// Held implements kubeclient.HeldSink.
-func (k *serviceSink) Held(p *kubeclient.Peeked) bool {
+// Current implements kubeclient.CurrentSink.
+func (k *serviceSink) Current(p *kubeclient.Peeked) bool {
 	k.s.mu.Lock()
 	defer k.s.mu.Unlock()
 	old := k.s.service(p.Namespace, p.Name)
@@ -84,13 +104,13 @@ func (k *serviceSink) Held(p *kubeclient.Peeked) bool {
 		return false
 	}
 	// The index's own strings, not p's: a map assignment keeps its key's
-	// (held marks the Service's skipped entry, if any).
-	return k.held(old, nsName{old.namespace(), old.name}, p.ResourceVersion)
+	// (current marks the Service's skipped entry, if any).
+	return k.current(old, nsName{old.namespace(), old.name}, p.ResourceVersion)
 }
 
-// held reports whether old, the Service id held, is at version rv; if so,
-// the current list has delivered it. Called with the lock held.
-func (k *serviceSink) held(old *cachedService, id nsName, rv string) bool {
+// current reports whether old, the Service id present, is at version rv; if
+// so, the current list has delivered it. Called with the lock held.
+func (k *serviceSink) current(old *cachedService, id nsName, rv string) bool {
 	if old == nil || !old.rv.Is(rv) {
 		return false
 	}
@@ -103,39 +123,33 @@ func (k *serviceSink) held(old *cachedService, id nsName, rv string) bool {
 	return true
 }
 
-func (k *serviceSink) Delete(obj runtime.Object) {
-	svc, ok := obj.(*corev1.Service)
-	if !ok {
-		return
-	}
+func (k *serviceSink) Delete(obj runtime.Object) { writeAs(k.s, obj, k.delete) }
+
+// delete drops svc; called with the lock held.
+func (k *serviceSink) delete(svc *corev1.Service) (changed []Key) {
 	s := k.s
-	var changed []Key
-	s.mu.Lock()
-	id := nsName{svc.Namespace, svc.Name}
-	delete(s.skipped, id)
-	if old := s.service(id.namespace, id.name); old != nil {
+	delete(s.skipped, nsName{svc.Namespace, svc.Name})
+	if old := s.service(svc.Namespace, svc.Name); old != nil {
 		changed = s.removeService(old, changed)
 	}
-	s.mu.Unlock()
-	s.notify(changed)
+	return changed
 }
 
 func (k *serviceSink) Listed() {
 	s := k.s
-	var changed []Key
-	s.mu.Lock()
-	s.entries.each(func(namespace, _ string, e *entry) {
-		if e.svc.held() && e.svc.gen != k.gen && k.namespaceOf(namespace) {
-			changed = s.removeService(&e.svc, changed)
+	s.write(func() (changed []Key) {
+		s.entries.each(func(namespace, _ string, e *entry) {
+			if e.svc.present() && e.svc.gen != k.gen && k.namespaceOf(namespace) {
+				changed = s.removeService(&e.svc, changed)
+			}
+		})
+		for id, sk := range s.skipped {
+			if sk.gen != k.gen && k.namespaceOf(id.namespace) {
+				delete(s.skipped, id)
+			}
 		}
+		return changed
 	})
-	for id, sk := range s.skipped {
-		if sk.gen != k.gen && k.namespaceOf(id.namespace) {
-			delete(s.skipped, id)
-		}
-	}
-	s.mu.Unlock()
-	s.notify(changed)
 }
 
 // namespaceOf reports whether objects of ns come from this sink's feed: one
@@ -144,10 +158,10 @@ func (k *serviceSink) namespaceOf(ns string) bool {
 	return k.s.serviceSinkOf(ns) == k
 }
 
-// holds reports whether the index keeps svc: a member, a global of ours, or
+// keeps reports whether the index keeps svc: a member, a global of ours, or
 // any Service named like a global (ours, or a user's that blocks ours).
 // Nothing else is read, so nothing else is kept.
-func (s *Source) holds(svc *corev1.Service) bool {
+func (s *Source) keeps(svc *corev1.Service) bool {
 	if _, ok := aggregate.BaseOf(svc.Name, s.cfg.Suffix); ok {
 		return true
 	}
@@ -158,21 +172,21 @@ func (s *Source) holds(svc *corev1.Service) bool {
 	return ok
 }
 
-// entry is what the index holds under one name in a namespace: the Service
-// of that name, if held; the member slices of the service of that name, of
+// entry is what the index has under one name in a namespace: the Service
+// of that name, if present; the member slices of the service of that name, of
 // every slice feed, each tagged with its feed's kind; and, where it is a
-// headless mirror, its endpoint mirrors' slices. One map slot and one small
-// struct per Service, where a map by kind cost a slot each. Its Service's
-// name is the map's key, the one string of it held.
+// headless mirror, its endpoint mirrors' slices: one map slot and one small
+// struct per Service, not a map per kind. Its Service's name is the map's
+// key, the one string of it stored.
 type entry struct {
-	svc     cachedService // named always; held where it has a shape
+	svc     cachedService // named always; present where it has a shape
 	members []*cachedSlice
 	mirrors []mirrorSlice // sorted by key
 }
 
-// service is the held Service namespace/name, or nil.
+// service is the Service namespace/name if present, else nil.
 func (s *Source) service(namespace, name string) *cachedService {
-	if e := s.entries.get(namespace, name); e != nil && e.svc.held() {
+	if e := s.entries.get(namespace, name); e != nil && e.svc.present() {
 		return &e.svc
 	}
 	return nil
@@ -180,7 +194,7 @@ func (s *Source) service(namespace, name string) *cachedService {
 
 // entryFor is the entry of namespace/name, made if there is none. Its name
 // is a copy: name may be part of a larger string (a slice's name, which
-// data holds already), which the map would otherwise keep whole.
+// data has already), which the map would otherwise keep whole.
 func (s *Source) entryFor(namespace, name string) *entry {
 	if e := s.entries.get(namespace, name); e != nil {
 		return e
@@ -191,14 +205,14 @@ func (s *Source) entryFor(namespace, name string) *entry {
 	return e
 }
 
-// dropIfEmpty removes the entry e of namespace/name if it holds nothing.
+// dropIfEmpty removes the entry e of namespace/name if it has nothing.
 func (s *Source) dropIfEmpty(namespace, name string, e *entry) {
-	if !e.svc.held() && len(e.members) == 0 && len(e.mirrors) == 0 {
+	if !e.svc.present() && len(e.members) == 0 && len(e.mirrors) == 0 {
 		s.entries.del(namespace, name)
 	}
 }
 
-// addService holds c in its entry, and returns it as held there.
+// addService stores c in its entry, and returns it as stored there.
 func (s *Source) addService(c *cachedService) *cachedService {
 	e := s.entryFor(c.namespace(), c.name)
 	name := e.svc.name
@@ -210,7 +224,7 @@ func (s *Source) addService(c *cachedService) *cachedService {
 	return &e.svc
 }
 
-// removeService drops the held Service c, and appends every base it could
+// removeService drops the present Service c, and appends every base it could
 // affect to keys.
 func (s *Source) removeService(c *cachedService, keys []Key) []Key {
 	keys = s.serviceKeys(c, keys)
@@ -225,7 +239,7 @@ func (s *Source) removeService(c *cachedService, keys []Key) []Key {
 	return keys
 }
 
-// baseKey is the base a held Service is filed under: members under their
+// baseKey is the base a present Service is filed under: members under their
 // base, globals of ours under theirs.
 func (s *Source) baseKey(c *cachedService) (Key, bool) {
 	svc := c.service()
@@ -252,7 +266,7 @@ func (s *Source) serviceKeys(c *cachedService, keys []Key) []Key {
 
 // sliceSink indexes the EndpointSlices of one label-selected feed into the
 // entries of their services (Source.entries). Slices may match more than
-// one feed's selector; each feed's sink holds its own, tagged by its kind.
+// one feed's selector; each feed's sink files its own, tagged by its kind.
 type sliceSink struct {
 	s         *Source
 	selector  labels.Selector // the feed's
@@ -275,7 +289,7 @@ const (
 	localFeed               // the local selector
 )
 
-// globalNamedBy is a headless mirror's slice holding the name of an
+// globalNamedBy is a headless mirror's slice carrying the name of an
 // endpoint mirror named like a global, and that headless mirror.
 type globalNamedBy struct {
 	slice    *cachedSlice
@@ -302,9 +316,9 @@ func (k *sliceSink) Listing() {
 	k.s.mu.Lock()
 	defer k.s.mu.Unlock()
 	k.gen++
-	// Endpoint mirrors' slices carry no generation (it would not fit in
-	// their 24 bytes): each list clears their fresh mark and delivering
-	// one sets it again.
+	// Endpoint mirrors' slices carry no generation (mirrorSlice has no
+	// room for one): each list clears their fresh mark and delivering one
+	// sets it again.
 	k.eachEntry(func(_, _ string, e *entry) {
 		for i := range e.mirrors {
 			if e.mirrors[i].feed() == k.kind {
@@ -314,14 +328,13 @@ func (k *sliceSink) Listing() {
 	})
 }
 
-func (k *sliceSink) Upsert(obj runtime.Object) {
-	sl, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return
-	}
+func (k *sliceSink) Upsert(obj runtime.Object) { writeAs(k.s, obj, k.upsert) }
+func (k *sliceSink) Delete(obj runtime.Object) { writeAs(k.s, obj, k.delete) }
+
+// upsert indexes sl; called with the lock held.
+func (k *sliceSink) upsert(sl *discoveryv1.EndpointSlice) []Key {
 	s := k.s
 	var changed []Key
-	s.mu.Lock()
 	if hm := sl.Labels[aggregate.LabelHeadlessMirrorName]; hm != "" {
 		if e, service, i := k.findMember(sl.Namespace, sl.Name, ""); e != nil { // relabeled: it was a member's
 			changed = k.removeMember(sl.Namespace, service, e, i, changed)
@@ -335,50 +348,43 @@ func (k *sliceSink) Upsert(obj runtime.Object) {
 		switch {
 		case had && e.mirrors[i].sameAs(cur):
 			e.mirrors[i] = cur // the same; only its version or its list is new
-			s.mu.Unlock()
-			return
+			return nil
 		case had:
 			e.mirrors[i] = cur
 		default:
 			e.mirrors = insertMirror(e.mirrors, i, cur)
 		}
-		changed = s.memberKeyOf(sl.Namespace, hm, changed)
-		s.mu.Unlock()
-		s.notify(changed)
-		return
+		return s.memberKeyOf(sl.Namespace, hm, changed)
 	}
 	service := sliceService(sl)
-	e, held, i := k.findMember(sl.Namespace, sl.Name, service)
+	e, filed, i := k.findMember(sl.Namespace, sl.Name, service)
 	var old *cachedSlice
 	if e != nil {
 		old = e.members[i]
-		if held == service && k.heldAt(old, sl.ResourceVersion) {
-			s.mu.Unlock()
-			return
+		if filed == service && k.currentAt(old, sl.ResourceVersion) {
+			return nil
 		}
 	}
 	cur := s.intern.stripSlice(sl, service, s.cfg.Suffix)
 	cur.gen = k.gen
 	cur.setKind(k.kind)
-	if old != nil && held == service && old.sameAs(cur) {
+	if old != nil && filed == service && old.sameAs(cur) {
 		old.gen, old.rv = k.gen, cur.rv
-		s.mu.Unlock()
-		return
+		return nil
 	}
 	if old != nil {
-		changed = k.removeMember(sl.Namespace, held, e, i, changed)
+		changed = k.removeMember(sl.Namespace, filed, e, i, changed)
 	}
 	if service != "" || len(cur.globalNamed()) > 0 {
 		changed = k.addMember(sl.Namespace, service, cur, changed)
 	}
-	s.mu.Unlock()
-	s.notify(changed)
+	return changed
 }
 
-// Held implements kubeclient.HeldSink: whether this feed holds the slice
-// at its version, an endpoint mirror's or a member's. The same version
-// carries the same labels, so it is held where they say.
-func (k *sliceSink) Held(p *kubeclient.Peeked) bool {
+// Current implements kubeclient.CurrentSink: whether this feed's slice is
+// present at its version, an endpoint mirror's or a member's. The same
+// version carries the same labels, so it is filed where they say.
+func (k *sliceSink) Current(p *kubeclient.Peeked) bool {
 	k.s.mu.Lock()
 	defer k.s.mu.Unlock()
 	if hm, _ := p.Label(aggregate.LabelHeadlessMirrorName); hm != "" {
@@ -394,12 +400,12 @@ func (k *sliceSink) Held(p *kubeclient.Peeked) bool {
 		return true
 	}
 	e, _, i := k.findMember(p.Namespace, p.Name, "")
-	return e != nil && k.heldAt(e.members[i], p.ResourceVersion)
+	return e != nil && k.currentAt(e.members[i], p.ResourceVersion)
 }
 
-// heldAt reports whether member slice m is held at version rv; if so, the
+// currentAt reports whether member slice m is at version rv; if so, the
 // current list has delivered it. Called with the lock held.
-func (k *sliceSink) heldAt(m *cachedSlice, rv string) bool {
+func (k *sliceSink) currentAt(m *cachedSlice, rv string) bool {
 	if !m.rv.Is(rv) {
 		return false
 	}
@@ -408,8 +414,8 @@ func (k *sliceSink) heldAt(m *cachedSlice, rv string) bool {
 }
 
 // insertMirror inserts m into l at i. A short list grows by one, where
-// doubling would hold a third more than a headless mirror of three pods
-// needs; a long one by doubling, so that a large StatefulSet's list is not
+// doubling would allocate room a headless mirror of a few pods never
+// uses; a long one by doubling, so that a large StatefulSet's list is not
 // copied on every insert.
 func insertMirror(l []mirrorSlice, i int, m mirrorSlice) []mirrorSlice {
 	if len(l) < cap(l) || len(l) >= 16 {
@@ -433,14 +439,11 @@ func sliceService(sl *discoveryv1.EndpointSlice) string {
 	return prefixOf(sl.Name, sl.Labels[discoveryv1.LabelServiceName])
 }
 
-func (k *sliceSink) Delete(obj runtime.Object) {
-	sl, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return
-	}
+// delete drops sl, an endpoint mirror's or a member's; called with the
+// lock held.
+func (k *sliceSink) delete(sl *discoveryv1.EndpointSlice) []Key {
 	s := k.s
 	var changed []Key
-	s.mu.Lock()
 	if hm := sl.Labels[aggregate.LabelHeadlessMirrorName]; hm != "" {
 		if e := s.entries.get(sl.Namespace, hm); e != nil {
 			if i, ok := findMirror(e.mirrors, mirrorKey(s.hash.of(sl.Name), k.kind)); ok {
@@ -453,14 +456,18 @@ func (k *sliceSink) Delete(obj runtime.Object) {
 	if e, service, i := k.findMember(sl.Namespace, sl.Name, sliceService(sl)); e != nil {
 		changed = k.removeMember(sl.Namespace, service, e, i, changed)
 	}
-	s.mu.Unlock()
-	s.notify(changed)
+	return changed
 }
 
 func (k *sliceSink) Listed() {
+	k.s.write(k.listed)
+}
+
+// listed drops what this feed's list did not deliver; called with the lock
+// held.
+func (k *sliceSink) listed() []Key {
 	s := k.s
 	var changed []Key
-	s.mu.Lock()
 	k.eachEntry(func(namespace, name string, e *entry) {
 		for i := len(e.members) - 1; i >= 0; i-- {
 			if m := e.members[i]; m.kind() == k.kind && m.gen != k.gen {
@@ -473,7 +480,7 @@ func (k *sliceSink) Listed() {
 		}
 		changed = s.memberKeyOf(namespace, name, changed)
 		if cap(rest) > len(rest) {
-			// The list grew by doubling; hold it at its size.
+			// The list grew by doubling; clip it to its size.
 			rest = slices.Clip(slices.Clone(rest))
 		}
 		e.mirrors = rest
@@ -482,22 +489,21 @@ func (k *sliceSink) Listed() {
 		}
 		s.dropIfEmpty(namespace, name, e)
 	})
-	s.mu.Unlock()
-	s.notify(changed)
+	return changed
 }
 
-// findMember is where this feed's member slice namespace/name is held: its
+// findMember is where this feed's member slice namespace/name is filed: its
 // entry, the name of that entry's service and its position there; nil if
-// it is not held. service is where it most likely is: the one its labels
+// it is not present. service is where it most likely is: the one its labels
 // name now.
 func (k *sliceSink) findMember(namespace, name, service string) (*entry, string, int) {
-	if held, ok := k.otherNamed[namespace][name]; ok {
-		e, i := k.memberOf(namespace, held, name)
-		return e, held, i
+	if filed, ok := k.otherNamed[namespace][name]; ok {
+		e, i := k.memberOf(namespace, filed, name)
+		return e, filed, i
 	}
-	// Named for its service (held by its name's tail: namedFor): under the
-	// one its labels name, or, relabeled, under its name up to another of
-	// its dashes. Nothing else can hold it.
+	// Named for its service (stored as its name's tail: namedFor): under
+	// the one its labels name, or, relabeled, under its name up to another
+	// of its dashes. It is filed nowhere else.
 	tried := namedFor(name, service)
 	if tried {
 		if e, i := k.memberOf(namespace, service, name); e != nil {
@@ -515,7 +521,7 @@ func (k *sliceSink) findMember(namespace, name, service string) (*entry, string,
 	return nil, "", -1
 }
 
-// memberOf is the entry of service if it holds this feed's member slice
+// memberOf is the entry of service if it has this feed's member slice
 // name, and its position there.
 func (k *sliceSink) memberOf(namespace, service, name string) (*entry, int) {
 	e := k.s.entries.get(namespace, service)
@@ -563,8 +569,8 @@ func (k *sliceSink) removeMember(namespace, service string, e *entry, i int, cha
 
 // memberKeys appends the bases a member slice of service can affect: its
 // service's, and those of the endpoint mirrors of its endpoints named like
-// a global (the name is held: Source.Service). A slice whose service is not
-// held yet maps to nothing: the service's own arrival covers it.
+// a global (the name is owned: Source.Service). A slice whose service is not
+// present yet maps to nothing: the service's own arrival covers it.
 func (k *sliceSink) memberKeys(service string, c *cachedSlice, keys []Key) []Key {
 	for _, n := range c.globalNamed() {
 		if base, ok := aggregate.BaseOf(n, k.s.cfg.Suffix); ok {
@@ -577,7 +583,7 @@ func (k *sliceSink) memberKeys(service string, c *cachedSlice, keys []Key) []Key
 	return k.s.memberKeyOf(c.namespace(), service, keys)
 }
 
-// memberKeyOf appends the base of the held Service namespace/name, if a member.
+// memberKeyOf appends the base of the present Service namespace/name, if a member.
 func (s *Source) memberKeyOf(namespace, name string, keys []Key) []Key {
 	if c := s.service(namespace, name); c != nil {
 		if k, ok := s.memberKey(c.service()); ok {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/test/fixture"
@@ -16,6 +17,14 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 )
+
+// An endpoint mirror's slice, the bulk of a large world's index, is three
+// words (24 bytes), as mirrorSlice's comment says: no room for a generation.
+func TestMirrorSliceSize(t *testing.T) {
+	if n := unsafe.Sizeof(mirrorSlice{}); n != 24 {
+		t.Errorf("a mirrorSlice is %d bytes, want 24", n)
+	}
+}
 
 func TestStripServiceKeepsWhatClassifies(t *testing.T) {
 	local, err := labels.Parse("team in (db), tier")
@@ -175,9 +184,9 @@ func TestStripMemberSliceAddressesComeBackAsTheyCame(t *testing.T) {
 	}
 }
 
-// An endpoint mirror's slice is held as whether an endpoint is ready, and
+// An endpoint mirror's slice is stored as whether an endpoint is ready, and
 // answers readiness as the whole slice does.
-func TestEndpointMirrorSliceIsHeldAsReadiness(t *testing.T) {
+func TestEndpointMirrorSliceIsStoredAsReadiness(t *testing.T) {
 	mirror := func(ready ...bool) *discoveryv1.EndpointSlice {
 		sl := &discoveryv1.EndpointSlice{
 			ObjectMeta: metav1.ObjectMeta{
@@ -199,26 +208,26 @@ func TestEndpointMirrorSliceIsHeldAsReadiness(t *testing.T) {
 		s := indexOf(hm, fixture.Slice(hm, "db-east-abc", discoveryv1.AddressTypeIPv4, nil, fixture.Ready("db-0", "10.1.0.1")), in)
 		e := s.entries.get("ns", "db-east")
 		if len(e.members) != 1 || s.entries.get("ns", "db-0-east") != nil {
-			t.Errorf("an endpoint mirror's slice is held as a member's: %+v", e.members)
+			t.Errorf("an endpoint mirror's slice is stored as a member's: %+v", e.members)
 		}
-		held := e.mirrors
-		if len(held) != 1 || held[0].key != mirrorKey(s.hash.of("db-0-east-x"), mirrorFeed) || held[0].serviceHash() != mirrorService(s.hash.of("db-0-east")) {
-			t.Errorf("held %+v", held)
+		stored := e.mirrors
+		if len(stored) != 1 || stored[0].key != mirrorKey(s.hash.of("db-0-east-x"), mirrorFeed) || stored[0].serviceHash() != mirrorService(s.hash.of("db-0-east")) {
+			t.Errorf("stored %+v", stored)
 		}
 		want := aggregate.MirrorEndpointReady(false, []*discoveryv1.EndpointSlice{in})
 		em := s.Input(Key{"ns", "db"}).EndpointMirrors["db-0-east"]
 		if got := aggregate.MirrorEndpointReady(false, em); got != want {
-			t.Errorf("%d endpoints: ready %v when held, %v in the API", len(in.Endpoints), got, want)
+			t.Errorf("%d endpoints: ready %v when stored, %v in the API", len(in.Endpoints), got, want)
 		}
 	}
 }
 
-// Linkerd's remote-svc-fq-name is held only where it names another base than
+// Linkerd's remote-svc-fq-name is kept only where it names another base than
 // the mirror's name does: Classify reads the same either way.
-func TestRemoteNameHeldOnlyWhereItDecides(t *testing.T) {
+func TestRemoteNameKeptOnlyWhereItDecides(t *testing.T) {
 	for _, tc := range []struct {
 		name, fq string
-		held     bool
+		kept     bool
 	}{
 		{"db-east", "db.ns.svc.cluster.local", false},
 		{"db-east", "other.ns.svc.cluster.local", true},
@@ -228,8 +237,8 @@ func TestRemoteNameHeldOnlyWhereItDecides(t *testing.T) {
 		svc := fixture.HeadlessMirror("ns", "db", "east")
 		svc.Name, svc.Annotations[aggregate.AnnotationRemoteFQName] = tc.name, tc.fq
 		got := newInterner().stripService(svc, serviceKeys(nil), aggregate.DefaultSuffix, true).service()
-		if held := got.Annotations[aggregate.AnnotationRemoteFQName] == tc.fq; held != tc.held {
-			t.Errorf("%s with %s: held %v, want %v", tc.name, tc.fq, held, tc.held)
+		if kept := got.Annotations[aggregate.AnnotationRemoteFQName] == tc.fq; kept != tc.kept {
+			t.Errorf("%s with %s: kept %v, want %v", tc.name, tc.fq, kept, tc.kept)
 		}
 		wantC, wantWhy := aggregate.Classify(svc, nil)
 		if gotC, gotWhy := aggregate.Classify(got, nil); gotC != wantC || !reflect.DeepEqual(gotWhy, wantWhy) {
@@ -238,8 +247,8 @@ func TestRemoteNameHeldOnlyWhereItDecides(t *testing.T) {
 	}
 }
 
-// A slice's trigger time is held as the instant the aggregation reads from
-// it; one the aggregation cannot read is held as none.
+// A slice's trigger time is stored as the instant the aggregation reads from
+// it; one the aggregation cannot read is stored as none.
 func TestStripMemberSliceTriggerTime(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z"},
@@ -252,13 +261,13 @@ func TestStripMemberSliceTriggerTime(t *testing.T) {
 			Annotations: map[string]string{corev1.EndpointsLastChangeTriggerTime: tc.in}}, AddressType: discoveryv1.AddressTypeIPv4}
 		got := newInterner().stripSlice(sl, "", aggregate.DefaultSuffix).slice("db").Annotations[corev1.EndpointsLastChangeTriggerTime]
 		if got != tc.want {
-			t.Errorf("trigger time %q held as %q, want %q", tc.in, got, tc.want)
+			t.Errorf("trigger time %q stored as %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }
 
 // An endpoint mirror's slices stay sorted by key however they arrive, and a
-// headless mirror of three pods holds three entries, not four.
+// headless mirror of three pods has three entries, not four.
 func TestInsertMirrorKeepsOrderAndSize(t *testing.T) {
 	var l []mirrorSlice
 	for _, k := range []uint64{30, 10, 20} {
@@ -280,7 +289,7 @@ func TestInsertMirrorKeepsOrderAndSize(t *testing.T) {
 	}
 }
 
-// A slice's name is held at the start of its data, only its tail where it
+// A slice's name is stored at the start of its data, only its tail where it
 // is named for its service, or, longer than a byte counts (the API admits
 // 253), beside it; either way it comes back whole, its endpoints unharmed.
 func TestStripMemberSliceKeepsItsName(t *testing.T) {

@@ -18,21 +18,24 @@ import (
 // WorkqueueProvider returns a workqueue.MetricsProvider that registers in m's
 // registry. Give it to a queue through its config (or workqueue.SetProvider).
 func (m *Metrics) WorkqueueProvider() workqueue.MetricsProvider {
+	gauge := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "workqueue", Name: name, Help: help}, []string{"name"})
+	}
+	counter := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "workqueue", Name: name, Help: help}, []string{"name"})
+	}
+	histogram := func(name, help string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "workqueue", Name: name, Help: help,
+			Buckets: m.histogramOpts.Buckets}, []string{"name"})
+	}
 	p := &workqueueProvider{
-		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "workqueue", Name: "depth",
-			Help: "Current depth of the workqueue."}, []string{"name"}),
-		adds: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "workqueue", Name: "adds_total",
-			Help: "Adds handled by the workqueue."}, []string{"name"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "workqueue", Name: "queue_duration_seconds",
-			Help: "Time an item waits in the workqueue before being requested.", Buckets: m.histogramOpts.Buckets}, []string{"name"}),
-		work: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "workqueue", Name: "work_duration_seconds",
-			Help: "Time processing an item from the workqueue takes.", Buckets: m.histogramOpts.Buckets}, []string{"name"}),
-		unfinished: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "workqueue", Name: "unfinished_work_seconds",
-			Help: "Seconds of work in progress not yet observed by work_duration."}, []string{"name"}),
-		longest: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "workqueue", Name: "longest_running_processor_seconds",
-			Help: "Seconds the longest running processor of the workqueue has been running."}, []string{"name"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "workqueue", Name: "retries_total",
-			Help: "Retries handled by the workqueue."}, []string{"name"}),
+		depth:      gauge("depth", "Current depth of the workqueue."),
+		adds:       counter("adds_total", "Adds handled by the workqueue."),
+		latency:    histogram("queue_duration_seconds", "Time an item waits in the workqueue before being requested."),
+		work:       histogram("work_duration_seconds", "Time processing an item from the workqueue takes."),
+		unfinished: gauge("unfinished_work_seconds", "Seconds of work in progress not yet observed by work_duration."),
+		longest:    gauge("longest_running_processor_seconds", "Seconds the longest running processor of the workqueue has been running."),
+		retries:    counter("retries_total", "Retries handled by the workqueue."),
 	}
 	m.Registry.MustRegister(p.depth, p.adds, p.latency, p.work, p.unfinished, p.longest, p.retries)
 	return p
@@ -44,6 +47,7 @@ type workqueueProvider struct {
 	latency, work              *prometheus.HistogramVec
 }
 
+// The workqueue.MetricsProvider methods: each the series of queue name.
 func (p *workqueueProvider) NewDepthMetric(name string) workqueue.GaugeMetric {
 	return p.depth.WithLabelValues(name)
 }

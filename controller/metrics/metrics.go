@@ -1,4 +1,4 @@
-// Package metrics holds the controller's Prometheus registry: its own
+// Package metrics has the controller's Prometheus registry: its own
 // globalmirror_* metrics and small adapters that feed client-go's workqueue,
 // leader-election and REST client metrics into the same registry, without
 // pulling in component-base. Every label has a small, fixed set of values.
@@ -18,7 +18,7 @@ const (
 	ResultSuccess  = "success"
 	ResultError    = "error"
 	ResultStale    = "stale"    // the slice cache was behind our own writes; retried
-	ResultConflict = "conflict" // a user-owned Service holds the global name
+	ResultConflict = "conflict" // a user-owned Service owns the global name
 )
 
 // Metrics is the controller's instrumentation. The zero value is not usable;
@@ -44,43 +44,23 @@ type Metrics struct {
 func New() *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
-		Syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "syncs_total",
-			Help: "Syncs of one base service, by result (success, error, stale, conflict).",
-		}, []string{"result"}),
+		Syncs: counterVec("syncs_total",
+			"Syncs of one base service, by result (success, error, stale, conflict).", "result"),
 		SyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "sync_duration_seconds",
 			Help:    "Time to sync one base service, API writes included.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
-		Globals: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "globals",
-			Help: "Global Services this controller manages.",
-		}),
-		Endpoints: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "endpoints",
-			Help: "Endpoints written into the EndpointSlices of the managed global Services.",
-		}),
-		APIWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "api_writes_total",
-			Help: "Write requests sent for global objects, by resource (services, endpointslices) and verb (create, update, delete).",
-		}, []string{"resource", "verb"}),
-		Conflicts: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "name_conflicts",
-			Help: "Bases whose global name is held by a Service globalmirror did not create.",
-		}),
-		ConflictsTotal: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Name: "name_conflicts_total",
-			Help: "Name conflicts seen appearing.",
-		}),
-		Problems: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "problems_total",
-			Help: "Problems found in the members of a base (collisions, invalid hostnames, invalid addresses), counted when first seen.",
-		}, []string{"reason"}),
-		Skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "skipped_objects_total",
-			Help: "Malformed objects ignored, by kind and reason.",
-		}, []string{"kind", "reason"}),
+		Globals:   gauge("globals", "Global Services this controller manages."),
+		Endpoints: gauge("endpoints", "Endpoints written into the EndpointSlices of the managed global Services."),
+		APIWrites: counterVec("api_writes_total",
+			"Write requests sent for global objects, by resource (services, endpointslices) and verb (create, update, delete).", "resource", "verb"),
+		Conflicts: gauge("name_conflicts", "Bases whose global name is owned by a Service globalmirror did not create."),
+		ConflictsTotal: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "name_conflicts_total",
+			Help: "Name conflicts seen appearing."}),
+		Problems: counterVec("problems_total",
+			"Problems found in the members of a base (collisions, invalid hostnames, invalid addresses), counted when first seen.", "reason"),
+		Skipped:       counterVec("skipped_objects_total", "Malformed objects ignored, by kind and reason.", "kind", "reason"),
 		histogramOpts: prometheus.HistogramOpts{Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)},
 	}
 	// Every result and reason from zero, so that an alert on their
@@ -101,6 +81,16 @@ func New() *Metrics {
 	)
 	m.Feeds = kubeclient.NewFeedMetrics(m.Registry, namespace, "")
 	return m
+}
+
+// gauge is the gauge globalmirror_<name>.
+func gauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help})
+}
+
+// counterVec is the counter globalmirror_<name>, by labels.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
 }
 
 // Write counts one write request.

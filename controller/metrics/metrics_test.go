@@ -6,7 +6,7 @@ import (
 )
 
 // The controller exports its feeds' series as the plugin does, under its own
-// prefix: full lists and held objects by resource, and when the index last
+// prefix: full lists and current objects (held_objects_total) by resource, and when the index last
 // heard from the API server.
 func TestTheFeedsSeriesAreThePlugins(t *testing.T) {
 	m := New()

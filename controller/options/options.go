@@ -98,7 +98,7 @@ func Parse(name string, args []string) (Options, *pflag.FlagSet, error) {
 	fs.SortFlags = false
 	o.AddFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "%s keeps one headless Service <base>%s, with EndpointSlices holding the local pods and\n"+
+		fmt.Fprintf(fs.Output(), "%s keeps one headless Service <base>%s, with EndpointSlices of the local pods and\n"+
 			"every Linkerd headless mirror's pods, for each base service that has at least one headless mirror.\n\n"+
 			"Usage: %s [flags]\n\nFlags:\n%s", name, aggregate.DefaultSuffix, name, fs.FlagUsages())
 	}

@@ -21,7 +21,7 @@ func Handler(reg *prometheus.Registry, ready func() bool) http.Handler {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !ready() {
-			http.Error(w, "informer caches not synced\n", http.StatusServiceUnavailable)
+			http.Error(w, "feeds not synced\n", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))

@@ -36,7 +36,7 @@ func (d Difference) String() string { return d.Kind + ": " + d.Detail }
 // Differences compares the slices among existing that the writer owns with
 // what Reconcile writes for view into the slices of svc: the same rule, so
 // that a tool judging an installation judges by what the controller does.
-// Empty when they hold the same endpoints, each with the same hostname,
+// Empty when they have the same endpoints, each with the same hostname,
 // readiness, zone, node and ports, under the labels and owner Reconcile
 // writes; how the endpoints are spread over slices is not compared.
 func Differences(svc *corev1.Service, view aggregate.View, existing []*discoveryv1.EndpointSlice) []Difference {

@@ -8,7 +8,7 @@ import (
 	endpointsliceutil "k8s.io/endpointslice/util"
 )
 
-// groupKey identifies the slices that can hold an endpoint: one address family
+// groupKey identifies the slices that can take an endpoint: one address family
 // and one set of ports, since a slice has exactly one of each.
 type groupKey struct {
 	addressType discoveryv1.AddressType

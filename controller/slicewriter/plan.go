@@ -19,7 +19,7 @@ func (p plan) empty() bool { return len(p.create)+len(p.update)+len(p.delete) ==
 
 // planner maps desired endpoints onto existing slices with as few writes as
 // possible, the way Kubernetes' EndpointSlice reconciler does: an endpoint stays
-// in the slice that holds it, a changed endpoint is rewritten in place, new
+// in the slice that has it, a changed endpoint is rewritten in place, new
 // endpoints go first into slices that are written anyway, then into one slice
 // they all fit in, then into new slices; emptied slices are deleted, or reused
 // for a new slice of the same family instead of a delete plus a create.
@@ -145,7 +145,7 @@ func recycle(p *plan) {
 }
 
 // hashable returns a copy of e safe to hash: the set's hash sorts the addresses
-// in place, and e may belong to the informer cache.
+// in place, and e may belong to the feed's index.
 func hashable(e *discoveryv1.Endpoint) *discoveryv1.Endpoint {
 	c := *e
 	c.Addresses = slices.Clone(e.Addresses)

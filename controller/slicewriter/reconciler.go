@@ -21,7 +21,7 @@ import (
 )
 
 // ErrStale says the slice cache does not show the controller's own latest
-// writes yet; retry once the informer caught up.
+// writes yet; retry once the feed caught up.
 var ErrStale = errors.New("endpoint slice cache is older than this controller's own writes")
 
 // Reconciler writes global EndpointSlices.
@@ -37,7 +37,7 @@ type Reconciler struct {
 // NewReconciler returns a Reconciler that creates and updates slices as field
 // manager fieldManager, puts at most maxPerSlice endpoints in a slice and
 // logs each write at debug level to log (nil: nowhere). The tracker must be
-// shared with the slice informer's handlers.
+// shared with the slice feed's handlers.
 func NewReconciler(client kubernetes.Interface, fieldManager string, tracker *endpointsliceutil.EndpointSliceTracker, m *metrics.Metrics, maxPerSlice int, log *slog.Logger) *Reconciler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -45,8 +45,8 @@ func NewReconciler(client kubernetes.Interface, fieldManager string, tracker *en
 	return &Reconciler{client: client, manager: fieldManager, tracker: tracker, metrics: m, log: log, limit: maxPerSlice}
 }
 
-// Reconcile makes the slices of the global Service svc hold exactly the view's
-// endpoints, and returns how many endpoints they hold. existing are the
+// Reconcile makes the slices of the global Service svc have exactly the view's
+// endpoints, and returns how many endpoints they have. existing are the
 // cached slices labelled with svc's name; those among them the writer does
 // not own (Owns) are left alone.
 func (r *Reconciler) Reconcile(ctx context.Context, svc *corev1.Service, view aggregate.View, existing []*discoveryv1.EndpointSlice) (endpoints int, err error) {

@@ -31,7 +31,7 @@ var (
 const testManager = "slicewriter-test"
 
 // harness is a fake API server whose slices get names and generations the way
-// the real one gives them, and whose list is the "informer cache".
+// the real one gives them, and whose list is the "feed's index".
 type harness struct {
 	t       *testing.T
 	client  *fake.Clientset
@@ -61,7 +61,7 @@ func newHarness(t *testing.T, limit int) *harness {
 	return &harness{t: t, client: client, tracker: tr, rec: NewReconciler(client, testManager, tr, metrics.New(), limit, nil)}
 }
 
-// cache lists the slices as an up-to-date informer would hold them.
+// cache lists the slices as an up-to-date feed would have them.
 func (h *harness) cache() []*discoveryv1.EndpointSlice {
 	h.t.Helper()
 	list, err := h.client.DiscoveryV1().EndpointSlices("ns").List(context.Background(), metav1.ListOptions{})
@@ -202,7 +202,7 @@ func TestReconcile(t *testing.T) {
 			if got := sizes(final); !slices.Equal(got, tc.sizes) {
 				t.Errorf("slice sizes = %v, want %v", got, tc.sizes)
 			}
-			assertHolds(t, final, tc.after)
+			assertHas(t, final, tc.after)
 			if again := h.sync(tc.after); len(again) != 0 {
 				t.Errorf("second sync of the same view wrote %v, want nothing", again)
 			}
@@ -210,9 +210,9 @@ func TestReconcile(t *testing.T) {
 	}
 }
 
-// assertHolds checks that slices hold exactly the view's endpoints with the
+// assertHas checks that slices have exactly the view's endpoints with the
 // right metadata.
-func assertHolds(t *testing.T, got []*discoveryv1.EndpointSlice, v aggregate.View) {
+func assertHas(t *testing.T, got []*discoveryv1.EndpointSlice, v aggregate.View) {
 	t.Helper()
 	type row struct {
 		at          discoveryv1.AddressType
@@ -253,7 +253,7 @@ func assertHolds(t *testing.T, got []*discoveryv1.EndpointSlice, v aggregate.Vie
 	sort.Slice(have, less(have))
 	sort.Slice(want, less(want))
 	if !slices.Equal(have, want) {
-		t.Errorf("slices hold\n%v\nwant\n%v", have, want)
+		t.Errorf("slices have\n%v\nwant\n%v", have, want)
 	}
 }
 
@@ -300,7 +300,7 @@ func TestReconcileRepairsTamperingAndIgnoresForeignSlices(t *testing.T) {
 		t.Errorf("writes = %v, want one update", got)
 	}
 	managed := Owned(h.cache())
-	assertHolds(t, managed, v)
+	assertHas(t, managed, v)
 	if _, err := h.client.DiscoveryV1().EndpointSlices("ns").Get(context.Background(), "user", metav1.GetOptions{}); err != nil {
 		t.Errorf("foreign slice touched: %v", err)
 	}
@@ -312,7 +312,7 @@ func TestReconcileStaleCache(t *testing.T) {
 	old := h.cache()
 	h.sync(view(ep("192.0.2.1", "db-0", false, tcp80)))
 
-	// The informer has not seen the update yet: refuse to plan on it.
+	// The feed has not seen the update yet: refuse to plan on it.
 	h.client.ClearActions()
 	_, err := h.rec.Reconcile(context.Background(), global, view(ep("192.0.2.1", "db-0", true, tcp80)), old)
 	if !errors.Is(err, ErrStale) {

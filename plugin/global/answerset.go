@@ -23,15 +23,15 @@ import (
 // a record here and one of its port set's ports.
 type answerSet struct {
 	// key is "service.namespace", the service label and namespace of its
-	// names, and the key it is held under (dnsController.swap).
+	// names, and the key it is stored under (dnsController.swap).
 	key string
 
-	// slab holds every distinct address once, the n4 IPv4 addresses (4 bytes
+	// slab has every distinct address once, the n4 IPv4 addresses (4 bytes
 	// each) first, then the IPv6 ones (16 bytes), each family in the order
 	// the entries first give it. It is never written after it is built:
 	// records handed out point into it.
 	slab []byte
-	// names holds the distinct hostnames (or dashed IPs) of the records,
+	// names has the distinct hostnames (or dashed IPs) of the records,
 	// each as its length in one byte, then its bytes.
 	names string
 	// recs are sorted by lower-case host, then in the order the entries
@@ -45,12 +45,12 @@ type answerSet struct {
 	rare      *answerRare
 }
 
-// answerRare is what few answer sets hold; nil for the rest.
+// answerRare is what few answer sets have; nil for the rest.
 type answerRare struct {
 	// keys are the lower-case hosts of the records, only when some host is
 	// not lower case; otherwise a record's host is its key.
 	keys []string
-	// problems holds detail -> reason, to count each problem once.
+	// problems maps detail -> reason, to count each problem once.
 	problems map[string]string
 	// absent: the global does not exist, but globalmirror's Service for it
 	// still does; every name under it is NXDOMAIN.
@@ -64,7 +64,7 @@ type rec struct {
 	ports uint32 // index of the port set
 }
 
-// maxHost is the longest host a record holds: its length is one byte. Hosts
+// maxHost is the longest host a record has: its length is one byte. Hosts
 // are DNS labels, or two in the clusterset view, far shorter.
 const maxHost = 255
 
@@ -306,7 +306,7 @@ func portKey(ep aggregate.Endpoint) string {
 		if p.Protocol != nil {
 			proto = string(*p.Protocol)
 		}
-		// Lengths first: names and protocols may hold any byte.
+		// Lengths first: names and protocols may contain any byte.
 		for _, f := range []string{name, proto} {
 			key.WriteString(strconv.Itoa(len(f)))
 			key.WriteByte(':')
@@ -339,10 +339,10 @@ func portSet(ep aggregate.Endpoint) []portSpec {
 	return ps
 }
 
-// portSets holds each port set once for every answer set, of every server
+// portSets interns each port set for every answer set, of every server
 // block: a port set is the same for most globals, and never written once
 // built. Bounded, as the index's interner is: past the bound, each answer
-// set holds its own.
+// set has its own.
 var portSets = portInterner{tables: map[string]*portTable{}}
 
 // portTable is the distinct port sets of an answer set's records; one of

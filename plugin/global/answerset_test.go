@@ -10,9 +10,9 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
-// Records are held by host, and a record's host behind its length in one byte: hosts are DNS
+// Records are kept by host, and a record's host behind its length in one byte: hosts are DNS
 // labels (two in the clusterset view), and one longer than a byte counts is
-// held cut, its address still answered, the hosts after it unharmed.
+// kept cut, its address still answered, the hosts after it unharmed.
 func TestAnswerSetHostsAreHeldWithTheirLength(t *testing.T) {
 	long := strings.Repeat("a", 300)
 	v := aggregate.View{Namespace: "ns", Name: "db-global", Endpoints: []aggregate.Endpoint{
@@ -36,7 +36,7 @@ func TestAnswerSetHostsAreHeldWithTheirLength(t *testing.T) {
 	}
 }
 
-// Globals whose endpoints have the same ports hold one port set between them.
+// Globals whose endpoints have the same ports share one interned port set.
 func TestAnswerSetsSharePortSets(t *testing.T) {
 	view := func(name string, port int32) aggregate.View {
 		p := discoveryv1.EndpointPort{Name: new("peer"), Port: new(port)}
@@ -45,7 +45,7 @@ func TestAnswerSetsSharePortSets(t *testing.T) {
 	}
 	a, b, c := newAnswerSet(view("a-global", 7000)), newAnswerSet(view("b-global", 7000)), newAnswerSet(view("c-global", 7001))
 	if a.ports != b.ports || &a.ports.sets[0][0] != &b.ports.sets[0][0] {
-		t.Error("two globals of the same ports hold a port set each")
+		t.Error("two globals of the same ports have a port set each")
 	}
 	// One of two port sets, the first shared: the shared list stays one.
 	two := view("d-global", 7000)

@@ -36,7 +36,7 @@ func restConfig(cfg *config) (*rest.Config, error) {
 			}
 		},
 	})
-	// Bounds what a relist holds in flight (see kubeclient.HTTP1).
+	// Bounds what a relist has in flight (see kubeclient.HTTP1).
 	kubeclient.HTTP1(rc)
 	return rc, nil
 }

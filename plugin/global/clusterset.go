@@ -3,7 +3,6 @@ package global
 import (
 	"context"
 
-	"github.com/coredns/coredns/plugin/metrics"
 	"github.com/coredns/coredns/request"
 	"github.com/miekg/dns"
 )
@@ -26,13 +25,6 @@ func (g *Global) serveDNSVersion(ctx context.Context, state request.Request, zi 
 	if state.QType() != dns.TypeTXT {
 		return g.negative(ctx, state, zi, zone, dns.RcodeSuccess)
 	}
-	r, rrs, recs := newReply[dns.TXT](1)
-	recs[0] = dns.TXT{Hdr: dns.RR_Header{Name: state.QName(), Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: 28800},
-		Txt: []string{clustersetSchemaVersion}}
-	rrs[0] = &recs[0]
-	m := r.msg(state.Req)
-	m.Answer = rrs
-	state.W.WriteMsg(m)
-	requestsTotal.WithLabelValues(metrics.WithServer(ctx), typeLabel(dns.TypeTXT), dns.RcodeToString[dns.RcodeSuccess]).Inc()
-	return dns.RcodeSuccess, nil
+	return writeOne(ctx, state, dns.TXT{Hdr: dns.RR_Header{Name: state.QName(), Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: 28800},
+		Txt: []string{clustersetSchemaVersion}})
 }

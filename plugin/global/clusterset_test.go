@@ -119,7 +119,7 @@ func TestClustersetPerPodNamesNeedNoCollisionRule(t *testing.T) {
 // over what an MCS implementation would export for the same globals: a
 // headless ServiceImport named like each global's base, and per member
 // cluster EndpointSlices labelled with that name and their source cluster
-// (the local cluster as localID), holding the aggregated view's endpoints
+// (the local cluster as localID), with the aggregated view's endpoints
 // under the pods' own hostnames, turned into the kubernetes plugin's
 // objects by its own conversion.
 func clustersetReference(t testing.TB, src *source.Source) *kubernetes.Kubernetes {

@@ -17,9 +17,9 @@ import (
 )
 
 // dnsController is the plugin's controller loop, as dnsControl is the
-// kubernetes plugin's: source's informers tell it which bases changed, a
+// kubernetes plugin's: source's feeds tell it which bases changed, a
 // coalescing work queue dedupes them, and one worker rebuilds the answer set
-// of each changed global and swaps it in. It holds every answer set, keyed
+// of each changed global and swaps it in. It has every answer set, keyed
 // by the lower-case "name.namespace" a query carries. Queries never wait for
 // a rebuild.
 type dnsController struct {
@@ -41,13 +41,13 @@ type dnsController struct {
 	ptr map[netip.Addr][]string
 
 	queue  workqueue.TypedInterface[source.Key]
-	listed atomic.Bool // the informers have synced: changes are queued from here
+	listed atomic.Bool // the feeds have synced: changes are queued from here
 	synced atomic.Bool
 	// syncedCh is closed when synced turns true, for a start to wait on.
 	syncedCh chan struct{}
 	modified atomic.Int64 // unix seconds of the last change, the SOA serial
 
-	// pending holds, per base, when the informers first delivered a change
+	// pending has, per base, when the feeds first delivered a change
 	// not yet built into its answers: where a member slice carries no
 	// last-change-trigger-time (Linkerd's never do), programming latency is
 	// measured from there.
@@ -57,7 +57,7 @@ type dnsController struct {
 	// Summed by every rebuild, in parallel during the first build.
 	countsMu           sync.Mutex
 	globals, endpoints int
-	// ptrOf holds what each global put into ptr, by global key.
+	// ptrOf is what each global put into ptr, by global key.
 	ptrOf map[string][]ptrEntry
 
 	opts controllerOptions
@@ -68,7 +68,7 @@ type dnsController struct {
 
 // controllerOptions say which views besides the global one to keep.
 type controllerOptions struct {
-	// ptrZone, when set, keeps the reverse index; the names it holds are in
+	// ptrZone, when set, keeps the reverse index; the names in it are in
 	// this (cluster) zone.
 	ptrZone string
 	// clusterset keeps the clusterset view; clusterID names the local cluster in it.
@@ -76,7 +76,7 @@ type controllerOptions struct {
 	clusterID  string
 }
 
-// newDNSController builds the loop over src's informers (not yet started).
+// newDNSController builds the loop over src's feeds (not yet started).
 func newDNSController(src *source.Source, opts controllerOptions) *dnsController {
 	dc := &dnsController{
 		src:      src,
@@ -176,8 +176,8 @@ func (dc *dnsController) swap(key string, cur *answerSet, baseKey string, native
 	}
 }
 
-// setOrDelete holds s under key in m, or, for nil, deletes it. A set's own
-// key spells the same: held under it, one string serves both.
+// setOrDelete stores s under key in m, or, for nil, deletes it. A set's own
+// key spells the same: stored under it, one string serves both.
 func setOrDelete(m map[string]*answerSet, key string, s *answerSet) {
 	switch {
 	case s == nil:
@@ -189,14 +189,14 @@ func setOrDelete(m map[string]*answerSet, key string, s *answerSet) {
 	}
 }
 
-// ready reports whether the informers have synced and the answer sets of
+// ready reports whether the feeds have synced and the answer sets of
 // everything they listed are built.
 func (dc *dnsController) ready() bool { return dc.synced.Load() }
 
-// run builds answer sets until ctx is done. It waits for the informers to
+// run builds answer sets until ctx is done. It waits for the feeds to
 // sync, builds every known base, reports ready, and serves the queue of
 // changes from then on. The initial build does not go through the queue: its
-// sets (and the pending map) would hold room for every base for good, where
+// sets (and the pending map) would keep room for every base for good, where
 // a change or a storm needs room only for the bases it touches.
 func (dc *dnsController) run(ctx context.Context) {
 	go func() {
@@ -264,7 +264,7 @@ func (dc *dnsController) processNext() bool {
 	return true
 }
 
-// rebuild recomputes the answer set of one base from the informer caches.
+// rebuild recomputes the answer set of one base from the index (source).
 func (dc *dnsController) rebuild(k source.Key) {
 	defer rebuildsTotal.Inc() // once done: tests wait on it
 	// Before reading the caches: a change delivered from here on is built
@@ -290,12 +290,12 @@ func (dc *dnsController) rebuild(k source.Key) {
 		return *view
 	}
 	if aggregate.Native(in) {
-		// The local service's own name, whatever holds the global's.
+		// The local service's own name, whoever owns the global's.
 		native = newNamedAnswerSet(viewOf(), k.Base, globalHost)
 	}
 	switch aggregate.GlobalVerdict(in, dc.src.Service(k.Namespace, name)) {
 	case aggregate.VerdictYield, aggregate.VerdictConflict, aggregate.VerdictNone:
-		// A user's Service holds the name, or nothing does: not ours to answer.
+		// A user's Service owns the name, or nothing does: not ours to answer.
 	case aggregate.VerdictBuild:
 		view := viewOf()
 		cur = newAnswerSet(view)
@@ -339,7 +339,7 @@ func (dc *dnsController) rebuild(k source.Key) {
 	}
 }
 
-// newFromClient builds the plugin and its informers (not yet started) on client.
+// newFromClient builds the plugin and its feeds (not yet started) on client.
 func newFromClient(cfg *config, client kubernetes.Interface) (*Global, error) {
 	src, err := source.New(source.Config{
 		Client:        client,
@@ -360,7 +360,7 @@ func newFromClient(cfg *config, client kubernetes.Interface) (*Global, error) {
 	return newGlobal(cfg, newDNSController(src, opts)), nil
 }
 
-// start runs the informers and the controller loop until ctx is done; the
+// start runs the feeds and the controller loop until ctx is done; the
 // channel it returns is closed once the loop has stopped.
 func (g *Global) start(ctx context.Context) <-chan struct{} {
 	g.ctrl.src.Start(ctx)

@@ -38,7 +38,7 @@ type Global struct {
 	fall       fall.F
 
 	ctrl *dnsController
-	// listening: CoreDNS's servers holding the plugin listen (Ready).
+	// listening: CoreDNS's servers running the plugin listen (Ready).
 	listening atomic.Bool
 }
 
@@ -132,12 +132,11 @@ func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg)
 			set = g.ctrl.get(q.key)
 		}
 		// A global name with no answer set is the kubernetes plugin's only
-		// where a user's Service holds it. Without any Service of that name
+		// where a user's Service owns it. Without any Service of that name
 		// it does not exist, whatever the kubernetes plugin's caches still
-		// hold of a global the controller just deleted (they lag the API by
-		// client-go's backoff after API-server restarts: make faults found
-		// a deleted global answered for 22 s).
-		if set == nil && (clusterset || g.ctrl.othersHold(q.key)) {
+		// have of a global the controller just deleted (they may lag the
+		// API by client-go's backoff after API-server restarts).
+		if set == nil && (clusterset || g.ctrl.othersOwn(q.key)) {
 			return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
 		}
 	}

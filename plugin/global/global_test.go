@@ -224,7 +224,7 @@ func TestNotOursPassesOn(t *testing.T) {
 	}
 }
 
-// A global name that no Service holds does not exist: NXDOMAIN from the
+// A global name that no Service owns does not exist: NXDOMAIN from the
 // plugin itself, not the kubernetes plugin's answer, which lags the API after
 // restarts and answered a global the controller had just deleted for 22 s
 // (make faults). Only in namespaces it does not watch is the name another's.

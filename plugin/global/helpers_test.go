@@ -196,7 +196,7 @@ func serve(h plugin.Handler, qname string, qtype uint16, tcp bool) (*dns.Msg, in
 // converge writes what the controller writes for the views, with the
 // controller's own slice reconciler: the global Service (headless) and its
 // EndpointSlices. It returns them as the kubernetes plugin's informers
-// would hold them.
+// would have them.
 func converge(t testing.TB, views []aggregate.View) (svcs []*object.Service, eps []*object.Endpoints) {
 	t.Helper()
 	var owners []*corev1.Service
@@ -306,7 +306,7 @@ func (c *refConn) EpIndex(key string) []*object.Endpoints {
 }
 
 // globalViews are the views of every global the source knows and the plugin
-// answers for (not those whose name a user holds).
+// answers for (not those whose name a user owns).
 func globalViews(src *source.Source) []aggregate.View {
 	var views []aggregate.View
 	for _, k := range src.Keys() {
@@ -325,7 +325,7 @@ func globalViews(src *source.Source) []aggregate.View {
 // localObjects are the local member services the source knows with the
 // slices Kubernetes wrote for them, and, for those that opted into native
 // names, the slices the controller adds (its own reconciler, the view's
-// mirror endpoints), as the kubernetes plugin's informers would hold them.
+// mirror endpoints), as the kubernetes plugin's informers would have them.
 func localObjects(t testing.TB, src *source.Source) (svcs []*object.Service, eps []*object.Endpoints) {
 	t.Helper()
 	var native []aggregate.View

@@ -57,7 +57,7 @@ func largeWorldOf(n int, clusters []string, endpointMirrors bool) []k8sruntime.O
 	proto, port, portName := corev1.ProtocolTCP, int32(7000), "peer"
 	for i := range n {
 		base := largeBase(i)
-		// The global Service the controller writes, which the plugin holds
+		// The global Service the controller writes, which the plugin keeps
 		// for its verdicts.
 		objs = append(objs, &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{
@@ -133,10 +133,10 @@ func endpointMirror(host, headless, cluster, clusterIP string) []k8sruntime.Obje
 	return []k8sruntime.Object{svc, sl}
 }
 
-// startLarge builds and starts the plugin on a clientset holding n large
+// startLarge builds and starts the plugin on a clientset with n large
 // globals and waits until it answers for all of them; baseline, if not nil,
 // runs once the clientset is filled, before the plugin exists. stop ends the
-// plugin's informers and worker; the caches and answer sets stay in g.
+// plugin's feeds and worker; the caches and answer sets stay in g.
 func startLarge(b *testing.B, world []k8sruntime.Object, baseline func()) (g *Global, client *fake.Clientset, stop func()) {
 	b.Helper()
 	client = fake.NewClientset(world...)

@@ -60,7 +60,7 @@ func bump(m *metav1.ObjectMeta) {
 const dbGlobal = "db-global.ns.svc.cluster.local."
 
 func TestNotSyncedServfail(t *testing.T) {
-	// An API server that never answers the list: the informers never sync.
+	// An API server that never answers the list: the feeds never sync.
 	client := fake.NewClientset(testWorld()...)
 	var lists atomic.Int32
 	client.PrependReactor("list", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -76,10 +76,10 @@ func TestNotSyncedServfail(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	g.start(ctx)
-	// Every informer has tried to list and failed at least once.
+	// Every feed has tried to list and failed at least once.
 	waitFor(t, 10*time.Second, "failed lists", func() bool { return lists.Load() >= 3 })
 	if g.Ready() {
-		t.Fatal("Ready() before the informers synced")
+		t.Fatal("Ready() before the feeds synced")
 	}
 	for _, tc := range []test.Case{
 		{Qname: dbGlobal, Qtype: dns.TypeA, Rcode: dns.RcodeServerFailure, Authoritative: true, Ns: soa()},
@@ -98,7 +98,7 @@ func TestNotSyncedServfail(t *testing.T) {
 			t.Errorf("%s %s: %v", tc.Qname, dns.TypeToString[tc.Qtype], err)
 		}
 	}
-	// Names that cannot be globals are not held up.
+	// Names that cannot be globals are not delayed.
 	for _, name := range []string{"db.ns.svc.cluster.local.", "example.org.", "db-global.ns.pod.cluster.local.", "-global.ns.svc.cluster.local.", "db-global.svc.cluster.local."} {
 		if got := summary(t, g, name, dns.TypeA); got != "next:"+strconv.Itoa(passedOn) {
 			t.Errorf("%s before sync: %s, want next plugin", name, got)
@@ -127,7 +127,7 @@ func TestSyncThenAnswer(t *testing.T) {
 	}
 }
 
-// TestUpdates follows the life of a global through the informers: link,
+// TestUpdates follows the life of a global through the feeds: link,
 // scale, readiness, gateway, conflict, unlink.
 func TestUpdates(t *testing.T) {
 	h := startHarness(t, defaultConfig(), testWorld()...)
@@ -212,7 +212,7 @@ func TestUpdates(t *testing.T) {
 	eventually(t, g, dbGlobal, dns.TypeA, "NOERROR 192.0.2.1,192.0.2.10,192.0.2.100,192.0.2.11,192.0.2.22")
 
 	// Unlinked: every mirror of db goes; the local service alone makes no
-	// global, and no Service holds the name: it does not exist.
+	// global, and no Service owns the name: it does not exist.
 	for _, name := range []string{"db-east", "db-west", "db-north", "db-0-west", "db-2-west", "db-0-north"} {
 		if err := services.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
@@ -488,7 +488,7 @@ func TestManagedGlobalWithoutMembers(t *testing.T) {
 	nx("m-0.managed-global.ns.svc.cluster.local.")
 
 	// Once the controller deleted its Service, the name is nobody's: still
-	// NXDOMAIN, whatever the kubernetes plugin's lagging caches hold of it.
+	// NXDOMAIN, whatever the kubernetes plugin's lagging caches have of it.
 	r0 = testutil.ToFloat64(rebuildsTotal)
 	if err := h.client.CoreV1().Services("ns").Delete(ctx, "managed-global", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -512,7 +512,7 @@ func TestManagedGlobalWithoutMembers(t *testing.T) {
 }
 
 // TestProgrammingDuration: the histogram observes changes after the initial
-// sync only: from the informers' delivery where the slice carries no
+// sync only: from the feeds' delivery where the slice carries no
 // last-change-trigger-time (Linkerd's never do), from the trigger time where
 // a change brings a newer one; a change that leaves the answers as they were
 // is no programming.
@@ -569,7 +569,7 @@ func TestProgrammingDuration(t *testing.T) {
 		t.Errorf("trigger-timed change: %d observations adding %vs, want 1 of at least 30s", n2-n1, sum2-sum1)
 	}
 
-	// A change to nothing the index holds (a label; source's tests show it
+	// A change to nothing the index keeps (a label; source's tests show it
 	// tells nothing), then one that answers nothing new (a newer trigger
 	// time alone): neither observes anything.
 	r0 := testutil.ToFloat64(rebuildsTotal)

@@ -44,7 +44,7 @@ func BenchmarkIndexMemory(b *testing.B) {
 
 // BenchmarkCurve is how the plugin's cost grows with the world: in
 // Linkerd's full shape, of 3 and of 10 clusters, from about 1,000 to
-// 100,000 mirrored endpoints, the heap it holds per endpoint (index and
+// 100,000 mirrored endpoints, the heap it keeps per endpoint (index and
 // answer sets), the time from its start to every answer built, and the p99
 // of how long one changed slice takes to reach the answers. make bench
 // plots it. Run with -benchtime 1x.
@@ -106,7 +106,7 @@ func programmingP99(b *testing.B, globals int, clusters []string, world []k8srun
 	return took[len(took)*99/100-1]
 }
 
-// BenchmarkNonMemberMemory: what the plugin holds for each local Service
+// BenchmarkNonMemberMemory: what the plugin keeps for each local Service
 // (headless, with a slice of three endpoints) that is neither a member nor
 // named like a global, in a cluster of 1,111 globals: the difference between
 // the index with 50,000 of them and without, per Service.
@@ -133,11 +133,11 @@ func nonMembers(n int) []k8sruntime.Object {
 }
 
 // heapProfileEnv names a file to write the heap profile to once the index is
-// built, to see what holds the bytes (go tool pprof -sample_index=inuse_space).
+// built, to see what has the bytes (go tool pprof -sample_index=inuse_space).
 const heapProfileEnv = "GLOBALMIRROR_INDEX_HEAP_PROFILE"
 
-// indexMemory builds the plugin on a fake clientset holding world, whose
-// globals have want ready endpoints in all, and returns the heap it holds in
+// indexMemory builds the plugin on a fake clientset with world, whose
+// globals have want ready endpoints in all, and returns the heap it keeps in
 // total and in answer sets, its ready endpoints, and how long it took from
 // its start to every answer built. The clientset's own copies of the
 // objects are in the baseline.
@@ -146,14 +146,14 @@ func indexMemory(b *testing.B, want int, world []k8sruntime.Object) (total, answ
 	var began time.Time
 	g, client, stop := startLarge(b, world, func() { before = liveHeap(); began = time.Now() })
 	built = time.Since(began)
-	// Nothing allocates while measuring: informers and worker are stopped,
+	// Nothing allocates while measuring: feeds and worker are stopped,
 	// their caches and answer sets stay reachable through g.
 	stop()
 	for _, s := range g.ctrl.sets {
 		endpoints += int(s.endpoints)
 	}
 	if endpoints != want {
-		b.Fatalf("index holds %d endpoints, want %d", endpoints, want)
+		b.Fatalf("index has %d endpoints, want %d", endpoints, want)
 	}
 	withSets := liveHeap()
 	if path := os.Getenv(heapProfileEnv); path != "" {

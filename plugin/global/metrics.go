@@ -57,7 +57,7 @@ var (
 	}, []string{"reason"})
 
 	// feedMetrics are the index's feeds' (coredns_global_lists_total,
-	// coredns_global_held_objects_total,
+	// coredns_global_held_objects_total: objects sent current,
 	// coredns_global_api_heard_timestamp_seconds).
 	feedMetrics = kubeclient.NewFeedMetrics(prometheus.DefaultRegisterer, plugin.Namespace, "global")
 

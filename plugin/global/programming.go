@@ -17,8 +17,7 @@ func (dc *dnsController) takePending(k source.Key) (time.Time, bool) {
 	delete(dc.pending, k)
 	if len(dc.pending) == 0 && ok {
 		// A map never gives back the room a storm or the initial list grew
-		// it to (tens of bytes per global); an empty one costs nothing to
-		// make again.
+		// it to; an empty one costs nothing to make again.
 		dc.pending = map[source.Key]time.Time{}
 	}
 	return t, ok
@@ -27,7 +26,7 @@ func (dc *dnsController) takePending(k source.Key) (time.Time, bool) {
 // observeProgramming records how long a change took to reach the answers:
 // from the newest member slice's last-change-trigger-time when this change
 // brought a newer one (the whole path from the pod's change, as kube-proxy
-// measures it), otherwise from the informers' delivery of the change.
+// measures it), otherwise from the feeds' delivery of the change.
 // Nothing is observed during the initial sync: old trigger times and the
 // initial list are not changes.
 func (dc *dnsController) observeProgramming(now time.Time, old, cur *answerSet, delivered time.Time, wasDelivered bool) {

@@ -1,14 +1,17 @@
 package global
 
 import (
+	"context"
 	"net"
 	"strings"
 
+	"github.com/coredns/coredns/plugin/metrics"
+	"github.com/coredns/coredns/request"
 	"github.com/miekg/dns"
 )
 
 // Replies are built per query, in few allocations of the size they need:
-// an A or AAAA answer of up to 4 records is one allocation holding the
+// an A or AAAA answer of up to 4 records is one allocation of the
 // message, its question, the records and the slice of them. Nothing is pooled
 // or reused: plugins before this one (cache) keep the records they are given.
 
@@ -55,6 +58,22 @@ type reply4[T any] struct {
 	reply
 	rr   [4]dns.RR
 	recs [4]T
+}
+
+// writeOne writes a reply of the one record rec, in one allocation, and
+// counts it as a success of rec's type.
+func writeOne[T any, P interface {
+	*T
+	dns.RR
+}](ctx context.Context, state request.Request, rec T) (int, error) {
+	r, rrs, recs := newReply[T](1)
+	recs[0] = rec
+	rrs[0] = P(&recs[0])
+	m := r.msg(state.Req)
+	m.Answer = rrs
+	state.W.WriteMsg(m)
+	requestsTotal.WithLabelValues(metrics.WithServer(ctx), typeLabel(rrs[0].Header().Rrtype), dns.RcodeToString[dns.RcodeSuccess]).Inc()
+	return dns.RcodeSuccess, nil
 }
 
 // newReply allocates a reply with room for n records of type T: one

@@ -5,7 +5,6 @@ import (
 	"net/netip"
 
 	"github.com/coredns/coredns/plugin"
-	"github.com/coredns/coredns/plugin/metrics"
 	"github.com/coredns/coredns/plugin/pkg/dnsutil"
 	"github.com/coredns/coredns/request"
 	"github.com/globalmirror/globalmirror/aggregate"
@@ -28,14 +27,7 @@ func (g *Global) serveReverse(ctx context.Context, state request.Request, zi int
 	if state.QType() != dns.TypePTR {
 		return g.negative(ctx, state, zi, zone, dns.RcodeSuccess) // the name exists, without that type
 	}
-	r, rrs, recs := newReply[dns.PTR](1)
-	recs[0] = dns.PTR{Hdr: dns.RR_Header{Name: state.QName(), Rrtype: dns.TypePTR, Class: dns.ClassINET, Ttl: g.ttl}, Ptr: target}
-	rrs[0] = &recs[0]
-	m := r.msg(state.Req)
-	m.Answer = rrs
-	state.W.WriteMsg(m)
-	requestsTotal.WithLabelValues(metrics.WithServer(ctx), typeLabel(dns.TypePTR), dns.RcodeToString[dns.RcodeSuccess]).Inc()
-	return dns.RcodeSuccess, nil
+	return writeOne(ctx, state, dns.PTR{Hdr: dns.RR_Header{Name: state.QName(), Rrtype: dns.TypePTR, Class: dns.ClassINET, Ttl: g.ttl}, Ptr: target})
 }
 
 // ptrEntry is one address and the per-pod name that resolves to it.

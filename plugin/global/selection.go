@@ -39,12 +39,12 @@ func hostSelection(s *answerSet, host string) *selection {
 	return &selection{s: s, one: true, lo: lo, hi: hi}
 }
 
-// selects reports whether the selection holds entry p (of one of its records).
+// selects reports whether the selection has entry p (of one of its records).
 func (sel *selection) selects(p *portSpec) bool {
 	return !sel.filter || (sel.port == "" || match(sel.port, p.name)) && (sel.proto == "" || match(sel.proto, p.proto))
 }
 
-// empty reports whether the selection holds no entry: the name does not exist.
+// empty reports whether the selection has no entry: the name does not exist.
 func (sel *selection) empty() bool {
 	if !sel.one && !sel.filter {
 		return len(sel.s.recs) == 0 // every record has an entry
@@ -73,7 +73,7 @@ func (sel *selection) entries() int {
 	return n
 }
 
-// selectsAny reports whether the selection holds an entry of r.
+// selectsAny reports whether the selection has an entry of r.
 func (sel *selection) selectsAny(r *rec) bool {
 	if !sel.filter {
 		return true
@@ -87,7 +87,7 @@ func (sel *selection) selectsAny(r *rec) bool {
 	return false
 }
 
-// addrs appends the distinct addresses of one family the selection holds to
+// addrs appends the distinct addresses of one family the selection has to
 // buf, in the order of its entries. For all records, family is quicker.
 func (sel *selection) addrs(v4 bool, buf []uint32) []uint32 {
 	s := sel.s

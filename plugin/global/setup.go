@@ -264,7 +264,7 @@ func parseStanza(c *caddy.Controller) (*config, error) {
 func parseZone(z string) (string, error) {
 	zone, err := parseAnyZone(z)
 	if err == nil && isReverseZone(zone) {
-		return "", fmt.Errorf("invalid zone '%s': reverse zones hold no services (see the reverse option)", z)
+		return "", fmt.Errorf("invalid zone '%s': reverse zones have no services (see the reverse option)", z)
 	}
 	return zone, err
 }

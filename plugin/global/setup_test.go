@@ -148,10 +148,10 @@ func TestParseErrors(t *testing.T) {
 		{"global cluster..local", "Testfile:1 - Error during parsing: invalid zone 'cluster..local'"},
 		{"global cluster.local:53", "invalid zone 'cluster.local:53'"},
 		{"global dns://cluster.local", "invalid zone 'dns://cluster.local'"},
-		{"global 10.in-addr.arpa", "invalid zone '10.in-addr.arpa': reverse zones hold no services"},
+		{"global 10.in-addr.arpa", "invalid zone '10.in-addr.arpa': reverse zones have no services"},
 		{"global " + strings.Repeat("x", 64) + ".local", "not a domain name"},
 		{"global\nglobal", "Testfile:2 - Error during parsing: this plugin can only be used once per Server Block"},
-		{"global in-addr.arpa", "invalid zone 'in-addr.arpa': reverse zones hold no services (see the reverse option)"},
+		{"global in-addr.arpa", "invalid zone 'in-addr.arpa': reverse zones have no services (see the reverse option)"},
 		{"global {\n reverse cluster.local\n}", "Testfile:2 - Error during parsing: reverse: 'cluster.local' is not a reverse zone"},
 		{"global {\n reverse in-addr..arpa\n}", "Testfile:2 - Error during parsing: reverse: invalid zone"},
 		{"global {\n clusterset\n}", "Testfile:2 - Error during parsing: Wrong argument count"},
@@ -236,10 +236,10 @@ func TestZonesFromServerBlock(t *testing.T) {
 	} else if !slices.Equal(cfg.zones, []string{"cluster.local."}) {
 		t.Errorf("stanza zones: %v", cfg.zones)
 	}
-	// A reverse server block holds no services.
+	// A reverse server block has no services.
 	c = caddy.NewTestController("dns", "global")
 	c.ServerBlockKeys = []string{"in-addr.arpa.:53"}
-	if _, err := parse(c); err == nil || !strings.Contains(err.Error(), "reverse zones hold no services") {
+	if _, err := parse(c); err == nil || !strings.Contains(err.Error(), "reverse zones have no services") {
 		t.Errorf("reverse server block: %v", err)
 	}
 }

@@ -6,10 +6,10 @@ import "strings"
 // aggregate.GlobalVerdict, the rule the controller writes by; a name with no
 // answer set is decided here at query time.
 
-// othersHold reports whether a global name ("service.namespace", for which
+// othersOwn reports whether a global name ("service.namespace", for which
 // there is no answer set) is another's to answer: a Service of that name
 // exists that globalmirror did not write, or the namespace is not watched.
-func (dc *dnsController) othersHold(key string) bool {
+func (dc *dnsController) othersOwn(key string) bool {
 	name, ns, _ := strings.Cut(key, ".")
 	return !dc.src.Watches(ns) || dc.src.Service(ns, name) != nil
 }

@@ -20,11 +20,11 @@ type feeds struct {
 }
 
 // feed is one feed's counts: its full lists by path, the path of its last,
-// and the objects it held as they came.
+// and the objects it found current.
 type feed struct {
-	resource              string
-	streamed, paged, held counter
-	last                  atomic.Value // kubeclient.Path
+	resource                 string
+	streamed, paged, current counter
+	last                     atomic.Value // kubeclient.Path
 }
 
 // listCounter counts a feed's lists of one path.
@@ -45,7 +45,7 @@ func (fs *feeds) counters(resource string) kubeclient.Counters {
 	fs.all = append(fs.all, f)
 	fs.mu.Unlock()
 	return kubeclient.Counters{Streamed: listCounter{f, kubeclient.Streamed, &f.streamed},
-		Paged: listCounter{f, kubeclient.Paged, &f.paged}, Held: &f.held}
+		Paged: listCounter{f, kubeclient.Paged, &f.paged}, Current: &f.current}
 }
 
 func (fs *feeds) each(fn func(*feed)) {
@@ -67,12 +67,12 @@ func (fs *feeds) lists() int64 {
 	return least
 }
 
-// count sums what (streamed, paged or held) over the feeds of resource.
+// count sums what (streamed, paged or current) over the feeds of resource.
 func (fs *feeds) count(resource, what string) int64 {
 	var n int64
 	fs.each(func(f *feed) {
 		if f.resource == resource {
-			n += map[string]*counter{"streamed": &f.streamed, "paged": &f.paged, "held": &f.held}[what].Load()
+			n += map[string]*counter{"streamed": &f.streamed, "paged": &f.paged, "current": &f.current}[what].Load()
 		}
 	})
 	return n

@@ -104,7 +104,7 @@ func TestCheckOfAnUnreachableAPIServer(t *testing.T) {
 	}
 }
 
-// An API server that accepts and never answers holds check no longer than
+// An API server that accepts and never answers delays check no longer than
 // --timeout, and the report says it was not answered in time. (The guard
 // below is no performance goal: it only keeps a hang from hanging the test.)
 func TestCheckOfAHungAPIServerEndsAtItsTimeout(t *testing.T) {

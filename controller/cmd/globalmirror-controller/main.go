@@ -1,5 +1,5 @@
 // Command globalmirror-controller writes one global headless Service per base
-// service, holding the local pods and every Linkerd headless mirror's pods.
+// service, with the local pods and every Linkerd headless mirror's pods.
 package main
 
 import (
@@ -47,7 +47,7 @@ func run() int {
 	}
 	log := opts.Logger(os.Stderr)
 	slog.SetDefault(log)
-	klog.SetSlogLogger(log) // client-go (leader election, informers) logs the same way
+	klog.SetSlogLogger(log) // client-go (leader election, watches) logs the same way
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -125,7 +125,7 @@ func serve(ctx context.Context, opts options.Options, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("--metrics-addr: %w", err)
 	}
-	// Every replica runs the informers, so /readyz means "caches synced" for
+	// Every replica runs the feeds, so /readyz means "caches synced" for
 	// the leader and standbys alike, and a standby takes over with warm caches.
 	ctrl.Start(ctx)
 
