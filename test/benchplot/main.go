@@ -154,17 +154,9 @@ func draw1(c chart, ps []point, path string) error {
 	}
 	slices.Sort(clusters)
 	for i, n := range clusters {
-		xys := byClusters[n]
-		slices.SortFunc(xys, func(a, b plotter.XY) int { return int(a.X - b.X) })
-		line, points, err := plotter.NewLinePoints(xys)
-		if err != nil {
+		if err := addLine(p, fmt.Sprintf("%d clusters", n), byClusters[n], palette[i%len(palette)], false); err != nil {
 			return err
 		}
-		col := palette[i%len(palette)]
-		line.Color, points.Color = col, col
-		points.Shape = draw.CircleGlyph{}
-		p.Add(line, points)
-		p.Legend.Add(fmt.Sprintf("%d clusters", n), line, points)
 	}
 	p.Add(plotter.NewGrid())
 	return p.Save(6*vg.Inch, 4*vg.Inch, path)
@@ -228,21 +220,29 @@ func drawStarts(in, path string) error {
 	}
 	slices.Sort(keys)
 	for i, k := range keys {
-		xys := lines[k]
-		slices.SortFunc(xys, func(a, b plotter.XY) int { return int(a.X - b.X) })
-		line, points, err := plotter.NewLinePoints(xys)
-		if err != nil {
+		// A colour per plugin, dashed where the lists are paged.
+		if err := addLine(p, k, lines[k], palette[(i/2)%len(palette)], strings.Contains(k, "paged")); err != nil {
 			return err
 		}
-		col := palette[(i/2)%len(palette)]
-		line.Color, points.Color = col, col
-		if i%2 == 1 {
-			line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-		}
-		points.Shape = draw.CircleGlyph{}
-		p.Add(line, points)
-		p.Legend.Add(k, line, points)
 	}
 	p.Add(plotter.NewGrid())
 	return p.Save(6*vg.Inch, 4*vg.Inch, path)
+}
+
+// addLine draws xys, sorted by x, as a line with points in col, and names
+// it in the legend.
+func addLine(p *plot.Plot, name string, xys plotter.XYs, col color.Color, dashed bool) error {
+	slices.SortFunc(xys, func(a, b plotter.XY) int { return int(a.X - b.X) })
+	line, points, err := plotter.NewLinePoints(xys)
+	if err != nil {
+		return err
+	}
+	line.Color, points.Color = col, col
+	if dashed {
+		line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	}
+	points.Shape = draw.CircleGlyph{}
+	p.Add(line, points)
+	p.Legend.Add(name, line, points)
+	return nil
 }

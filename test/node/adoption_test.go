@@ -485,6 +485,9 @@ func TestTheDocsSayWhatTheNodeTestHolds(t *testing.T) {
 			fmt.Sprintf(`"readinessProbe":{"periodSeconds":%d}`, patchedReadinessPeriod),
 			fmt.Sprintf(`"periodSeconds":%d`, kubeadmReadinessPeriod),
 			"lameduck 5s -> " + patchedLameduck,
+			fmt.Sprintf("writes %d,%03d mirrored endpoints in Linkerd's shape", fleetEndpoints/1000, fleetEndpoints%1000),
+			fmt.Sprintf("each answered within %d s (none lost), at least %d lookups a second", int(slowUnderWrites.Seconds()), minRate/2),
+			"coredns.resources.limits.memory=" + fleetMemoryLimit,
 		},
 		"../../DESIGN.md": {
 			fmt.Sprintf("at least %d lookups a second each", minRate),
