@@ -194,8 +194,8 @@ const (
 	// on down the search path and finds nothing. At most maxKubeadmLost
 	// lookups may be lost so.
 	kubeadmPodsEnd
-	// harnessWrites: the harness writes tens of thousands of objects into
-	// the API in about a minute, and the control plane works on them, on
+	// harnessWrites: the harness writes (or deletes) tens of thousands of
+	// objects in about a minute, and the control plane works on them, on
 	// the node's two CPUs, where the pods' CPU weight is their requests'
 	// against the control plane's whole (a real node shares no CPU with
 	// its API server): lookups may be slow, each answered within

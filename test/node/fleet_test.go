@@ -8,13 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/globalmirror/globalmirror/aggregate"
-	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/bench"
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/miekg/dns"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -44,9 +42,8 @@ var fleet = bench.World{Namespace: fleetNamespace, NoEndpointMirrorServices: tru
 // fleetEndpoints is how many mirrored endpoints the fleet holds.
 var fleetEndpoints = fleetBases * fleet.Records()
 
-// writeFleet writes the fleet with an unthrottled client, and waits until
-// every pod of the chart's CoreDNS answers its last global in full.
-func (s *install) writeFleet() {
+// bulkClient is an unthrottled protobuf client, for the fleet's writes.
+func (s *install) bulkClient() kubernetes.Interface {
 	s.t.Helper()
 	c := rest.CopyConfig(s.config)
 	c.QPS, c.Burst = -1, 0
@@ -55,6 +52,14 @@ func (s *install) writeFleet() {
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	return bulk
+}
+
+// writeFleet writes the fleet with an unthrottled client, and waits until
+// every pod of the chart's CoreDNS answers its last global in full.
+func (s *install) writeFleet() {
+	s.t.Helper()
+	bulk := s.bulkClient()
 	began := time.Now()
 	if err := fleet.Load(s.ctx, bulk, 0, fleetBases, 16); err != nil {
 		s.t.Fatal(err)
@@ -86,48 +91,34 @@ func (s *install) awaitFleetAnswered(pods []corev1.Pod) {
 	}
 }
 
-// fleetConverges bounds how long the controller may take to write every
-// global of the fleet: 2,000 Services and their slices, some twice (a
-// headless mirror's slice arrives before its endpoint mirrors'), at the
-// chart's 20 writes a second.
-const fleetConverges = 8 * time.Minute
-
-// awaitFleetConverged waits until the controller has written every global
-// of the fleet, the last with every endpoint.
-func (s *install) awaitFleetConverged() {
-	s.t.Helper()
-	global := bench.Global(fleetBases - 1)
-	began := time.Now()
-	defer func() {
-		s.t.Logf("fleet: the controller's slices in sync %v after the new leader", time.Since(began).Round(time.Second))
-	}()
-	err := await.Poll(s.ctx, fleetConverges, time.Second, func(ctx context.Context) string {
-		slices, err := s.c.DiscoveryV1().EndpointSlices(fleetNamespace).List(ctx, metav1.ListOptions{
-			LabelSelector: "kubernetes.io/service-name=" + global})
-		if err != nil {
-			return err.Error()
-		}
-		n := 0
-		for _, sl := range slices.Items {
-			if sl.Labels[discoveryv1.LabelManagedBy] == aggregate.EndpointSliceManagedBy {
-				n += len(sl.Endpoints)
-			}
-		}
-		if n != fleet.Records() {
-			return fmt.Sprintf("%s has %d endpoints in the controller's slices", global, n)
-		}
-		return ""
-	})
-	if err != nil {
-		s.t.Fatalf("the controller's slices of the fleet: %v", err)
-	}
-}
-
-// deleteFleet deletes the fleet's namespace, as a user unlinking every
-// cluster would leave it, and waits until it is gone.
+// deleteFleet deletes the fleet, its slices at once and its Services each
+// (Services have no delete-collection), with an unthrottled client: the
+// namespace controller would delete them at kube-controller-manager's 20
+// requests a second. Then its namespace, and waits until that is gone.
 func (s *install) deleteFleet() {
 	s.t.Helper()
+	bulk := s.bulkClient()
 	began := time.Now()
+	if err := bulk.DiscoveryV1().EndpointSlices(fleetNamespace).DeleteCollection(s.ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+	svcs, err := bulk.CoreV1().Services(fleetNamespace).List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	g, gctx := errgroup.WithContext(s.ctx)
+	g.SetLimit(16)
+	for _, svc := range svcs.Items {
+		g.Go(func() error {
+			if err := bulk.CoreV1().Services(fleetNamespace).Delete(gctx, svc.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		s.t.Fatal(err)
+	}
 	if err := s.c.CoreV1().Namespaces().Delete(s.ctx, fleetNamespace, metav1.DeleteOptions{}); err != nil {
 		s.t.Fatal(err)
 	}
