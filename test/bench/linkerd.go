@@ -22,7 +22,10 @@ type LinkerdMemoryResult struct {
 	// Paged: on an API server that does not stream lists, so that every
 	// list is read in pages (Config.PagedAPIServer).
 	Paged bool
-	Steps []LinkerdMemoryStep
+	// NoEndpointMirrorServices: every size without the endpoint mirrors'
+	// Services (Config.NoEndpointMirrorServices), not only Large.
+	NoEndpointMirrorServices bool
+	Steps                    []LinkerdMemoryStep
 	// Large is the world grown on to Config.LinkerdLarge bases, but for the
 	// endpoint mirrors' Services; nil if not.
 	Large   *LinkerdMemoryStep
@@ -66,9 +69,9 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int, apiserver strin
 			return nil, fmt.Errorf("the paged API server %s streams lists (%v)", apiserver, err)
 		}
 	}
-	w := World{Namespace: namespace}
+	w := World{Namespace: namespace, NoEndpointMirrorServices: cfg.NoEndpointMirrorServices}
 	env2 := []string{"BENCH_KUBECONFIG=" + cluster.Kubeconfig}
-	res := &LinkerdMemoryResult{Paged: apiserver != ""}
+	res := &LinkerdMemoryResult{Paged: apiserver != "", NoEndpointMirrorServices: cfg.NoEndpointMirrorServices}
 	loaded := 0
 	// grow loads bases [loaded, n) of w and measures the controller and
 	// CoreDNS at n.

@@ -40,20 +40,25 @@ type Config struct {
 	NoStorms       bool // leave out the storms after the Linkerd world
 	// StartOnly measures only the cold starts in Linkerd's shape: no
 	// memory, relists or storms.
-	StartOnly     bool
-	GoBenchCount  int
-	ServerCPUs    string        // CoreDNS under load: taskset list
-	ClientCPUs    string        // dnsperf
-	Warmup        time.Duration // one unrecorded run per block before the rounds
-	QuietLimit    float64       // CPUs the machine may use before the rounds start
-	QuietMax      time.Duration // longest wait for that
-	NoPinOthers   bool          // leave the control planes on every CPU during the rounds
-	ControllerQPS int
-	LoadWorkers   int
-	Profile       bool // CPU profiles of CoreDNS per block at the largest size
-	GoCmd         string
-	Dir           string // logs, query files, profiles
-	Log           func(format string, args ...any)
+	StartOnly bool
+	// NoEndpointMirrorServices writes Linkerd's shape without the endpoint
+	// mirrors' Services at every size: global never receives them, and
+	// the API server's ClusterIP allocator takes longer for each one it
+	// holds (18,000 take it a quarter of an hour here).
+	NoEndpointMirrorServices bool
+	GoBenchCount             int
+	ServerCPUs               string        // CoreDNS under load: taskset list
+	ClientCPUs               string        // dnsperf
+	Warmup                   time.Duration // one unrecorded run per block before the rounds
+	QuietLimit               float64       // CPUs the machine may use before the rounds start
+	QuietMax                 time.Duration // longest wait for that
+	NoPinOthers              bool          // leave the control planes on every CPU during the rounds
+	ControllerQPS            int
+	LoadWorkers              int
+	Profile                  bool // CPU profiles of CoreDNS per block at the largest size
+	GoCmd                    string
+	Dir                      string // logs, query files, profiles
+	Log                      func(format string, args ...any)
 }
 
 // Results is everything the report shows.
