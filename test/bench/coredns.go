@@ -26,6 +26,20 @@ const adminBlock = `.:{$ADMIN_PORT} {
 }
 `
 
+// benchStanza is plugin's stanza for cluster.local, reading
+// {$BENCH_KUBECONFIG}, with a TTL of 5, as every measured block has it.
+func benchStanza(plugin string) string {
+	return "    " + plugin + " cluster.local {\n        kubeconfig {$BENCH_KUBECONFIG}\n        ttl 5\n    }\n"
+}
+
+// Measured blocks on {$DNS_PORT}: the global plugin alone, the stock
+// kubernetes plugin alone, and the production block with both.
+var (
+	globalCorefile     = run.Server("DNS_PORT", benchStanza("global"))
+	kubernetesCorefile = run.Server("DNS_PORT", benchStanza("kubernetes"))
+	productionCorefile = run.Server("DNS_PORT", benchStanza("global")+benchStanza("kubernetes"))
+)
+
 // StartCoreDNS writes corefile (adminBlock is added) to dir/<name>.Corefile
 // and starts bin/coredns on it, pinned with taskset to cpus unless empty.
 // Every {$X_PORT} in ports gets a free port. It returns once the metrics

@@ -18,27 +18,6 @@ import (
 	"github.com/miekg/dns"
 )
 
-// The blocks whose relists are measured, each alone in its CoreDNS: what a
-// relist costs one plugin, not the other's.
-const (
-	relistGlobalCorefile = `.:{$DNS_PORT} {
-    bind 127.0.0.1
-    global cluster.local {
-        kubeconfig {$BENCH_KUBECONFIG}
-        ttl 5
-    }
-}
-`
-	relistKubernetesCorefile = `.:{$DNS_PORT} {
-    bind 127.0.0.1
-    kubernetes cluster.local {
-        kubeconfig {$BENCH_KUBECONFIG}
-        ttl 5
-    }
-}
-`
-)
-
 // RelistResult is one CoreDNS's memory through one fault of its API server.
 type RelistResult struct {
 	Block, Fault string
@@ -75,7 +54,8 @@ const relistSample = 200 * time.Millisecond
 func (w World) Relist(ctx context.Context, dir string, cluster *localkube.Cluster, bases int, env []string, logf func(string, ...any)) ([]RelistResult, error) {
 	var out []RelistResult
 	probe := w.FQDN(Global(bases - 1))
-	for _, block := range []struct{ name, corefile string }{{"global", relistGlobalCorefile}, {"kubernetes", relistKubernetesCorefile}} {
+	// Each block alone in its CoreDNS: what a relist costs one plugin, not the other's.
+	for _, block := range []struct{ name, corefile string }{{"global", globalCorefile}, {"kubernetes", kubernetesCorefile}} {
 		for _, fault := range []string{"restart", "compaction"} {
 			srv, err := StartCoreDNS(ctx, dir, "relist-"+block.name+"-"+fault, block.corefile, "", []string{"DNS_PORT"}, env)
 			if err != nil {

@@ -13,41 +13,6 @@ import (
 	"github.com/globalmirror/globalmirror/test/scenario"
 )
 
-// The production block with the global plugin on, and the same without it.
-const (
-	rssOnCorefile = `.:{$DNS_PORT} {
-    bind 127.0.0.1
-    global cluster.local {
-        kubeconfig {$BENCH_KUBECONFIG}
-        ttl 5
-    }
-    kubernetes cluster.local {
-        kubeconfig {$BENCH_KUBECONFIG}
-        ttl 5
-    }
-}
-`
-	rssOffCorefile = `.:{$DNS_PORT} {
-    bind 127.0.0.1
-    kubernetes cluster.local {
-        kubeconfig {$BENCH_KUBECONFIG}
-        ttl 5
-    }
-}
-`
-	// The global plugin alone: the slope of its memory between two sizes is
-	// what it adds, without the kubernetes plugin's hundreds of megabytes
-	// (and their noise) on both sides of a difference.
-	rssAloneCorefile = `.:{$DNS_PORT} {
-    bind 127.0.0.1
-    global cluster.local {
-        kubeconfig {$BENCH_KUBECONFIG}
-        ttl 5
-    }
-}
-`
-)
-
 // RSSResult is CoreDNS's resident memory with the plugin off and on, one
 // sample per round each.
 type RSSResult struct {
@@ -61,7 +26,9 @@ type RSSResult struct {
 	OffLoaded, OnLoaded []int64
 	OffHeap             []float64
 	OnHeap              []float64 // live heap: go_memstats_heap_alloc_bytes after a forced GC
-	// Alone: CoreDNS with the global plugin alone.
+	// Alone: CoreDNS with the global plugin alone; the slope of its memory
+	// between two sizes is what the plugin adds, without the kubernetes
+	// plugin's hundreds of megabytes (and their noise) on both sides.
 	Alone       []int64
 	AloneLoaded []int64
 	AloneHeap   []float64
@@ -81,7 +48,7 @@ func (w World) RSS(ctx context.Context, dir string, bases, rounds int, settle ti
 	last := bases - 1
 	for r := range rounds {
 		for _, block := range []string{"off", "on", "alone"} {
-			corefile := map[string]string{"off": rssOffCorefile, "on": rssOnCorefile, "alone": rssAloneCorefile}[block]
+			corefile := map[string]string{"off": kubernetesCorefile, "on": productionCorefile, "alone": globalCorefile}[block]
 			name := fmt.Sprintf("rss-%s-%d", block, r)
 			srv, err := StartCoreDNS(ctx, dir, name, corefile, "", []string{"DNS_PORT"}, env)
 			if err != nil {

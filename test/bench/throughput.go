@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/globalmirror/globalmirror/test/run"
 	"github.com/globalmirror/globalmirror/test/scenario"
 )
 
@@ -23,27 +24,13 @@ const (
 // answererBlocks are the two blocks both the throughput and the latency
 // CoreDNS serve: the global plugin, and the stock kubernetes plugin, which
 // answers both the mirrors' own names and the controller's global Services.
-const answererBlocks = `.:{$GLOBAL_PORT} {
-    bind 127.0.0.1
-    global cluster.local {
-        kubeconfig {$BENCH_KUBECONFIG}
-        ttl 5
-    }
-}
-.:{$KUBE_PORT} {
-    bind 127.0.0.1
-    kubernetes cluster.local {
-        kubeconfig {$BENCH_KUBECONFIG}
-        ttl 5
-    }
-}
-`
+var answererBlocks = run.Server("GLOBAL_PORT", benchStanza("global")) + run.Server("KUBE_PORT", benchStanza("kubernetes"))
 
 // throughputCorefile serves the same zone from three blocks of one process:
 // answererBlocks and the hosts plugin with the global names and the same
 // addresses, the ceiling for an in-memory answerer. TTLs are equal, so equal
 // answers are equal bytes.
-const throughputCorefile = answererBlocks + `.:{$HOSTS_PORT} {
+var throughputCorefile = answererBlocks + `.:{$HOSTS_PORT} {
     bind 127.0.0.1
     hosts {$BENCH_HOSTS} cluster.local {
         ttl 5

@@ -30,24 +30,7 @@ import (
 // linkerdCorefile serves the production order (global, then kubernetes) and,
 // on KUBE_PORT, the stock kubernetes plugin alone: what a cluster without the
 // global plugin answers from the controller's and Linkerd's objects.
-var linkerdCorefile = run.Corefile(`
-    global cluster.local {
-        kubeconfig {$SOURCE_KUBECONFIG}
-        namespaces {$NS}
-        ttl 1
-    }
-    kubernetes cluster.local {
-        kubeconfig {$SOURCE_KUBECONFIG}
-        namespaces {$NS}
-        ttl 1
-    }
-`) + run.Server("KUBE_PORT", `
-    kubernetes cluster.local {
-        kubeconfig {$SOURCE_KUBECONFIG}
-        namespaces {$NS}
-        ttl 1
-    }
-`)
+var linkerdCorefile = run.Corefile(run.GlobalStanza+run.KubernetesStanza) + run.Server("KUBE_PORT", run.KubernetesStanza)
 
 // world is one namespace of a source cluster with east linked into it,
 // its controller and its CoreDNS.

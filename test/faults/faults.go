@@ -248,18 +248,7 @@ func (r *runner) startController(ctx context.Context, m *member) error {
 }
 
 // corefile is each cluster's DNS: the global plugin before kubernetes.
-var corefile = run.Corefile(`
-    global cluster.local {
-        kubeconfig {$SOURCE_KUBECONFIG}
-        namespaces {$NS}
-        ttl 1
-    }
-    kubernetes cluster.local {
-        kubeconfig {$SOURCE_KUBECONFIG}
-        namespaces {$NS}
-        ttl 1
-    }
-`)
+var corefile = run.Corefile(run.GlobalStanza + run.KubernetesStanza)
 
 // startCoreDNS (re)starts m's CoreDNS on the same port; waitReady waits for
 // its first sync, which never comes while the API server is down.

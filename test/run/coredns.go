@@ -146,6 +146,24 @@ func Corefile(stanzas string) string {
 	return Server("DNS_PORT", "    ready 127.0.0.1:{$READY_PORT}\n    prometheus 127.0.0.1:{$METRICS_PORT}\n"+strings.Trim(stanzas, "\n")+"\n")
 }
 
+// GlobalStanza and KubernetesStanza serve cluster.local from
+// {$SOURCE_KUBECONFIG}, in the namespaces of {$NS}, with a TTL of 1: the
+// fault runner's and the e2e tests' plugins, written in this order.
+const (
+	GlobalStanza = `    global cluster.local {
+        kubeconfig {$SOURCE_KUBECONFIG}
+        namespaces {$NS}
+        ttl 1
+    }
+`
+	KubernetesStanza = `    kubernetes cluster.local {
+        kubeconfig {$SOURCE_KUBECONFIG}
+        namespaces {$NS}
+        ttl 1
+    }
+`
+)
+
 // Server is a server block for every zone on 127.0.0.1 and the port in
 // variable port (e.g. KUBE_PORT, one of CoreDNSOptions.ExtraPorts), holding
 // stanzas as written inside it.
