@@ -90,26 +90,19 @@ func (m mirror) ports() []corev1.ServicePort {
 	return ports
 }
 
-// headlessService is the headless mirror, db-east.
-func (m mirror) headlessService() *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: m.name(), Namespace: m.remote.Namespace,
-			Labels: m.labels(), Annotations: m.annotations(m.fqName("")),
-		},
-		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: m.ports()},
+// service is the mirror Service, db-east: the headless mirror, or for a
+// Service not mirrored headless one virtual IP in front of the gateway.
+func (m mirror) service(headless bool) *corev1.Service {
+	spec := corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: m.ports()}
+	if headless {
+		spec = corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: m.ports()}
 	}
-}
-
-// clusterIPService is the mirror of a Service that is not mirrored headless:
-// one virtual IP in front of the gateway.
-func (m mirror) clusterIPService() *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: m.name(), Namespace: m.remote.Namespace,
 			Labels: m.labels(), Annotations: m.annotations(m.fqName("")),
 		},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: m.ports()},
+		Spec: spec,
 	}
 }
 

@@ -79,10 +79,10 @@ func TestHeadlessService(t *testing.T) {
 		},
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: wantPorts},
 	}
-	if diff := objectDiff(want, m.headlessService()); diff != "" {
+	if diff := objectDiff(want, m.service(true)); diff != "" {
 		t.Errorf("headless mirror (-want +got):\n%s", diff)
 	}
-	cip := m.clusterIPService()
+	cip := m.service(false)
 	want.Spec = corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: wantPorts}
 	if diff := objectDiff(want, cip); diff != "" {
 		t.Errorf("ClusterIP mirror (-want +got):\n%s", diff)
@@ -135,7 +135,7 @@ func TestEndpointMirror(t *testing.T) {
 
 func TestHeadlessEndpoints(t *testing.T) {
 	m := mirror{cluster: "west", domain: "cluster.local", remote: remoteDB()}
-	svc := m.headlessService()
+	svc := m.service(true)
 	remote := remoteEndpoints(
 		map[string]string{"db-2": "203.0.113.3", "db-0": "203.0.113.1", "": "203.0.113.9"},
 		map[string]string{"db-1": "203.0.113.2"})
@@ -236,7 +236,7 @@ func TestMirrorKey(t *testing.T) {
 
 func TestUpToDate(t *testing.T) {
 	m := mirror{cluster: "east", domain: "cluster.local", remote: remoteDB()}
-	desired := m.headlessService()
+	desired := m.service(true)
 	stored := desired.DeepCopy()
 	// What the API server adds must not look like drift.
 	stored.Annotations["someone-else"] = "x"

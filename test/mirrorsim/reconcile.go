@@ -64,12 +64,12 @@ func (s *Simulator) reconcile(ctx context.Context, l *link, k key, remoteChanged
 		w.deleteEndpoints(k.Namespace, mirrorSvcName)
 
 	case modeClusterIP:
-		if svc := w.applyService(m.clusterIPService(), existing); svc != nil {
+		if svc := w.applyService(m.service(false), existing); svc != nil {
 			w.applyEndpoints(gatewayEndpoints(svc, gw))
 		}
 
 	case modeHeadless:
-		svc := w.applyService(m.headlessService(), existing)
+		svc := w.applyService(m.service(true), existing)
 		if svc == nil {
 			break
 		}
@@ -244,22 +244,22 @@ func owned(current, desired metav1.Object) error {
 
 // deleteService deletes a mirror Service if the cache has it.
 func (w *writer) deleteService(ns, name string) {
-	if _, err := w.s.mirrorServices.Services(ns).Get(name); apierrors.IsNotFound(err) {
-		return
-	}
-	if err := w.s.deleteService(w.ctx, ns, name); err != nil {
-		w.fail(err)
-		return
-	}
-	w.writes++
+	_, cached := w.s.mirrorServices.Services(ns).Get(name)
+	w.deleteCached(cached, func() error { return w.s.deleteService(w.ctx, ns, name) })
 }
 
 // deleteEndpoints deletes mirror Endpoints if the cache has them.
 func (w *writer) deleteEndpoints(ns, name string) {
-	if _, err := w.s.mirrorEndpoints.Endpoints(ns).Get(name); apierrors.IsNotFound(err) {
+	_, cached := w.s.mirrorEndpoints.Endpoints(ns).Get(name)
+	w.deleteCached(cached, func() error { return w.s.deleteEndpoints(w.ctx, ns, name) })
+}
+
+// deleteCached deletes, and counts the write, unless the cache's get found nothing.
+func (w *writer) deleteCached(get error, del func() error) {
+	if apierrors.IsNotFound(get) {
 		return
 	}
-	if err := w.s.deleteEndpoints(w.ctx, ns, name); err != nil {
+	if err := del(); err != nil {
 		w.fail(err)
 		return
 	}
