@@ -177,26 +177,11 @@ func clustersetReference(t testing.TB, src *source.Source) *kubernetes.Kubernete
 // in the clusterset zone.
 func clustersetNames(h *harness) []string {
 	src := h.g.ctrl.src
-	bases := []string{"unknown", "lonely", "taken"}
-	for _, k := range src.Keys() {
-		bases = append(bases, k.Base)
-	}
 	clusters := []string{localID, "east", "west", "north", "nope"}
 	var names []string
-	for _, base := range bases {
+	for _, base := range probedBases(src) {
 		hosts := map[string]bool{"_": true}
-		for _, m := range src.Input(sourceKey("ns", base)).Members {
-			for _, s := range m.Slices {
-				for _, e := range s.Endpoints {
-					for _, a := range e.Addresses {
-						hosts[dashedIP(a)] = true
-					}
-					if e.Hostname != nil {
-						hosts[*e.Hostname] = true
-					}
-				}
-			}
-		}
+		addMemberHosts(hosts, src, base, false)
 		prefixes := []string{"", "a.b.c.", "_peer._tcp.", "_client._tcp.", "_gossip._udp.", "peer._tcp.", "_peer.tcp.", "_._tcp.", "__peer._tcp."}
 		for host := range hosts {
 			for _, c := range clusters {

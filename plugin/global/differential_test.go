@@ -37,32 +37,16 @@ func userService() *object.Service {
 func diffNames(h *harness) []string {
 	src := h.g.ctrl.src
 	var names []string
-	bases := []string{"unknown", "lonely", "taken"}
-	for _, k := range src.Keys() {
-		bases = append(bases, k.Base)
-	}
 	prefixes := []string{"", "nothere.", "a.b.c.", "x.db-0.", "_.", "_._.", "__peer._tcp."}
 	for _, p := range []string{"_peer", "_client", "_gossip", "_", "peer", "_nope", "_PEER"} {
 		for _, pr := range []string{"_tcp", "_udp", "_", "tcp", "_sctp", "_TCP"} {
 			prefixes = append(prefixes, p+"."+pr+".")
 		}
 	}
-	for _, base := range bases {
+	for _, base := range probedBases(src) {
 		global := aggregate.GlobalName(base, src.Suffix())
 		hosts := map[string]bool{}
-		for _, m := range src.Input(sourceKey("ns", base)).Members {
-			for _, s := range m.Slices {
-				for _, e := range s.Endpoints {
-					for _, a := range e.Addresses {
-						hosts[dashedIP(a)] = true
-					}
-					if e.Hostname != nil {
-						hosts[*e.Hostname] = true
-						hosts[*e.Hostname+"-"+m.Cluster] = true
-					}
-				}
-			}
-		}
+		addMemberHosts(hosts, src, base, true)
 		pfx := append([]string(nil), prefixes...)
 		for host := range hosts {
 			pfx = append(pfx, host+".", strings.ToUpper(host)+".", "_"+host+".")

@@ -263,22 +263,10 @@ func (c *refConn) HasSynced() bool                             { return true }
 func (c *refConn) Stop() error                                 { return nil }
 func (c *refConn) Modified(kubernetes.ModifiedMode) int64      { return 3 }
 func (c *refConn) SvcImportIndex(key string) []*object.ServiceImport {
-	var out []*object.ServiceImport
-	for _, s := range c.imports {
-		if s.Index == key {
-			out = append(out, s)
-		}
-	}
-	return out
+	return indexed(c.imports, key, func(o *object.ServiceImport) string { return o.Index })
 }
 func (c *refConn) McEpIndex(key string) []*object.MultiClusterEndpoints {
-	var out []*object.MultiClusterEndpoints
-	for _, e := range c.mcEps {
-		if e.Index == key {
-			out = append(out, e)
-		}
-	}
-	return out
+	return indexed(c.mcEps, key, func(o *object.MultiClusterEndpoints) string { return o.Index })
 }
 func (c *refConn) GetNodeByName(context.Context, string) (*corev1.Node, error) {
 	return nil, fmt.Errorf("no nodes")
@@ -287,22 +275,52 @@ func (c *refConn) GetNamespaceByName(name string) (*object.Namespace, error) {
 	return &object.Namespace{Name: name}, nil
 }
 func (c *refConn) SvcIndex(key string) []*object.Service {
-	var out []*object.Service
-	for _, s := range c.svcs {
-		if s.Index == key {
-			out = append(out, s)
+	return indexed(c.svcs, key, func(o *object.Service) string { return o.Index })
+}
+func (c *refConn) EpIndex(key string) []*object.Endpoints {
+	return indexed(c.eps, key, func(o *object.Endpoints) string { return o.Index })
+}
+
+// indexed are the objects of list filed under key, as the kubernetes
+// plugin's indexers would return them.
+func indexed[T any](list []T, key string, index func(T) string) []T {
+	var out []T
+	for _, o := range list {
+		if index(o) == key {
+			out = append(out, o)
 		}
 	}
 	return out
 }
-func (c *refConn) EpIndex(key string) []*object.Endpoints {
-	var out []*object.Endpoints
-	for _, e := range c.eps {
-		if e.Index == key {
-			out = append(out, e)
+
+// probedBases are the bases the source knows and three more: one unknown,
+// and names the tests' worlds give a lonely member and a user's global.
+func probedBases(src *source.Source) []string {
+	bases := []string{"unknown", "lonely", "taken"}
+	for _, k := range src.Keys() {
+		bases = append(bases, k.Base)
+	}
+	return bases
+}
+
+// addMemberHosts adds the first labels of base's member endpoints to hosts:
+// their dashed IPs and hostnames, with clustered also hostname-cluster.
+func addMemberHosts(hosts map[string]bool, src *source.Source, base string, clustered bool) {
+	for _, m := range src.Input(sourceKey("ns", base)).Members {
+		for _, s := range m.Slices {
+			for _, e := range s.Endpoints {
+				for _, a := range e.Addresses {
+					hosts[dashedIP(a)] = true
+				}
+				if e.Hostname != nil {
+					hosts[*e.Hostname] = true
+					if clustered {
+						hosts[*e.Hostname+"-"+m.Cluster] = true
+					}
+				}
+			}
 		}
 	}
-	return out
 }
 
 // globalViews are the views of every global the source knows and the plugin
