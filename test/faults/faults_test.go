@@ -1,10 +1,11 @@
 package faults
 
 import (
-	"log/slog"
 	"os"
 	"testing"
 	"time"
+
+	"github.com/globalmirror/globalmirror/test/localkube"
 )
 
 // TestFaultsShort is `make faults` in a few minutes: two clusters, ninety
@@ -30,7 +31,7 @@ func TestFaultsShort(t *testing.T) {
 	res, err := Run(t.Context(), Config{
 		Clusters: []string{"east", "west"}, Seed: 7, Duration: 90 * time.Second,
 		Idle: 10 * time.Second, Fuzz: 15 * time.Second, Dir: dir,
-		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Log: localkube.TestLogger(t),
 	})
 	if res != nil {
 		t.Log("\n" + res.Markdown())
@@ -47,11 +48,4 @@ func TestFaultsShort(t *testing.T) {
 	if res.Queries["udp"] == 0 || res.Queries["tcp"] == 0 || res.Fuzz.Sent == 0 {
 		t.Errorf("queries %v, fuzz %v: nothing was asked", res.Queries, res.Fuzz)
 	}
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p))
-	return len(p), nil
 }

@@ -22,7 +22,7 @@ func StartT(t testing.TB, names ...string) *Env {
 	env, err := Start(context.Background(), Options{
 		Clusters:     names,
 		Dir:          dir,
-		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Logger:       TestLogger(t),
 		StopOnSignal: true,
 	})
 	if err != nil {
@@ -79,6 +79,11 @@ func LogTails(dir string, n int) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// TestLogger logs at Info and above to t's log.
+func TestLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
 type testWriter struct{ t testing.TB }
