@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -196,25 +197,25 @@ func listSlices(ns string) func(context.Context, clients) error {
 	}
 }
 
-// watchServices opens a watch, which is authorized when it opens, and closes it.
 func watchServices(ns string) func(context.Context, clients) error {
 	return func(ctx context.Context, cs clients) error {
-		w, err := cs.k.CoreV1().Services(ns).Watch(ctx, metav1.ListOptions{TimeoutSeconds: new(int64(1))})
-		if err == nil {
-			w.Stop()
-		}
-		return err
+		return opened(cs.k.CoreV1().Services(ns).Watch(ctx, metav1.ListOptions{TimeoutSeconds: new(int64(1))}))
 	}
 }
 
 func watchSlices(ns string) func(context.Context, clients) error {
 	return func(ctx context.Context, cs clients) error {
-		w, err := cs.k.DiscoveryV1().EndpointSlices(ns).Watch(ctx, metav1.ListOptions{TimeoutSeconds: new(int64(1))})
-		if err == nil {
-			w.Stop()
-		}
-		return err
+		return opened(cs.k.DiscoveryV1().EndpointSlices(ns).Watch(ctx, metav1.ListOptions{TimeoutSeconds: new(int64(1))}))
 	}
+}
+
+// opened closes the watch a Watch call opened: a watch is authorized when it
+// opens, so the call's error is the verdict.
+func opened(w watch.Interface, err error) error {
+	if err == nil {
+		w.Stop()
+	}
+	return err
 }
 
 // headless is a selector-less headless Service like the ones the controller writes.
