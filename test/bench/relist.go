@@ -136,9 +136,7 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 	res := &RelistResult{Fault: fault}
 	qctx, stopQueries := context.WithCancel(ctx)
 	var qwg sync.WaitGroup
-	qwg.Add(1)
-	go func() {
-		defer qwg.Done()
+	qwg.Go(func() {
 		for qctx.Err() == nil {
 			r, err := dnsq.Ask("udp", addr, probe, dns.TypeA, 0)
 			res.Queries++
@@ -147,15 +145,13 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-	}()
+	})
 	// Sample from the fault on, while it happens.
 	var during []memSample
 	var sampleErr error
 	sctx, stopSampling := context.WithCancel(ctx)
 	var swg sync.WaitGroup
-	swg.Add(1)
-	go func() {
-		defer swg.Done()
+	swg.Go(func() {
 		for sctx.Err() == nil {
 			m, err := sample()
 			if err != nil {
@@ -165,7 +161,7 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 			during = append(during, m)
 			time.Sleep(relistSample)
 		}
-	}()
+	})
 	faultErr := w.apiFault(ctx, cluster, fault)
 	if faultErr == nil {
 		var after []memSample

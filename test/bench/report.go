@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 )
@@ -293,11 +293,7 @@ func floors(r *Results) []floor {
 			fs = append(fs, fl)
 		}
 	}
-	names := make([]string, 0, len(aRecords))
-	for n := range aRecords {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(aRecords))
 	for _, n := range names {
 		for _, b := range r.GoBench {
 			if b.Name == n {
@@ -488,11 +484,7 @@ func (w Writes) String() string {
 	if w.Total() == 0 {
 		return "0"
 	}
-	keys := make([]string, 0, len(w))
-	for k := range w {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(w))
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%s %s", k, thousands(int(w[k])))

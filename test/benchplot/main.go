@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"image/color"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -214,11 +215,7 @@ func drawStarts(in, path string) error {
 		}
 		lines[key] = append(lines[key], plotter.XY{X: float64(pt.Endpoints), Y: pt.ReadyS})
 	}
-	keys := make([]string, 0, len(lines))
-	for k := range lines {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(lines))
 	for i, k := range keys {
 		// A colour per plugin, dashed where the lists are paged.
 		if err := addLine(p, k, lines[k], palette[(i/2)%len(palette)], strings.Contains(k, "paged")); err != nil {

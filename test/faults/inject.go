@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -185,11 +186,7 @@ func flipReady(ctx context.Context, r *runner, m *member) (string, error) {
 
 func flipGateway(_ context.Context, r *runner, m *member) (string, error) {
 	m.mu.Lock()
-	var linked []string
-	for o := range m.linked {
-		linked = append(linked, o)
-	}
-	slices.Sort(linked)
+	linked := slices.Sorted(maps.Keys(m.linked))
 	if len(linked) == 0 {
 		m.mu.Unlock()
 		return "no link", nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -869,11 +870,7 @@ func (s *install) checkResolvConf(pod string) {
 // right, and returns when that was first seen.
 func (s *install) awaitAnswers(pod string, want answers) time.Time {
 	s.t.Helper()
-	queries := make([]string, 0, len(want))
-	for q := range want {
-		queries = append(queries, q)
-	}
-	slices.Sort(queries)
+	queries := slices.Sorted(maps.Keys(want))
 	var at time.Time
 	s.eventually("answers in pod "+pod, func(ctx context.Context) string {
 		out, err := s.node.Exec(ctx, ns, pod, append([]string{"resolve"}, queries...)...)
