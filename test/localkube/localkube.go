@@ -148,10 +148,7 @@ type Env struct {
 // Start starts the clusters, concurrently, and returns once every one is ready:
 // its API server answers /readyz, its kube-controller-manager is healthy and has
 // created the `default` ServiceAccount, and its Node is Ready. On error nothing
-// is left running.
-//
-// Three clusters start, warm, in 5.6 s on 2 cores with light load from other
-// processes, and in 6.4–8.3 s with heavy load (BenchmarkStartThree).
+// is left running. BenchmarkStartThree times it.
 func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	if err := validateNames(opts.Clusters); err != nil {
 		return nil, err
@@ -205,12 +202,8 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	}
 
 	// One etcd per cluster starts faster than one etcd shared through
-	// --etcd-prefix: the API servers' bootstrap writes go to separate
-	// processes instead of queueing in one. BenchmarkStartThree, three
-	// clusters until ready, 2 cores shared with other builds, mean per start,
-	// separate vs shared: 5.65 s vs 6.71 s (5 runs each, load 5); interleaved,
-	// 6.43 s vs 7.64 s (10 pairs, load 16) and 8.30 s vs 9.46 s (8 pairs,
-	// load 20). About 12-16% faster.
+	// --etcd-prefix (BenchmarkStartThree compares them): the API servers'
+	// bootstrap writes go to separate processes instead of queueing in one.
 	var sharedEtcd *envtest.Etcd
 	if opts.sharedEtcd {
 		if sharedEtcd, err = env.startEtcd(bins, filepath.Join(env.dir, "etcd")); err != nil {
