@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/test/bench"
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/miekg/dns"
@@ -42,11 +43,16 @@ var fleet = bench.World{Namespace: fleetNamespace, NoEndpointMirrorServices: tru
 // fleetEndpoints is how many mirrored endpoints the fleet holds.
 var fleetEndpoints = fleetBases * fleet.Records()
 
-// bulkClient is an unthrottled protobuf client, for the fleet's writes.
+// fleetQPS paces the fleet's writes and deletes: the node's pods share its
+// two CPUs with the control plane, and an unpaced burst (500 writes a
+// second) starved them into lookups lost and retried.
+const fleetQPS = 300
+
+// bulkClient is a protobuf client paced at fleetQPS, for the fleet.
 func (s *install) bulkClient() kubernetes.Interface {
 	s.t.Helper()
 	c := rest.CopyConfig(s.config)
-	c.QPS, c.Burst = -1, 0
+	c.QPS, c.Burst = fleetQPS, fleetQPS
 	c.ContentType = "application/vnd.kubernetes.protobuf"
 	bulk, err := kubernetes.NewForConfig(c)
 	if err != nil {
@@ -61,10 +67,10 @@ func (s *install) writeFleet() {
 	s.t.Helper()
 	bulk := s.bulkClient()
 	began := time.Now()
-	if err := fleet.Load(s.ctx, bulk, 0, fleetBases, 16); err != nil {
+	if err := fleet.Load(s.ctx, bulk, 0, fleetBases, 8); err != nil {
 		s.t.Fatal(err)
 	}
-	if err := fleet.LoadEndpointMirrors(s.ctx, bulk, 0, fleetBases, 16); err != nil {
+	if err := fleet.LoadEndpointMirrors(s.ctx, bulk, 0, fleetBases, 8); err != nil {
 		s.t.Fatal(err)
 	}
 	s.t.Logf("fleet: %d mirrored endpoints (%d objects) written in %v",
@@ -91,23 +97,27 @@ func (s *install) awaitFleetAnswered(pods []corev1.Pod) {
 	}
 }
 
-// deleteFleet deletes the fleet, its slices at once and its Services each
-// (Services have no delete-collection), with an unthrottled client: the
-// namespace controller would delete them at kube-controller-manager's 20
-// requests a second. Then its namespace, and waits until that is gone.
+// deleteFleet deletes the fleet's slices a linked cluster at a time (one
+// request for all of them outlasts the API server's 60 s), and its
+// Services each (Services have no delete-collection; the namespace
+// controller would delete them at kube-controller-manager's 20 requests a
+// second), then its namespace, and waits until that is gone.
 func (s *install) deleteFleet() {
 	s.t.Helper()
 	bulk := s.bulkClient()
 	began := time.Now()
-	if err := bulk.DiscoveryV1().EndpointSlices(fleetNamespace).DeleteCollection(s.ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		s.t.Fatal(err)
+	for _, cluster := range bench.Clusters {
+		if err := bulk.DiscoveryV1().EndpointSlices(fleetNamespace).DeleteCollection(s.ctx, metav1.DeleteOptions{},
+			metav1.ListOptions{LabelSelector: aggregate.LabelClusterName + "=" + cluster}); err != nil {
+			s.t.Fatal(err)
+		}
 	}
 	svcs, err := bulk.CoreV1().Services(fleetNamespace).List(s.ctx, metav1.ListOptions{})
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	g, gctx := errgroup.WithContext(s.ctx)
-	g.SetLimit(16)
+	g.SetLimit(8)
 	for _, svc := range svcs.Items {
 		g.Go(func() error {
 			if err := bulk.CoreV1().Services(fleetNamespace).Delete(gctx, svc.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
