@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -24,26 +23,12 @@ import (
 // ready plugin: global answering the globals, and the stock kubernetes
 // plugin answering the mirrors' own names, as a cluster DNS without
 // globalmirror would.
-const (
-	startGlobalCorefile = `.:{$DNS_PORT} {
-    bind 127.0.0.1
-    ready 127.0.0.1:{$READY_PORT}
-    global cluster.local {
-        kubeconfig {$BENCH_KUBECONFIG}
-        ttl 5
-    }
-}
-`
-	startKubernetesCorefile = `.:{$DNS_PORT} {
-    bind 127.0.0.1
-    ready 127.0.0.1:{$READY_PORT}
-    kubernetes cluster.local {
-        kubeconfig {$BENCH_KUBECONFIG}
-        ttl 5
-    }
-}
-`
+var (
+	startGlobalCorefile     = run.Server("DNS_PORT", startReady+benchStanza("global"))
+	startKubernetesCorefile = run.Server("DNS_PORT", startReady+benchStanza("kubernetes"))
 )
+
+const startReady = "    ready 127.0.0.1:{$READY_PORT}\n"
 
 // StartResult is the cold starts of one block at one size.
 type StartResult struct {
@@ -196,29 +181,15 @@ func (w World) startOnce(ctx context.Context, dir, name, corefile string, cluste
 	return s, nil
 }
 
-// awaitReady polls url every startPoll until it answers 200, and returns
-// how long after began.
+// awaitReady waits until url answers 200, asking every startPoll, and
+// returns how long after began.
 func awaitReady(ctx context.Context, url string, p *run.Process, began time.Time, timeout time.Duration) (time.Duration, error) {
-	c := &http.Client{Timeout: time.Second}
-	deadline := began.Add(timeout)
-	for {
-		resp, err := c.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return time.Since(began), nil
-			}
-		}
-		if exited, werr := p.Exited(); exited {
-			return 0, fmt.Errorf("exited before ready: %v\n%s", werr, p.Log(20))
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("%s not 200 within %v (%v)", url, timeout, err)
-		}
-		if err := pause(ctx, startPoll); err != nil {
-			return 0, err
-		}
+	ctx, cancel := context.WithDeadline(ctx, began.Add(timeout))
+	defer cancel()
+	if err := run.WaitHTTPEvery(ctx, url, p, startPoll); err != nil {
+		return 0, err
 	}
+	return time.Since(began), nil
 }
 
 // askUntilRight asks every name once over UDP, from startWorkers clients,

@@ -130,6 +130,12 @@ func (p *Process) Log(n int) string {
 // WaitHTTP polls url until it answers 200 or ctx ends; p, if given, failing
 // first ends the wait early with its log.
 func WaitHTTP(ctx context.Context, url string, p *Process) error {
+	return WaitHTTPEvery(ctx, url, p, 50*time.Millisecond)
+}
+
+// WaitHTTPEvery is WaitHTTP asking every interval, for callers that time
+// how long the wait took.
+func WaitHTTPEvery(ctx context.Context, url string, p *Process, interval time.Duration) error {
 	client := &http.Client{Timeout: time.Second}
 	for {
 		resp, err := client.Get(url)
@@ -151,7 +157,7 @@ func WaitHTTP(ctx context.Context, url string, p *Process) error {
 				msg += "\n" + p.Log(4000)
 			}
 			return errors.New(msg)
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(interval):
 		}
 	}
 }
