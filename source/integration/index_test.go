@@ -70,13 +70,19 @@ func startSource(t *testing.T, c kubernetes.Interface, fs *feeds, paged bool) *s
 	if err != nil {
 		t.Fatal(err)
 	}
-	src.Start(t.Context())
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	startSynced(t, t.Context(), src)
+	return src
+}
+
+// startSynced starts src's feeds and waits up to 30 s for their first lists.
+func startSynced(t *testing.T, ctx context.Context, src *source.Source) {
+	t.Helper()
+	src.Start(ctx)
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if !src.WaitForSync(ctx) {
+	if !src.WaitForSync(wctx) {
 		t.Fatal("did not sync")
 	}
-	return src
 }
 
 func TestListsThatStreamAndListsInPagesBuildTheSameIndex(t *testing.T) {
@@ -235,12 +241,7 @@ func TestRelistOfAnUnchangedWorldTellsNoOne(t *testing.T) {
 	}
 	seen := &changes{}
 	src.AddHandler(seen)
-	src.Start(ctx)
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if !src.WaitForSync(wctx) {
-		t.Fatal("did not sync")
-	}
+	startSynced(t, ctx, src)
 	time.Sleep(time.Second) // the watches settle
 	seen.take()
 	lists, current := fs.lists(), fs.count("services", "current")+fs.count("endpointslices", "current")
@@ -352,12 +353,7 @@ func TestAControlPlaneUpgradedInPlaceIsStreamedFromAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src.Start(ctx)
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if !src.WaitForSync(wctx) {
-		t.Fatal("did not sync")
-	}
+	startSynced(t, ctx, src)
 	if got := fs.paths(); !slices.Equal(got, []kubeclient.Path{kubeclient.Paged}) {
 		t.Fatalf("on 1.33 the lists took %v, want paged", got)
 	}
