@@ -286,9 +286,13 @@ func startCluster(ctx context.Context, dir, serviceCIDRs, apiserver string) (*lo
 }
 
 // bulkClient is an unthrottled protobuf client for loading and changing mirrors.
-func bulkClient(c *rest.Config) (kubernetes.Interface, error) {
+func bulkClient(c *rest.Config) (kubernetes.Interface, error) { return BulkClient(c, -1) }
+
+// BulkClient is a protobuf client for writing a world: qps requests a
+// second (a burst as large), or unthrottled where qps < 0.
+func BulkClient(c *rest.Config, qps float32) (kubernetes.Interface, error) {
 	c = rest.CopyConfig(c)
-	c.QPS, c.Burst = -1, 0
+	c.QPS, c.Burst = qps, max(0, int(qps))
 	c.ContentType = "application/vnd.kubernetes.protobuf"
 	return kubernetes.NewForConfig(c)
 }

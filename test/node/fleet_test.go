@@ -17,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 )
 
 // The fleet: Linkerd's shape at 18,000 mirrored endpoints (2,000 services
@@ -48,13 +47,10 @@ var fleetEndpoints = fleetBases * fleet.Records()
 // second) starved them into lookups lost and retried.
 const fleetQPS = 300
 
-// bulkClient is a protobuf client paced at fleetQPS, for the fleet.
+// bulkClient is test/bench's writer's client, paced at fleetQPS.
 func (s *install) bulkClient() kubernetes.Interface {
 	s.t.Helper()
-	c := rest.CopyConfig(s.config)
-	c.QPS, c.Burst = fleetQPS, fleetQPS
-	c.ContentType = "application/vnd.kubernetes.protobuf"
-	bulk, err := kubernetes.NewForConfig(c)
+	bulk, err := bench.BulkClient(s.config, fleetQPS)
 	if err != nil {
 		s.t.Fatal(err)
 	}
