@@ -31,7 +31,7 @@ type API struct {
 	// Page reads one page of a list: the response's body.
 	Page func(context.Context, metav1.ListOptions) (io.ReadCloser, error)
 	// Stream opens a streamed list (a watch sending the objects first):
-	// the response's body, in frames. Nil: the feed lists in pages only.
+	// the response's body, in frames. Nil: the feed lists through Page only.
 	Stream func(context.Context, metav1.ListOptions) (io.ReadCloser, error)
 	// Watch watches from a version, for the events after a list.
 	Watch WatchFunc

@@ -67,7 +67,12 @@ type Feed struct {
 	Name string
 	API  API
 	Sink Sink
-	// PageSize is the size of a paged list's pages.
+	// PageSize is the size of a paged list's pages; 0 (NewFeed's) asks for
+	// the whole list in one response, which the API server serves from its
+	// watch cache at a consistent version (1.31 and later), where until
+	// 1.34 it serves the pages of such a list from etcd. The feed reads a
+	// response item by item either way, so one response costs it no more
+	// memory than pages.
 	PageSize int64
 	// Counters count what the feed does, for a process's metrics.
 	Counters Counters
@@ -105,7 +110,8 @@ type Path string
 const (
 	// Streamed: a watch sending the objects, then a bookmark ending the list.
 	Streamed Path = "streamed"
-	// Paged: lists of PageSize objects, all at the first one's version.
+	// Paged: a list through the list API, as client-go's pager asks (in one
+	// response unless the feed sets a PageSize).
 	Paged Path = "paged"
 )
 
@@ -129,10 +135,10 @@ func count(c interface{ Inc() }) {
 	}
 }
 
-// NewFeed is a Feed of api into sink, in pages of 500 where lists cannot
-// stream.
+// NewFeed is a Feed of api into sink, listing in one response where lists
+// cannot stream.
 func NewFeed(name string, api API, sink Sink) *Feed {
-	return &Feed{Name: name, API: api, Sink: sink, PageSize: 500}
+	return &Feed{Name: name, API: api, Sink: sink}
 }
 
 // lastPath is the path the last full list took; "" before the first.
@@ -213,7 +219,7 @@ func relistWait() *wait.Backoff {
 // list delivers every object as a full list and returns its version. It
 // streams where the API server accepts a streamed list, asking again at
 // every list (a control plane upgraded in place streams from then on), and
-// lists in pages where it does not; the log says when the path changes.
+// lists through the list API where it does not; the log says when the path changes.
 func (f *Feed) list(ctx context.Context) (string, error) {
 	path := Paged
 	rv, err := "", errStreamUnsupported
@@ -234,7 +240,7 @@ func (f *Feed) list(ctx context.Context) (string, error) {
 		case last == "":
 			log.Info("Listed", "path", path)
 		case path == Paged:
-			log.Info("Listing in pages: the API server no longer streams lists")
+			log.Info("Listing without streaming: the API server no longer streams lists")
 		default:
 			log.Info("Streaming lists again: the API server offers it")
 		}

@@ -17,13 +17,13 @@ import (
 // list: its ListMeta (version, continue token), then its items, each an
 // object's message as a watch event carries it, without an envelope.
 
-// pages lists in pages of PageSize, all at the first page's version, each
-// read from the response as it comes, one item at a time. Where that
-// version is gone before the last page (410 on the continue token), it
-// lists once more in one response, as client-go's pager does, read item by
-// item as any page: a list of its own, so that what the first pages
-// delivered and is gone since is dropped at its end. A 410 on that list
-// too is the caller's to wait on.
+// pages lists in one response, or in pages of PageSize all at the first
+// page's version, each read from the response as it comes, one item at a
+// time. Where that version is gone before the last page (410 on the
+// continue token), it lists once more in one response, as client-go's pager
+// does: a list of its own, so that what the first pages delivered and is
+// gone since is dropped at its end. A 410 on that list too is the caller's
+// to wait on.
 func (f *Feed) pages(ctx context.Context) (string, error) {
 	opts := metav1.ListOptions{Limit: f.PageSize}
 	f.Sink.Listing()

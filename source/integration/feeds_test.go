@@ -98,7 +98,7 @@ type counter struct{ atomic.Int64 }
 func (c *counter) Inc() { c.Add(1) }
 
 // refusingStreamedLists is cfg whose API server refuses streamed lists, as
-// Kubernetes 1.31 and 1.33 do: feeds on it list in pages.
+// Kubernetes 1.31 and 1.33 do: feeds on it take the paged path.
 func refusingStreamedLists(cfg *rest.Config) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {

@@ -153,7 +153,7 @@ func IsStreamedList(r *http.Request) bool {
 
 // RefuseStreamedList answers a streamed list as an API server that does not
 // stream lists does (422: Kubernetes 1.31 and older, and 1.33), so that a
-// feed lists in pages.
+// feed takes the paged path (the list API).
 func RefuseStreamedList(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnprocessableEntity)
