@@ -25,7 +25,10 @@ type LinkerdMemoryResult struct {
 	// NoEndpointMirrorServices: every size without the endpoint mirrors'
 	// Services (Config.NoEndpointMirrorServices), not only Large.
 	NoEndpointMirrorServices bool
-	Steps                    []LinkerdMemoryStep
+	// HeadlessEndpointMirrors: their Services without a ClusterIP, Large's
+	// too (Config.HeadlessEndpointMirrors).
+	HeadlessEndpointMirrors bool
+	Steps                   []LinkerdMemoryStep
 	// Large is the world grown on to Config.LinkerdLarge bases, but for the
 	// endpoint mirrors' Services; nil if not.
 	Large   *LinkerdMemoryStep
@@ -69,9 +72,9 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int, apiserver strin
 			return nil, fmt.Errorf("the paged API server %s streams lists (%v)", apiserver, err)
 		}
 	}
-	w := World{Namespace: namespace, NoEndpointMirrorServices: cfg.NoEndpointMirrorServices}
+	w := World{Namespace: namespace, NoEndpointMirrorServices: cfg.NoEndpointMirrorServices, HeadlessEndpointMirrors: cfg.HeadlessEndpointMirrors}
 	env2 := []string{"BENCH_KUBECONFIG=" + cluster.Kubeconfig}
-	res := &LinkerdMemoryResult{Paged: apiserver != "", NoEndpointMirrorServices: cfg.NoEndpointMirrorServices}
+	res := &LinkerdMemoryResult{Paged: apiserver != "", NoEndpointMirrorServices: cfg.NoEndpointMirrorServices, HeadlessEndpointMirrors: cfg.HeadlessEndpointMirrors}
 	loaded := 0
 	// grow loads bases [loaded, n) of w and measures the controller and
 	// CoreDNS at n.
@@ -134,8 +137,10 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int, apiserver strin
 		// mirrors' Services, which global never receives (the API server
 		// filters them out by label) and whose ClusterIPs cost this API
 		// server more with each one it holds: what global adds is measured
-		// all the same; what the stock plugin holds is not, there.
-		step, err := grow(World{Namespace: namespace, NoEndpointMirrorServices: true}, cfg.LinkerdLarge)
+		// all the same; what the stock plugin holds is not, there. Or with
+		// them headless, which the stock plugin lists all the same.
+		step, err := grow(World{Namespace: namespace, NoEndpointMirrorServices: !cfg.HeadlessEndpointMirrors,
+			HeadlessEndpointMirrors: cfg.HeadlessEndpointMirrors}, cfg.LinkerdLarge)
 		if err != nil {
 			return res, err
 		}

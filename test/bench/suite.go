@@ -46,19 +46,22 @@ type Config struct {
 	// the API server's ClusterIP allocator takes longer for each one it
 	// holds (18,000 take it a quarter of an hour here).
 	NoEndpointMirrorServices bool
-	GoBenchCount             int
-	ServerCPUs               string        // CoreDNS under load: taskset list
-	ClientCPUs               string        // dnsperf
-	Warmup                   time.Duration // one unrecorded run per block before the rounds
-	QuietLimit               float64       // CPUs the machine may use before the rounds start
-	QuietMax                 time.Duration // longest wait for that
-	NoPinOthers              bool          // leave the control planes on every CPU during the rounds
-	ControllerQPS            int
-	LoadWorkers              int
-	Profile                  bool // CPU profiles of CoreDNS per block at the largest size
-	GoCmd                    string
-	Dir                      string // logs, query files, profiles
-	Log                      func(format string, args ...any)
+	// HeadlessEndpointMirrors writes them without a ClusterIP instead, the
+	// grown world (LinkerdLarge) included (World.HeadlessEndpointMirrors).
+	HeadlessEndpointMirrors bool
+	GoBenchCount            int
+	ServerCPUs              string        // CoreDNS under load: taskset list
+	ClientCPUs              string        // dnsperf
+	Warmup                  time.Duration // one unrecorded run per block before the rounds
+	QuietLimit              float64       // CPUs the machine may use before the rounds start
+	QuietMax                time.Duration // longest wait for that
+	NoPinOthers             bool          // leave the control planes on every CPU during the rounds
+	ControllerQPS           int
+	LoadWorkers             int
+	Profile                 bool // CPU profiles of CoreDNS per block at the largest size
+	GoCmd                   string
+	Dir                     string // logs, query files, profiles
+	Log                     func(format string, args ...any)
 }
 
 // Results is everything the report shows.
@@ -268,10 +271,18 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 // startCluster starts a control plane of one cluster, "source", in dir, with
 // serviceCIDRs (empty: localkube's) and the kube-apiserver apiserver (empty:
 // localkube's), and returns it with a bulkClient of it.
+// benchControllers are the only kube-controller-manager controllers the
+// benchmark's clusters need (the `default` ServiceAccount localkube waits
+// for, and namespaces): the harness writes every slice itself, and the
+// others' work on its hundreds of thousands of objects kept both CPUs busy
+// for many minutes after they were written.
+var benchControllers = []string{"namespace-controller", "serviceaccount-controller", "serviceaccount-token-controller"}
+
 func startCluster(ctx context.Context, dir, serviceCIDRs, apiserver string) (*localkube.Env, *localkube.Cluster, kubernetes.Interface, error) {
 	env, err := localkube.Start(ctx, localkube.Options{
 		Clusters: []string{"source"}, Dir: dir, ServiceCIDRs: serviceCIDRs, APIServer: apiserver,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), StopOnSignal: true,
+		Controllers: benchControllers,
+		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), StopOnSignal: true,
 	})
 	if err != nil {
 		return nil, nil, nil, err

@@ -61,6 +61,11 @@ type World struct {
 	// cost this machine's API server more with each one it holds: 30,000
 	// took half an hour to write.
 	NoEndpointMirrorServices bool
+	// HeadlessEndpointMirrors writes the endpoint mirrors' Services without
+	// a ClusterIP: the objects a plugin that lists every Service lists in
+	// Linkerd's shape, less the address the API server would allocate
+	// (which is what costs it more with each Service).
+	HeadlessEndpointMirrors bool
 }
 
 func (w World) clusters() []string {
@@ -230,12 +235,16 @@ const gatewayAddr = "192.0.2.1"
 func (w World) EndpointMirrorService(i, c, p int) *corev1.Service {
 	lbl := w.mirrorLabels(c)
 	lbl[aggregate.LabelHeadlessMirrorName] = w.Mirror(i, c)
+	var clusterIP string
+	if w.HeadlessEndpointMirrors {
+		clusterIP = corev1.ClusterIPNone
+	}
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: w.EndpointMirror(i, c, p), Namespace: w.Namespace, Labels: lbl,
 			Annotations: map[string]string{aggregate.AnnotationRemoteFQName: Base(i) + "." + w.Namespace + ".svc.cluster.local"},
 		},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{peerPort}},
+		Spec: corev1.ServiceSpec{ClusterIP: clusterIP, Ports: []corev1.ServicePort{peerPort}},
 	}
 }
 

@@ -64,6 +64,9 @@ func (e *Env) startControllerManager(c *Cluster, path string, plane *envtest.Con
 	if c.realNode {
 		names = append(slices.Clone(controllers), nodeControllers...)
 	}
+	if c.kcmNames != nil {
+		names = c.kcmNames
+	}
 	caPath := filepath.Join(pki, "apiserver-ca.crt")
 	if err := os.WriteFile(caPath, c.apis.SecureServing.CA, 0o600); err != nil {
 		return err

@@ -99,6 +99,13 @@ type Options struct {
 	// the network namespace the test made (test/node); required with RealNodes.
 	NodeAddress netip.Addr
 
+	// Controllers are the kube-controller-manager controllers to run
+	// instead of the default set: a benchmark's world of hundreds of
+	// thousands of objects kept both CPUs busy for many minutes in the
+	// garbage collector (its graph) and the EndpointSlice mirroring
+	// controller (each Service it syncs scans the namespace's slices).
+	Controllers []string
+
 	// sharedEtcd runs one etcd for all clusters, one key prefix each, instead
 	// of one etcd per cluster. Only the start-time benchmark sets it.
 	sharedEtcd bool
@@ -122,7 +129,8 @@ type Cluster struct {
 	AuditLog string
 
 	dir        string
-	realNode   bool // see Options.RealNodes
+	realNode   bool     // see Options.RealNodes
+	kcmNames   []string // see Options.Controllers
 	apis       *envtest.APIServer
 	kcm        *run.Process
 	scheduler  *run.Process
@@ -195,7 +203,8 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	}
 	env.clusters = make([]*Cluster, len(opts.Clusters))
 	for i, name := range opts.Clusters {
-		env.clusters[i] = &Cluster{Name: name, dir: filepath.Join(env.dir, name), realNode: slices.Contains(opts.RealNodes, name)}
+		env.clusters[i] = &Cluster{Name: name, dir: filepath.Join(env.dir, name), realNode: slices.Contains(opts.RealNodes, name),
+			kcmNames: opts.Controllers}
 		if err := os.MkdirAll(env.clusters[i].dir, 0o755); err != nil {
 			return env, err
 		}

@@ -50,6 +50,7 @@ func main() {
 	curveOnly := flag.Bool("curve", false, "only run BenchmarkCurve, write curves.json beside -out and exit")
 	flag.BoolVar(&cfg.NoStorms, "no-storms", false, "with -linkerd-memory: leave out the storms")
 	flag.BoolVar(&cfg.NoEndpointMirrorServices, "no-endpoint-mirror-services", false, "Linkerd's shape without the endpoint mirrors' Services at every size (global never receives them; the API server writes them ever slower)")
+	flag.BoolVar(&cfg.HeadlessEndpointMirrors, "headless-endpoint-mirrors", false, "Linkerd's shape with the endpoint mirrors' Services without a ClusterIP at every size, -linkerd-large's too (the objects the stock plugin lists, without the API server's address allocation)")
 	flag.IntVar(&cfg.LinkerdLarge, "linkerd-large", 11112, "bases Linkerd's shape then grows to (100,008 mirrored endpoints), without the endpoint mirrors' Services, to measure what global adds there; 0: none")
 	linkerdSizes := flag.String("linkerd-sizes", "667,2000", "bases of Linkerd's full shape whose memory and relists the full run measures; empty: none")
 	linkerdPaged := flag.Bool("linkerd-paged", false, "with -linkerd-memory: on -paged-apiserver, every list in pages")
@@ -135,7 +136,7 @@ func main() {
 			fail(err)
 		}
 		if *merge {
-			command := fmt.Sprintf("bench -start -linkerd-sizes=%s -linkerd-large=%d -no-endpoint-mirror-services=%v -merge", *linkerdSizes, cfg.LinkerdLarge, cfg.NoEndpointMirrorServices)
+			command := fmt.Sprintf("bench -start -linkerd-sizes=%s -linkerd-large=%d -no-endpoint-mirror-services=%v -headless-endpoint-mirrors=%v -merge", *linkerdSizes, cfg.LinkerdLarge, cfg.NoEndpointMirrorServices, cfg.HeadlessEndpointMirrors)
 			if err := bench.MergeStarts(*out, resultsJSON, streamed, paged, start, command); err != nil {
 				fail(err)
 			}
