@@ -33,8 +33,13 @@ import (
 type Peeked struct {
 	Namespace, Name, ResourceVersion string
 	meta                             []byte // the object's encoded ObjectMeta
+	message                          []byte // the object's message, for a SparseSink
 	borrowed                         bool
 }
+
+// Message is the object's encoded message, without its envelope (what its
+// generated Unmarshal reads), for a SparseSink; borrowed as p's strings are.
+func (p *Peeked) Message() []byte { return p.message }
 
 // Label is the value of the object's label key, and whether it has it;
 // borrowed as the Peeked's other strings are.
@@ -152,7 +157,7 @@ func unwrap(data []byte) (kind, raw []byte, err error) {
 // peekObject reads an object's message (no envelope, as a list's items
 // come) as peekMeta does.
 func peekObject(raw []byte, borrowed bool) (p Peeked, err error) {
-	p.borrowed = borrowed
+	p.borrowed, p.message = borrowed, raw
 	err = eachField(raw, func(num protowire.Number, v []byte) error {
 		if num != objectMetadata {
 			return nil
@@ -176,34 +181,59 @@ func peekObject(raw []byte, borrowed bool) (p Peeked, err error) {
 // eachField calls f with each length-delimited field of the message b
 // (strings, bytes, messages); it skips the others.
 func eachField(b []byte, f func(protowire.Number, []byte) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+	return EachField(b, func(num protowire.Number, v []byte, _ uint64, isBytes bool) error {
+		if !isBytes {
+			return nil
+		}
+		return f(num, v)
+	})
+}
+
+// EachField calls f with each field of the encoded message msg that a
+// sparse decoder reads, in order: a length-delimited one (string, bytes,
+// message) with its bytes and isBytes, a varint (bool, integer, enum) with
+// its value. It skips fixed-size fields.
+func EachField(msg []byte, f func(num protowire.Number, b []byte, varint uint64, isBytes bool) error) error {
+	for len(msg) > 0 {
+		num, typ, n := protowire.ConsumeTag(msg)
 		if n < 0 {
 			return protowire.ParseError(n)
 		}
-		b = b[n:]
-		if typ != protowire.BytesType {
-			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return protowire.ParseError(n)
+		msg = msg[n:]
+		var err error
+		switch typ {
+		case protowire.BytesType:
+			var v []byte
+			if v, n = protowire.ConsumeBytes(msg); n >= 0 {
+				err = f(num, v, 0, true)
 			}
-			b = b[n:]
-			continue
+		case protowire.VarintType:
+			var v uint64
+			if v, n = protowire.ConsumeVarint(msg); n >= 0 {
+				err = f(num, nil, v, false)
+			}
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, msg)
 		}
-		v, n := protowire.ConsumeBytes(b)
 		if n < 0 {
 			return protowire.ParseError(n)
 		}
-		b = b[n:]
-		if err := f(num, v); err != nil {
+		if err != nil {
 			return err
 		}
+		msg = msg[n:]
 	}
 	return nil
 }
 
 // maxMessage bounds one object, as client-go's streaming decoder bounds a
 // frame: anything larger is not an object the API server would store.
-const maxMessage = 16 << 20
+// maxList bounds a list in one response, which is read an item at a time:
+// far more than any API server's memory holds.
+const (
+	maxMessage = 16 << 20
+	maxList    = 1 << 50
+)
 
 // fieldReader reads the fields of one protobuf message from a stream, each
 // length-delimited field into one buffer that every reader of the stream
@@ -254,7 +284,7 @@ func (f *fieldReader) nextOf(nums ...protowire.Number) (protowire.Number, error)
 
 // bytes reads a length-delimited field's bytes into the shared buffer.
 func (f *fieldReader) bytes() ([]byte, error) {
-	n, err := f.length()
+	n, err := f.length(maxMessage)
 	if err != nil {
 		return nil, err
 	}
@@ -268,14 +298,16 @@ func (f *fieldReader) bytes() ([]byte, error) {
 }
 
 // message is a reader of the length-delimited field's message, as a stream
-// of its own, read from f's stream; f counts it read.
+// of its own, read from f's stream; f counts it read. Of any length up to
+// maxList: a whole list's, which its reader reads field by field, each
+// bounded.
 func (f *fieldReader) message() (*fieldReader, error) {
-	n, err := f.length()
+	n, err := f.length(maxList)
 	if err != nil {
 		return nil, err
 	}
 	if f.left >= 0 {
-		f.left -= int64(n) // #nosec G115 -- length() bounds n below left
+		f.left -= int64(n) // #nosec G115 -- length() bounds n below left and maxList
 	}
 	return &fieldReader{r: f.r, left: int64(n), buf: f.buf}, nil // #nosec G115 -- see above
 }
@@ -297,15 +329,15 @@ func (f *fieldReader) skip(typ protowire.Type) error {
 	return fmt.Errorf("a protobuf field of wire type %d", typ)
 }
 
-// length reads a length-delimited field's length.
-func (f *fieldReader) length() (uint64, error) {
+// length reads a length-delimited field's length, at most most.
+func (f *fieldReader) length(most uint64) (uint64, error) {
 	n, err := f.varint()
 	if errors.Is(err, io.EOF) {
 		err = io.ErrUnexpectedEOF
 	}
 	switch {
 	case err != nil:
-	case n > maxMessage:
+	case n > most:
 		err = fmt.Errorf("a protobuf field of %d bytes", n)
 	case f.left >= 0 && n > uint64(f.left):
 		err = io.ErrUnexpectedEOF

@@ -174,6 +174,30 @@ func TestABrokenPageIsAnError(t *testing.T) {
 	}
 }
 
+// A list in one response is bounded only by what the response holds; each
+// of its objects, by maxMessage.
+func TestAListInOneResponseMayBeLargerThanAnObject(t *testing.T) {
+	big := strings.Repeat("x", 64<<10)
+	pods := currentPods(maxMessage/len(big) + 10)
+	for i := range pods {
+		pods[i].Annotations = map[string]string{"big": big}
+	}
+	body := protobufOf(t, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "8"}, Items: pods})
+	if len(body) <= maxMessage {
+		t.Fatalf("a list of %d bytes", len(body))
+	}
+	sink := &countingSink{}
+	f := NewFeed("test", bodyAPI(body), sink)
+	if rv, err := f.pages(t.Context()); err != nil || rv != "8" || sink.current != len(pods) {
+		t.Errorf("listed %d of %d objects at %q (%v), want all at 8", sink.current, len(pods), rv, err)
+	}
+	huge := protobufOf(t, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "8"},
+		Items: []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "a", Annotations: map[string]string{"big": strings.Repeat(big, maxMessage/len(big)+1)}}}}})
+	if rv, err := NewFeed("test", bodyAPI(huge), &recordingSink{}).pages(t.Context()); err == nil || !strings.Contains(err.Error(), "bytes") {
+		t.Errorf("an object larger than maxMessage listed at %q (%v)", rv, err)
+	}
+}
+
 func TestPeekedReadsTheLabelsAsked(t *testing.T) {
 	sl := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "db-0-east-x", Namespace: "prod", ResourceVersion: "12",
 		Labels: map[string]string{"kubernetes.io/service-name": "db-0-east", "mirror.linkerd.io/headless-mirror-svc-name": "db-east", "empty": ""}}}
@@ -235,4 +259,45 @@ func FuzzListPage(f *testing.F) {
 			t.Errorf("%d objects current from %d bytes (%v)", sink.current, len(body), err)
 		}
 	})
+}
+
+// sparseSink decodes pods labelled sparse=yes itself, from their message.
+type sparseSink struct{ *decodedSink }
+
+func (s *sparseSink) Sparse(p *Peeked) runtime.Object {
+	if v, _ := p.Label("sparse"); v != "yes" {
+		return nil
+	}
+	var whole corev1.Pod
+	if err := whole.Unmarshal(p.Message()); err != nil {
+		return nil
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: whole.Name + " sparsely", ResourceVersion: whole.ResourceVersion},
+		Spec: corev1.PodSpec{Containers: whole.Spec.Containers}}
+}
+
+// A SparseSink's own decoding stands for the feed's, on every path; the
+// objects it declines are decoded whole, and those current not at all.
+func TestASparseSinkDecodesWhatItChooses(t *testing.T) {
+	a, b, c := pod("a", "3"), pod("b", "4"), pod("c", "5")
+	b.Labels = map[string]string{"sparse": "yes"}
+	b.Spec.Containers = []corev1.Container{{Name: "db", Image: "postgres:17"}}
+	streamed := watchFrames(t, watch.Event{Type: watch.Added, Object: a}, watch.Event{Type: watch.Added, Object: b},
+		watch.Event{Type: watch.Added, Object: c}, watch.Event{Type: watch.Bookmark, Object: bookmark("5", true)})
+	paged := protobufOf(t, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "5"}, Items: []corev1.Pod{*a, *b, *c}})
+	for path, body := range map[Path][]byte{Streamed: streamed, Paged: paged} {
+		sink := &sparseSink{&decodedSink{currentSink: &currentSink{current: map[string]bool{"a@3": true}}}}
+		f := &Feed{Name: "test", API: bodyAPI(body), Sink: sink}
+		list := map[Path]func(context.Context) (string, error){Streamed: f.stream, Paged: f.pages}[path]
+		if rv, err := list(t.Context()); err != nil || rv != "5" {
+			t.Fatalf("%s: listed at %q (%v), want 5", path, rv, err)
+		}
+		want := "listing, current a@3, upsert b sparsely@4, upsert c@5, listed"
+		if got := strings.Join(sink.events(), ", "); got != want {
+			t.Errorf("%s: sink saw\n  %s\nwant\n  %s", path, got, want)
+		}
+		if got := sink.objs[0].Spec.Containers; len(got) != 1 || got[0].Image != "postgres:17" {
+			t.Errorf("%s: b decoded sparsely from its message as %+v", path, got)
+		}
+	}
 }
