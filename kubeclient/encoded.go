@@ -25,12 +25,13 @@ type Encoded struct {
 
 	raw     []byte
 	meta    []byte // raw's ObjectMeta, for Peeked's labels
+	message []byte // raw's object, without its envelope
 	decoder runtime.Decoder
 }
 
 // Peeked is what a CurrentSink reads of it.
 func (e *Encoded) Peeked() *Peeked {
-	return &Peeked{Namespace: e.Namespace, Name: e.Name, ResourceVersion: e.ResourceVersion, meta: e.meta}
+	return &Peeked{Namespace: e.Namespace, Name: e.Name, ResourceVersion: e.ResourceVersion, meta: e.meta, message: e.message}
 }
 
 // Decode decodes the object in full.
@@ -86,7 +87,7 @@ func (d encodedDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, i
 	// typed object asked for.
 	if into == nil {
 		if p, ok, _ := peekMeta(data, d.kind, false); ok && p.Name != "" && p.ResourceVersion != "" {
-			e := &Encoded{raw: data, meta: p.meta, decoder: d.Decoder}
+			e := &Encoded{raw: data, meta: p.meta, message: p.message, decoder: d.Decoder}
 			e.Kind = d.kind
 			e.Namespace, e.Name, e.ResourceVersion = p.Namespace, p.Name, p.ResourceVersion
 			return e, nil, nil

@@ -47,6 +47,11 @@ func TestAWatchedObjectOfTheKindStaysEncodedUntilDecoded(t *testing.T) {
 	if len(e.Labels) > 0 || len(e.ManagedFields) > 0 {
 		t.Errorf("read more than namespace, name and version: %+v", e.ObjectMeta)
 	}
+	// What a SparseSink decodes: the object's own message.
+	var sparse corev1.Service
+	if err := sparse.Unmarshal(e.Peeked().Message()); err != nil || !reflect.DeepEqual(&sparse, svc) {
+		t.Errorf("the peeked message is %+v (%v), want the Service", &sparse, err)
+	}
 	full, err := e.Decode()
 	if err != nil {
 		t.Fatal(err)

@@ -48,6 +48,19 @@ type CurrentSink interface {
 	Current(p *Peeked) bool
 }
 
+// SparseSink is a Sink that decodes some objects itself from their encoded
+// message (Peeked.Message), as far as it keeps them: of a large world's
+// commonest objects, a few fields, where the generated code would decode
+// every one (managed fields, timestamps, each label).
+type SparseSink interface {
+	Sink
+	// Sparse is the object p peeks at, with at least every field the
+	// sink's Upsert reads, and none of p's strings; nil where the sink
+	// does not decode it itself (the feed then decodes it whole), or
+	// cannot (the feed's decoding then says why).
+	Sparse(p *Peeked) runtime.Object
+}
+
 // Feed lists and watches one resource into a Sink, keeping no object itself:
 // a client-go informer without its cache, for sinks that build their own
 // compact index from the events (an informer stores every object, a key, an
@@ -254,12 +267,19 @@ func (f *Feed) list(ctx context.Context) (string, error) {
 	return rv, nil
 }
 
-// take hands a listed object to the sink: nothing but p where it is
-// current in the sink, else the object decoded.
+// take hands an object added or modified to the sink: nothing but p where
+// it is current in the sink, else the object as the sink decodes it
+// (SparseSink) or decoded whole.
 func (f *Feed) take(p *Peeked, decode func() (runtime.Object, error)) error {
 	if h, ok := f.Sink.(CurrentSink); ok && p != nil && p.Name != "" && h.Current(p) {
 		count(f.Counters.Current)
 		return nil
+	}
+	if s, ok := f.Sink.(SparseSink); ok && p != nil && p.Name != "" {
+		if obj := s.Sparse(p); obj != nil {
+			f.Sink.Upsert(obj)
+			return nil
+		}
 	}
 	obj, err := decode()
 	if err != nil {
