@@ -28,7 +28,7 @@ func reportPaged(out *bytes.Buffer, l *LinkerdMemoryResult, note string) {
 func MergePaged(mdPath, jsonPath string, l *LinkerdMemoryResult, started time.Time) error {
 	var section bytes.Buffer
 	reportPaged(&section, l, measuredAlone(started, "bench -linkerd-memory="+l.sizes()+" -linkerd-paged -merge"))
-	return mergeSection(mdPath, jsonPath, pagedSection, "## 4. Controller scale", section.String(), linkerdFloors(l, pagedLabel), started)
+	return mergeSection(mdPath, jsonPath, pagedSection, "## 4. Controller scale", section.String(), linkerdFloors(l, pagedLabel), "", started)
 }
 
 // MergeTransport puts UDP and TCP under CPU contention measured on its own
@@ -37,7 +37,7 @@ func MergeTransport(mdPath, jsonPath string, t *TransportResult, bases int, star
 	var section bytes.Buffer
 	fmt.Fprintf(&section, "\n%s\n\n%s", transportSection, measuredAlone(started, fmt.Sprintf("bench -transport -sizes=%d -merge", bases)))
 	ReportTransport(&section, t)
-	return mergeSection(mdPath, jsonPath, transportSection, "## 2. Programming latency", section.String(), transportFloors(t), started)
+	return mergeSection(mdPath, jsonPath, transportSection, "## 2. Programming latency", section.String(), transportFloors(t), "", started)
 }
 
 // measuredAlone opens a merged section: when and by which command it was
@@ -50,8 +50,10 @@ func measuredAlone(started time.Time, command string) string {
 // mergeSection puts a part measured on its own into the last full run's
 // results: its section of mdPath (titled title; where absent, inserted
 // before the heading next) replaced by body, its floors in jsonPath
-// replaced by name or added, each dated with when it was measured.
-func mergeSection(mdPath, jsonPath, title, next, body string, fs []floor, started time.Time) error {
+// replaced by name or added, each dated with when it was measured. Where
+// the part's floors are named by sizes or shapes a run may leave out, stale
+// is the prefix of every one of them: those of an earlier run go first.
+func mergeSection(mdPath, jsonPath, title, next, body string, fs []floor, stale string, started time.Time) error {
 	md, err := os.ReadFile(mdPath)
 	if err != nil {
 		return err
@@ -71,6 +73,9 @@ func mergeSection(mdPath, jsonPath, title, next, body string, fs []floor, starte
 	}
 	if err := json.Unmarshal(js, &results); err != nil {
 		return fmt.Errorf("%s: %w", jsonPath, err)
+	}
+	if stale != "" {
+		results.Floors = slices.DeleteFunc(results.Floors, func(f floorJSON) bool { return strings.HasPrefix(f.Name, stale) })
 	}
 	for _, f := range fs {
 		j := toJSON(f)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +130,37 @@ func TestMergeTransportAddsWhatTheFullRunLacks(t *testing.T) {
 		if f.Date != "2026-11-26T17:00:00Z" || f.Measured == nil || f.Holds != (f.Name[:3] == "UDP") {
 			t.Errorf("transport floor %+v: want dated, measured, holding only where nothing failed", f)
 		}
+	}
+}
+
+// A part whose floors are named by the sizes and shapes it ran replaces
+// every floor of its earlier run, not only those named alike.
+func TestMergeDropsTheStaleFloorsOfThePart(t *testing.T) {
+	dir := t.TempDir()
+	md, js := filepath.Join(dir, "RESULTS.md"), filepath.Join(dir, "results.json")
+	if err := os.WriteFile(md, []byte("# r\n\n## Phases\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	one := 1.0
+	data, _ := json.Marshal(map[string]any{"floors": []floorJSON{{Name: "qps floor", Measured: &one, Holds: true},
+		{Name: startFloorPrefix + "at a size this run left out", Measured: &one}}})
+	if err := os.WriteFile(js, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fresh := within(startFloorPrefix+"at this run's size", "1", 1, 2, "s", true)
+	if err := mergeSection(md, js, startSection, "## Phases", "body\n", []floor{fresh}, startFloorPrefix, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var res resultsFile
+	data, _ = os.ReadFile(js)
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range res.Floors {
+		names = append(names, f.Name)
+	}
+	if want := []string{"qps floor", startFloorPrefix + "at this run's size"}; !slices.Equal(names, want) {
+		t.Errorf("floors %q, want %q", names, want)
 	}
 }

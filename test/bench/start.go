@@ -394,6 +394,9 @@ func ReportStarts(out io.Writer, streamed, paged *LinkerdMemoryResult) {
 	p("‡ The endpoint mirrors' Services without a ClusterIP: the stock plugin lists them as in Linkerd's full shape; the API server allocates no address for them (1.36's allocator takes longer for each one it holds: 18,000 took it a quarter of an hour here).\n")
 }
 
+// startFloorPrefix begins the name of every cold start floor.
+const startFloorPrefix = "cold start: "
+
 // startFloors are issue 42's: Ready at most half the stock plugin's and
 // within 2 s (18,000 endpoints) or 5 s (100,000), every global right at
 // Ready, and peak RSS while starting at most 1.3× steady.
@@ -401,8 +404,8 @@ func startFloors(streamed, paged *LinkerdMemoryResult) []floor {
 	var fs []floor
 	if len(startSteps(streamed, paged)) == 0 {
 		for _, lists := range []string{"", pagedLabel} {
-			fs = append(fs, unmeasured("cold start: global Ready ≤ 2 s, 18,000 mirrored endpoints"+lists, 2, "s", true),
-				unmeasured("cold start: global Ready ≤ 5 s, 100,008 mirrored endpoints (no endpoint mirror Services)"+lists, 5, "s", true))
+			fs = append(fs, unmeasured(startFloorPrefix+"global Ready ≤ 2 s, 18,000 mirrored endpoints"+lists, 2, "s", true),
+				unmeasured(startFloorPrefix+"global Ready ≤ 5 s, 100,008 mirrored endpoints (no endpoint mirror Services)"+lists, 5, "s", true))
 		}
 		return fs
 	}
@@ -424,19 +427,19 @@ func startFloors(streamed, paged *LinkerdMemoryResult) []floor {
 		if k != nil && len(k.Samples) > 0 {
 			kready := field(k.Samples, func(x StartSample) float64 { return float64(x.Ready) })
 			ratio := Median(ready) / Median(kready)
-			fs = append(fs, within("cold start: global Ready ≤ 0.5× the stock kubernetes plugin's, "+at,
+			fs = append(fs, within(startFloorPrefix+"global Ready ≤ 0.5× the stock kubernetes plugin's, "+at,
 				fmt.Sprintf("%.2f× (%s vs %s, medians)", ratio, secs(dur(Median(ready))), secs(dur(Median(kready)))), ratio, 0.5, "ratio", true))
 		}
 		if bound := map[int]float64{18000: 2, 100008: 5}[s.step.Endpoints]; bound > 0 {
 			slowest := slices.Max(ready) / float64(time.Second)
-			fs = append(fs, within(fmt.Sprintf("cold start: global Ready ≤ %.0f s, %s", bound, at),
+			fs = append(fs, within(fmt.Sprintf(startFloorPrefix+"global Ready ≤ %.0f s, %s", bound, at),
 				fmt.Sprintf("%.2f s, the slowest of %d", slowest, len(ready)), slowest, bound, "s", true))
 		}
 		wrong := field(g.Samples, func(x StartSample) float64 { return float64(x.WrongAtReady) })
-		fs = append(fs, within("cold start: globals not right when asked at Ready: 0, "+at,
+		fs = append(fs, within(startFloorPrefix+"globals not right when asked at Ready: 0, "+at,
 			fmt.Sprintf("%s of %s", joinFloats(wrong, "%.0f"), thousands(g.Names)), slices.Max(wrong), 0, "names", true))
 		ratio := field(g.Samples, func(x StartSample) float64 { return float64(x.PeakRSS) / float64(x.SteadyRSS) })
-		fs = append(fs, within("cold start: global's peak RSS ≤ 1.3× steady, "+at,
+		fs = append(fs, within(startFloorPrefix+"global's peak RSS ≤ 1.3× steady, "+at,
 			fmt.Sprintf("%.2f×, the largest of %d", slices.Max(ratio), len(ratio)), slices.Max(ratio), 1.3, "ratio", true))
 	}
 	return fs
@@ -448,7 +451,7 @@ func MergeStarts(mdPath, jsonPath string, streamed, paged *LinkerdMemoryResult, 
 	var section bytes.Buffer
 	ReportStarts(&section, streamed, paged)
 	body := strings.Replace(section.String(), startSection+"\n\n", startSection+"\n\n"+measuredAlone(started, command), 1)
-	return mergeSection(mdPath, jsonPath, startSection, "## Phases", body, startFloors(streamed, paged), started)
+	return mergeSection(mdPath, jsonPath, startSection, "## Phases", body, startFloors(streamed, paged), startFloorPrefix, started)
 }
 
 // StartPoint is one plotted cold start: the medians of one block at one size.
