@@ -56,14 +56,14 @@ func (p Dnsperf) Run(ctx context.Context, port int, file string, d time.Duration
 	defer f.Close()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cpu0, err := cpuTime(pid)
+	cpu0, err := CPUTime(pid)
 	if err != nil {
 		return Perf{}, err
 	}
 	if err := cmd.Run(); err != nil {
 		return Perf{}, fmt.Errorf("dnsperf (output in %s): %w", out, err)
 	}
-	cpu1, err := cpuTime(pid)
+	cpu1, err := CPUTime(pid)
 	if err != nil {
 		return Perf{}, err
 	}
@@ -148,8 +148,8 @@ func parseDnsperf(path string, verbose bool) (Perf, error) {
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-// cpuTime is a process's user+system CPU time (0 for pid 0).
-func cpuTime(pid int) (time.Duration, error) {
+// CPUTime is a process's user+system CPU time (0 for pid 0).
+func CPUTime(pid int) (time.Duration, error) {
 	if pid == 0 {
 		return 0, nil
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/test/await"
+	"github.com/globalmirror/globalmirror/test/bench"
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/run"
@@ -39,14 +40,23 @@ var elfMachine = map[string]elf.Machine{"linux/amd64": elf.EM_X86_64, "linux/arm
 var qemuUser = map[string]string{"linux/amd64": "qemu-x86_64-static", "linux/arm64": "qemu-aarch64-static"}
 
 // checkPlatforms checks that the image c runs is a manifest list of exactly
-// platforms, each member's config naming its platform (and the same user and
-// entrypoint), its /binary a static ELF executable for that machine with the
-// file capabilities caps (none: no security.capability at all), and that the
-// list's name resolves to this machine's member, which is what podman runs,
-// inspects and saves under that name. It extracts each member's binary to
-// dir/<arch>/binary and returns those paths by platform.
+// platforms, each member's config naming its platform (and the same user,
+// numeric so that runAsNonRoot can check it, and entrypoint), its /binary a
+// static ELF executable for that machine, owned by root and not writable by
+// its user, with the file capabilities caps (none: no security.capability at
+// all; CoreDNS's must survive the COPY --from into the final stage), and that
+// the list's name resolves to this machine's member, which is what podman
+// runs, inspects and saves under that name, and whose /binary is byte for
+// byte the one `make build` put in bin/ and the tests ran (the same compiler
+// and flags). It extracts each member's binary to dir/<arch>/binary and
+// returns those paths by platform.
 func checkPlatforms(t *testing.T, pm *podman, c container, binary string, caps uint64, dir string) map[string]string {
 	t.Helper()
+	built, err := run.Bin(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	builtSum := sha256File(t, built)
 	// Checked first: `manifest inspect` of a name not in local storage asks
 	// the registry.
 	if _, err := pm.output("manifest", "exists", c.Image); err != nil {
@@ -104,7 +114,8 @@ func checkPlatforms(t *testing.T, pm *podman, c container, binary string, caps u
 		if cfg.Config.User != "65532:65532" || !slices.Equal(cfg.Config.Entrypoint, []string{"/" + binary}) {
 			t.Errorf("%s (%s): user %q, entrypoint %q; want 65532:65532, [/%s]", c.Image, platform, cfg.Config.User, cfg.Config.Entrypoint, binary)
 		}
-		if host := platform == "linux/"+runtime.GOARCH; host != (cfg.ID == resolved) {
+		host := platform == "linux/"+runtime.GOARCH
+		if host != (cfg.ID == resolved) {
 			t.Errorf("%s resolves to image %.12s; its %s member is %.12s (want: this machine's member, linux/%s)", c.Image, resolved, platform, cfg.ID, runtime.GOARCH)
 		}
 
@@ -120,6 +131,12 @@ func checkPlatforms(t *testing.T, pm *podman, c container, binary string, caps u
 		path := filepath.Join(d, binary)
 		if err := checkStaticELF(path, elfMachine[platform]); err != nil {
 			t.Errorf("%s (%s): /%s: %v", c.Image, platform, binary, err)
+		}
+		if host && f.SHA256 != builtSum {
+			t.Errorf("%s: /%s differs from %s (sha256 %s, want %s): not the binary the tests ran", c.Image, binary, built, f.SHA256, builtSum)
+		}
+		if f.UID != 0 || f.Mode&0o022 != 0 {
+			t.Errorf("%s (%s): /%s owned by %d, mode %o: its user could replace it", c.Image, platform, binary, f.UID, f.Mode)
 		}
 		raw, has := f.Xattrs["security.capability"]
 		switch {
@@ -328,22 +345,11 @@ func hostArgs(t *testing.T, c container) []string {
 // cpuTime is the CPU time (user and system) a running process has used.
 func cpuTime(t *testing.T, p *run.Process) time.Duration {
 	t.Helper()
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(p.PID()) + "/stat")
+	d, err := bench.CPUTime(p.PID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The fields after the command's name, which is in parentheses.
-	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
-	if len(fields) < 13 {
-		t.Fatalf("/proc/%d/stat: %q", p.PID(), data)
-	}
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		t.Fatalf("/proc/%d/stat: %q", p.PID(), data)
-	}
-	// Clock ticks: USER_HZ, 100 on Linux.
-	return time.Duration(utime+stime) * 10 * time.Millisecond
+	return d
 }
 
 // medianQuery asks server for name's A record n times, one after another,

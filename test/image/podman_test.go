@@ -121,15 +121,10 @@ type file struct {
 	Xattrs map[string]string
 }
 
-// files reads the regular files at paths (relative to /) from the image's
-// filesystem, through `podman export` of a container that is never started.
-func (p *podman) files(t *testing.T, ref string, paths ...string) map[string]file {
-	t.Helper()
-	return p.extract(t, ref, "", paths...)
-}
-
-// extract is files that also writes each file's content to dir (when not
-// empty) under its base name, executable (mode 0755).
+// extract reads the regular files at paths (relative to /) from the
+// image's filesystem, through `podman export` of a container that is never
+// started, and writes each file's content to dir under its base name,
+// executable (mode 0755).
 func (p *podman) extract(t *testing.T, ref, dir string, paths ...string) map[string]file {
 	t.Helper()
 	name := p.name(t, "export")
@@ -159,21 +154,15 @@ func (p *podman) extract(t *testing.T, ref, dir string, paths ...string) map[str
 			continue
 		}
 		sum := sha256.New()
-		var out *os.File
-		var w io.Writer = sum
-		if dir != "" {
-			if out, err = os.OpenFile(filepath.Join(dir, filepath.Base(path)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			w = io.MultiWriter(sum, out)
-		}
-		if _, err := io.Copy(w, tr); err != nil {
+		dst, err := os.OpenFile(filepath.Join(dir, filepath.Base(path)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o755)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if out != nil {
-			if err := out.Close(); err != nil {
-				t.Fatal(err)
-			}
+		if _, err := io.Copy(io.MultiWriter(sum, dst), tr); err != nil {
+			t.Fatal(err)
+		}
+		if err := dst.Close(); err != nil {
+			t.Fatal(err)
 		}
 		f := file{SHA256: hex.EncodeToString(sum.Sum(nil)), Mode: h.Mode, UID: h.Uid, GID: h.Gid, Xattrs: map[string]string{}}
 		for k, v := range h.PAXRecords {
