@@ -76,10 +76,7 @@ func controllerChecks(t *testing.T, c *localkube.Cluster, ns, lease string) []ch
 		{"watch services in " + ns, true, watchServices(ns)},
 		{"list endpointslices in " + ns, true, listSlices(ns)},
 		{"watch endpointslices in " + ns, true, watchSlices(ns)},
-		{"create a Service", true, func(ctx context.Context, cs clients) error {
-			_, err := cs.k.CoreV1().Services(ns).Create(ctx, headless(svcName), metav1.CreateOptions{})
-			return err
-		}},
+		{"create a Service", true, createHeadless(ns, svcName)},
 		{"get and update the Service", true, func(ctx context.Context, cs clients) error {
 			svc, err := cs.k.CoreV1().Services(ns).Get(ctx, svcName, metav1.GetOptions{})
 			if err != nil {
@@ -218,21 +215,19 @@ func opened(w watch.Interface, err error) error {
 	return err
 }
 
-// headless is a selector-less headless Service like the ones the controller writes.
-func headless(name string) *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.ServiceSpec{
+// createHeadless creates a selector-less headless Service like the ones the
+// controller writes.
+func createHeadless(ns, name string) func(context.Context, clients) error {
+	return func(ctx context.Context, cs clients) error {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.ServiceSpec{
 			ClusterIP: corev1.ClusterIPNone,
 			Ports:     []corev1.ServicePort{{Name: "db", Port: 5432, Protocol: corev1.ProtocolTCP}},
-		},
+		}}
+		_, err := cs.k.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+		return err
 	}
 }
 
 func crdGVR() schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-}
-
-func rbacGVR(resource string) schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: resource}
 }
