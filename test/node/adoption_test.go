@@ -247,7 +247,6 @@ func TestAdoptionOnANode(t *testing.T) {
 		helmtest.Must(t, "upgrade", dnsRelease.name, chartDir, "--namespace", dnsRelease.namespace, "--kubeconfig", s.kubeconfig,
 			"--reuse-values", "-f", values)
 		s.waitReplaced(dnsRelease, "coredns", old)
-		s.waitRolledOut(dnsRelease.namespace, dnsRelease.deployment("coredns"))
 		s.awaitAnswers("client", want.reverse)
 		tr.settled()
 		s.expectProbedAndUnprivileged(dnsRelease)
@@ -310,12 +309,7 @@ func TestAdoptionOnANode(t *testing.T) {
 		// The API forgets the pod at once; the kubelet still stops its
 		// container with SIGTERM, so the leader may release the Lease (a
 		// standby leads within its retry period) or not (once it expires).
-		s.eventually("a new leader", func(context.Context) string {
-			if l := s.leaderPod(controllerRelease); l.Name == "" || l.UID == leader.UID {
-				return "no running pod holds the Lease yet"
-			}
-			return ""
-		})
+		s.expectLeader(controllerRelease, leader.UID)
 	})
 	// globalmirror check, each of its failures made by breaking one thing,
 	// then healed; every other check stays ✔.
@@ -379,7 +373,6 @@ func TestAdoptionOnANode(t *testing.T) {
 	step("back out: kubeadm's CoreDNS scaled back to 2", strict, func() {
 		tr.now(want.global)
 		s.scale(metav1.NamespaceSystem, "coredns", 2)
-		s.waitRolledOut(metav1.NamespaceSystem, "coredns")
 		s.awaitServing(s.podsBySelector(metav1.NamespaceSystem, "k8s-app=kube-dns"))
 	})
 	step("helm uninstall of the cluster DNS release", strict, func() {

@@ -926,12 +926,13 @@ func (s *install) expectControllerSlices(want []string) {
 }
 
 // expectLeader checks that one controller replica of r leads, through the
-// Lease the chart's RBAC lets it hold in the release namespace.
-func (s *install) expectLeader(r chartRelease) {
+// Lease the chart's RBAC lets it hold in the release namespace: a running
+// one, none of the pods gone.
+func (s *install) expectLeader(r chartRelease, gone ...types.UID) {
 	s.t.Helper()
 	s.eventually("controller leader", func(context.Context) string {
-		if p := s.leaderPod(r); p.Name == "" {
-			return "no controller pod holds the Lease"
+		if p := s.leaderPod(r); p.Name == "" || slices.Contains(gone, p.UID) {
+			return "no running controller pod holds the Lease"
 		}
 		return ""
 	})
@@ -963,39 +964,32 @@ func (s *install) expectUninstalled(r chartRelease) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	kinds := []struct {
-		gvr        schema.GroupVersionResource
-		namespaced bool
-	}{
-		{appsv1.SchemeGroupVersion.WithResource("deployments"), true},
-		{corev1.SchemeGroupVersion.WithResource("pods"), true},
-		{corev1.SchemeGroupVersion.WithResource("services"), true},
-		{corev1.SchemeGroupVersion.WithResource("configmaps"), true},
-		{corev1.SchemeGroupVersion.WithResource("serviceaccounts"), true},
-		{policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets"), true},
-		{rbacv1.SchemeGroupVersion.WithResource("roles"), true},
-		{rbacv1.SchemeGroupVersion.WithResource("rolebindings"), true},
-		{rbacv1.SchemeGroupVersion.WithResource("clusterroles"), false},
-		{rbacv1.SchemeGroupVersion.WithResource("clusterrolebindings"), false},
+	// Namespaced kinds are listed in every namespace, cluster-scoped ones
+	// by the same request.
+	kinds := []schema.GroupVersionResource{
+		appsv1.SchemeGroupVersion.WithResource("deployments"),
+		corev1.SchemeGroupVersion.WithResource("pods"),
+		corev1.SchemeGroupVersion.WithResource("services"),
+		corev1.SchemeGroupVersion.WithResource("configmaps"),
+		corev1.SchemeGroupVersion.WithResource("serviceaccounts"),
+		policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets"),
+		rbacv1.SchemeGroupVersion.WithResource("roles"),
+		rbacv1.SchemeGroupVersion.WithResource("rolebindings"),
+		rbacv1.SchemeGroupVersion.WithResource("clusterroles"),
+		rbacv1.SchemeGroupVersion.WithResource("clusterrolebindings"),
 	}
 	s.eventually(r.name+"'s objects gone", func(ctx context.Context) string {
 		var left []string
-		for _, k := range kinds {
-			var l *metav1.PartialObjectMetadataList
-			var err error
-			if k.namespaced {
-				l, err = meta.Resource(k.gvr).Namespace(metav1.NamespaceAll).List(ctx, sel)
-			} else {
-				l, err = meta.Resource(k.gvr).List(ctx, sel)
-			}
+		for _, gvr := range kinds {
+			l, err := meta.Resource(gvr).List(ctx, sel)
 			if err != nil {
 				return err.Error()
 			}
 			for _, o := range l.Items {
-				if k.gvr.Resource == "services" && o.Annotations["helm.sh/resource-policy"] == "keep" {
+				if gvr.Resource == "services" && o.Annotations["helm.sh/resource-policy"] == "keep" {
 					continue // the cluster DNS Service
 				}
-				left = append(left, k.gvr.Resource+" "+o.Namespace+"/"+o.Name)
+				left = append(left, gvr.Resource+" "+o.Namespace+"/"+o.Name)
 			}
 		}
 		if len(left) > 0 {
