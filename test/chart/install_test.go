@@ -2,7 +2,6 @@ package chart
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,7 +20,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -373,29 +371,12 @@ func writeTokenKubeconfig(t *testing.T, c *localkube.Cluster, namespace, sa, pat
 }
 
 // expectGlobal waits for the controller to write db-global in ns with the
-// mirrored pod as db-0-east, which needs Service and EndpointSlice writes.
+// mirrored pod as db-0-east, its only member, which needs Service and
+// EndpointSlice writes.
 func expectGlobal(t *testing.T, c *localkube.Cluster, ns string, p *run.Process) {
 	t.Helper()
 	err := await.Poll(t.Context(), 30*time.Second, 100*time.Millisecond, func(ctx context.Context) string {
-		svc, err := c.Client.CoreV1().Services(ns).Get(ctx, "db-global", metav1.GetOptions{})
-		if err != nil {
-			return err.Error()
-		}
-		if svc.Labels["app.kubernetes.io/managed-by"] != "globalmirror" || svc.Spec.ClusterIP != corev1.ClusterIPNone {
-			return fmt.Sprintf("db-global: labels %v, clusterIP %q", svc.Labels, svc.Spec.ClusterIP)
-		}
-		list, err := c.Client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=db-global"})
-		if err != nil {
-			return err.Error()
-		}
-		for _, s := range list.Items {
-			for _, e := range s.Endpoints {
-				if e.Hostname != nil && *e.Hostname == "db-0-east" && slices.Contains(e.Addresses, "192.0.2.10") {
-					return ""
-				}
-			}
-		}
-		return fmt.Sprintf("db-global slices: %v", toYAML(t, list.Items))
+		return scenario.GlobalService(ctx, c.Client, ns, "db-global", 5432, map[string]string{"db-0-east": "192.0.2.10"})
 	})
 	if err != nil {
 		t.Fatalf("no db-global with db-0-east (192.0.2.10) in %s: %v\ncontroller log:\n%s", ns, err, p.Log(4000))

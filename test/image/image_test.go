@@ -27,7 +27,6 @@ package image
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -49,7 +48,6 @@ import (
 	"github.com/globalmirror/globalmirror/test/workload"
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -277,32 +275,7 @@ func mirroredDB(ctx context.Context, t *testing.T, env *localkube.Env) map[strin
 func expectGlobalService(t *testing.T, c *localkube.Cluster, want map[string]string, p *run.Process) {
 	t.Helper()
 	err := await.Poll(t.Context(), 60*time.Second, 100*time.Millisecond, func(ctx context.Context) string {
-		svc, err := c.Client.CoreV1().Services(ns).Get(ctx, "db-global", metav1.GetOptions{})
-		if err != nil {
-			return err.Error()
-		}
-		if svc.Labels["app.kubernetes.io/managed-by"] != "globalmirror" || svc.Spec.ClusterIP != corev1.ClusterIPNone ||
-			len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 5432 {
-			return fmt.Sprintf("db-global: labels %v, clusterIP %q, ports %v", svc.Labels, svc.Spec.ClusterIP, svc.Spec.Ports)
-		}
-		list, err := c.Client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=db-global"})
-		if err != nil {
-			return err.Error()
-		}
-		got := map[string]string{}
-		for _, s := range list.Items {
-			for _, e := range s.Endpoints {
-				ready := e.Conditions.Ready == nil || *e.Conditions.Ready
-				if e.Hostname == nil || len(e.Addresses) != 1 || !ready {
-					return fmt.Sprintf("endpoint %+v", e)
-				}
-				got[*e.Hostname] = e.Addresses[0]
-			}
-		}
-		if !maps.Equal(got, want) {
-			return fmt.Sprintf("db-global endpoints %v", got)
-		}
-		return ""
+		return scenario.GlobalService(ctx, c.Client, ns, "db-global", 5432, want)
 	})
 	if err != nil {
 		t.Fatalf("no db-global with endpoints %v: %v\ncontroller log:\n%s", want, err, p.Log(4000))

@@ -4,12 +4,51 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
+
+// GlobalService says how the global Service name in ns falls short of what
+// the controller writes for members with the one port port: headless,
+// labelled managed-by globalmirror, with that port, and EndpointSlices whose
+// endpoints, each ready with one address, are exactly want (hostname to
+// address); "" once it is so. It is a check for await.Poll.
+func GlobalService(ctx context.Context, c kubernetes.Interface, ns, name string, port int32, want map[string]string) string {
+	svc, err := c.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	if svc.Labels["app.kubernetes.io/managed-by"] != "globalmirror" || svc.Spec.ClusterIP != corev1.ClusterIPNone ||
+		len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != port {
+		return fmt.Sprintf("%s: labels %v, clusterIP %q, ports %v", name, svc.Labels, svc.Spec.ClusterIP, svc.Spec.Ports)
+	}
+	list, err := c.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
+	if err != nil {
+		return err.Error()
+	}
+	got := map[string]string{}
+	for _, s := range list.Items {
+		for _, e := range s.Endpoints {
+			ready := e.Conditions.Ready == nil || *e.Conditions.Ready
+			if e.Hostname == nil || len(e.Addresses) != 1 || !ready {
+				return fmt.Sprintf("%s: endpoint %+v", name, e)
+			}
+			got[*e.Hostname] = e.Addresses[0]
+		}
+	}
+	if !maps.Equal(got, want) {
+		return fmt.Sprintf("%s endpoints %v", name, got)
+	}
+	return ""
+}
 
 // AwaitAnswer waits until name/qtype asked of addr over network sums up
 // (dnsq.Summary) to want, and fails after timeout with the last answer.
