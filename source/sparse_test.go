@@ -36,7 +36,7 @@ func TestSparseSliceIsWhatUpsertReadsOfTheWholeOne(t *testing.T) {
 				UID: "0b4a2f1e", CreationTimestamp: metav1.Now(), Annotations: map[string]string{"a": "b"},
 				Labels: map[string]string{aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: "east", discoveryv1.LabelManagedBy: "x"},
 				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m", Operation: "Update", Time: &metav1.Time{Time: time.Now()}, FieldsType: "FieldsV1",
-					FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:endpoints":{}}`)}}}},
+					FieldsV1: metav1.NewFieldsV1(`{"f:endpoints":{}}`)}}},
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Ports:       []discoveryv1.EndpointPort{{Port: new(int32(4143))}},
 		}
