@@ -107,10 +107,12 @@ func memberSlice(svc *corev1.Service, hostsAndIPs ...string) *discoveryv1.Endpoi
 	return fixture.Slice(svc, svc.Name+"-abc", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(pg), eps...)
 }
 
-// eventually polls cond for up to 10 s.
+// eventually waits up to 30 s for cond: the fake clientset's objects carry
+// no resourceVersion, so each watch event ends a feed's watch and it lists
+// again, backing off up to 10 s (15 s jittered) while watches keep ending.
 func (e *env) eventually(what string, cond func() error) {
 	e.t.Helper()
-	if err := await.Poll(e.t.Context(), 10*time.Second, 20*time.Millisecond, func(context.Context) string {
+	if err := await.Poll(e.t.Context(), 30*time.Second, 20*time.Millisecond, func(context.Context) string {
 		if err := cond(); err != nil {
 			return err.Error()
 		}
