@@ -70,6 +70,14 @@ func TestAdoptionOnANode(t *testing.T) {
 	}
 	t.Logf("node Ready in %v", time.Since(started).Round(time.Millisecond))
 	world := scenario.NewWorld(source, ns, filepath.Join(logs, "world"))
+	// The step that first failed, said again after the logs below: CI
+	// shows only the output's tail.
+	firstFailed := "the set-up, before the first step"
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("FAILED first in %s (the error is above the logs)", firstFailed)
+		}
+	})
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log(n.LogTails(3000))
@@ -131,6 +139,14 @@ func TestAdoptionOnANode(t *testing.T) {
 	// step does a step, then ends its span of the timeline and judges it.
 	step := func(name string, allows allowance, do func()) {
 		t.Helper()
+		var problems []string
+		if !t.Failed() {
+			defer func() {
+				if t.Failed() {
+					firstFailed = fmt.Sprintf("%s %v", name, problems)
+				}
+			}()
+		}
 		do()
 		if allows == kubeadmPodsEnd {
 			// What kubeadm's ended pods left (UDP conntrack entries to
@@ -140,8 +156,8 @@ func TestAdoptionOnANode(t *testing.T) {
 		}
 		tally := tl.end(name)
 		t.Logf("%s", tally)
-		if p := tally.problems(allows); len(p) > 0 {
-			t.Errorf("%s: %s\n%s\n%s%s", name, strings.Join(p, "; "), tally, endpoints.around(tally.FirstBad, 10*time.Second), s.dnsFlows())
+		if problems = tally.problems(allows); len(problems) > 0 {
+			t.Errorf("%s: %s\n%s\n%s%s", name, strings.Join(problems, "; "), tally, endpoints.around(tally.FirstBad, 10*time.Second), s.dnsFlows())
 		}
 	}
 	defer func() { t.Logf("lookups per step:\n%s", markdown(tl.tallies)) }()

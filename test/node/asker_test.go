@@ -195,10 +195,9 @@ const (
 	// lookups may be lost so.
 	kubeadmPodsEnd
 	// harnessWrites: the harness writes (or deletes) tens of thousands of
-	// objects in about a minute, and the control plane works on them, on
-	// the node's two CPUs, where the pods' CPU weight is their requests'
-	// against the control plane's whole (a real node shares no CPU with
-	// its API server): lookups may be slow, each answered within
+	// objects in about a minute, and three control planes work on them, on
+	// the node's two CPUs (a real node shares no CPU with its API server;
+	// here the pods only weigh more, nodeCPUShares): lookups may be slow, each answered within
 	// slowUnderWrites (none lost: that would cost a 5 s retry), and each
 	// resolver and transport asks at least minRate/2 a second; none may
 	// fail or be wrong.
