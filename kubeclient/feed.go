@@ -234,6 +234,7 @@ func relistWait() *wait.Backoff {
 // every list (a control plane upgraded in place streams from then on), and
 // lists through the list API where it does not; the log says when the path changes.
 func (f *Feed) list(ctx context.Context) (string, error) {
+	began := time.Now()
 	path := Paged
 	rv, err := "", errStreamUnsupported
 	if f.API.Stream != nil {
@@ -251,7 +252,7 @@ func (f *Feed) list(ctx context.Context) (string, error) {
 		log := klog.FromContext(ctx)
 		switch {
 		case last == "":
-			log.Info("Listed", "path", path)
+			log.Info("Listed", "path", path, "took", time.Since(began).Round(time.Millisecond))
 		case path == Paged:
 			log.Info("Listing without streaming: the API server no longer streams lists")
 		default:
