@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/globalmirror/globalmirror/test/await"
@@ -47,6 +48,13 @@ func ControllerWrites(ctrl *run.Controller) (Writes, error) {
 		}
 	}
 	return w, nil
+}
+
+// startController starts globalmirror-controller on namespace, without
+// leader election, at cfg's API rate (burst twice that), logging to dir/log.
+func startController(ctx context.Context, cfg Config, kubeconfig, namespace, log string) (*run.Controller, error) {
+	return run.StartController(ctx, cfg.Dir, log, kubeconfig, "--leader-elect=false", "--namespaces="+namespace,
+		"--kube-api-qps="+strconv.Itoa(cfg.ControllerQPS), "--kube-api-burst="+strconv.Itoa(2*cfg.ControllerQPS))
 }
 
 // Converged waits until the controller manages bases globals holding

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/globalmirror/globalmirror/test/localkube"
@@ -90,9 +89,7 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int, apiserver strin
 		loaded = n
 		// The controller's slices answer the global names for the
 		// CoreDNS without the plugin, as RSS expects.
-		ctrl, err := run.StartController(ctx, cfg.Dir, fmt.Sprintf("linkerd-controller-%d.log", n), cluster.Kubeconfig,
-			"--leader-elect=false", "--namespaces="+namespace,
-			"--kube-api-qps="+strconv.Itoa(cfg.ControllerQPS), "--kube-api-burst="+strconv.Itoa(2*cfg.ControllerQPS))
+		ctrl, err := startController(ctx, cfg, cluster.Kubeconfig, namespace, fmt.Sprintf("linkerd-controller-%d.log", n))
 		if err != nil {
 			return LinkerdMemoryStep{}, err
 		}

@@ -13,7 +13,6 @@ import (
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/dnsq"
-	"github.com/globalmirror/globalmirror/test/run"
 	"github.com/miekg/dns"
 	"golang.org/x/sync/errgroup"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -108,7 +107,7 @@ func Storm(ctx context.Context, cfg Config, kubeconfig string, client kubernetes
 	rep.Loading = time.Since(t)
 	cfg.Log("storm world: %d clusters × %d services × %d pods, %d objects loaded in %v", rep.Clusters, bases, Pods, rep.Objects, rep.Loading.Round(time.Second))
 
-	ctrl, err := startStormController(ctx, cfg, kubeconfig, "storm-controller.log")
+	ctrl, err := startController(ctx, cfg, kubeconfig, stormWorld.Namespace, "storm-controller.log")
 	if err != nil {
 		return rep, err
 	}
@@ -168,7 +167,7 @@ func Storm(ctx context.Context, cfg Config, kubeconfig string, client kubernetes
 	// The controller restarted: ready, converged, and what it wrote.
 	ctrl.Stop()
 	start = time.Now()
-	if ctrl, err = startStormController(ctx, cfg, kubeconfig, "storm-controller-restarted.log"); err != nil {
+	if ctrl, err = startController(ctx, cfg, kubeconfig, stormWorld.Namespace, "storm-controller-restarted.log"); err != nil {
 		return rep, err
 	}
 	r = RestartResult{What: "controller", First: time.Since(start)}
@@ -185,11 +184,6 @@ func Storm(ctx context.Context, cfg Config, kubeconfig string, client kubernetes
 	cfg.Log("storm world, controller restarted: ready after %v, converged after %v, %d writes", r.First.Round(time.Millisecond), r.Converged.Round(time.Millisecond), r.Writes)
 	rep.Restarts = append(rep.Restarts, r)
 	return rep, nil
-}
-
-func startStormController(ctx context.Context, cfg Config, kubeconfig, log string) (*run.Controller, error) {
-	return run.StartController(ctx, cfg.Dir, log, kubeconfig, "--leader-elect=false", "--namespaces="+stormWorld.Namespace,
-		"--kube-api-qps="+strconv.Itoa(cfg.ControllerQPS), "--kube-api-burst="+strconv.Itoa(2*cfg.ControllerQPS))
 }
 
 // sweep starts stormSweepers clients asking for every global until each

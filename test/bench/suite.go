@@ -135,8 +135,6 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 
 	w := World{Namespace: namespace}
 	env2 := []string{"BENCH_KUBECONFIG=" + cluster.Kubeconfig}
-	ctrlArgs := []string{"--leader-elect=false", "--namespaces=" + namespace,
-		"--kube-api-qps=" + strconv.Itoa(cfg.ControllerQPS), "--kube-api-burst=" + strconv.Itoa(2*cfg.ControllerQPS)}
 
 	var ctrl *run.Controller
 	defer func() {
@@ -160,7 +158,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		phase(fmt.Sprintf("load mirrors of bases %d-%d", loaded, n-1), t)
 
 		t = time.Now()
-		ctrl, err = run.StartController(ctx, cfg.Dir, fmt.Sprintf("controller-%d.log", n), cluster.Kubeconfig, ctrlArgs...)
+		ctrl, err = startController(ctx, cfg, cluster.Kubeconfig, namespace, fmt.Sprintf("controller-%d.log", n))
 		if err != nil {
 			return res, err
 		}
