@@ -167,8 +167,7 @@ func ReportLinkerdMemory(out io.Writer, res *LinkerdMemoryResult) {
 	p("| bases | mirrored endpoints | `kubernetes` only: heap | RSS | with `global`: heap | RSS | `global` only: heap | RSS |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	row := func(s LinkerdMemoryStep) {
 		p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", thousands(s.Bases), thousands(s.Endpoints),
-			mib(medianFloat(s.RSS.OffHeap)), mib(float64(medianInt(s.RSS.Off))), mib(medianFloat(s.RSS.OnHeap)), mib(float64(medianInt(s.RSS.On))),
-			mib(medianFloat(s.RSS.AloneHeap)), mib(float64(medianInt(s.RSS.Alone))))
+			mib(s.RSS.Off.heap()), mib(s.RSS.Off.rest()), mib(s.RSS.On.heap()), mib(s.RSS.On.rest()), mib(s.RSS.Alone.heap()), mib(s.RSS.Alone.rest()))
 	}
 	for _, s := range steps {
 		row(s)
@@ -191,8 +190,8 @@ func ReportLinkerdMemory(out io.Writer, res *LinkerdMemoryResult) {
 		ls := res.LargeSlopes()
 		p("\nGrown on to %s bases (%s mirrored endpoints), without the endpoint mirrors' Services, which global never receives: "+
 			"`kubernetes` only %s heap, %s RSS; with `global` %s heap, %s RSS. Per mirrored endpoint, the slope from %s to %s endpoints:\n\n",
-			thousands(l.Bases), thousands(l.Endpoints), mib(medianFloat(l.RSS.OffHeap)), mib(float64(medianInt(l.RSS.Off))),
-			mib(medianFloat(l.RSS.OnHeap)), mib(float64(medianInt(l.RSS.On))), thousands(b.Endpoints), thousands(l.Endpoints))
+			thousands(l.Bases), thousands(l.Endpoints), mib(l.RSS.Off.heap()), mib(l.RSS.Off.rest()), mib(l.RSS.On.heap()), mib(l.RSS.On.rest()),
+			thousands(b.Endpoints), thousands(l.Endpoints))
 		p("| | live heap, B | RSS at rest, B | RSS loaded, B |\n|---|---:|---:|---:|\n")
 		p("| what `global` adds (with `global` − `kubernetes` only) | %.0f | %.0f | %.0f |\n", ls.GlobalHeap, ls.GlobalRSS, ls.GlobalRSSLoaded)
 		p("| what `global` holds (`global` only) | %.0f | %.0f | %.0f |\n", ls.AloneHeap, ls.AloneRSS, ls.AloneRSSLoaded)
@@ -216,46 +215,36 @@ type MemorySlopes struct {
 
 // Slopes are the bytes per mirrored endpoint between the first and the last size.
 func (res *LinkerdMemoryResult) Slopes() MemorySlopes {
-	a, b := res.Steps[0], res.Steps[len(res.Steps)-1]
-	d := float64(b.Endpoints - a.Endpoints)
-	slope := func(x, y float64) float64 { return (y - x) / d }
-	offHeap := slope(medianFloat(a.RSS.OffHeap), medianFloat(b.RSS.OffHeap))
-	onHeap := slope(medianFloat(a.RSS.OnHeap), medianFloat(b.RSS.OnHeap))
-	offRSS := slope(float64(medianInt(a.RSS.Off)), float64(medianInt(b.RSS.Off)))
-	onRSS := slope(float64(medianInt(a.RSS.On)), float64(medianInt(b.RSS.On)))
-	rss := func(pick func(*RSSResult) []int64) float64 {
-		return slope(float64(medianInt(pick(a.RSS))), float64(medianInt(pick(b.RSS))))
-	}
-	offLoaded := rss(func(r *RSSResult) []int64 { return r.OffLoaded })
-	return MemorySlopes{KubeHeap: offHeap, KubeRSS: offRSS, GlobalHeap: onHeap - offHeap, GlobalRSS: onRSS - offRSS,
-		AloneHeap:      slope(medianFloat(a.RSS.AloneHeap), medianFloat(b.RSS.AloneHeap)),
-		AloneRSS:       slope(float64(medianInt(a.RSS.Alone)), float64(medianInt(b.RSS.Alone))),
-		ControllerHeap: slope(a.ControllerLive, b.ControllerLive), ControllerRSS: slope(float64(a.ControllerRSS), float64(b.ControllerRSS)),
-		KubeRSSLoaded:   offLoaded,
-		GlobalRSSLoaded: rss(func(r *RSSResult) []int64 { return r.OnLoaded }) - offLoaded,
-		AloneRSSLoaded:  rss(func(r *RSSResult) []int64 { return r.AloneLoaded })}
+	return slopes(res.Steps[0], res.Steps[len(res.Steps)-1])
 }
 
 // LargeSlopes are what global and the controller add per mirrored endpoint
-// from the last full-shape size to Large (the stock plugin's is not
-// comparable there: it misses the endpoint mirrors' Services).
+// from the last full-shape size to Large (the stock plugin's Kube slopes are
+// not comparable there, it misses the endpoint mirrors' Services, and go
+// unreported).
 func (res *LinkerdMemoryResult) LargeSlopes() MemorySlopes {
-	a, b := res.Steps[len(res.Steps)-1], *res.Large
+	return slopes(res.Steps[len(res.Steps)-1], *res.Large)
+}
+
+// slopes are the bytes per mirrored endpoint from step a to step b: what
+// global adds is the slope with it less the slope without it.
+func slopes(a, b LinkerdMemoryStep) MemorySlopes {
 	d := float64(b.Endpoints - a.Endpoints)
-	added := func(s LinkerdMemoryStep) (heap, rss float64) {
-		return medianFloat(s.RSS.OnHeap) - medianFloat(s.RSS.OffHeap), float64(medianInt(s.RSS.On) - medianInt(s.RSS.Off))
+	slope := func(block func(*RSSResult) RSSSamples, median func(RSSSamples) float64) float64 {
+		return (median(block(b.RSS)) - median(block(a.RSS))) / d
 	}
-	ah, ar := added(a)
-	bh, br := added(b)
-	loaded := func(s LinkerdMemoryStep) float64 {
-		return float64(medianInt(s.RSS.OnLoaded) - medianInt(s.RSS.OffLoaded))
-	}
-	return MemorySlopes{GlobalHeap: (bh - ah) / d, GlobalRSS: (br - ar) / d,
-		AloneHeap:      (medianFloat(b.RSS.AloneHeap) - medianFloat(a.RSS.AloneHeap)) / d,
-		AloneRSS:       float64(medianInt(b.RSS.Alone)-medianInt(a.RSS.Alone)) / d,
+	off := func(r *RSSResult) RSSSamples { return r.Off }
+	on := func(r *RSSResult) RSSSamples { return r.On }
+	alone := func(r *RSSResult) RSSSamples { return r.Alone }
+	s := MemorySlopes{
+		KubeHeap: slope(off, RSSSamples.heap), KubeRSS: slope(off, RSSSamples.rest), KubeRSSLoaded: slope(off, RSSSamples.loaded),
+		AloneHeap: slope(alone, RSSSamples.heap), AloneRSS: slope(alone, RSSSamples.rest), AloneRSSLoaded: slope(alone, RSSSamples.loaded),
 		ControllerHeap: (b.ControllerLive - a.ControllerLive) / d, ControllerRSS: float64(b.ControllerRSS-a.ControllerRSS) / d,
-		GlobalRSSLoaded: (loaded(b) - loaded(a)) / d,
-		AloneRSSLoaded:  float64(medianInt(b.RSS.AloneLoaded)-medianInt(a.RSS.AloneLoaded)) / d}
+	}
+	s.GlobalHeap = slope(on, RSSSamples.heap) - s.KubeHeap
+	s.GlobalRSS = slope(on, RSSSamples.rest) - s.KubeRSS
+	s.GlobalRSSLoaded = slope(on, RSSSamples.loaded) - s.KubeRSSLoaded
+	return s
 }
 
 // controllerMemory is a converged controller's live heap as of its last
@@ -271,5 +260,3 @@ func controllerMemory(ctx context.Context, ctrl *run.Controller) (float64, int64
 	rss, err := vmRSS(ctrl.PID())
 	return s.Sum("go_memstats_next_gc_bytes") / 2, rss, err
 }
-
-func medianFloat(v []float64) float64 { return Median(v) }

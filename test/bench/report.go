@@ -142,21 +142,17 @@ func Report(out io.Writer, r *Results) {
 		}
 	}
 	if s := r.RSS; s != nil {
-		off, on := medianInt(s.Off), medianInt(s.On)
-		offL, onL := medianInt(s.OffLoaded), medianInt(s.OnLoaded)
 		p("\nCoreDNS at %s globals (%s ready endpoints), one block `global` + `kubernetes` vs `kubernetes` alone: "+
 			"VmRSS loaded (%v after both answer the last names) and at rest (%v after two collections forced through pprof, "+
 			"as the runtime forces them every 2 minutes when idle), live heap after the first; %d samples each, medians:\n\n",
 			thousands(s.Bases), thousands(s.Bases*Records), s.SettleAfter, restAfter, len(s.On))
 		p("| CoreDNS | VmRSS loaded | VmRSS at rest | live Go heap |\n|---|---:|---:|---:|\n")
-		p("| `kubernetes` only | %s | %s | %s |\n", mib(float64(offL)), mib(float64(off)), mib(Median(s.OffHeap)))
-		p("| `global` + `kubernetes` | %s | %s | %s |\n", mib(float64(onL)), mib(float64(on)), mib(Median(s.OnHeap)))
-		d, dl := float64(on-off), float64(onL-offL)
-		dh := Median(s.OnHeap) - Median(s.OffHeap)
+		p("| `kubernetes` only | %s | %s | %s |\n", mib(s.Off.loaded()), mib(s.Off.rest()), mib(s.Off.heap()))
+		p("| `global` + `kubernetes` | %s | %s | %s |\n", mib(s.On.loaded()), mib(s.On.rest()), mib(s.On.heap()))
 		per := func(v float64) string {
 			return fmt.Sprintf("%s (%.0f B per endpoint)", mib(v), v/float64(s.Bases*Records))
 		}
-		p("| global's share | %s | %s | %s |\n", per(dl), per(d), per(dh))
+		p("| global's share | %s | %s | %s |\n", per(s.On.loaded()-s.Off.loaded()), per(s.On.rest()-s.Off.rest()), per(s.On.heap()-s.Off.heap()))
 	}
 	if bs := goBenchByPrefix(r.GoBench, "NonMemberMemory"); len(bs) > 0 {
 		p("\nA local Service (headless, with a slice of three endpoints) that is neither a member nor named like a global: "+
@@ -502,8 +498,8 @@ func goBenchByPrefix(bs []GoBench, prefix string) []GoBench {
 	return out
 }
 
-func field[T any](xs []T, f func(T) float64) []float64 {
-	out := make([]float64, len(xs))
+func field[T, V any](xs []T, f func(T) V) []V {
+	out := make([]V, len(xs))
 	for i, x := range xs {
 		out[i] = f(x)
 	}

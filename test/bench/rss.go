@@ -13,26 +13,40 @@ import (
 	"github.com/globalmirror/globalmirror/test/scenario"
 )
 
-// RSSResult is CoreDNS's resident memory with the plugin off and on, one
-// sample per round each.
+// RSSResult is CoreDNS's memory, one sample per round each: with the
+// kubernetes plugin alone (Off), with global too (On), and with the global
+// plugin alone (Alone), whose slope between two sizes is what the plugin
+// adds, without the kubernetes plugin's hundreds of megabytes (and their
+// noise) on both sides.
 type RSSResult struct {
-	Bases int
-	// VmRSS bytes at rest: after two collections and restAfter, when the
-	// runtime has returned what the lists left (an idle process gets there
-	// by itself: the runtime forces a collection every 2 minutes).
-	Off, On []int64
-	// VmRSS bytes settle after the last names are answered, before any
-	// collection forced: the lists' garbage still counted.
-	OffLoaded, OnLoaded []int64
-	OffHeap             []float64
-	OnHeap              []float64 // live heap: go_memstats_heap_alloc_bytes after a forced GC
-	// Alone: CoreDNS with the global plugin alone; the slope of its memory
-	// between two sizes is what the plugin adds, without the kubernetes
-	// plugin's hundreds of megabytes (and their noise) on both sides.
-	Alone       []int64
-	AloneLoaded []int64
-	AloneHeap   []float64
-	SettleAfter time.Duration
+	Bases          int
+	Off, On, Alone RSSSamples
+	SettleAfter    time.Duration
+}
+
+// RSSSample is one CoreDNS's memory.
+type RSSSample struct {
+	// Loaded: VmRSS bytes settle after the last names are answered, before
+	// any collection forced: the lists' garbage still counted. Rest: VmRSS
+	// bytes at rest, after two collections and restAfter, when the runtime
+	// has returned what the lists left (an idle process gets there by
+	// itself: the runtime forces a collection every 2 minutes).
+	Loaded, Rest int64
+	Heap         float64 // live heap: go_memstats_heap_alloc_bytes after a forced GC
+}
+
+// RSSSamples are one CoreDNS's samples over the rounds; their medians are
+// what the report shows (VmRSS in whole bytes).
+type RSSSamples []RSSSample
+
+func (s RSSSamples) loaded() float64 {
+	return float64(medianInt(field(s, func(m RSSSample) int64 { return m.Loaded })))
+}
+func (s RSSSamples) rest() float64 {
+	return float64(medianInt(field(s, func(m RSSSample) int64 { return m.Rest })))
+}
+func (s RSSSamples) heap() float64 {
+	return Median(field(s, func(m RSSSample) float64 { return m.Heap }))
 }
 
 // restAfter is how long the runtime's scavenger gets, after the forced
@@ -47,35 +61,24 @@ func (w World) RSS(ctx context.Context, dir string, bases, rounds int, settle ti
 	res := &RSSResult{Bases: bases, SettleAfter: settle}
 	last := bases - 1
 	for r := range rounds {
-		for _, block := range []string{"off", "on", "alone"} {
-			corefile := map[string]string{"off": kubernetesCorefile, "on": productionCorefile, "alone": globalCorefile}[block]
-			name := fmt.Sprintf("rss-%s-%d", block, r)
-			srv, err := StartCoreDNS(ctx, dir, name, corefile, "", []string{"DNS_PORT"}, env)
+		for _, block := range []struct {
+			name, corefile string
+			samples        *RSSSamples
+		}{{"off", kubernetesCorefile, &res.Off}, {"on", productionCorefile, &res.On}, {"alone", globalCorefile, &res.Alone}} {
+			name := fmt.Sprintf("rss-%s-%d", block.name, r)
+			srv, err := StartCoreDNS(ctx, dir, name, block.corefile, "", []string{"DNS_PORT"}, env)
 			if err != nil {
 				return nil, err
 			}
-			m, err := w.loadedRSS(ctx, srv, last, block != "alone", settle, filepath.Join(dir, name+".heap"))
+			m, err := w.loadedRSS(ctx, srv, last, block.name != "alone", settle, filepath.Join(dir, name+".heap"))
 			srv.Stop()
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", name, err)
 			}
-			switch block {
-			case "on":
-				res.On, res.OnLoaded, res.OnHeap = append(res.On, m.rest), append(res.OnLoaded, m.loaded), append(res.OnHeap, m.heap)
-			case "off":
-				res.Off, res.OffLoaded, res.OffHeap = append(res.Off, m.rest), append(res.OffLoaded, m.loaded), append(res.OffHeap, m.heap)
-			default:
-				res.Alone, res.AloneLoaded, res.AloneHeap = append(res.Alone, m.rest), append(res.AloneLoaded, m.loaded), append(res.AloneHeap, m.heap)
-			}
+			*block.samples = append(*block.samples, m)
 		}
 	}
 	return res, nil
-}
-
-// rssSample is one CoreDNS's memory: VmRSS loaded and at rest, live heap.
-type rssSample struct {
-	loaded, rest int64
-	heap         float64
 }
 
 // loadedRSS samples srv's VmRSS once it answers the last base's names (and,
@@ -87,8 +90,8 @@ type rssSample struct {
 // a collection ends marking, before it sweeps, so after the first the lists'
 // garbage still counts; after the second only what is live and its spans'
 // slack do. An idle CoreDNS gets there by itself within 4 minutes.
-func (w World) loadedRSS(ctx context.Context, srv *CoreDNS, last int, kubernetes bool, settle time.Duration, profile string) (rssSample, error) {
-	var m rssSample
+func (w World) loadedRSS(ctx context.Context, srv *CoreDNS, last int, kubernetes bool, settle time.Duration, profile string) (RSSSample, error) {
+	var m RSSSample
 	addr := srv.PortAddr("DNS_PORT")
 	// Global names come from the global plugin when on, from the controller's
 	// slices through the kubernetes plugin when off: either way all is listed.
@@ -108,7 +111,7 @@ func (w World) loadedRSS(ctx context.Context, srv *CoreDNS, last int, kubernetes
 		return m, err
 	}
 	var err error
-	if m.loaded, err = vmRSS(srv.PID()); err != nil {
+	if m.Loaded, err = vmRSS(srv.PID()); err != nil {
 		return m, err
 	}
 	// A heap profile with gc=1 runs a full collection first: after it the
@@ -120,14 +123,14 @@ func (w World) loadedRSS(ctx context.Context, srv *CoreDNS, last int, kubernetes
 	if err != nil {
 		return m, err
 	}
-	m.heap = s.Sum("go_memstats_heap_alloc_bytes")
+	m.Heap = s.Sum("go_memstats_heap_alloc_bytes")
 	if err := fetch(ctx, srv.PprofURL+"/heap?gc=1", os.DevNull); err != nil {
 		return m, err
 	}
 	if err := pause(ctx, restAfter); err != nil {
 		return m, err
 	}
-	m.rest, err = vmRSS(srv.PID())
+	m.Rest, err = vmRSS(srv.PID())
 	return m, err
 }
 
