@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/test/run"
+	"github.com/globalmirror/globalmirror/test/scenario"
 )
 
 // CoreDNS is a running bin/coredns (run.StartCoreDNS) with the admin block.
@@ -40,12 +41,20 @@ var (
 	productionCorefile = run.Server("DNS_PORT", benchStanza("global")+benchStanza("kubernetes"))
 )
 
+// probe is a name a measured block must answer on port with all its
+// records A records before it is measured: what it lists is listed.
+type probe struct {
+	port, name string
+	records    int
+}
+
 // StartCoreDNS writes corefile (adminBlock is added) to dir/<name>.Corefile
 // and starts bin/coredns on it, pinned with taskset to cpus unless empty.
 // Every {$X_PORT} in ports gets a free port. It returns once the metrics
-// endpoint answers; the plugins may still be syncing (see
-// scenario.AwaitRecords).
-func StartCoreDNS(ctx context.Context, dir, name, corefile, cpus string, ports []string, env []string) (*CoreDNS, error) {
+// endpoint answers and every probe is answered in full (within 3 minutes
+// each); other names may still be syncing (see scenario.AwaitRecords). On
+// error the process is stopped.
+func StartCoreDNS(ctx context.Context, dir, name, corefile, cpus string, ports []string, env []string, probes ...probe) (*CoreDNS, error) {
 	c, err := run.StartCoreDNS(ctx, run.CoreDNSOptions{
 		Corefile:     adminBlock + corefile,
 		Dir:          dir,
@@ -57,6 +66,12 @@ func StartCoreDNS(ctx context.Context, dir, name, corefile, cpus string, ports [
 	})
 	if err != nil {
 		return nil, fmt.Errorf("coredns %s: %w", name, err)
+	}
+	for _, p := range probes {
+		if err := scenario.AwaitRecords(ctx, c.PortAddr(p.port), p.name, p.records, 3*time.Minute); err != nil {
+			c.Stop()
+			return nil, fmt.Errorf("coredns %s: %w", name, err)
+		}
 	}
 	return &CoreDNS{CoreDNS: c, PprofURL: fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", c.Ports["PPROF_PORT"])}, nil
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/run"
-	"github.com/globalmirror/globalmirror/test/scenario"
 	"github.com/miekg/dns"
 )
 
@@ -53,15 +52,15 @@ const relistSample = 200 * time.Millisecond
 // while: every query must be answered in full.
 func (w World) Relist(ctx context.Context, dir string, cluster *localkube.Cluster, bases int, env []string, logf func(string, ...any)) ([]RelistResult, error) {
 	var out []RelistResult
-	probe := w.FQDN(Global(bases - 1))
+	query := w.FQDN(Global(bases - 1))
 	// Each block alone in its CoreDNS: what a relist costs one plugin, not the other's.
 	for _, block := range []struct{ name, corefile string }{{"global", globalCorefile}, {"kubernetes", kubernetesCorefile}} {
 		for _, fault := range []string{"restart", "compaction"} {
-			srv, err := StartCoreDNS(ctx, dir, "relist-"+block.name+"-"+fault, block.corefile, "", []string{"DNS_PORT"}, env)
+			srv, err := StartCoreDNS(ctx, dir, "relist-"+block.name+"-"+fault, block.corefile, "", []string{"DNS_PORT"}, env, probe{"DNS_PORT", query, Records})
 			if err != nil {
 				return out, err
 			}
-			res, err := w.relistOnce(ctx, srv, cluster, probe, fault, filepath.Join(dir, "relist-"+block.name+"-"+fault+"-after.heap"))
+			res, err := w.relistOnce(ctx, srv, cluster, query, fault, filepath.Join(dir, "relist-"+block.name+"-"+fault+"-after.heap"))
 			srv.Stop()
 			if err != nil {
 				return out, fmt.Errorf("%s, %s: %w", block.name, fault, err)
@@ -89,11 +88,7 @@ type memSample struct {
 // its metrics: a heap profile taken at each new peak cost it a megabyte or
 // more of heap (the profile's own records and text), enough to make the
 // next peak.
-func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.Cluster, probe, fault, profile string) (*RelistResult, error) {
-	addr := srv.PortAddr("DNS_PORT")
-	if err := scenario.AwaitRecords(ctx, addr, probe, Records, 3*time.Minute); err != nil {
-		return nil, err
-	}
+func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.Cluster, query, fault, profile string) (*RelistResult, error) {
 	// Let the list's garbage go before the steady window, and collect it:
 	// until the next collection, the heap goal still counts it.
 	if err := pause(ctx, 10*time.Second); err != nil {
@@ -138,7 +133,7 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 	var qwg sync.WaitGroup
 	qwg.Go(func() {
 		for qctx.Err() == nil {
-			r, err := dnsq.Ask("udp", addr, probe, dns.TypeA, 0)
+			r, err := dnsq.Ask("udp", srv.PortAddr("DNS_PORT"), query, dns.TypeA, 0)
 			res.Queries++
 			if err != nil || r.Rcode != dns.RcodeSuccess || len(r.Answer) != Records {
 				res.Wrong++

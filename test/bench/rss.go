@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/test/run"
-	"github.com/globalmirror/globalmirror/test/scenario"
 )
 
 // RSSResult is CoreDNS's memory, one sample per round each: with the
@@ -65,12 +64,19 @@ func (w World) RSS(ctx context.Context, dir string, bases, rounds int, settle ti
 			name, corefile string
 			samples        *RSSSamples
 		}{{"off", kubernetesCorefile, &res.Off}, {"on", productionCorefile, &res.On}, {"alone", globalCorefile, &res.Alone}} {
+			// Global names come from the global plugin when on, from the
+			// controller's slices through the kubernetes plugin when off:
+			// either way all is listed.
+			probes := []probe{{"DNS_PORT", w.FQDN(Global(last)), Records}, {"DNS_PORT", w.FQDN(Mirror(last, len(Clusters)-1)), Pods}}
+			if block.name == "alone" {
+				probes = probes[:1]
+			}
 			name := fmt.Sprintf("rss-%s-%d", block.name, r)
-			srv, err := StartCoreDNS(ctx, dir, name, block.corefile, "", []string{"DNS_PORT"}, env)
+			srv, err := StartCoreDNS(ctx, dir, name, block.corefile, "", []string{"DNS_PORT"}, env, probes...)
 			if err != nil {
 				return nil, err
 			}
-			m, err := w.loadedRSS(ctx, srv, last, block.name != "alone", settle, filepath.Join(dir, name+".heap"))
+			m, err := loadedRSS(ctx, srv, settle, filepath.Join(dir, name+".heap"))
 			srv.Stop()
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", name, err)
@@ -81,32 +87,18 @@ func (w World) RSS(ctx context.Context, dir string, bases, rounds int, settle ti
 	return res, nil
 }
 
-// loadedRSS samples srv's VmRSS once it answers the last base's names (and,
-// with kubernetes, a mirror's) and settle has passed; then its live heap
-// after a collection forced through pprof (saving its heap profile to
-// profile), and its VmRSS at rest, restAfter a second collection.
+// loadedRSS samples srv's VmRSS once settle has passed (StartCoreDNS
+// returns once it answers the last base's names and, with kubernetes, a
+// mirror's); then its live heap after a collection forced through pprof
+// (saving its heap profile to profile), and its VmRSS at rest, restAfter a
+// second collection.
 //
 // Two: the runtime sets what its scavenger keeps from the heap in use when
 // a collection ends marking, before it sweeps, so after the first the lists'
 // garbage still counts; after the second only what is live and its spans'
 // slack do. An idle CoreDNS gets there by itself within 4 minutes.
-func (w World) loadedRSS(ctx context.Context, srv *CoreDNS, last int, kubernetes bool, settle time.Duration, profile string) (RSSSample, error) {
+func loadedRSS(ctx context.Context, srv *CoreDNS, settle time.Duration, profile string) (RSSSample, error) {
 	var m RSSSample
-	addr := srv.PortAddr("DNS_PORT")
-	// Global names come from the global plugin when on, from the controller's
-	// slices through the kubernetes plugin when off: either way all is listed.
-	probes := []struct {
-		name    string
-		records int
-	}{{w.FQDN(Global(last)), Records}, {w.FQDN(Mirror(last, len(Clusters)-1)), Pods}}
-	if !kubernetes {
-		probes = probes[:1]
-	}
-	for _, probe := range probes {
-		if err := scenario.AwaitRecords(ctx, addr, probe.name, probe.records, 3*time.Minute); err != nil {
-			return m, err
-		}
-	}
 	if err := pause(ctx, settle); err != nil {
 		return m, err
 	}

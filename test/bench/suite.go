@@ -399,15 +399,13 @@ func TransportAlone(ctx context.Context, cfg Config, bases int) (*TransportResul
 // global block answering the first global, on a CoreDNS of its own that,
 // as in a cluster, runs on every CPU.
 func (w World) transportStep(ctx context.Context, cfg Config, n int, env []string) (*TransportResult, error) {
-	srv, err := StartCoreDNS(ctx, cfg.Dir, fmt.Sprintf("transport-%d", n), answererBlocks, "", []string{"GLOBAL_PORT", "KUBE_PORT"}, env)
+	name := w.FQDN(Global(0))
+	srv, err := StartCoreDNS(ctx, cfg.Dir, fmt.Sprintf("transport-%d", n), answererBlocks, "", []string{"GLOBAL_PORT", "KUBE_PORT"}, env,
+		probe{"GLOBAL_PORT", name, Records})
 	if err != nil {
 		return nil, err
 	}
 	defer srv.Stop()
-	name := w.FQDN(Global(0))
-	if err := scenario.AwaitRecords(ctx, srv.PortAddr("GLOBAL_PORT"), name, Records, 3*time.Minute); err != nil {
-		return nil, err
-	}
 	return TransportLatency(ctx, srv.PortAddr("GLOBAL_PORT"), name, Records, 4, cfg.TransportDuration, runtime.NumCPU())
 }
 
@@ -416,16 +414,13 @@ func (w World) transportStep(ctx context.Context, cfg Config, n int, env []strin
 const latencyPoll = 200 * time.Microsecond
 
 func (w World) latencyStep(ctx context.Context, cfg Config, client kubernetes.Interface, ctrl *run.Controller, n int, env []string, res *Results) (*LatencyResult, error) {
-	srv, err := StartCoreDNS(ctx, cfg.Dir, fmt.Sprintf("latency-%d", n), answererBlocks, "" /* every CPU, as in a cluster */, []string{"GLOBAL_PORT", "KUBE_PORT"}, env)
+	last := w.FQDN(Global(n - 1))
+	srv, err := StartCoreDNS(ctx, cfg.Dir, fmt.Sprintf("latency-%d", n), answererBlocks, "" /* every CPU, as in a cluster */, []string{"GLOBAL_PORT", "KUBE_PORT"}, env,
+		probe{"GLOBAL_PORT", last, Records}, probe{"KUBE_PORT", last, Records})
 	if err != nil {
 		return nil, err
 	}
 	defer srv.Stop()
-	for _, port := range []string{"GLOBAL_PORT", "KUBE_PORT"} {
-		if err := scenario.AwaitRecords(ctx, srv.PortAddr(port), w.FQDN(Global(n-1)), Records, 3*time.Minute); err != nil {
-			return nil, err
-		}
-	}
 	before, err := ControllerWrites(ctrl)
 	if err != nil {
 		return nil, err
