@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -109,22 +110,10 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 			lists: s.Sum("coredns_global_lists_total"), paged: s.Sum("coredns_global_lists_total", `path="paged"`),
 			held: s.Sum("coredns_global_held_objects_total")}, err
 	}
-	window := func(d time.Duration) ([]memSample, error) {
-		var got []memSample
-		for end := time.Now().Add(d); time.Now().Before(end); {
-			m, err := sample()
-			if err != nil {
-				return nil, err
-			}
-			got = append(got, m)
-			if err := pause(ctx, relistSample); err != nil {
-				return nil, err
-			}
-		}
-		return got, nil
-	}
-	steady, err := window(10 * time.Second)
-	if err != nil {
+	stopSteady := sampleEvery(ctx, relistSample, sample)
+	err := pause(ctx, 10*time.Second)
+	steady, sampleErr := stopSteady()
+	if err := cmp.Or(err, sampleErr); err != nil {
 		return nil, err
 	}
 
@@ -141,33 +130,20 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 			time.Sleep(20 * time.Millisecond)
 		}
 	})
-	// Sample from the fault on, while it happens.
-	var during []memSample
-	var sampleErr error
-	sctx, stopSampling := context.WithCancel(ctx)
-	var swg sync.WaitGroup
-	swg.Go(func() {
-		for sctx.Err() == nil {
-			m, err := sample()
-			if err != nil {
-				sampleErr = err
-				return
-			}
-			during = append(during, m)
-			time.Sleep(relistSample)
-		}
-	})
+	// Sample from the fault on, while it happens, and beside that for 30 s
+	// once the API server is back.
+	stopDuring := sampleEvery(ctx, relistSample, sample)
 	faultErr := w.apiFault(ctx, cluster, fault)
+	var after []memSample
 	if faultErr == nil {
-		var after []memSample
-		after, faultErr = window(30 * time.Second)
-		stopSampling()
-		swg.Wait()
-		during = append(during, after...)
-	} else {
-		stopSampling()
-		swg.Wait()
+		stopAfter := sampleEvery(ctx, relistSample, sample)
+		faultErr = pause(ctx, 30*time.Second)
+		var afterErr error
+		after, afterErr = stopAfter()
+		faultErr = cmp.Or(faultErr, afterErr)
 	}
+	during, sampleErr := stopDuring()
+	during = append(during, after...)
 	stopQueries()
 	qwg.Wait()
 	if faultErr != nil {

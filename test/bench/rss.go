@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/globalmirror/globalmirror/test/run"
@@ -143,6 +144,31 @@ func vmRSS(pid int) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+}
+
+// sampleEvery calls sample from now on, pausing every between two calls,
+// until the returned stop is called; stop (once or more) returns what was
+// sampled and the first error, whose sample is left out.
+func sampleEvery[T any](ctx context.Context, every time.Duration, sample func() (T, error)) (stop func() ([]T, error)) {
+	ctx, cancel := context.WithCancel(ctx)
+	var got []T
+	var first error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			if v, err := sample(); err == nil {
+				got = append(got, v)
+			} else if first == nil {
+				first = err
+			}
+			time.Sleep(every)
+		}
+	})
+	return sync.OnceValues(func() ([]T, error) {
+		cancel()
+		wg.Wait()
+		return got, first
+	})
 }
 
 // pause waits d, or until ctx is done.

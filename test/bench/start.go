@@ -131,23 +131,9 @@ func (w World) startOnce(ctx context.Context, dir, name, corefile string, cluste
 	}
 	defer srv.Stop()
 
-	// VmRSS from the exec on, every startPoll.
-	var mu sync.Mutex
-	var rss []int64
-	sctx, stopSampling := context.WithCancel(ctx)
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for sctx.Err() == nil {
-			if v, err := vmRSS(srv.PID()); err == nil {
-				mu.Lock()
-				rss = append(rss, v)
-				mu.Unlock()
-			}
-			time.Sleep(startPoll)
-		}
-	}()
-	defer func() { stopSampling(); <-sampled }()
+	// VmRSS from the exec on, every startPoll; a failed reading is left out.
+	stopSampling := sampleEvery(ctx, startPoll, func() (int64, error) { return vmRSS(srv.PID()) })
+	defer stopSampling()
 
 	ready := "http://" + srv.PortAddr("READY_PORT") + "/ready"
 	if s.Ready, err = awaitReady(ctx, ready, srv.Process, began, 3*time.Minute); err != nil {
@@ -159,8 +145,7 @@ func (w World) startOnce(ctx context.Context, dir, name, corefile string, cluste
 	if err := pause(ctx, startSettle); err != nil {
 		return s, err
 	}
-	stopSampling()
-	<-sampled
+	rss, _ := stopSampling()
 	if len(rss) == 0 {
 		return s, errors.New("no VmRSS sampled")
 	}
