@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -13,10 +14,9 @@ import (
 // pagedSection is the title of the paged run's section in RESULTS.md.
 const pagedSection = "### Linkerd's full shape, lists in pages"
 
-// reportPaged writes the paged run's section of RESULTS.md, note (if any)
-// first.
-func reportPaged(out *bytes.Buffer, l *LinkerdMemoryResult, note string) {
-	fmt.Fprintf(out, "\n%s\n\n%s", pagedSection, note)
+// reportPaged writes the paged run's section of RESULTS.md.
+func reportPaged(out io.Writer, l *LinkerdMemoryResult) {
+	fmt.Fprintf(out, "\n%s\n\n", pagedSection)
 	fmt.Fprint(out, "The same, on an API server that does not stream lists (Kubernetes 1.33; 1.31 and older alike): "+
 		"every list and relist of both plugins is read in pages (`global`'s counted `path=\"paged\"`).\n\n")
 	ReportLinkerdMemory(out, l)
@@ -26,39 +26,45 @@ func reportPaged(out *bytes.Buffer, l *LinkerdMemoryResult, note string) {
 // (bench -linkerd-memory -linkerd-paged -merge) into the last full run's
 // results, so that a 50-minute run lands without the 2-hour whole.
 func MergePaged(mdPath, jsonPath string, l *LinkerdMemoryResult, started time.Time) error {
-	var section bytes.Buffer
-	reportPaged(&section, l, measuredAlone(started, "bench -linkerd-memory="+l.sizes()+" -linkerd-paged -merge"))
-	return mergeSection(mdPath, jsonPath, pagedSection, "## 4. Controller scale", section.String(), linkerdFloors(l, pagedLabel), "", started)
+	return mergeSection(mdPath, jsonPath, pagedSection, "## 4. Controller scale", func(b io.Writer) { reportPaged(b, l) },
+		linkerdFloors(l, pagedLabel), "", started, "bench -linkerd-memory="+l.sizes()+" -linkerd-paged -merge")
 }
 
 // MergeTransport puts UDP and TCP under CPU contention measured on its own
 // (bench -transport -merge) into the last full run's results.
 func MergeTransport(mdPath, jsonPath string, t *TransportResult, bases int, started time.Time) error {
-	var section bytes.Buffer
-	fmt.Fprintf(&section, "\n%s\n\n%s", transportSection, measuredAlone(started, fmt.Sprintf("bench -transport -sizes=%d -merge", bases)))
-	ReportTransport(&section, t)
-	return mergeSection(mdPath, jsonPath, transportSection, "## 2. Programming latency", section.String(), transportFloors(t), "", started)
+	return mergeSection(mdPath, jsonPath, transportSection, "## 2. Programming latency", func(b io.Writer) {
+		fmt.Fprintf(b, "\n%s\n\n", transportSection)
+		ReportTransport(b, t)
+	}, transportFloors(t), "", started, fmt.Sprintf("bench -transport -sizes=%d -merge", bases))
 }
 
-// measuredAlone opens a merged section: when and by which command it was
-// measured, apart from the full run around it.
-func measuredAlone(started time.Time, command string) string {
-	return fmt.Sprintf("Measured on its own, %s (`%s`, its floors dated in results.json); the rest of this file is the full run above.\n\n",
-		started.UTC().Format("2006-01-02 15:04 UTC"), command)
+// MergeStarts puts cold starts measured on their own (bench -start -merge)
+// into the last full run's results.
+func MergeStarts(mdPath, jsonPath string, streamed, paged *LinkerdMemoryResult, started time.Time, command string) error {
+	return mergeSection(mdPath, jsonPath, startSection, "## Phases", func(b io.Writer) { ReportStarts(b, streamed, paged) },
+		startFloors(streamed, paged), startFloorPrefix, started, command)
 }
 
 // mergeSection puts a part measured on its own into the last full run's
 // results: its section of mdPath (titled title; where absent, inserted
-// before the heading next) replaced by body, its floors in jsonPath
-// replaced by name or added, each dated with when it was measured. Where
-// the part's floors are named by sizes or shapes a run may leave out, stale
-// is the prefix of every one of them: those of an earlier run go first.
-func mergeSection(mdPath, jsonPath, title, next, body string, fs []floor, stale string, started time.Time) error {
+// before the heading next) replaced by what write writes, opened by when
+// and by which command it was measured, apart from the full run around it;
+// its floors in jsonPath replaced by name or added, each dated with when it
+// was measured. Where the part's floors are named by sizes or shapes a run
+// may leave out, stale is the prefix of every one of them: those of an
+// earlier run go first.
+func mergeSection(mdPath, jsonPath, title, next string, write func(io.Writer), fs []floor, stale string, started time.Time, command string) error {
 	md, err := os.ReadFile(mdPath)
 	if err != nil {
 		return err
 	}
-	merged, err := replaceSection(string(md), title, next, body)
+	var body bytes.Buffer
+	write(&body)
+	alone := fmt.Sprintf("Measured on its own, %s (`%s`, its floors dated in results.json); the rest of this file is the full run above.\n\n",
+		started.UTC().Format("2006-01-02 15:04 UTC"), command)
+	opened := strings.Replace(body.String(), title+"\n\n", title+"\n\n"+alone, 1)
+	merged, err := replaceSection(string(md), title, next, opened)
 	if err != nil {
 		return err
 	}

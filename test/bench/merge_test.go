@@ -2,6 +2,8 @@ package bench
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -148,7 +150,7 @@ func TestMergeDropsTheStaleFloorsOfThePart(t *testing.T) {
 		t.Fatal(err)
 	}
 	fresh := within(startFloorPrefix+"at this run's size", "1", 1, 2, "s", true)
-	if err := mergeSection(md, js, startSection, "## Phases", "body\n", []floor{fresh}, startFloorPrefix, time.Now()); err != nil {
+	if err := mergeSection(md, js, startSection, "## Phases", func(w io.Writer) { fmt.Fprint(w, "body\n") }, []floor{fresh}, startFloorPrefix, time.Now(), "bench -start -merge"); err != nil {
 		t.Fatal(err)
 	}
 	var res resultsFile

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -164,9 +163,7 @@ func Report(out io.Writer, r *Results) {
 		ReportLinkerdMemory(out, l)
 	}
 	if l := r.LinkerdPaged; l != nil {
-		var b bytes.Buffer
-		reportPaged(&b, l, "")
-		out.Write(b.Bytes())
+		reportPaged(out, l)
 	}
 
 	p("\n## 4. Controller scale\n\n")

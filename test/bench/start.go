@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -428,15 +427,6 @@ func startFloors(streamed, paged *LinkerdMemoryResult) []floor {
 			fmt.Sprintf("%.2f×, the largest of %d", slices.Max(ratio), len(ratio)), slices.Max(ratio), 1.3, "ratio", true))
 	}
 	return fs
-}
-
-// MergeStarts puts cold starts measured on their own (bench -start -merge)
-// into the last full run's results.
-func MergeStarts(mdPath, jsonPath string, streamed, paged *LinkerdMemoryResult, started time.Time, command string) error {
-	var section bytes.Buffer
-	ReportStarts(&section, streamed, paged)
-	body := strings.Replace(section.String(), startSection+"\n\n", startSection+"\n\n"+measuredAlone(started, command), 1)
-	return mergeSection(mdPath, jsonPath, startSection, "## Phases", body, startFloors(streamed, paged), startFloorPrefix, started)
 }
 
 // StartPoint is one plotted cold start: the medians of one block at one size.
