@@ -140,16 +140,6 @@ type ThroughputResult struct {
 	CPURatios map[string][]float64
 }
 
-// Get returns the result of the block with key.
-func (t *ThroughputResult) Get(key string) *BlockResult {
-	for _, b := range t.Blocks {
-		if b.Key == key {
-			return b
-		}
-	}
-	return nil
-}
-
 // Throughput runs rounds of every block against srv. A round runs each block
 // once quietly, in the order williams gives, then once verbosely: no block
 // always follows the same one, and the verbose runs' output (hundreds of

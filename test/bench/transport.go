@@ -92,7 +92,7 @@ func TransportLatency(ctx context.Context, addr, name string, want, clients int,
 			wg.Go(func() {
 				var lat []time.Duration
 				failed := 0
-				ask := newAsker(tr.network, addr, tr.keepAlive)
+				ask := &asker{network: tr.network, addr: addr, keepAlive: tr.keepAlive}
 				defer ask.close()
 				for time.Now().Before(end) && ctx.Err() == nil {
 					start := time.Now()
@@ -122,10 +122,6 @@ type asker struct {
 	network, addr string
 	keepAlive     bool
 	conn          *dns.Conn
-}
-
-func newAsker(network, addr string, keepAlive bool) *asker {
-	return &asker{network: network, addr: addr, keepAlive: keepAlive}
 }
 
 const transportBudget = 2 * time.Second
