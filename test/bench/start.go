@@ -134,8 +134,12 @@ func (w World) startOnce(ctx context.Context, dir, name, corefile string, cluste
 	stopSampling := sampleEvery(ctx, startPoll, func() (int64, error) { return vmRSS(srv.PID()) })
 	defer stopSampling()
 
-	ready := "http://" + srv.PortAddr("READY_PORT") + "/ready"
-	if s.Ready, err = awaitReady(ctx, ready, srv.Process, began, 3*time.Minute); err != nil {
+	// Ready: /ready answers 200, asked every startPoll.
+	rctx, cancel := context.WithDeadline(ctx, began.Add(3*time.Minute))
+	err = run.WaitHTTPEvery(rctx, "http://"+srv.PortAddr("READY_PORT")+"/ready", srv.Process, startPoll)
+	s.Ready = time.Since(began)
+	cancel()
+	if err != nil {
 		return s, err
 	}
 	if s.Complete, s.WrongAtReady, s.UnansweredAtReady, err = askUntilRight(ctx, srv.Addr, names, records, began, 3*time.Minute); err != nil {
@@ -163,17 +167,6 @@ func (w World) startOnce(ctx context.Context, dir, name, corefile string, cluste
 	}
 	s.Streamed, s.Paged = m.Sum("coredns_global_lists_total", `path="streamed"`), m.Sum("coredns_global_lists_total", `path="paged"`)
 	return s, nil
-}
-
-// awaitReady waits until url answers 200, asking every startPoll, and
-// returns how long after began.
-func awaitReady(ctx context.Context, url string, p *run.Process, began time.Time, timeout time.Duration) (time.Duration, error) {
-	ctx, cancel := context.WithDeadline(ctx, began.Add(timeout))
-	defer cancel()
-	if err := run.WaitHTTPEvery(ctx, url, p, startPoll); err != nil {
-		return 0, err
-	}
-	return time.Since(began), nil
 }
 
 // askUntilRight asks every name once over UDP, from startWorkers clients,
@@ -293,14 +286,20 @@ func startSteps(runs ...*LinkerdMemoryResult) []startStep {
 	return out
 }
 
-func (s startStep) label() string {
-	l := fmt.Sprintf("%s mirrored endpoints", thousands(s.step.Endpoints))
+// shape is noEM without the endpoint mirrors' Services, headless with them
+// headless, else empty.
+func (s startStep) shape(noEM, headless string) string {
 	switch {
 	case s.noEMServices:
-		l += " (no endpoint mirror Services)"
+		return noEM
 	case s.headlessEM:
-		l += " (endpoint mirror Services headless)"
+		return headless
 	}
+	return ""
+}
+
+func (s startStep) label() string {
+	l := thousands(s.step.Endpoints) + " mirrored endpoints" + s.shape(" (no endpoint mirror Services)", " (endpoint mirror Services headless)")
 	if s.paged {
 		l += pagedLabel
 	}
@@ -336,13 +335,7 @@ func ReportStarts(out io.Writer, streamed, paged *LinkerdMemoryResult) {
 		if s.paged {
 			lists = "paged (1.33)"
 		}
-		endpoints := thousands(s.step.Endpoints)
-		switch {
-		case s.noEMServices:
-			endpoints += "†"
-		case s.headlessEM:
-			endpoints += "‡"
-		}
+		endpoints := thousands(s.step.Endpoints) + s.shape("†", "‡")
 		for _, r := range s.step.Starts {
 			ready := field(r.Samples, func(x StartSample) float64 { return float64(x.Ready) })
 			complete := field(r.Samples, func(x StartSample) float64 { return float64(x.Complete) })
