@@ -272,7 +272,7 @@ func TestAdoptionOnANode(t *testing.T) {
 	// stock kubernetes plugin first; a rolling restart and an eviction with
 	// it; then it is deleted (kubeadm's CoreDNS, back at the end, was never
 	// sized for it).
-	step("18,000 mirrored endpoints written, CoreDNS's memory limit raised for them first", harnessWrites, func() {
+	step("18,000 mirrored endpoints written, CoreDNS's memory limit raised for them first", strict, func() {
 		old := dnsRelease.podsOf(s, "coredns")
 		helmtest.Must(t, "upgrade", dnsRelease.name, chartDir, "--namespace", dnsRelease.namespace, "--kubeconfig", s.kubeconfig,
 			"--reuse-values", "--set", "coredns.resources.limits.memory="+fleetMemoryLimit)
@@ -313,7 +313,7 @@ func TestAdoptionOnANode(t *testing.T) {
 		s.awaitFleetAnswered(dnsRelease.podsOf(s, "coredns"))
 		s.expectProbedAndUnprivileged(dnsRelease)
 	})
-	step("the 18,000 mirrored endpoints deleted", harnessWrites, func() {
+	step("the 18,000 mirrored endpoints deleted", strict, func() {
 		s.deleteFleet()
 	})
 	step("the controller's leader killed", strict, func() {
@@ -491,7 +491,6 @@ func TestTheDocsSayWhatTheNodeTestHolds(t *testing.T) {
 			fmt.Sprintf(`"periodSeconds":%d`, kubeadmReadinessPeriod),
 			"lameduck 5s -> " + patchedLameduck,
 			fmt.Sprintf("writes %d,%03d mirrored endpoints in Linkerd's shape", fleetEndpoints/1000, fleetEndpoints%1000),
-			fmt.Sprintf("each answered within %d s (none lost), at least %d lookups a second", int(slowUnderWrites.Seconds()), minRate/2),
 			"coredns.resources.limits.memory=" + fleetMemoryLimit,
 		},
 		"../../DESIGN.md": {

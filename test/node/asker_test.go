@@ -194,20 +194,9 @@ const (
 	// on down the search path and finds nothing. At most maxKubeadmLost
 	// lookups may be lost so.
 	kubeadmPodsEnd
-	// harnessWrites: the harness writes (or deletes) tens of thousands of
-	// objects in about a minute, and three control planes work on them, on
-	// the node's two CPUs (a real node shares no CPU with its API server;
-	// here the pods only weigh more, nodeCPUShares): lookups may be slow, each answered within
-	// slowUnderWrites (none lost: that would cost a 5 s retry), and each
-	// resolver and transport asks at least minRate/2 a second; none may
-	// fail or be wrong.
-	harnessWrites
 )
 
-const (
-	maxKubeadmLost  = 3
-	slowUnderWrites = 5 * time.Second
-)
+const maxKubeadmLost = 3
 
 // refusedByAnEndedPod reports whether a failed or wrong l is what a UDP
 // query refused by an ended pod (its port closed) comes to, at once:
@@ -309,16 +298,10 @@ func (t tally) problems(allows allowance) []string {
 	case allows == kubeadmPodsEnd && (t.Slow+t.Refused > maxKubeadmLost || t.Slowest > oneRetry):
 		out = append(out, fmt.Sprintf("%d slow (over %v), the slowest %v, and %d refused: at most %d lost, each slow by at most %v, where kubeadm's pods end",
 			t.Slow, slowLookup, t.Slowest, t.Refused, maxKubeadmLost, oneRetry))
-	case allows == harnessWrites && t.Slowest > slowUnderWrites:
-		out = append(out, fmt.Sprintf("the slowest %v: each within %v while the harness writes", t.Slowest, slowUnderWrites))
-	}
-	least := float64(minRate)
-	if allows == harnessWrites {
-		least /= 2
 	}
 	for _, k := range resolverTransports {
-		if r := t.rate(k); r < least {
-			out = append(out, fmt.Sprintf("%s asked %.1f lookups a second, want %.0f at least", k, r, least))
+		if r := t.rate(k); r < minRate {
+			out = append(out, fmt.Sprintf("%s asked %.1f lookups a second, want %d at least", k, r, minRate))
 		}
 	}
 	return out
