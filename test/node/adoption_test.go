@@ -481,6 +481,9 @@ func TestTheDocsSayWhatTheNodeTestHolds(t *testing.T) {
 	if slowLookup != time.Second {
 		t.Errorf("slowLookup is %v; the docs say a second", slowLookup)
 	}
+	if node.CPUShares != 8*1024 {
+		t.Errorf("node.CPUShares is %d; the chart's README says eight control-plane threads' worth", node.CPUShares)
+	}
 	retry := int(oneRetry.Seconds())
 	claims := map[string][]string{
 		filepath.Join(chartDir, "README.md"): {
@@ -492,6 +495,7 @@ func TestTheDocsSayWhatTheNodeTestHolds(t *testing.T) {
 			"lameduck 5s -> " + patchedLameduck,
 			fmt.Sprintf("writes %d,%03d mirrored endpoints in Linkerd's shape", fleetEndpoints/1000, fleetEndpoints%1000),
 			"coredns.resources.limits.memory=" + fleetMemoryLimit,
+			"cgroup weighs as much as eight busy control-plane threads",
 		},
 		"../../DESIGN.md": {
 			fmt.Sprintf("at least %d lookups a second each", minRate),

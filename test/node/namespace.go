@@ -28,11 +28,11 @@ const (
 	cgroupEnv = "GLOBALMIRROR_NODE_CGROUP"
 	// cgroupPrefix names the cgroup roots of test nodes in every hierarchy.
 	cgroupPrefix = "globalmirror-node-"
-	// nodeCPUShares weighs the node's pods, together, against each thread
+	// CPUShares weighs the node's pods, together, against each thread
 	// of the control planes and the harness (cgroup v1 weighs the root
 	// cgroup's threads one by one): as on a node of their own, the
 	// pods get the CPU first, the API servers' list bursts do not starve them.
-	nodeCPUShares = 8 * 1024
+	CPUShares = 8 * 1024
 )
 
 // Main runs a test package whose tests use a Node: call it from TestMain as
@@ -323,7 +323,7 @@ func makeCgroupRoot(root string) error {
 			return err
 		}
 		if shares := filepath.Join(dir, "cpu.shares"); fileExists(shares) {
-			if err := os.WriteFile(shares, []byte(strconv.Itoa(nodeCPUShares)), 0o644); err != nil {
+			if err := os.WriteFile(shares, []byte(strconv.Itoa(CPUShares)), 0o644); err != nil {
 				return fmt.Errorf("%s: %w", shares, err)
 			}
 		}
