@@ -322,7 +322,9 @@ func makeCgroupRoot(root string) error {
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			return err
 		}
-		if shares := filepath.Join(dir, "cpu.shares"); fileExists(shares) {
+		// Only the cpu hierarchy has cpu.shares (cgroupfs refuses to create it elsewhere).
+		shares := filepath.Join(dir, "cpu.shares")
+		if _, err := os.Stat(shares); err == nil {
 			if err := os.WriteFile(shares, []byte(strconv.Itoa(CPUShares)), 0o644); err != nil {
 				return fmt.Errorf("%s: %w", shares, err)
 			}
@@ -431,9 +433,4 @@ func removeStaleCgroups() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
 }
