@@ -139,11 +139,11 @@ func TestAdoptionOnANode(t *testing.T) {
 	// step does a step, then ends its span of the timeline and judges it.
 	step := func(name string, allows allowance, do func()) {
 		t.Helper()
-		var problems []string
+		var problems, samples []string
 		if !t.Failed() {
 			defer func() {
 				if t.Failed() {
-					firstFailed = fmt.Sprintf("%s %v", name, problems)
+					firstFailed = fmt.Sprintf("%s %v %v", name, problems, samples)
 				}
 			}()
 		}
@@ -156,6 +156,7 @@ func TestAdoptionOnANode(t *testing.T) {
 		}
 		tally := tl.end(name)
 		t.Logf("%s", tally)
+		samples = tally.Samples[:min(3, len(tally.Samples))]
 		if problems = tally.problems(allows); len(problems) > 0 {
 			t.Errorf("%s: %s\n%s\n%s%s", name, strings.Join(problems, "; "), tally, endpoints.around(tally.FirstBad, 10*time.Second), s.dnsFlows())
 		}

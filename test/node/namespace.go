@@ -29,7 +29,7 @@ const (
 	// cgroupPrefix names the cgroup roots of test nodes in every hierarchy.
 	cgroupPrefix = "globalmirror-node-"
 	// CPUShares weighs the node's pods, together, against each thread
-	// of the control planes and the harness (cgroup v1 weighs the root
+	// of the control planes and the harness (the scheduler weighs the root
 	// cgroup's threads one by one): as on a node of their own, the
 	// pods get the CPU first, the API servers' list bursts do not starve them.
 	CPUShares = 8 * 1024
@@ -317,18 +317,17 @@ func makeCgroupRoot(root string) error {
 	if len(mounts) == 0 {
 		return errors.New("no cgroup hierarchy is mounted")
 	}
+	weighed := ""
 	for _, m := range mounts {
 		dir := filepath.Join(m, root)
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			return err
 		}
-		// Only the cpu hierarchy has cpu.shares (cgroupfs refuses to create it elsewhere).
-		shares := filepath.Join(dir, "cpu.shares")
-		if _, err := os.Stat(shares); err == nil {
-			if err := os.WriteFile(shares, []byte(strconv.Itoa(CPUShares)), 0o644); err != nil {
-				return fmt.Errorf("%s: %w", shares, err)
-			}
+		w, err := weighNode(m, dir)
+		if err != nil {
+			return err
 		}
+		weighed += w
 		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
 			v, err := os.ReadFile(filepath.Join(m, f))
 			if errors.Is(err, fs.ErrNotExist) {
@@ -342,7 +341,37 @@ func makeCgroupRoot(root string) error {
 			}
 		}
 	}
+	if weighed == "" {
+		return errors.New("no hierarchy has the cpu controller: the node's pods would weigh as one control-plane thread")
+	}
+	fmt.Fprintf(os.Stderr, "node: cgroup root %s weighed: %s\n", root, weighed)
 	return nil
+}
+
+// weighNode gives the node's cgroup root dir, in the hierarchy mounted at
+// m, its CPUShares if that hierarchy has the cpu controller: cpu.shares in
+// v1's; cpu.weight in v2's, which weighs a root thread (nice 0) as 100 and
+// where the controller must first be enabled for the root's children, as
+// the kubelet does along its own path. It says what it wrote, if anything.
+func weighNode(m, dir string) (string, error) {
+	write := func(f, v string) (string, error) {
+		if err := os.WriteFile(f, []byte(v), 0o644); err != nil {
+			return "", fmt.Errorf("%s: %w", f, err)
+		}
+		return f + " " + v, nil
+	}
+	shares := filepath.Join(dir, "cpu.shares")
+	if _, err := os.Stat(shares); err == nil {
+		return write(shares, strconv.Itoa(CPUShares))
+	}
+	controllers, err := os.ReadFile(filepath.Join(m, "cgroup.controllers"))
+	if err != nil || !slices.Contains(strings.Fields(string(controllers)), "cpu") {
+		return "", nil // v1 without cpu, or v2 with cpu bound to v1
+	}
+	if _, err := write(filepath.Join(m, "cgroup.subtree_control"), "+cpu"); err != nil {
+		return "", err
+	}
+	return write(filepath.Join(dir, "cpu.weight"), strconv.Itoa(CPUShares*100/1024))
 }
 
 // removeCgroupRoot removes root and everything under it from every
