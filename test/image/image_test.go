@@ -164,47 +164,6 @@ func TestImages(t *testing.T) {
 		}
 	})
 
-	// podman makes added capabilities ambient for a non-root user, so that
-	// any binary would bind port 53. Kubernetes does not: there only the
-	// image's file capability (setcap on /coredns) lifts NET_BIND_SERVICE
-	// from the bounding set into a non-root process. So CoreDNS runs here
-	// through dropambient, with Kubernetes' capability sets, and the image's
-	// entrypoint, which the platforms subtest found to be /coredns.
-	dropambient := buildDropAmbient(t, dir)
-	kubeletFlags := slices.Concat(dnsFlags, []string{"--volume", dropambient + ":/dropambient:ro", "--entrypoint", "/dropambient"})
-
-	t.Run("coredns with Kubernetes' capabilities", func(t *testing.T) {
-		p := pm.run(t, "kubelet-caps", kubeletFlags, dnsc.Image, append([]string{"/coredns"}, dnsc.Args...)...)
-		waitHTTP(t, p, probeURL(t, dnsc.Spec.ReadinessProbe, "coredns readiness", ready))
-		waitHTTP(t, p, probeURL(t, dnsc.Spec.LivenessProbe, "coredns liveness", health))
-		caps := procCaps(t, pm.pid(t, p))
-		t.Logf("coredns with ambient capabilities cleared: %v", caps)
-		if caps["Uid"] != "65532 65532 65532 65532" || caps["Gid"] != "65532 65532 65532 65532" || caps["NoNewPrivs"] != "1" {
-			t.Errorf("coredns runs as %v", caps)
-		}
-		for set, want := range map[string]uint64{"CapAmb": 0, "CapPrm": netBindService, "CapEff": netBindService, "CapBnd": netBindService} {
-			if got, err := strconv.ParseUint(caps[set], 16, 64); err != nil || got != want {
-				t.Errorf("%s = %s, want %016x", set, caps[set], want)
-			}
-		}
-		expectAnswers(t, "127.0.0.1:53", want, p)
-	})
-
-	// The same without the file capability: bin/coredns, the identical
-	// binary without setcap, cannot bind port 53.
-	t.Run("coredns with Kubernetes' capabilities, without the file capability", func(t *testing.T) {
-		bin, err := run.Bin("coredns")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := xattr(bin, "security.capability"); err == nil {
-			t.Fatalf("%s has a file capability, so it cannot show its absence", bin)
-		}
-		flags := slices.Concat(kubeletFlags, []string{"--volume", bin + ":/coredns-without-setcap:ro"})
-		p := pm.run(t, "kubelet-caps-nosetcap", flags, dnsc.Image, append([]string{"/coredns-without-setcap"}, dnsc.Args...)...)
-		expectBindDenied(t, p)
-	})
-
 	t.Run("every platform's binaries (arm64 emulated)", func(t *testing.T) {
 		if len(bins["globalmirror-controller"]) != len(platforms) || len(bins["coredns"]) != len(platforms) {
 			t.Fatalf("the platforms subtest extracted %v, not every platform's binaries", bins)
@@ -365,15 +324,6 @@ func records(rrs []dns.RR) []string {
 	return out
 }
 
-// expectBindDenied waits for CoreDNS to exit because it may not bind port 53.
-func expectBindDenied(t *testing.T, p *run.Process) {
-	t.Helper()
-	log := waitExit(t, p, 30*time.Second)
-	if !strings.Contains(log, "127.0.0.1:53: bind: permission denied") {
-		t.Errorf("coredns did not fail to bind 127.0.0.1:53 for want of permission:\n%s", log)
-	}
-}
-
 // waitExit waits for a container to end and returns its output.
 func waitExit(t *testing.T, p *run.Process, timeout time.Duration) string {
 	t.Helper()
@@ -436,18 +386,6 @@ func gitCommit(t *testing.T) string {
 		t.Fatalf("git rev-parse HEAD: %v: the test compares the image's commit with the checkout's", err)
 	}
 	return strings.TrimSpace(string(out))
-}
-
-// buildDropAmbient builds ./internal/dropambient, static, for the containers.
-func buildDropAmbient(t *testing.T, dir string) string {
-	t.Helper()
-	out := filepath.Join(dir, "dropambient")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./internal/dropambient")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build dropambient: %v\n%s", err, b)
-	}
-	return out
 }
 
 // container is one container of a rendered pod spec, translated into what

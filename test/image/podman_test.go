@@ -105,12 +105,6 @@ func (p *podman) run(t *testing.T, role string, flags []string, image string, ar
 	return proc
 }
 
-// pid is the host PID of a running container's first process.
-func (p *podman) pid(t *testing.T, proc *run.Process) string {
-	t.Helper()
-	return strings.TrimSpace(p.mustOutput(t, "inspect", "--format", "{{.State.Pid}}", proc.Name))
-}
-
 // file is a regular file of an image's filesystem.
 type file struct {
 	SHA256 string
@@ -178,16 +172,6 @@ func (p *podman) extract(t *testing.T, ref, dir string, paths ...string) map[str
 	return got
 }
 
-// xattr reads a host file's extended attribute.
-func xattr(path, name string) ([]byte, error) {
-	buf := make([]byte, 1024)
-	n, err := syscall.Getxattr(path, name, buf)
-	if err != nil {
-		return nil, err
-	}
-	return buf[:n], nil
-}
-
 func sha256File(t *testing.T, path string) string {
 	t.Helper()
 	f, err := os.Open(path)
@@ -215,21 +199,4 @@ func fileCaps(xattr string) (permitted uint64, effective bool, err error) {
 	}
 	permitted = uint64(binary.LittleEndian.Uint32(b[4:8])) | uint64(binary.LittleEndian.Uint32(b[12:16]))<<32
 	return permitted, magic&1 == 1, nil
-}
-
-// procCaps reads a process's user, no_new_privs and capability sets.
-func procCaps(t *testing.T, pid string) map[string]string {
-	t.Helper()
-	data, err := os.ReadFile("/proc/" + pid + "/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, line := range strings.Split(string(data), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if ok && (k == "Uid" || k == "Gid" || k == "NoNewPrivs" || strings.HasPrefix(k, "Cap")) {
-			got[k] = strings.Join(strings.Fields(v), " ")
-		}
-	}
-	return got
 }

@@ -71,8 +71,6 @@ type Options struct {
 	// that Stop removes. A given Dir keeps its logs after Stop; its state and
 	// kubeconfigs are removed.
 	Dir string
-	// AssetsDir holds the binaries; empty means $GLOBALMIRROR_KUBE_ASSETS.
-	AssetsDir string
 	// APIServer is the kube-apiserver to run; empty means
 	// $GLOBALMIRROR_KUBE_APISERVER, else the assets'.
 	APIServer string
@@ -105,10 +103,6 @@ type Options struct {
 	// garbage collector (its graph) and the EndpointSlice mirroring
 	// controller (each Service it syncs scans the namespace's slices).
 	Controllers []string
-
-	// sharedEtcd runs one etcd for all clusters, one key prefix each, instead
-	// of one etcd per cluster. Only the start-time benchmark sets it.
-	sharedEtcd bool
 }
 
 // Cluster is one running cluster. Its fields are read-only; copy Config with
@@ -169,7 +163,7 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 			return nil, fmt.Errorf("localkube: a real node's cluster %q needs an IPv4 NodeAddress", n)
 		}
 	}
-	assets, err := findAssets(opts.AssetsDir)
+	assets, err := findAssets()
 	if err != nil {
 		return nil, err
 	}
@@ -210,25 +204,15 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		}
 	}
 
-	// One etcd per cluster starts faster than one etcd shared through
-	// --etcd-prefix (BenchmarkStartThree compares them): the API servers'
-	// bootstrap writes go to separate processes instead of queueing in one.
-	var sharedEtcd *envtest.Etcd
-	if opts.sharedEtcd {
-		if sharedEtcd, err = env.startEtcd(bins, filepath.Join(env.dir, "etcd")); err != nil {
-			return env, err
-		}
-	}
-
+	// One etcd per cluster: the API servers' bootstrap writes go to
+	// separate processes instead of queueing in one shared through
+	// --etcd-prefix, which starts slower.
 	g, gctx := errgroup.WithContext(ctx)
 	for _, c := range env.clusters {
 		g.Go(func() error {
-			etcd := sharedEtcd
-			if etcd == nil {
-				var err error
-				if etcd, err = env.startEtcd(bins, filepath.Join(c.dir, "etcd")); err != nil {
-					return fmt.Errorf("cluster %s: %w", c.Name, err)
-				}
+			etcd, err := env.startEtcd(bins, filepath.Join(c.dir, "etcd"))
+			if err != nil {
+				return fmt.Errorf("cluster %s: %w", c.Name, err)
 			}
 			if err := env.startCluster(gctx, bins, c, etcd, opts.NodeAddress, cmp.Or(opts.ServiceCIDRs, serviceCIDRs)); err != nil {
 				return fmt.Errorf("cluster %s: %w", c.Name, err)
@@ -345,10 +329,8 @@ func validateNames(names []string) error {
 
 // findAssets fails, never skips, when the control plane binaries are missing:
 // a test that cannot start its clusters has not passed.
-func findAssets(dir string) (string, error) {
-	if dir == "" {
-		dir = os.Getenv(AssetsEnv)
-	}
+func findAssets() (string, error) {
+	dir := os.Getenv(AssetsEnv)
 	if dir == "" {
 		return "", fmt.Errorf("localkube: $%s is not set; run `make tools` (and run tests through make, which sets it)", AssetsEnv)
 	}

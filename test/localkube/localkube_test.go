@@ -119,43 +119,6 @@ func TestClusterNames(t *testing.T) {
 	}
 }
 
-// BenchmarkStartThree measures the warm start of three clusters, until ready,
-// with a shared etcd and with one etcd per cluster, interleaved so that load
-// from other processes hits both alike (see the comment in Start).
-// Run: go test -run - -bench StartThree -benchtime 10x ./test/localkube/
-func BenchmarkStartThree(b *testing.B) {
-	var shared, separate time.Duration
-	i := 0
-	for b.Loop() {
-		order := []bool{false, true}
-		if i%2 == 1 {
-			order = []bool{true, false}
-		}
-		i++
-		for _, perCluster := range order {
-			start := time.Now()
-			env, err := Start(context.Background(), Options{
-				Clusters:   []string{"source", "east", "west"},
-				sharedEtcd: !perCluster,
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-			took := time.Since(start)
-			if perCluster {
-				separate += took
-			} else {
-				shared += took
-			}
-			if err := env.Stop(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	b.ReportMetric((shared / time.Duration(i)).Seconds(), "s-shared-etcd/start")
-	b.ReportMetric((separate / time.Duration(i)).Seconds(), "s-etcd-per-cluster/start")
-}
-
 // The release a kube-apiserver serves is checked against the module it was
 // built from; a binary built from no Kubernetes module is refused.
 func TestBuiltReleaseComesFromTheBinarysModules(t *testing.T) {

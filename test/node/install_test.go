@@ -570,7 +570,8 @@ func (s *install) expectProbed(p corev1.Pod, ports []int32) {
 
 // expectRunningUnprivileged reads the pod's container process in /proc
 // (the node's processes are this test's): its UIDs and GIDs, no_new_privs,
-// its capabilities (effective, permitted and bounding: caps, no more), and
+// its capabilities (effective, permitted and bounding: caps, no more; no
+// ambient ones, so only the image's file capability lifts caps), and
 // its root mount.
 func (s *install) expectRunningUnprivileged(p corev1.Pod, caps uint64) {
 	s.t.Helper()
@@ -592,7 +593,7 @@ func (s *install) expectRunningUnprivileged(p corev1.Pod, caps uint64) {
 	}
 	// Seccomp 2: a filter, the runtime's default profile (RuntimeDefault).
 	want := map[string]string{"Uid": "65532 65532 65532 65532", "Gid": "65532 65532 65532 65532", "NoNewPrivs": "1", "Seccomp": "2",
-		"CapEff": fmt.Sprintf("%016x", caps), "CapPrm": fmt.Sprintf("%016x", caps), "CapBnd": fmt.Sprintf("%016x", caps)}
+		"CapEff": fmt.Sprintf("%016x", caps), "CapPrm": fmt.Sprintf("%016x", caps), "CapBnd": fmt.Sprintf("%016x", caps), "CapAmb": "0000000000000000"}
 	for k, v := range want {
 		if fields[k] != v {
 			s.t.Errorf("%s (pid %d): %s %q, want %q", p.Name, pid, k, fields[k], v)
