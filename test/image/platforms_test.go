@@ -17,11 +17,8 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/test/await"
-	"github.com/globalmirror/globalmirror/test/bench"
-	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/run"
-	"github.com/miekg/dns"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -176,20 +173,13 @@ func checkStaticELF(path string, machine elf.Machine) error {
 	return nil
 }
 
-// runTimes are how long a platform's binaries took, from their start, to
-// become ready and to do their work, and the CPU time they used for it.
-type runTimes struct {
-	ctrlReady, ctrlWrote, ctrlCPU        time.Duration
-	dnsReady, dnsAnswered, dnsCPU, query time.Duration
-}
-
 // checkEmulated runs each platform's binaries, extracted from the lists
 // (bins), outside containers on this machine: its own platform's natively,
 // the others' under qemu-user (no binfmt handler: qemu is the command). For
 // each, the controller, after db-global's Service and slices are deleted,
 // writes them again with exactly the wanted endpoints, and CoreDNS, with the
 // chart's Corefile (listening on loopback only), answers db-global and each
-// pod's name over UDP and TCP. It logs how much slower emulation is.
+// pod's name over UDP and TCP.
 func checkEmulated(t *testing.T, ctrl, dnsc container, bins map[string]map[string]string,
 	repo, version, kubeconfig string, cluster *localkube.Cluster, want map[string]string) {
 	host := "linux/" + runtime.GOARCH
@@ -200,7 +190,6 @@ func checkEmulated(t *testing.T, ctrl, dnsc container, bins map[string]map[strin
 		}
 	}
 	dir := t.TempDir()
-	times := map[string]runTimes{}
 	for _, platform := range order {
 		arch := strings.TrimPrefix(platform, "linux/")
 		launch := func(bin, name string, args, env []string) *run.Process {
@@ -222,17 +211,12 @@ func checkEmulated(t *testing.T, ctrl, dnsc container, bins map[string]map[strin
 			t.Logf("%s: %s %s", platform, exe, strings.Join(args, " "))
 			return p
 		}
-		var rt runTimes
-
 		deleteGlobal(t, cluster)
 		port := freePort(t)
 		args := append(replaceArg(t, ctrl.Args, "--metrics-addr=", "127.0.0.1:"+strconv.Itoa(port)), "--kubeconfig="+kubeconfig)
-		start := time.Now()
 		p := launch(bins["globalmirror-controller"][platform], "controller-"+arch, args, envOf(ctrl.Flags))
 		waitHTTP(t, p, probeURL(t, ctrl.Spec.ReadinessProbe, platform+" controller readiness", port))
-		rt.ctrlReady = time.Since(start)
 		expectGlobalService(t, cluster, want, p)
-		rt.ctrlWrote, rt.ctrlCPU = time.Since(start), cpuTime(t, p)
 		// Stopped, it gives up the Lease, so the next one leads at once.
 		if err := p.StopWithin(30 * time.Second); err != nil {
 			t.Error(err)
@@ -241,42 +225,12 @@ func checkEmulated(t *testing.T, ctrl, dnsc container, bins map[string]map[strin
 		dnsPort, health, ready, metrics := freePort(t), freePort(t), freePort(t), freePort(t)
 		c := translate(t, render(t, repo, version, dnsPort, health, ready, metrics, kubeconfig), releaseNamespace, corednsName, "coredns", filepath.Join(dir, "coredns-"+arch))
 		server := "127.0.0.1:" + strconv.Itoa(dnsPort)
-		start = time.Now()
 		p = launch(bins["coredns"][platform], "coredns-"+arch, hostArgs(t, c), envOf(c.Flags))
 		waitHTTP(t, p, probeURL(t, c.Spec.ReadinessProbe, platform+" coredns readiness", ready))
-		rt.dnsReady = time.Since(start)
 		expectAnswers(t, server, want, p)
-		rt.dnsAnswered, rt.dnsCPU = time.Since(start), cpuTime(t, p)
-		rt.query = medianQuery(t, server, "db-global."+ns+".svc."+zone, 200)
 		p.Stop()
-		times[platform] = rt
 	}
 
-	if t.Failed() {
-		return
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "each platform's binaries from the lists, run on this %s machine (others under qemu-user), from start:\n", host)
-	fmt.Fprintf(&b, "%-40s", "")
-	for _, p := range order {
-		fmt.Fprintf(&b, "%14s", p)
-	}
-	fmt.Fprintf(&b, "%10s\n", "ratio")
-	row := func(what string, d func(runTimes) time.Duration) {
-		fmt.Fprintf(&b, "%-40s", what)
-		for _, p := range order {
-			fmt.Fprintf(&b, "%14s", d(times[p]).Round(time.Microsecond))
-		}
-		fmt.Fprintf(&b, "%9.1fx\n", float64(d(times[order[len(order)-1]]))/float64(max(d(times[host]), time.Microsecond)))
-	}
-	row("controller /readyz", func(r runTimes) time.Duration { return r.ctrlReady })
-	row("controller wrote db-global", func(r runTimes) time.Duration { return r.ctrlWrote })
-	row("  CPU time until then", func(r runTimes) time.Duration { return r.ctrlCPU })
-	row("coredns /ready", func(r runTimes) time.Duration { return r.dnsReady })
-	row("coredns answered all (UDP, TCP)", func(r runTimes) time.Duration { return r.dnsAnswered })
-	row("  CPU time until then", func(r runTimes) time.Duration { return r.dnsCPU })
-	row("median of 200 UDP queries, one by one", func(r runTimes) time.Duration { return r.query })
-	t.Log(b.String())
 }
 
 // deleteGlobal deletes db-global's Service and EndpointSlices and waits until
@@ -340,31 +294,4 @@ func hostArgs(t *testing.T, c container) []string {
 		}
 	}
 	return args
-}
-
-// cpuTime is the CPU time (user and system) a running process has used.
-func cpuTime(t *testing.T, p *run.Process) time.Duration {
-	t.Helper()
-	d, err := bench.CPUTime(p.PID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
-// medianQuery asks server for name's A record n times, one after another,
-// over UDP, and returns the median time to a successful answer.
-func medianQuery(t *testing.T, server, name string, n int) time.Duration {
-	t.Helper()
-	var ds []time.Duration
-	for range n {
-		start := time.Now()
-		msg, err := dnsq.Ask("udp", server, name, dns.TypeA, 0)
-		if err != nil || msg.Rcode != dns.RcodeSuccess || len(msg.Answer) == 0 {
-			t.Fatalf("%s A: %v %v", name, msg, err)
-		}
-		ds = append(ds, time.Since(start))
-	}
-	slices.Sort(ds)
-	return ds[n/2]
 }
