@@ -140,11 +140,12 @@ func (s *T) Workload(c *localkube.Cluster, name string, replicas int, prefix str
 	return w
 }
 
-// ClusterIP waits for Service name in the source cluster and returns its
-// ClusterIP: for Linkerd's endpoint mirrors, the address of a mirrored pod.
-func (s *T) ClusterIP(name string) string {
+// ClusterIP waits for Service name in the source cluster, with a ClusterIP
+// other than replaced's, and returns it: for Linkerd's endpoint mirrors, the
+// address of a mirrored pod.
+func (s *T) ClusterIP(name string, replaced ...string) string {
 	s.t.Helper()
-	ip, err := s.World.ClusterIP(s.t.Context(), name, s.Timeout)
+	ip, err := s.World.ClusterIP(s.t.Context(), name, s.Timeout, replaced...)
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -159,16 +160,19 @@ func (w *World) LogTails(n int) string {
 func (w *World) FQDN(name string) string { return name + "." + w.NS + ".svc." + Zone }
 
 // ClusterIP waits up to timeout for Service name in the source cluster (an
-// endpoint mirror the simulator may still be writing) and returns its
-// ClusterIP.
-func (w *World) ClusterIP(ctx context.Context, name string, timeout time.Duration) (string, error) {
+// endpoint mirror the simulator may still be writing), with a ClusterIP
+// other than those of replaced (a mirror written anew, the old one perhaps
+// not deleted yet), and returns its ClusterIP.
+func (w *World) ClusterIP(ctx context.Context, name string, timeout time.Duration, replaced ...string) (string, error) {
 	var ip string
 	err := await.Poll(ctx, timeout, 10*time.Millisecond, func(ctx context.Context) string {
 		svc, err := w.Source.Client.CoreV1().Services(w.NS).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err.Error()
 		}
-		ip = svc.Spec.ClusterIP
+		if ip = svc.Spec.ClusterIP; slices.Contains(replaced, ip) {
+			return "still the replaced " + ip
+		}
 		return ""
 	})
 	if err != nil {

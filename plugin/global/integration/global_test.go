@@ -84,7 +84,7 @@ func TestLifecycle(t *testing.T) {
 	if err := westDB.SetReady(ctx, "db-1", true); err != nil {
 		t.Fatal(err)
 	}
-	s.AnswerBoth(dnsSrv.Addr, pod("db-1-west"), dns.TypeA, dnsq.NoError(cip("db-1-west")))
+	s.AnswerBoth(dnsSrv.Addr, pod("db-1-west"), dns.TypeA, dnsq.NoError(cip("db-1-west", w1)))
 
 	// West's gateway fails: its pods leave, though its headless mirror stays ready.
 	if err := s.Sim.SetGatewayAlive("west", false); err != nil {
