@@ -75,7 +75,7 @@ func TestAdoptionOnANode(t *testing.T) {
 	firstFailed := "the set-up, before the first step"
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("FAILED first in %s (the error is above the logs)", firstFailed)
+			t.Logf("FAILED first in %s (the error is above the logs; the node's cgroup: %s)", firstFailed, node.CPUWeight())
 		}
 	})
 	t.Cleanup(func() {

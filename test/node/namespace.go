@@ -26,6 +26,7 @@ import (
 const (
 	stageEnv  = "GLOBALMIRROR_NODE_STAGE"
 	cgroupEnv = "GLOBALMIRROR_NODE_CGROUP"
+	weightEnv = "GLOBALMIRROR_NODE_CPU_WEIGHT"
 	// cgroupPrefix names the cgroup roots of test nodes in every hierarchy.
 	cgroupPrefix = "globalmirror-node-"
 	// CPUShares weighs the node's pods, together, against each thread
@@ -72,14 +73,16 @@ func host() int {
 		fmt.Fprintf(os.Stderr, "node: stale cgroups of an earlier run: %v\n", err)
 	}
 	root := cgroupPrefix + strconv.Itoa(os.Getpid())
-	if err := makeCgroupRoot(root); err != nil {
+	weighed, err := makeCgroupRoot(root)
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "node: cgroup root: %v\n", err)
 		_ = removeCgroupRoot(root, time.Second)
 		return 1
 	}
+	fmt.Fprintf(os.Stderr, "node: cgroup root %s: %s\n", root, weighed)
 	cmd := exec.Command("/proc/self/exe", os.Args[1:]...)
 	cmd.Args[0] = os.Args[0]
-	cmd.Env = append(os.Environ(), stageEnv+"=init", cgroupEnv+"="+root)
+	cmd.Env = append(os.Environ(), stageEnv+"=init", cgroupEnv+"="+root, weightEnv+"="+weighed)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWNET | syscall.CLONE_NEWPID | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC,
@@ -308,45 +311,50 @@ func cgroupMounts() ([]string, error) {
 
 // makeCgroupRoot creates root in every hierarchy, as kind's entrypoint does
 // for its /kubelet root: the kubelet refuses a cgroup root that does not
-// exist. A new v1 cpuset starts with no CPUs; it gets its parent's.
-func makeCgroupRoot(root string) error {
+// exist. A new v1 cpuset starts with no CPUs; it gets its parent's. It says
+// how the root was weighed (weighNode), or why it was not: the node still
+// runs, slower under a busy control plane, and a failing test says so.
+func makeCgroupRoot(root string) (weighed string, err error) {
 	mounts, err := cgroupMounts()
 	if err != nil {
-		return err
+		return "", err
 	}
 	if len(mounts) == 0 {
-		return errors.New("no cgroup hierarchy is mounted")
+		return "", errors.New("no cgroup hierarchy is mounted")
 	}
-	weighed := ""
+	var weights []string
 	for _, m := range mounts {
 		dir := filepath.Join(m, root)
 		if err := os.Mkdir(dir, 0o755); err != nil {
-			return err
+			return "", err
 		}
-		w, err := weighNode(m, dir)
-		if err != nil {
-			return err
+		if w, err := weighNode(m, dir); err != nil {
+			weights = append(weights, "not weighed: "+err.Error())
+		} else if w != "" {
+			weights = append(weights, w)
 		}
-		weighed += w
 		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
 			v, err := os.ReadFile(filepath.Join(m, f))
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
 			if err != nil {
-				return err
+				return "", err
 			}
 			if err := os.WriteFile(filepath.Join(dir, f), v, 0o644); err != nil {
-				return fmt.Errorf("%s: %w", filepath.Join(dir, f), err)
+				return "", fmt.Errorf("%s: %w", filepath.Join(dir, f), err)
 			}
 		}
 	}
-	if weighed == "" {
-		return errors.New("no hierarchy has the cpu controller: the node's pods would weigh as one control-plane thread")
+	if len(weights) == 0 {
+		return "not weighed: no hierarchy has the cpu controller", nil
 	}
-	fmt.Fprintf(os.Stderr, "node: cgroup root %s weighed: %s\n", root, weighed)
-	return nil
+	return strings.Join(weights, "; "), nil
 }
+
+// CPUWeight says how the node's cgroup root was weighed against the
+// control planes' threads (CPUShares), or why it was not.
+func CPUWeight() string { return os.Getenv(weightEnv) }
 
 // weighNode gives the node's cgroup root dir, in the hierarchy mounted at
 // m, its CPUShares if that hierarchy has the cpu controller: cpu.shares in
