@@ -75,7 +75,7 @@ func TestAdoptionOnANode(t *testing.T) {
 	firstFailed := "the set-up, before the first step"
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("FAILED first in %s (the error is above the logs; the node's cgroup: %s)", firstFailed, node.CPUWeight())
+			t.Logf("FAILED first in %s (the error is above the logs; the node's cgroup: %s)", firstFailed, node.Weighed())
 		}
 	})
 	t.Cleanup(func() {
@@ -502,6 +502,7 @@ func TestTheDocsSayWhatTheNodeTestHolds(t *testing.T) {
 			fmt.Sprintf("at least %d lookups a second each", minRate),
 			"answered after more than 1 s",
 			fmt.Sprintf("the node test allows %d lost there, each within %d s or refused", maxKubeadmLost, retry),
+			fmt.Sprintf("(`cpu.shares` %d in v1, `cpu.weight` %d on a", node.CPUShares, node.CPUWeight),
 		},
 	}
 	for file, phrases := range claims {

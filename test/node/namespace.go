@@ -34,6 +34,9 @@ const (
 	// cgroup's threads one by one): as on a node of their own, the
 	// pods get the CPU first, the API servers' list bursts do not starve them.
 	CPUShares = 8 * 1024
+	// CPUWeight is CPUShares in cgroup v2's cpu.weight, where a root
+	// thread at nice 0 weighs 100 (1024 in v1).
+	CPUWeight = CPUShares * 100 / 1024
 )
 
 // Main runs a test package whose tests use a Node: call it from TestMain as
@@ -352,15 +355,15 @@ func makeCgroupRoot(root string) (weighed string, err error) {
 	return strings.Join(weights, "; "), nil
 }
 
-// CPUWeight says how the node's cgroup root was weighed against the
-// control planes' threads (CPUShares), or why it was not.
-func CPUWeight() string { return os.Getenv(weightEnv) }
+// Weighed says how the node's cgroup root was weighed against the control
+// planes' threads (CPUShares, CPUWeight), or why it was not.
+func Weighed() string { return os.Getenv(weightEnv) }
 
 // weighNode gives the node's cgroup root dir, in the hierarchy mounted at
-// m, its CPUShares if that hierarchy has the cpu controller: cpu.shares in
-// v1's; cpu.weight in v2's, which weighs a root thread (nice 0) as 100 and
-// where the controller must first be enabled for the root's children, as
-// the kubelet does along its own path. It says what it wrote, if anything.
+// m, its weight if that hierarchy has the cpu controller: CPUShares in v1's
+// cpu.shares; CPUWeight in v2's cpu.weight, where the controller must first
+// be enabled for the root's children, as the kubelet does along its own
+// path. It says what it wrote, if anything.
 func weighNode(m, dir string) (string, error) {
 	write := func(f, v string) (string, error) {
 		if err := os.WriteFile(f, []byte(v), 0o644); err != nil {
@@ -379,7 +382,7 @@ func weighNode(m, dir string) (string, error) {
 	if _, err := write(filepath.Join(m, "cgroup.subtree_control"), "+cpu"); err != nil {
 		return "", err
 	}
-	return write(filepath.Join(dir, "cpu.weight"), strconv.Itoa(CPUShares*100/1024))
+	return write(filepath.Join(dir, "cpu.weight"), strconv.Itoa(CPUWeight))
 }
 
 // removeCgroupRoot removes root and everything under it from every
