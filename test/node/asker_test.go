@@ -215,6 +215,7 @@ func refusedByAnEndedPod(l lookup) bool {
 type timeline struct {
 	log     *askerLog
 	tr      *truth
+	orphans *orphanedReplies
 	queries []string // LIB/TYPE/NAME, as each container asks them
 	at      time.Time
 	tallies []tally
@@ -244,7 +245,7 @@ func (tl *timeline) end(name string) tally {
 	})
 	to := time.Now()
 	tl.log.readPast(to)
-	t := tl.log.judge(tl.tr, name, from, to)
+	t := tl.log.judge(tl.tr, tl.orphans, name, from, to)
 	tl.at = to
 	tl.tallies = append(tl.tallies, t)
 	return t
@@ -258,6 +259,12 @@ type tally struct {
 	// By is the lookups of each resolver over each transport ("glibc/udp").
 	By                  map[string]int
 	Failed, Wrong, Slow int
+	// Orphaned lookups were slow by one retry over UDP because kube-proxy
+	// left their answer without its NAT (orphanedReplies): not counted
+	// as slow.
+	Orphaned int
+	// OrphanedBy is each of those, with the reply's conntrack entry.
+	OrphanedBy []string
 	// Refused of the failed and wrong lookups look refused by an ended
 	// pod (refusedByAnEndedPod).
 	Refused int
@@ -308,10 +315,14 @@ func (t tally) problems(allows allowance) []string {
 }
 
 func (t tally) String() string {
-	out := fmt.Sprintf("%s: %d lookups (%v), %d failed, %d wrong, %d slow (over %v), the slowest %v, in %v",
-		t.Step, t.Asked, t.By, t.Failed, t.Wrong, t.Slow, slowLookup, t.Slowest.Round(time.Millisecond), t.Took.Round(100*time.Millisecond))
-	if len(t.Samples) > 0 {
-		out += ":\n  " + strings.Join(t.Samples, "\n  ")
+	orphaned := ""
+	if t.Orphaned > 0 {
+		orphaned = fmt.Sprintf(" and %d more, each answered but the answer orphaned by kube-proxy", t.Orphaned)
+	}
+	out := fmt.Sprintf("%s: %d lookups (%v), %d failed, %d wrong, %d slow (over %v)%s, the slowest %v, in %v",
+		t.Step, t.Asked, t.By, t.Failed, t.Wrong, t.Slow, slowLookup, orphaned, t.Slowest.Round(time.Millisecond), t.Took.Round(100*time.Millisecond))
+	if bad := append(slices.Clone(t.Samples), t.OrphanedBy...); len(bad) > 0 {
+		out += ":\n  " + strings.Join(bad, "\n  ")
 	}
 	return out
 }
@@ -319,16 +330,16 @@ func (t tally) String() string {
 // markdown is the tallies as the chart's README shows them.
 func markdown(ts []tally) string {
 	var b strings.Builder
-	b.WriteString("| step | lookups | a second, fewest of the four | failed | wrong | slow | slowest | took |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| step | lookups | a second, fewest of the four | failed | wrong | slow | answer orphaned | slowest | took |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, t := range ts {
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %d | %d | %d | %v | %v |\n", t.Step, t.Asked, t.lowestRate(), t.Failed, t.Wrong, t.Slow,
-			t.Slowest.Round(time.Millisecond), t.Took.Round(100*time.Millisecond))
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %d | %d | %d | %d | %v | %v |\n", t.Step, t.Asked, t.lowestRate(), t.Failed, t.Wrong, t.Slow,
+			t.Orphaned, t.Slowest.Round(time.Millisecond), t.Took.Round(100*time.Millisecond))
 	}
 	return b.String()
 }
 
 // judge tallies the lookups asked in [from, to).
-func (a *askerLog) judge(tr *truth, step string, from, to time.Time) tally {
+func (a *askerLog) judge(tr *truth, orphans *orphanedReplies, step string, from, to time.Time) tally {
 	t := tally{Step: step, Took: to.Sub(from), By: map[string]int{}}
 	sample := func(l lookup, desc string) {
 		if t.FirstBad.IsZero() {
@@ -360,7 +371,15 @@ func (a *askerLog) judge(tr *truth, step string, from, to time.Time) tally {
 				t.Refused++
 			}
 			sample(l, fmt.Sprintf("wrong: %s: %+v", desc, l.result))
-		case l.took() > slowLookup:
+		case l.took() <= slowLookup:
+		default:
+			if l.network == "udp" && l.took() <= oneRetry {
+				if reply := orphans.take(l.asked(), l.asked().Add(l.took())); reply != "" {
+					t.Orphaned++
+					t.OrphanedBy = append(t.OrphanedBy, "answer orphaned: "+desc+": "+reply)
+					continue
+				}
+			}
 			t.Slow++
 			sample(l, "slow: "+desc)
 		}

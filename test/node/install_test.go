@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -1037,4 +1038,92 @@ func (s *install) dnsFlows() string {
 		}
 	}
 	return b.String()
+}
+
+// orphanedReplies are the DNS replies to the asker that kube-proxy's
+// conntrack cleanup left without their NAT. When a CoreDNS pod's endpoint
+// stops serving, kube-proxy deletes the UDP conntrack entries to it
+// (pkg/proxy/conntrack), while the pod's lameduck still answers the
+// queries those entries carried: a client port reused from an entry's
+// last 30 s still reaches it. A reply sent after the deletion matches no
+// entry, leaves from the pod's own address where the client asked the
+// Service's, and is dropped: the resolver asks again after its timeout.
+// The reply leaves an entry of its own, from port 53, for the kernel's UDP
+// timeout (30 s), so a poll every half second sees each: proof that
+// CoreDNS answered and the node lost the answer.
+type orphanedReplies struct {
+	mu    sync.Mutex
+	seen  map[string]time.Time // the entry's original tuple: when first seen
+	taken map[string]bool      // those that excused a lookup already
+}
+
+// watchOrphanedReplies polls the node's conntrack table for replies to to
+// (the asker's address) until ctx ends.
+func (s *install) watchOrphanedReplies(ctx context.Context, to string) *orphanedReplies {
+	o := &orphanedReplies{seen: map[string]time.Time{}, taken: map[string]bool{}}
+	dst := "dst=" + to
+	if _, err := os.ReadFile("/proc/net/nf_conntrack"); err != nil { // the node's: the test runs in its network namespace
+		s.t.Fatalf("conntrack: %v", err)
+	}
+	go func() {
+		for ctx.Err() == nil {
+			table, _ := os.ReadFile("/proc/net/nf_conntrack")
+			now := time.Now()
+			for line := range strings.Lines(string(table)) {
+				// ipv4 2 udp 17 29 src=POD dst=ASKER sport=53 dport=PORT [UNREPLIED] src=ASKER ...
+				f := strings.Fields(line)
+				if len(f) < 9 || f[2] != "udp" || f[6] != dst || f[7] != "sport=53" {
+					continue
+				}
+				tuple := strings.Join(f[5:9], " ")
+				o.mu.Lock()
+				if _, ok := o.seen[tuple]; !ok {
+					o.seen[tuple] = now
+				}
+				o.mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+	return o
+}
+
+// take claims a reply first seen in [from, to] that excused no lookup
+// yet, and says which; "" if there is none.
+func (o *orphanedReplies) take(from, to time.Time) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for tuple, at := range o.seen {
+		if !o.taken[tuple] && !at.Before(from) && !at.After(to) {
+			o.taken[tuple] = true
+			return fmt.Sprintf("%s (seen %s)", tuple, at.Format("15:04:05.000"))
+		}
+	}
+	return ""
+}
+
+// dnsWarnings are the warnings and errors the cluster DNS pods still
+// running logged within d of at: the tail of a failed step says what
+// CoreDNS said of it.
+func (s *install) dnsWarnings(at time.Time, d time.Duration) []string {
+	var out []string
+	since := metav1.NewTime(at.Add(-d))
+	for _, p := range s.podsBySelector(metav1.NamespaceSystem, "k8s-app=kube-dns") {
+		raw, err := s.c.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{SinceTime: &since, Timestamps: true}).DoRaw(s.ctx)
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s: %v", p.Name, err))
+			continue
+		}
+		for line := range strings.Lines(string(raw)) {
+			stamp, msg, _ := strings.Cut(strings.TrimSpace(line), " ")
+			when, err := time.Parse(time.RFC3339Nano, stamp)
+			if err == nil && when.Before(at.Add(d)) && (strings.Contains(msg, "[WARNING]") || strings.Contains(msg, "[ERROR]")) {
+				out = append(out, fmt.Sprintf("%s %s %s", when.Local().Format("15:04:05.000"), p.Name, msg))
+			}
+		}
+	}
+	return out
 }
