@@ -532,3 +532,27 @@ func TestTheDocsSayWhatTheNodeTestHolds(t *testing.T) {
 		}
 	}
 }
+
+// TestOrphanedReplyIsTheEntryAnOrphanedAnswerLeaves holds orphanedReply to
+// the entries seen where a conntrack entry was deleted while its query was
+// answered (a DNAT router in network namespaces): the orphaned answer's,
+// and the entry of a query answered through the Service.
+func TestOrphanedReplyIsTheEntryAnOrphanedAnswerLeaves(t *testing.T) {
+	const asker = "10.99.1.2"
+	orphan := "ipv4     2 udp      17 29 src=10.99.2.2 dst=10.99.1.2 sport=53 dport=48827 [UNREPLIED] src=10.99.1.2 dst=10.99.2.2 sport=48827 dport=53 mark=0 zone=0 use=2\n"
+	if tuple, ok := orphanedReply(orphan, asker); !ok || tuple != "src=10.99.2.2 dst=10.99.1.2 sport=53 dport=48827" {
+		t.Errorf("orphanedReply(orphaned answer) = %q, %v", tuple, ok)
+	}
+	for _, line := range []string{
+		// answered through the Service, and one still in flight
+		"ipv4     2 udp      17 29 src=10.99.1.2 dst=10.96.0.10 sport=50236 dport=53 src=10.99.2.2 dst=10.99.1.2 sport=53 dport=50236 mark=0 zone=0 use=2\n",
+		"ipv4     2 udp      17 29 src=10.99.1.2 dst=10.96.0.10 sport=48827 dport=53 [UNREPLIED] src=10.99.2.2 dst=10.99.1.2 sport=53 dport=48827 mark=0 zone=0 use=2\n",
+	} {
+		if _, ok := orphanedReply(line, asker); ok {
+			t.Errorf("orphanedReply(%q) is true", line)
+		}
+	}
+	if _, ok := orphanedReply(orphan, "10.99.1.3"); ok {
+		t.Error("an orphaned answer to another client counted")
+	}
+}

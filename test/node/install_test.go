@@ -1061,7 +1061,6 @@ type orphanedReplies struct {
 // (the asker's address) until ctx ends.
 func (s *install) watchOrphanedReplies(ctx context.Context, to string) *orphanedReplies {
 	o := &orphanedReplies{seen: map[string]time.Time{}, taken: map[string]bool{}}
-	dst := "dst=" + to
 	if _, err := os.ReadFile("/proc/net/nf_conntrack"); err != nil { // the node's: the test runs in its network namespace
 		s.t.Fatalf("conntrack: %v", err)
 	}
@@ -1070,12 +1069,10 @@ func (s *install) watchOrphanedReplies(ctx context.Context, to string) *orphaned
 			table, _ := os.ReadFile("/proc/net/nf_conntrack")
 			now := time.Now()
 			for line := range strings.Lines(string(table)) {
-				// ipv4 2 udp 17 29 src=POD dst=ASKER sport=53 dport=PORT [UNREPLIED] src=ASKER ...
-				f := strings.Fields(line)
-				if len(f) < 9 || f[2] != "udp" || f[6] != dst || f[7] != "sport=53" {
+				tuple, ok := orphanedReply(line, to)
+				if !ok {
 					continue
 				}
-				tuple := strings.Join(f[5:9], " ")
 				o.mu.Lock()
 				if _, ok := o.seen[tuple]; !ok {
 					o.seen[tuple] = now
@@ -1089,6 +1086,24 @@ func (s *install) watchOrphanedReplies(ctx context.Context, to string) *orphaned
 		}
 	}()
 	return o
+}
+
+// orphanedReply reports whether line of /proc/net/nf_conntrack is a DNS
+// answer to to that matched no entry, and its original tuple:
+//
+//	ipv4 2 udp 17 29 src=POD dst=TO sport=53 dport=PORT [UNREPLIED] src=TO dst=POD sport=PORT dport=53 ...
+//
+// (the client never answers it, so a cheap test first: the table holds
+// thousands of DNS entries).
+func orphanedReply(line, to string) (string, bool) {
+	if !strings.Contains(line, "[UNREPLIED]") {
+		return "", false
+	}
+	f := strings.Fields(line)
+	if len(f) < 9 || f[2] != "udp" || f[6] != "dst="+to || f[7] != "sport=53" {
+		return "", false
+	}
+	return strings.Join(f[5:9], " "), true
 }
 
 // take claims a reply first seen in [from, to] that excused no lookup
