@@ -1067,7 +1067,7 @@ func (s *install) watchOrphanedReplies(ctx context.Context, to string) *orphaned
 	go func() {
 		for ctx.Err() == nil {
 			table, _ := os.ReadFile("/proc/net/nf_conntrack")
-			now := time.Now()
+			now := time.Now() // after the read: an entry read was there by now
 			for line := range strings.Lines(string(table)) {
 				tuple, ok := orphanedReply(line, to)
 				if !ok {
