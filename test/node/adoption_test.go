@@ -509,6 +509,7 @@ func TestTheDocsSayWhatTheNodeTestHolds(t *testing.T) {
 			"coredns.resources.limits.memory=" + fleetMemoryLimit,
 			"cgroup weighs as much as eight busy control-plane threads",
 			"A lookup slow by one retry over UDP whose answer the test saw orphaned is not counted slow",
+			fmt.Sprintf(`the "answer orphaned" column; at most %d a step`, maxOrphaned),
 			"entry from port 53 to the client for 30 s, which the test polls for",
 		},
 		"../../DESIGN.md": {
@@ -517,6 +518,7 @@ func TestTheDocsSayWhatTheNodeTestHolds(t *testing.T) {
 			fmt.Sprintf("the node test allows %d lost there, each within %d s or refused", maxKubeadmLost, retry),
 			fmt.Sprintf("(`cpu.shares` %d in v1, `cpu.weight` %d on a", node.CPUShares, node.CPUWeight),
 			"does not count a lookup slow by one retry over UDP whose answer it saw orphaned",
+			fmt.Sprintf("at most %d a step: one for each old pod", maxOrphaned),
 		},
 	}
 	for file, phrases := range claims {
@@ -554,5 +556,21 @@ func TestOrphanedReplyIsTheEntryAnOrphanedAnswerLeaves(t *testing.T) {
 	}
 	if _, ok := orphanedReply(orphan, "10.99.1.3"); ok {
 		t.Error("an orphaned answer to another client counted")
+	}
+}
+
+// TestAStepHoldsAtMostMaxOrphanedAnswers holds tally.problems to the bound
+// the docs state: the lookups whose answer kube-proxy orphaned are not slow,
+// up to maxOrphaned a step.
+func TestAStepHoldsAtMostMaxOrphanedAnswers(t *testing.T) {
+	span := tally{Took: time.Second, By: map[string]int{}}
+	for _, k := range resolverTransports {
+		span.By[k] = minRate
+	}
+	for orphaned, want := range map[int]int{maxOrphaned: 0, maxOrphaned + 1: 1} {
+		span.Orphaned = orphaned
+		if got := span.problems(strict); len(got) != want {
+			t.Errorf("%d orphaned: problems %q, want %d", orphaned, got, want)
+		}
 	}
 }

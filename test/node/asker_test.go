@@ -198,6 +198,11 @@ const (
 
 const maxKubeadmLost = 3
 
+// maxOrphaned bounds the lookups of one step whose answer kube-proxy
+// orphaned (orphanedReplies): one for each old pod that stops serving,
+// and no step ends more than two.
+const maxOrphaned = 2
+
 // refusedByAnEndedPod reports whether a failed or wrong l is what a UDP
 // query refused by an ended pod (its port closed) comes to, at once:
 // ECONNREFUSED from Go's resolver, or, where that was a name of the search
@@ -305,6 +310,9 @@ func (t tally) problems(allows allowance) []string {
 	case allows == kubeadmPodsEnd && (t.Slow+t.Refused > maxKubeadmLost || t.Slowest > oneRetry):
 		out = append(out, fmt.Sprintf("%d slow (over %v), the slowest %v, and %d refused: at most %d lost, each slow by at most %v, where kubeadm's pods end",
 			t.Slow, slowLookup, t.Slowest, t.Refused, maxKubeadmLost, oneRetry))
+	}
+	if t.Orphaned > maxOrphaned {
+		out = append(out, fmt.Sprintf("%d answers orphaned by kube-proxy, at most %d a step", t.Orphaned, maxOrphaned))
 	}
 	for _, k := range resolverTransports {
 		if r := t.rate(k); r < minRate {
