@@ -39,19 +39,22 @@ const (
 	Error Level = "error"
 )
 
-// Categories of checks, in the order they run.
+// Category is what a check is about; checks run, and are written, in the
+// order of the constants below.
+type Category string
+
 const (
-	CategoryKubernetes = "kubernetes"
-	CategoryController = "controller"
-	CategoryDNS        = "cluster DNS"
-	CategoryLinkerd    = "linkerd"
-	CategoryGlobals    = "global services"
+	CategoryKubernetes Category = "kubernetes"
+	CategoryController Category = "controller"
+	CategoryDNS        Category = "cluster DNS"
+	CategoryLinkerd    Category = "linkerd"
+	CategoryGlobals    Category = "global services"
 )
 
 // Result is one check: how it ended, what was found, and where it did not
 // pass, what to do.
 type Result struct {
-	Category string `json:"category"`
+	Category Category `json:"category"`
 	Check    string `json:"check"`
 	Result   Level  `json:"result"`
 	Detail   string `json:"detail"`
@@ -96,7 +99,7 @@ func Unreachable(err error) []Result {
 		"is the kubeconfig's server reachable from here (--kubeconfig, --context)? a slow one needs a longer --timeout")}
 }
 
-func result(category, check string, level Level, detail, hint string) Result {
+func result(category Category, check string, level Level, detail, hint string) Result {
 	if level == OK {
 		hint = ""
 	}
@@ -105,7 +108,7 @@ func result(category, check string, level Level, detail, hint string) Result {
 
 // apiFailure is the Error of a check an API request stopped, saying why:
 // refused to the user who runs check, unanswered in time, or else.
-func apiFailure(category, check, what string, err error, hint string) Result {
+func apiFailure(category Category, check, what string, err error, hint string) Result {
 	switch {
 	case apierrors.IsForbidden(err):
 		return result(category, check, Error, what+": forbidden: "+errMessage(err),
@@ -443,7 +446,7 @@ func defaultSA(name string) string {
 
 // checkRBAC asks the API server, as each ServiceAccount the component runs
 // as, for each request it makes.
-func checkRBAC(ctx context.Context, cl *Cluster, category, component string, accounts []string, needs []need) Result {
+func checkRBAC(ctx context.Context, cl *Cluster, category Category, component string, accounts []string, needs []need) Result {
 	name := "RBAC of the " + component
 	if len(accounts) == 0 || len(needs) == 0 {
 		return result(category, name, Error, "no "+component+" found", "see the checks above")

@@ -252,7 +252,7 @@ var marks = map[Level]string{OK: "✔", Warning: "‼", Error: "✘"}
 // category: ✔, ‼ or ✘, the check, what was found, and where it did not
 // pass what to do; then a line that sums them up.
 func WriteResults(out io.Writer, rs []Result) {
-	category := ""
+	var category Category
 	counts := map[Level]int{}
 	for _, r := range rs {
 		if r.Category != category {
@@ -260,7 +260,7 @@ func WriteResults(out io.Writer, rs []Result) {
 				fmt.Fprintln(out)
 			}
 			category = r.Category
-			fmt.Fprintf(out, "%s\n%s\n", category, strings.Repeat("-", utf8.RuneCountInString(category)))
+			fmt.Fprintf(out, "%s\n%s\n", category, strings.Repeat("-", utf8.RuneCountInString(string(category))))
 		}
 		counts[r.Result]++
 		fmt.Fprintf(out, "%s %s: %s\n", marks[r.Result], r.Check, r.Detail)
