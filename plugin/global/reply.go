@@ -36,28 +36,11 @@ type srvReply4 struct {
 	a   [4]dns.A
 }
 
-type reply1[T any] struct {
+// replyOne is a reply of one record of type T, the answer to a pod's name.
+type replyOne[T any] struct {
 	reply
 	rr   [1]dns.RR
 	recs [1]T
-}
-
-type reply2[T any] struct {
-	reply
-	rr   [2]dns.RR
-	recs [2]T
-}
-
-type reply3[T any] struct {
-	reply
-	rr   [3]dns.RR
-	recs [3]T
-}
-
-type reply4[T any] struct {
-	reply
-	rr   [4]dns.RR
-	recs [4]T
 }
 
 // writeOne writes a reply of the one record rec, in one allocation, and
@@ -76,24 +59,27 @@ func writeOne[T any, P interface {
 	return dns.RcodeSuccess, nil
 }
 
+// replyUpTo4 is a reply of 2 to 4 records of type T.
+type replyUpTo4[T any] struct {
+	reply
+	rr   [4]dns.RR
+	recs [4]T
+}
+
 // newReply allocates a reply with room for n records of type T: one
 // allocation up to 4 records, three (each of its exact size) beyond. Bytes
 // count as much as allocations: every byte allocated brings the next garbage
-// collection, which marks the whole index, nearer.
+// collection, which marks the whole index, nearer; so one record, the most
+// asked, has a type of its exact size, and 2 or 3 records leave the rest of
+// replyUpTo4 unused rather than add a type for each.
 func newReply[T any](n int) (*reply, []dns.RR, []T) {
-	switch n {
-	case 1:
-		r := new(reply1[T])
+	switch {
+	case n == 1:
+		r := new(replyOne[T])
 		return &r.reply, r.rr[:], r.recs[:]
-	case 2:
-		r := new(reply2[T])
-		return &r.reply, r.rr[:], r.recs[:]
-	case 3:
-		r := new(reply3[T])
-		return &r.reply, r.rr[:], r.recs[:]
-	case 4:
-		r := new(reply4[T])
-		return &r.reply, r.rr[:], r.recs[:]
+	case n >= 2 && n <= 4:
+		r := new(replyUpTo4[T])
+		return &r.reply, r.rr[:n:n], r.recs[:n:n]
 	}
 	return new(reply), make([]dns.RR, n), make([]T, n)
 }
