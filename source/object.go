@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -105,21 +104,6 @@ func (c *cachedService) sameAs(o *cachedService) bool {
 	a, b := *c, *o
 	a.gen, b.gen, a.rv, b.rv = 0, 0, 0, 0
 	return reflect.DeepEqual(a, b)
-}
-
-// serviceKeys are the label keys Classify, WrittenByGlobalmirror and the local selector read.
-func serviceKeys(local labels.Selector) []string {
-	keys := []string{
-		aggregate.LabelMirroredService, aggregate.LabelClusterName, aggregate.LabelHeadlessMirrorName,
-		aggregate.LabelManagedBy, aggregate.LabelBase,
-	}
-	if local != nil {
-		reqs, _ := local.Requirements()
-		for _, r := range reqs {
-			keys = append(keys, r.Key())
-		}
-	}
-	return keys
 }
 
 // A label value stored as "\x00<n>" is the Service's name but its last n

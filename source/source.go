@@ -106,7 +106,7 @@ func New(cfg Config) (*Source, error) {
 	if cfg.Suffix == "" {
 		cfg.Suffix = aggregate.DefaultSuffix
 	}
-	s := &Source{cfg: cfg, labelKeys: serviceKeys(cfg.LocalSelector), intern: newInterner(),
+	s := &Source{cfg: cfg, labelKeys: labelKeysRead(cfg.LocalSelector), intern: newInterner(),
 		hash: nameHash(maphash.MakeSeed()), entries: nsMap[*entry]{}, bases: nsMap[[]*cachedService]{}, skipped: map[nsName]skipped{},
 		serviceSinks: map[string]*serviceSink{}}
 	namespaces := cfg.Namespaces
@@ -134,6 +134,22 @@ func New(cfg Config) (*Source, error) {
 		}
 	}
 	return s, nil
+}
+
+// labelKeysRead are the Service label keys Classify, WrittenByGlobalmirror
+// and the local selector read: the only labels the index keeps.
+func labelKeysRead(local labels.Selector) []string {
+	keys := []string{
+		aggregate.LabelMirroredService, aggregate.LabelClusterName, aggregate.LabelHeadlessMirrorName,
+		aggregate.LabelManagedBy, aggregate.LabelBase,
+	}
+	if local != nil {
+		reqs, _ := local.Requirements()
+		for _, r := range reqs {
+			keys = append(keys, r.Key())
+		}
+	}
+	return keys
 }
 
 // addFeed adds a feed of resource through api into sink, counted where the

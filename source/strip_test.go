@@ -31,7 +31,7 @@ func TestStripServiceKeepsWhatClassifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := serviceKeys(local)
+	keys := labelKeysRead(local)
 	ports := []corev1.ServicePort{{Name: "peer", Port: 7000}}
 	full := func(name, clusterIP string, lbl map[string]string) *corev1.Service {
 		return &corev1.Service{
@@ -236,7 +236,7 @@ func TestRemoteNameKeptOnlyWhereItDecides(t *testing.T) {
 	} {
 		svc := fixture.HeadlessMirror("ns", "db", "east")
 		svc.Name, svc.Annotations[aggregate.AnnotationRemoteFQName] = tc.name, tc.fq
-		got := newInterner().stripService(svc, serviceKeys(nil), aggregate.DefaultSuffix, true).service()
+		got := newInterner().stripService(svc, labelKeysRead(nil), aggregate.DefaultSuffix, true).service()
 		if kept := got.Annotations[aggregate.AnnotationRemoteFQName] == tc.fq; kept != tc.kept {
 			t.Errorf("%s with %s: kept %v, want %v", tc.name, tc.fq, kept, tc.kept)
 		}
@@ -325,7 +325,7 @@ func TestStripServiceUIDs(t *testing.T) {
 	global := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "db-global", Namespace: "ns", UID: "u1",
 		Labels: map[string]string{aggregate.LabelManagedBy: aggregate.ManagedBy, aggregate.LabelBase: "db"}},
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}}
-	keys := serviceKeys(nil)
+	keys := labelKeysRead(nil)
 	if got := newInterner().stripService(global, keys, aggregate.DefaultSuffix, true).service(); got.UID != "u1" || got.Labels[aggregate.LabelBase] != "db" {
 		t.Errorf("kept: UID %q, base %q", got.UID, got.Labels[aggregate.LabelBase])
 	}
