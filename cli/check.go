@@ -55,10 +55,10 @@ const (
 // pass, what to do.
 type Result struct {
 	Category Category `json:"category"`
-	Check    string `json:"check"`
-	Result   Level  `json:"result"`
-	Detail   string `json:"detail"`
-	Hint     string `json:"hint,omitempty"`
+	Check    string   `json:"check"`
+	Result   Level    `json:"result"`
+	Detail   string   `json:"detail"`
+	Hint     string   `json:"hint,omitempty"`
 }
 
 // Report is what `globalmirror check` says, in the same shape whether it
