@@ -75,11 +75,6 @@ func TestAdoptionOnANode(t *testing.T) {
 	firstFailed := "the set-up, before the first step"
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("FAILED first in %s (the error is above the logs; the node's cgroup: %s)", firstFailed, node.Weighed())
-		}
-	})
-	t.Cleanup(func() {
-		if t.Failed() {
 			t.Log(n.LogTails(3000))
 			t.Log(localkube.LogTails(filepath.Join(logs, "clusters"), 20))
 		}
@@ -87,6 +82,9 @@ func TestAdoptionOnANode(t *testing.T) {
 		n.Stop()
 		if err := env.Stop(); err != nil {
 			t.Errorf("localkube: stop: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("FAILED first in %s (the error is above the logs; the node's cgroup: %s)", firstFailed, node.Weighed())
 		}
 	})
 	s := &install{t: t, ctx: ctx, node: n, c: source.Client, config: source.Config, kubeconfig: source.Kubeconfig,
@@ -109,15 +107,11 @@ func TestAdoptionOnANode(t *testing.T) {
 	s.statefulSet("db", 3)
 	for i, remote := range []*localkube.Cluster{env.Cluster("east"), env.Cluster("west")} {
 		prefix := []string{"192.0.2.0/24", "203.0.113.0/24"}[i]
-		if _, err := workload.Create(ctx, remote.Client, ns, "db", 2, workload.Options{
+		s.must(workload.Create(ctx, remote.Client, ns, "db", 2, workload.Options{
 			Labels: map[string]string{workload.ExportedLabel: "true"},
 			IPv4:   netip.MustParsePrefix(prefix),
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if err := world.Link(ctx, remote); err != nil {
-			t.Fatal(err)
-		}
+		}))
+		s.must(world.Link(ctx, remote))
 	}
 	want := s.expectations()
 	s.clientPod("client")
@@ -129,9 +123,7 @@ func TestAdoptionOnANode(t *testing.T) {
 	tr := &truth{}
 	tr.now(want.before)
 	asked := withBothResolvers(want.asked)
-	if _, err := s.c.CoreV1().Pods(ns).Create(ctx, s.askerSpec(asked), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	s.must(s.c.CoreV1().Pods(ns).Create(ctx, s.askerSpec(asked), metav1.CreateOptions{}))
 	s.waitPodRunning(askerPod)
 	asker, err := s.c.CoreV1().Pods(ns).Get(ctx, askerPod, metav1.GetOptions{})
 	if err != nil {
@@ -330,9 +322,7 @@ func TestAdoptionOnANode(t *testing.T) {
 	})
 	step("the controller's leader killed", strict, func() {
 		leader := s.leaderPod(controllerRelease)
-		if err := s.c.CoreV1().Pods(controllerRelease.namespace).Delete(ctx, leader.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
-			t.Fatal(err)
-		}
+		s.must(s.c.CoreV1().Pods(controllerRelease.namespace).Delete(ctx, leader.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
 		s.waitReplaced(controllerRelease, "controller", []corev1.Pod{leader})
 		// The API forgets the pod at once; the kubelet still stops its
 		// container with SIGTERM, so the leader may release the Lease (a
@@ -384,9 +374,7 @@ func TestAdoptionOnANode(t *testing.T) {
 	step("every CoreDNS pod deleted at once (the old ones answer through their lameduck)", strict, func() {
 		old := dnsRelease.podsOf(s, "coredns")
 		for _, p := range old {
-			if err := s.c.CoreV1().Pods(dnsRelease.namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			s.must(s.c.CoreV1().Pods(dnsRelease.namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}))
 		}
 		s.waitReplaced(dnsRelease, "coredns", old)
 		s.awaitAnswers("client", want.reverse)
@@ -482,9 +470,7 @@ func (s *install) adoptForHelm(namespace, service string, r chartRelease) {
 	s.t.Helper()
 	patch := fmt.Sprintf(`{"metadata":{"labels":{"app.kubernetes.io/managed-by":"Helm"},"annotations":{"meta.helm.sh/release-name":%q,"meta.helm.sh/release-namespace":%q}}}`,
 		r.name, r.namespace)
-	if _, err := s.c.CoreV1().Services(namespace).Patch(s.ctx, service, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		s.t.Fatal(err)
-	}
+	s.must(s.c.CoreV1().Services(namespace).Patch(s.ctx, service, types.MergePatchType, []byte(patch), metav1.PatchOptions{}))
 }
 
 // TestTheDocsSayWhatTheNodeTestHolds holds the chart's README and DESIGN.md

@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -117,12 +116,10 @@ func (a *askerLog) read() {
 		// Only whole lines: the asker may be writing one.
 		end := strings.LastIndexByte(out, '\n') + 1
 		a.offset[network] += end
-		sc := bufio.NewScanner(strings.NewReader(out[:end]))
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
+		for line := range strings.Lines(out[:end]) {
 			var l lookup
-			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-				a.s.t.Fatalf("the asker's %s lookups: %v: %s", network, err, sc.Text())
+			if err := json.Unmarshal([]byte(line), &l); err != nil {
+				a.s.t.Fatalf("the asker's %s lookups: %v: %s", network, err, line)
 			}
 			l.network = network
 			a.all = append(a.all, l)
@@ -135,7 +132,6 @@ func (a *askerLog) read() {
 // service appears; reverse names are switched on) opens a new span while
 // the old one stays valid until the answers have all followed.
 type truth struct {
-	mu    sync.Mutex
 	spans []span
 }
 
@@ -147,15 +143,11 @@ type span struct {
 // now makes want what the cluster says from now on; what it said before
 // stays right too until settled.
 func (tr *truth) now(want answers) {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
 	tr.spans = append(tr.spans, span{from: time.Now(), want: want})
 }
 
 // settled ends every span but the last: the answers have followed.
 func (tr *truth) settled() {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
 	for i := range tr.spans[:len(tr.spans)-1] {
 		if tr.spans[i].to.IsZero() {
 			tr.spans[i].to = time.Now()
@@ -166,8 +158,6 @@ func (tr *truth) settled() {
 // right reports whether l is a result the cluster gave at some moment
 // while l was asked.
 func (tr *truth) right(l lookup) bool {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
 	for _, sp := range tr.spans {
 		if l.answered().Before(sp.from) || !sp.to.IsZero() && l.asked().After(sp.to) {
 			continue
@@ -443,16 +433,14 @@ func (s *install) watchKubeDNSEndpoints(ctx context.Context) *endpointHistory {
 		}
 		record(sl.Name, strings.Join(eps, "; "))
 	}
-	if _, err := factory.Discovery().V1().EndpointSlices().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	s.must(factory.Discovery().V1().EndpointSlices().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    announced,
 		UpdateFunc: func(_, o any) { announced(o) },
 		DeleteFunc: func(o any) {
 			key, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(o)
 			record(key, "deleted")
 		},
-	}); err != nil {
-		s.t.Fatal(err)
-	}
+	}))
 	factory.Start(ctx.Done())
 	return h
 }

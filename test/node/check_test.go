@@ -52,8 +52,8 @@ func (s *install) globalmirror(ctx context.Context, args ...string) (string, int
 // expectCheck waits until `globalmirror check` fails exactly the checks
 // named in failing, each with a hint that says what failing gives for it,
 // passes every other, and exits 1 where any failed; it logs the text the
-// operator reads, and returns it.
-func (s *install) expectCheck(failing map[string]string) string {
+// operator reads.
+func (s *install) expectCheck(failing map[string]string) {
 	s.t.Helper()
 	var last string
 	s.eventually("globalmirror check", func(ctx context.Context) string {
@@ -95,7 +95,6 @@ func (s *install) expectCheck(failing map[string]string) string {
 		return strings.Join(wrong, "\n")
 	})
 	s.t.Logf("globalmirror check:\n%s", last)
-	return last
 }
 
 // expectStatus checks what `globalmirror status` says of db-global: every
@@ -150,9 +149,7 @@ func (s *install) deleteGlobalSlice(name string) {
 	if err != nil || len(l.Items) == 0 {
 		s.t.Fatalf("the controller's slices of %s: %d, %v", name, len(l.Items), err)
 	}
-	if err := s.c.DiscoveryV1().EndpointSlices(ns).Delete(s.ctx, l.Items[0].Name, metav1.DeleteOptions{}); err != nil {
-		s.t.Fatal(err)
-	}
+	s.must(s.c.DiscoveryV1().EndpointSlices(ns).Delete(s.ctx, l.Items[0].Name, metav1.DeleteOptions{}))
 }
 
 // leaseHeldByAStranger makes r's Lease held by an identity no pod has,
@@ -176,9 +173,7 @@ func (s *install) leaseHeldByAStranger(r chartRelease) (restore func()) {
 	})
 	return func() {
 		s.t.Helper()
-		if err := leases.Delete(s.ctx, r.deployment("controller"), metav1.DeleteOptions{}); err != nil {
-			s.t.Fatal(err)
-		}
+		s.must(leases.Delete(s.ctx, r.deployment("controller"), metav1.DeleteOptions{}))
 	}
 }
 
@@ -189,9 +184,7 @@ func (s *install) nameConflict(east *localkube.Cluster) (heal func()) {
 	s.t.Helper()
 	user := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cache-global"},
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "tcp", Port: 80}}}}
-	if _, err := s.c.CoreV1().Services(ns).Create(s.ctx, user, metav1.CreateOptions{}); err != nil {
-		s.t.Fatal(err)
-	}
+	s.must(s.c.CoreV1().Services(ns).Create(s.ctx, user, metav1.CreateOptions{}))
 	w, err := workload.Create(s.ctx, east.Client, ns, "cache", 1, workload.Options{
 		Labels: map[string]string{workload.ExportedLabel: "true"}, IPv4: netip.MustParsePrefix("198.51.100.0/24")})
 	if err != nil {
@@ -199,18 +192,14 @@ func (s *install) nameConflict(east *localkube.Cluster) (heal func()) {
 	}
 	return func() {
 		s.t.Helper()
-		if err := w.Delete(s.ctx); err != nil {
-			s.t.Fatal(err)
-		}
+		s.must(w.Delete(s.ctx))
 		s.eventually("the mirror cache-east gone", func(ctx context.Context) string {
 			if _, err := s.c.CoreV1().Services(ns).Get(ctx, "cache-east", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				return fmt.Sprintf("cache-east: %v", err)
 			}
 			return ""
 		})
-		if err := s.c.CoreV1().Services(ns).Delete(s.ctx, user.Name, metav1.DeleteOptions{}); err != nil {
-			s.t.Fatal(err)
-		}
+		s.must(s.c.CoreV1().Services(ns).Delete(s.ctx, user.Name, metav1.DeleteOptions{}))
 	}
 }
 
@@ -229,14 +218,10 @@ func (s *install) serviceMirrorWithoutHeadless() (heal func()) {
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
 				Name: "service-mirror", Image: s.node.Images["client"], Args: []string{"service-mirror", "-log-level=info", "-event-requeue-limit=3"}}}}}},
 	}
-	if _, err := s.c.AppsV1().Deployments(mns).Create(s.ctx, d, metav1.CreateOptions{}); err != nil {
-		s.t.Fatal(err)
-	}
+	s.must(s.c.AppsV1().Deployments(mns).Create(s.ctx, d, metav1.CreateOptions{}))
 	return func() {
 		s.t.Helper()
-		if err := s.c.CoreV1().Namespaces().Delete(s.ctx, mns, metav1.DeleteOptions{}); err != nil {
-			s.t.Fatal(err)
-		}
+		s.must(s.c.CoreV1().Namespaces().Delete(s.ctx, mns, metav1.DeleteOptions{}))
 	}
 }
 
@@ -259,9 +244,7 @@ func (s *install) expectUnreachable() {
 		c.Server = "https://" + addr
 	}
 	path := filepath.Join(s.t.TempDir(), "unreachable.kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		s.t.Fatal(err)
-	}
+	s.must(clientcmd.WriteToFile(*cfg, path))
 	out, code, err := s.globalmirror(s.ctx, "check", "-o", "json", "--kubeconfig", path)
 	if err != nil {
 		s.t.Fatal(err)

@@ -63,12 +63,8 @@ func (s *install) writeFleet() {
 	s.t.Helper()
 	bulk := s.bulkClient()
 	began := time.Now()
-	if err := fleet.Load(s.ctx, bulk, 0, fleetBases, 8); err != nil {
-		s.t.Fatal(err)
-	}
-	if err := fleet.LoadEndpointMirrors(s.ctx, bulk, 0, fleetBases, 8); err != nil {
-		s.t.Fatal(err)
-	}
+	s.must(fleet.Load(s.ctx, bulk, 0, fleetBases, 8))
+	s.must(fleet.LoadEndpointMirrors(s.ctx, bulk, 0, fleetBases, 8))
 	s.t.Logf("fleet: %d mirrored endpoints (%d objects) written in %v",
 		fleetEndpoints, 2*fleetBases*len(bench.Clusters)+fleetEndpoints, time.Since(began).Round(time.Second))
 	s.awaitFleetAnswered(dnsRelease.podsOf(s, "coredns"))
@@ -103,10 +99,8 @@ func (s *install) deleteFleet() {
 	bulk := s.bulkClient()
 	began := time.Now()
 	for _, cluster := range bench.Clusters {
-		if err := bulk.DiscoveryV1().EndpointSlices(fleetNamespace).DeleteCollection(s.ctx, metav1.DeleteOptions{},
-			metav1.ListOptions{LabelSelector: aggregate.LabelClusterName + "=" + cluster}); err != nil {
-			s.t.Fatal(err)
-		}
+		s.must(bulk.DiscoveryV1().EndpointSlices(fleetNamespace).DeleteCollection(s.ctx, metav1.DeleteOptions{},
+			metav1.ListOptions{LabelSelector: aggregate.LabelClusterName + "=" + cluster}))
 	}
 	svcs, err := bulk.CoreV1().Services(fleetNamespace).List(s.ctx, metav1.ListOptions{})
 	if err != nil {
@@ -122,12 +116,8 @@ func (s *install) deleteFleet() {
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		s.t.Fatal(err)
-	}
-	if err := s.c.CoreV1().Namespaces().Delete(s.ctx, fleetNamespace, metav1.DeleteOptions{}); err != nil {
-		s.t.Fatal(err)
-	}
+	s.must(g.Wait())
+	s.must(s.c.CoreV1().Namespaces().Delete(s.ctx, fleetNamespace, metav1.DeleteOptions{}))
 	s.eventually("the fleet's namespace gone", func(ctx context.Context) string {
 		if _, err := s.c.CoreV1().Namespaces().Get(ctx, fleetNamespace, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			return fmt.Sprintf("still there (%v)", err)

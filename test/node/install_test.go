@@ -119,9 +119,7 @@ func corednsServers(globalBlock string) string {
 
 func (s *install) createNamespace(name string, labels map[string]string) {
 	s.t.Helper()
-	if _, err := s.c.CoreV1().Namespaces().Create(s.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{}); err != nil {
-		s.t.Fatal(err)
-	}
+	s.must(s.c.CoreV1().Namespaces().Create(s.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{}))
 }
 
 // statefulSet runs name on the node: a headless Service exported to Linkerd
@@ -138,9 +136,7 @@ func (s *install) statefulSet(name string, replicas int32) {
 			Ports:     []corev1.ServicePort{{Name: "db", Port: 5432, Protocol: corev1.ProtocolTCP}},
 		},
 	}
-	if _, err := s.c.CoreV1().Services(ns).Create(s.ctx, svc, metav1.CreateOptions{}); err != nil {
-		s.t.Fatal(err)
-	}
+	s.must(s.c.CoreV1().Services(ns).Create(s.ctx, svc, metav1.CreateOptions{}))
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: appsv1.StatefulSetSpec{
@@ -154,9 +150,7 @@ func (s *install) statefulSet(name string, replicas int32) {
 			},
 		},
 	}
-	if _, err := s.c.AppsV1().StatefulSets(ns).Create(s.ctx, sts, metav1.CreateOptions{}); err != nil {
-		s.t.Fatal(err)
-	}
+	s.must(s.c.AppsV1().StatefulSets(ns).Create(s.ctx, sts, metav1.CreateOptions{}))
 }
 
 // podSpec runs one container of an image imported into the node (never
@@ -181,9 +175,7 @@ func (s *install) clientPod(name string) {
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec:       s.podSpec("client", "client"),
 	}
-	if _, err := s.c.CoreV1().Pods(ns).Create(s.ctx, pod, metav1.CreateOptions{}); err != nil {
-		s.t.Fatal(err)
-	}
+	s.must(s.c.CoreV1().Pods(ns).Create(s.ctx, pod, metav1.CreateOptions{}))
 	s.waitPodRunning(name)
 }
 
@@ -200,6 +192,15 @@ func (s *install) waitPodRunning(name string) {
 		}
 		return ""
 	})
+}
+
+// must fails the test at once if the last of results, a call's error, is
+// not nil: s.must(f()) for an f that returns an error, alone or last.
+func (s *install) must(results ...any) {
+	s.t.Helper()
+	if err, _ := results[len(results)-1].(error); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 func (s *install) eventually(what string, check func(ctx context.Context) string) {
@@ -265,13 +266,10 @@ func (s *install) deploymentPods(ctx context.Context, d *appsv1.Deployment) ([]c
 	if err != nil {
 		return nil, err
 	}
-	var out []corev1.Pod
-	for _, p := range pods.Items {
-		if ref := metav1.GetControllerOf(&p); ref != nil && owned[ref.UID] {
-			out = append(out, p)
-		}
-	}
-	return out, nil
+	return slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
+		ref := metav1.GetControllerOf(&p)
+		return ref == nil || !owned[ref.UID]
+	}), nil
 }
 
 // waitReplaced waits until none of old is left and the release's
@@ -305,9 +303,7 @@ func (s *install) patchKubeadmCoreDNS(image string, readinessPeriod int) {
 	s.t.Helper()
 	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":"coredns","image":%q,"readinessProbe":{"periodSeconds":%d}}]}}}}`,
 		image, readinessPeriod)
-	if _, err := s.c.AppsV1().Deployments(metav1.NamespaceSystem).Patch(s.ctx, "coredns", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		s.t.Fatal(err)
-	}
+	s.must(s.c.AppsV1().Deployments(metav1.NamespaceSystem).Patch(s.ctx, "coredns", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}))
 	s.waitRolledOut(metav1.NamespaceSystem, "coredns")
 }
 
@@ -315,9 +311,7 @@ func (s *install) patchKubeadmCoreDNS(image string, readinessPeriod int) {
 func (s *install) restart(namespace, deployment string) {
 	s.t.Helper()
 	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339))
-	if _, err := s.c.AppsV1().Deployments(namespace).Patch(s.ctx, deployment, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		s.t.Fatal(err)
-	}
+	s.must(s.c.AppsV1().Deployments(namespace).Patch(s.ctx, deployment, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}))
 }
 
 // scale scales a Deployment, as `kubectl scale` does, and waits until it
@@ -332,9 +326,7 @@ func (s *install) scale(namespace, deployment string, replicas int32) {
 	// Deployment's status changes under us (a pod turning Ready), and that
 	// is no reason to refuse a new replica count.
 	sc.Spec.Replicas, sc.ResourceVersion = replicas, ""
-	if _, err := s.c.AppsV1().Deployments(namespace).UpdateScale(s.ctx, deployment, sc, metav1.UpdateOptions{}); err != nil {
-		s.t.Fatal(err)
-	}
+	s.must(s.c.AppsV1().Deployments(namespace).UpdateScale(s.ctx, deployment, sc, metav1.UpdateOptions{}))
 	s.waitRolledOut(namespace, deployment)
 }
 
@@ -347,21 +339,15 @@ func (s *install) setCorefile(corefile string) {
 		s.t.Fatal(err)
 	}
 	cm.Data["Corefile"] = corefile
-	if _, err := s.c.CoreV1().ConfigMaps(metav1.NamespaceSystem).Update(s.ctx, cm, metav1.UpdateOptions{}); err != nil {
-		s.t.Fatal(err)
-	}
+	s.must(s.c.CoreV1().ConfigMaps(metav1.NamespaceSystem).Update(s.ctx, cm, metav1.UpdateOptions{}))
 }
 
 // kubeadmPods are kubeadm's CoreDNS pods.
 func (s *install) kubeadmPods() []corev1.Pod {
 	s.t.Helper()
-	var out []corev1.Pod
-	for _, p := range s.podsBySelector(metav1.NamespaceSystem, "k8s-app=kube-dns") {
-		if p.Labels["app.kubernetes.io/instance"] == "" {
-			out = append(out, p)
-		}
-	}
-	return out
+	return slices.DeleteFunc(s.podsBySelector(metav1.NamespaceSystem, "k8s-app=kube-dns"), func(p corev1.Pod) bool {
+		return p.Labels["app.kubernetes.io/instance"] != ""
+	})
 }
 
 // podMetrics scrapes a CoreDNS pod's prometheus plugin.
@@ -440,9 +426,7 @@ func (s *install) withoutRule(name, group, resource string) (restore func()) {
 	return func() {
 		s.t.Helper()
 		role.Rules = rules
-		if _, err := roles.Update(s.ctx, role, metav1.UpdateOptions{}); err != nil {
-			s.t.Fatal(err)
-		}
+		s.must(roles.Update(s.ctx, role, metav1.UpdateOptions{}))
 	}
 }
 
@@ -461,12 +445,9 @@ func (s *install) awaitServing(pods []corev1.Pod) {
 }
 
 func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	return slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+		return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+	})
 }
 
 // describe says why a pod is not running or ready, from its containers.
@@ -655,13 +636,8 @@ var podSecurityLabels = map[string]string{
 
 func (s *install) labelNamespace(name string, labels map[string]string) {
 	s.t.Helper()
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if _, err := s.c.CoreV1().Namespaces().Patch(s.ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		s.t.Fatal(err)
-	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}}) // strings only: no error
+	s.must(s.c.CoreV1().Namespaces().Patch(s.ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}))
 }
 
 // auditEvent is what expectAdmittedRestricted reads of the API server's
@@ -869,11 +845,10 @@ func (s *install) checkResolvConf(pod string) {
 }
 
 // awaitAnswers runs the queries of want in the pod until every result is
-// right, and returns when that was first seen.
-func (s *install) awaitAnswers(pod string, want answers) time.Time {
+// right.
+func (s *install) awaitAnswers(pod string, want answers) {
 	s.t.Helper()
 	queries := slices.Sorted(maps.Keys(want))
-	var at time.Time
 	s.eventually("answers in pod "+pod, func(ctx context.Context) string {
 		out, err := s.node.Exec(ctx, ns, pod, append([]string{"resolve"}, queries...)...)
 		if err != nil {
@@ -892,10 +867,8 @@ func (s *install) awaitAnswers(pod string, want answers) time.Time {
 		if len(wrong) > 0 || len(got) != len(queries) {
 			return fmt.Sprintf("%d of %d wrong:\n  %s", len(wrong), len(queries), strings.Join(wrong, "\n  "))
 		}
-		at = time.Now()
 		return ""
 	})
-	return at
 }
 
 // expectControllerSlices checks the controller's work, done with its

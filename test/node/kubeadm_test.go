@@ -92,13 +92,10 @@ func stringConstants(path string) (map[string]string, error) {
 		}
 		for _, spec := range gen.Specs {
 			vs := spec.(*ast.ValueSpec)
-			for i, name := range vs.Names {
-				if i >= len(vs.Values) {
-					continue
-				}
-				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+			for i, value := range vs.Values { // none where iota repeats
+				if lit, ok := value.(*ast.BasicLit); ok && lit.Kind == token.STRING {
 					if v, err := strconv.Unquote(lit.Value); err == nil {
-						out[name.Name] = v
+						out[vs.Names[i].Name] = v
 					}
 				}
 			}
@@ -107,29 +104,17 @@ func stringConstants(path string) (map[string]string, error) {
 	return out, nil
 }
 
-// create writes every object of kubeadm's cluster DNS, as `kubeadm init`'s
-// addon phase does.
+// createKubeadmDNS writes every object of kubeadm's cluster DNS, as
+// `kubeadm init`'s addon phase does.
 func (s *install) createKubeadmDNS(d *kubeadmDNS) {
 	s.t.Helper()
-	ctx, sys := s.ctx, metav1.NamespaceSystem
-	var err error
-	create := func(what string, e error) {
-		if e != nil {
-			s.t.Fatalf("kubeadm's %s: %v", what, e)
-		}
-	}
-	_, err = s.c.RbacV1().ClusterRoles().Create(ctx, d.role, metav1.CreateOptions{})
-	create("ClusterRole", err)
-	_, err = s.c.RbacV1().ClusterRoleBindings().Create(ctx, d.binding, metav1.CreateOptions{})
-	create("ClusterRoleBinding", err)
-	_, err = s.c.CoreV1().ServiceAccounts(sys).Create(ctx, d.account, metav1.CreateOptions{})
-	create("ServiceAccount", err)
-	_, err = s.c.CoreV1().ConfigMaps(sys).Create(ctx, d.configMap, metav1.CreateOptions{})
-	create("ConfigMap", err)
-	_, err = s.c.AppsV1().Deployments(sys).Create(ctx, d.deployment, metav1.CreateOptions{})
-	create("Deployment", err)
+	ctx, sys, o := s.ctx, metav1.NamespaceSystem, metav1.CreateOptions{}
+	s.must(s.c.RbacV1().ClusterRoles().Create(ctx, d.role, o))
+	s.must(s.c.RbacV1().ClusterRoleBindings().Create(ctx, d.binding, o))
+	s.must(s.c.CoreV1().ServiceAccounts(sys).Create(ctx, d.account, o))
+	s.must(s.c.CoreV1().ConfigMaps(sys).Create(ctx, d.configMap, o))
+	s.must(s.c.AppsV1().Deployments(sys).Create(ctx, d.deployment, o))
 	svc := d.service.DeepCopy()
 	svc.ResourceVersion = "" // kubeadm's template sets "0" for its updates
-	_, err = s.c.CoreV1().Services(sys).Create(ctx, svc, metav1.CreateOptions{})
-	create("Service", err)
+	s.must(s.c.CoreV1().Services(sys).Create(ctx, svc, o))
 }
