@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -72,14 +73,10 @@ func RunGoBench(ctx context.Context, dir string, s GoBenchSpec) ([]GoBench, erro
 	return res, nil
 }
 
-func sanitize(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-			return r
-		}
-		return '_'
-	}, s)
-}
+// unsafeInName is what sanitize replaces in a file name.
+var unsafeInName = regexp.MustCompile(`[^a-zA-Z0-9]`)
+
+func sanitize(s string) string { return unsafeInName.ReplaceAllString(s, "_") }
 
 // parseGoBench reads `BenchmarkX/sub-2  N  v unit  v unit ...` lines, in
 // order of first appearance, with medians over repeated lines.

@@ -11,16 +11,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// LatencyOptions say what to change and where to look.
-type LatencyOptions struct {
-	Changes int
-	Bases   int // changes cycle through bases [0, Bases)
-	// Poll is the pause between two queries of one poller.
-	Poll time.Duration
-	// Timeout bounds the wait for one change.
-	Timeout time.Duration
-	Log     func(format string, args ...any)
-}
+// latencyPoll is the pause between two queries of one poller: the
+// resolution of the latency figures, small next to them.
+const latencyPoll = 200 * time.Microsecond
 
 // LatencyResult holds, per change, the time from the API write to the new
 // answer.
@@ -28,25 +21,25 @@ type LatencyResult struct {
 	Global, Kube []time.Duration
 	// Update is the API server's round trip of each update.
 	Update []time.Duration
-	Poll   time.Duration
 	// Plugin is the plugin's own coredns_global_programming_duration_seconds
 	// over the same changes (from the slices' trigger time).
 	Plugin Histogram
 }
 
-// ProgrammingLatency adds an endpoint to a mirror slice and removes it again,
-// alternately, Changes times; each time it polls the global block (globalAddr)
-// and the kubernetes block answering from the controller's slices (kubeAddr)
-// until both answer the new set, and records how long each took from the
-// moment the write was sent.
-func (w World) ProgrammingLatency(ctx context.Context, client kubernetes.Interface, globalAddr, kubeAddr, metricsURL string, o LatencyOptions) (*LatencyResult, error) {
+// ProgrammingLatency adds an endpoint to a mirror slice of one of bases
+// [0, bases) and removes it again, alternately, changes times; each time it
+// polls the global block (globalAddr) and the kubernetes block answering
+// from the controller's slices (kubeAddr), every latencyPoll, until both
+// answer the new set (within a minute), and records how long each took from
+// the moment the write was sent.
+func (w World) ProgrammingLatency(ctx context.Context, client kubernetes.Interface, globalAddr, kubeAddr, metricsURL string, changes, bases int, logf func(string, ...any)) (*LatencyResult, error) {
 	before, err := run.Scrape(metricsURL)
 	if err != nil {
 		return nil, err
 	}
-	res := &LatencyResult{Poll: o.Poll}
-	for k := range o.Changes {
-		i, add := (k/2)%o.Bases, k%2 == 0
+	res := &LatencyResult{}
+	for k := range changes {
+		i, add := (k/2)%bases, k%2 == 0
 		var extra []Endpoint
 		want := Records
 		if add {
@@ -54,12 +47,12 @@ func (w World) ProgrammingLatency(ctx context.Context, client kubernetes.Interfa
 			want++
 		}
 		name := w.FQDN(Global(i))
-		pctx, cancel := context.WithTimeout(ctx, o.Timeout)
+		pctx, cancel := context.WithTimeout(ctx, time.Minute)
 		seen := make([]chan observed, 2)
 		for j, addr := range []string{globalAddr, kubeAddr} {
 			seen[j] = make(chan observed, 1)
 			go func() {
-				at, err := pollUntil(pctx, addr, name, want, o.Poll)
+				at, err := pollUntil(pctx, addr, name, want, latencyPoll)
 				seen[j] <- observed{at, err}
 			}()
 		}
@@ -78,7 +71,7 @@ func (w World) ProgrammingLatency(ctx context.Context, client kubernetes.Interfa
 		res.Kube = append(res.Kube, kube.at.Sub(start))
 		res.Update = append(res.Update, rtt)
 		if (k+1)%50 == 0 {
-			o.Log("programming latency: %d/%d changes", k+1, o.Changes)
+			logf("programming latency: %d/%d changes", k+1, changes)
 		}
 	}
 	after, err := run.Scrape(metricsURL)

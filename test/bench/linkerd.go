@@ -21,13 +21,7 @@ type LinkerdMemoryResult struct {
 	// Paged: on an API server that does not stream lists, so that every
 	// list is read in pages (Config.PagedAPIServer).
 	Paged bool
-	// NoEndpointMirrorServices: every size without the endpoint mirrors'
-	// Services (Config.NoEndpointMirrorServices), not only Large.
-	NoEndpointMirrorServices bool
-	// HeadlessEndpointMirrors: their Services without a ClusterIP, Large's
-	// too (Config.HeadlessEndpointMirrors).
-	HeadlessEndpointMirrors bool
-	Steps                   []LinkerdMemoryStep
+	Steps []LinkerdMemoryStep
 	// Large is the world grown on to Config.LinkerdLarge bases, but for the
 	// endpoint mirrors' Services; nil if not.
 	Large   *LinkerdMemoryStep
@@ -37,6 +31,9 @@ type LinkerdMemoryResult struct {
 
 // LinkerdMemoryStep is CoreDNS's memory at one size of Linkerd's full shape.
 type LinkerdMemoryStep struct {
+	// World is what was measured: whether without the endpoint mirrors'
+	// Services or with them headless.
+	World            World
 	Bases, Endpoints int
 	RSS              *RSSResult
 	// The controller's, converged: live heap as of its last collection
@@ -73,7 +70,7 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int, apiserver strin
 	}
 	w := World{Namespace: namespace, NoEndpointMirrorServices: cfg.NoEndpointMirrorServices, HeadlessEndpointMirrors: cfg.HeadlessEndpointMirrors}
 	env2 := []string{"BENCH_KUBECONFIG=" + cluster.Kubeconfig}
-	res := &LinkerdMemoryResult{Paged: apiserver != "", NoEndpointMirrorServices: cfg.NoEndpointMirrorServices, HeadlessEndpointMirrors: cfg.HeadlessEndpointMirrors}
+	res := &LinkerdMemoryResult{Paged: apiserver != ""}
 	loaded := 0
 	// grow loads bases [loaded, n) of w and measures the controller and
 	// CoreDNS at n.
@@ -102,7 +99,7 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int, apiserver strin
 		if err != nil {
 			return LinkerdMemoryStep{}, err
 		}
-		step := LinkerdMemoryStep{Bases: n, Endpoints: n * len(Clusters) * Pods, ControllerLive: live, ControllerRSS: crss}
+		step := LinkerdMemoryStep{World: w, Bases: n, Endpoints: n * len(Clusters) * Pods, ControllerLive: live, ControllerRSS: crss}
 		if !cfg.StartOnly {
 			t = time.Now()
 			if step.RSS, err = w.RSS(ctx, cfg.Dir, n, cfg.RSSRounds, 10*time.Second, env2); err != nil {
@@ -131,11 +128,9 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int, apiserver strin
 	}
 	if cfg.LinkerdLarge > loaded {
 		// Grown to about 100,000 mirrored endpoints without the endpoint
-		// mirrors' Services, which global never receives (the API server
-		// filters them out by label) and whose ClusterIPs cost this API
-		// server more with each one it holds: what global adds is measured
-		// all the same; what the stock plugin holds is not, there. Or with
-		// them headless, which the stock plugin lists all the same.
+		// mirrors' Services (see World.NoEndpointMirrorServices): what
+		// global adds is measured all the same; what the stock plugin holds
+		// is not, there. Or with them headless, which it lists all the same.
 		step, err := grow(World{Namespace: namespace, NoEndpointMirrorServices: !cfg.HeadlessEndpointMirrors,
 			HeadlessEndpointMirrors: cfg.HeadlessEndpointMirrors}, cfg.LinkerdLarge)
 		if err != nil {

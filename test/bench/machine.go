@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -67,15 +66,9 @@ func LoadAvg() string {
 }
 
 func procField(path, key string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return "?"
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if ok && strings.TrimSpace(k) == key {
+	b, _ := os.ReadFile(path)
+	for line := range strings.Lines(string(b)) {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == key {
 			return strings.TrimSpace(v)
 		}
 	}

@@ -81,15 +81,14 @@ func mergeSection(mdPath, jsonPath, title, next string, write func(io.Writer), f
 		return fmt.Errorf("%s: %w", jsonPath, err)
 	}
 	if stale != "" {
-		results.Floors = slices.DeleteFunc(results.Floors, func(f floorJSON) bool { return strings.HasPrefix(f.Name, stale) })
+		results.Floors = slices.DeleteFunc(results.Floors, func(f floor) bool { return strings.HasPrefix(f.Name, stale) })
 	}
 	for _, f := range fs {
-		j := toJSON(f)
-		j.Date = started.UTC().Format(time.RFC3339)
-		if i := slices.IndexFunc(results.Floors, func(f floorJSON) bool { return f.Name == j.Name }); i >= 0 {
-			results.Floors[i] = j
+		f.Date = started.UTC().Format(time.RFC3339)
+		if i := slices.IndexFunc(results.Floors, func(g floor) bool { return g.Name == f.Name }); i >= 0 {
+			results.Floors[i] = f
 		} else {
-			results.Floors = append(results.Floors, j)
+			results.Floors = append(results.Floors, f)
 		}
 	}
 	var out bytes.Buffer

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,37 +13,55 @@ import (
 	"time"
 )
 
+// fixture writes md as RESULTS.md and results.json, dated
+// 2026-11-26T03:19:00Z, with floors fs, into a directory of its own.
+func fixture(t *testing.T, md string, fs []floor) (mdPath, jsonPath string) {
+	t.Helper()
+	dir := t.TempDir()
+	mdPath, jsonPath = filepath.Join(dir, "RESULTS.md"), filepath.Join(dir, "results.json")
+	data, err := json.Marshal(resultsFile{Date: "2026-11-26T03:19:00Z", Floors: fs})
+	if err := errors.Join(err, os.WriteFile(mdPath, []byte(md), 0o644), os.WriteFile(jsonPath, data, 0o644)); err != nil {
+		t.Fatal(err)
+	}
+	return mdPath, jsonPath
+}
+
+// readResults reads back both files fixture wrote.
+func readResults(t *testing.T, mdPath, jsonPath string) (string, resultsFile) {
+	t.Helper()
+	md, err := os.ReadFile(mdPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res resultsFile
+	data, err := os.ReadFile(jsonPath)
+	if err := errors.Join(err, json.Unmarshal(data, &res)); err != nil {
+		t.Fatal(err)
+	}
+	return string(md), res
+}
+
 // A paged run measured on its own replaces the paged section of RESULTS.md
 // and the paged floors of results.json, dated, and nothing else.
 func TestMergePagedReplacesOnlyThePagedRun(t *testing.T) {
-	dir := t.TempDir()
-	md := filepath.Join(dir, "RESULTS.md")
-	js := filepath.Join(dir, "results.json")
 	before := "# globalmirror benchmarks\n\n## 3. Memory\n\n### Linkerd's full shape, through a real API server\n\nstreamed\n\n" +
 		pagedSection + "\n\nold paged figures\n\n## 4. Controller scale\n\nscale\n"
-	if err := os.WriteFile(md, []byte(before), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	paged := linkerdFloors(nil, pagedLabel)
 	if len(paged) == 0 {
 		t.Fatal("no paged floors")
 	}
 	old := 1.0
-	floors := []floorJSON{{Name: "streamed floor", Measured: &old, Holds: true}}
+	floors := []floor{{Name: "streamed floor", Measured: &old, Holds: true}}
 	for _, f := range paged {
-		floors = append(floors, floorJSON{Name: f.what, Measured: &old, Holds: true})
+		floors = append(floors, floor{Name: f.Name, Measured: &old, Holds: true})
 	}
-	data, _ := json.Marshal(map[string]any{"date": "2026-11-26T03:19:00Z", "floors": floors})
-	if err := os.WriteFile(js, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	md, js := fixture(t, before, floors)
 
 	started := time.Date(2026, 11, 26, 15, 0, 0, 0, time.UTC)
 	if err := MergePaged(md, js, &LinkerdMemoryResult{Paged: true}, started); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := os.ReadFile(md)
-	s := string(got)
+	s, res := readResults(t, md, js)
 	for _, want := range []string{"streamed\n", "## 4. Controller scale\n\nscale\n", "Measured on its own, 2026-11-26 15:00 UTC"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("RESULTS.md lacks %q:\n%s", want, s)
@@ -50,15 +69,6 @@ func TestMergePagedReplacesOnlyThePagedRun(t *testing.T) {
 	}
 	if strings.Contains(s, "old paged figures") || strings.Count(s, pagedSection) != 1 {
 		t.Errorf("the paged section was not replaced once:\n%s", s)
-	}
-
-	var res struct {
-		Date   string      `json:"date"`
-		Floors []floorJSON `json:"floors"`
-	}
-	data, _ = os.ReadFile(js)
-	if err := json.Unmarshal(data, &res); err != nil {
-		t.Fatal(err)
 	}
 	if res.Date != "2026-11-26T03:19:00Z" || len(res.Floors) != len(floors) {
 		t.Fatalf("date %s, %d floors; want the full run's date and %d floors", res.Date, len(res.Floors), len(floors))
@@ -90,18 +100,9 @@ func TestReplaceSectionInsertsWhereAbsent(t *testing.T) {
 // programming latency, in a file whose full run did not measure them; their
 // floors are added, dated, beside the full run's.
 func TestMergeTransportAddsWhatTheFullRunLacks(t *testing.T) {
-	dir := t.TempDir()
-	md := filepath.Join(dir, "RESULTS.md")
-	js := filepath.Join(dir, "results.json")
-	before := "# r\n\n## 1. DNS throughput\n\nqps\n\n## 2. Programming latency\n\nlat\n"
-	if err := os.WriteFile(md, []byte(before), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	old := 1.0
-	data, _ := json.Marshal(map[string]any{"date": "2026-11-26T03:19:00Z", "floors": []floorJSON{{Name: "qps floor", Measured: &old, Holds: true}}})
-	if err := os.WriteFile(js, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	md, js := fixture(t, "# r\n\n## 1. DNS throughput\n\nqps\n\n## 2. Programming latency\n\nlat\n",
+		[]floor{{Name: "qps floor", Measured: &old, Holds: true}})
 	tr := &TransportResult{Clients: 4, Duration: time.Second, Contention: "busy", Rows: []TransportRow{
 		{What: "UDP", Latencies: []time.Duration{time.Millisecond}},
 		{What: "TCP", Latencies: []time.Duration{2 * time.Millisecond}, Failed: 1},
@@ -112,18 +113,11 @@ func TestMergeTransportAddsWhatTheFullRunLacks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, _ := os.ReadFile(md)
-	s := string(got)
+	s, res := readResults(t, md, js)
 	i, j := strings.Index(s, "qps\n"), strings.Index(s, transportSection)
 	if strings.Count(s, transportSection) != 1 || i < 0 || j < i || j > strings.Index(s, "## 2. Programming latency") ||
 		!strings.Contains(s, "| TCP | 2 |") {
 		t.Errorf("the transport section is not once between throughput and latency:\n%s", s)
-	}
-
-	var res resultsFile
-	data, _ = os.ReadFile(js)
-	if err := json.Unmarshal(data, &res); err != nil {
-		t.Fatal(err)
 	}
 	if len(res.Floors) != 3 || res.Floors[0].Date != "" {
 		t.Fatalf("want the full run's floor untouched and two transport floors: %+v", res.Floors)
@@ -138,26 +132,14 @@ func TestMergeTransportAddsWhatTheFullRunLacks(t *testing.T) {
 // A part whose floors are named by the sizes and shapes it ran replaces
 // every floor of its earlier run, not only those named alike.
 func TestMergeDropsTheStaleFloorsOfThePart(t *testing.T) {
-	dir := t.TempDir()
-	md, js := filepath.Join(dir, "RESULTS.md"), filepath.Join(dir, "results.json")
-	if err := os.WriteFile(md, []byte("# r\n\n## Phases\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	one := 1.0
-	data, _ := json.Marshal(map[string]any{"floors": []floorJSON{{Name: "qps floor", Measured: &one, Holds: true},
-		{Name: startFloorPrefix + "at a size this run left out", Measured: &one}}})
-	if err := os.WriteFile(js, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	md, js := fixture(t, "# r\n\n## Phases\n", []floor{{Name: "qps floor", Measured: &one, Holds: true},
+		{Name: startFloorPrefix + "at a size this run left out", Measured: &one}})
 	fresh := within(startFloorPrefix+"at this run's size", "1", 1, 2, "s", true)
 	if err := mergeSection(md, js, startSection, "## Phases", func(w io.Writer) { fmt.Fprint(w, "body\n") }, []floor{fresh}, startFloorPrefix, time.Now(), "bench -start -merge"); err != nil {
 		t.Fatal(err)
 	}
-	var res resultsFile
-	data, _ = os.ReadFile(js)
-	if err := json.Unmarshal(data, &res); err != nil {
-		t.Fatal(err)
-	}
+	_, res := readResults(t, md, js)
 	var names []string
 	for _, f := range res.Floors {
 		names = append(names, f.Name)

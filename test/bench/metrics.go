@@ -1,8 +1,9 @@
 package bench
 
 import (
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -19,8 +20,7 @@ type Histogram struct {
 // histogram reads the classic histogram name (one label set) from a scrape.
 func histogram(s run.Samples, name string) Histogram {
 	var h Histogram
-	type bucket struct{ le, n float64 }
-	var bs []bucket
+	counts := map[float64]float64{} // by bound
 	for series, v := range s {
 		rest, ok := strings.CutPrefix(series, name+"_bucket{")
 		if !ok {
@@ -35,12 +35,11 @@ func histogram(s run.Samples, name string) Histogram {
 		if err != nil {
 			continue
 		}
-		bs = append(bs, bucket{bound, v})
+		counts[bound] = v
 	}
-	sort.Slice(bs, func(i, j int) bool { return bs[i].le < bs[j].le })
-	for _, b := range bs {
-		h.Bounds = append(h.Bounds, b.le)
-		h.Counts = append(h.Counts, b.n)
+	h.Bounds = slices.Sorted(maps.Keys(counts))
+	for _, le := range h.Bounds {
+		h.Counts = append(h.Counts, counts[le])
 	}
 	h.Sum = s.Sum(name + "_sum")
 	return h

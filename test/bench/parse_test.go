@@ -93,10 +93,11 @@ func TestHistogramQuantile(t *testing.T) {
 }
 
 func TestAddresses(t *testing.T) {
-	if a := Addr(0, 0, 0).String(); a != "198.18.0.0" {
+	var w World
+	if a := w.Addr(0, 0, 0).String(); a != "198.18.0.0" {
 		t.Errorf("first address %s", a)
 	}
-	last := Addr(MaxBases-1, len(Clusters)-1, Pods-1)
+	last := w.Addr(MaxBases-1, len(Clusters)-1, Pods-1)
 	if !last.Less(ChangeAddr(0)) || ChangeAddr(changeAddrs-1).String() != "198.19.255.255" {
 		t.Errorf("pods end at %s, changes span %s-%s", last, ChangeAddr(0), ChangeAddr(changeAddrs-1))
 	}

@@ -46,7 +46,6 @@ func cpuTicks() (int64, error) {
 
 // procCPU is one process's CPU time so far.
 type procCPU struct {
-	pid   int
 	comm  string
 	ticks int64
 }
@@ -89,7 +88,7 @@ func processes() (map[int]procCPU, map[int]int) {
 		if err != nil {
 			continue // gone meanwhile
 		}
-		cpu[pid] = procCPU{pid: pid, comm: comm, ticks: ticks}
+		cpu[pid] = procCPU{comm: comm, ticks: ticks}
 		parent[pid] = ppid
 	}
 	return cpu, parent
@@ -153,7 +152,7 @@ func topProcesses(before, after map[int]procCPU, d time.Duration, n int) string 
 	var used []procCPU
 	for pid, a := range after {
 		if b, ok := before[pid]; ok && a.ticks > b.ticks {
-			used = append(used, procCPU{pid: pid, comm: a.comm, ticks: a.ticks - b.ticks})
+			used = append(used, procCPU{comm: a.comm, ticks: a.ticks - b.ticks})
 		}
 	}
 	slices.SortFunc(used, func(a, b procCPU) int { return int(b.ticks - a.ticks) })
@@ -174,15 +173,9 @@ func descendants(pid int) []int {
 	for p, pp := range parent {
 		children[pp] = append(children[pp], p)
 	}
-	var out []int
-	queue := []int{pid}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		for _, c := range children[p] {
-			out = append(out, c)
-			queue = append(queue, c)
-		}
+	out := slices.Clone(children[pid])
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
 	}
 	return out
 }

@@ -25,7 +25,6 @@ type RelistResult struct {
 	// (the heap goal at GOGC=100, CoreDNS's default), sampled at 5 Hz.
 	SteadyLive, PeakLive float64
 	SteadyRSS, PeakRSS   int64
-	Samples              int
 	// Collections from the fault to the end of sampling.
 	Collections int
 	// Full lists the global plugin's feeds ended from the fault to the end
@@ -154,7 +153,6 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 	if sampleErr != nil {
 		return nil, sampleErr
 	}
-	res.Samples = len(steady) + len(during)
 	res.SteadyLive = Median(field(steady, func(m memSample) float64 { return m.live }))
 	res.SteadyRSS = int64(Median(field(steady, func(m memSample) float64 { return float64(m.rss) })))
 	for _, m := range during {

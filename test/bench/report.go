@@ -30,7 +30,7 @@ func Report(out io.Writer, r *Results) {
 
 	p("## Floors\n\n| floor | measured | holds |\n|---|---|---|\n")
 	for _, f := range floors(r) {
-		p("| %s | %s | %s |\n", f.what, f.measured, yesNo(f.holds, f.known))
+		p("| %s | %s | %s |\n", f.Name, f.Detail, yesNo(f))
 	}
 
 	p("\n## 1. DNS throughput\n\n")
@@ -47,22 +47,21 @@ func Report(out io.Writer, r *Results) {
 		BlockGlobal: "(a) `global`, `*-global`", BlockKubeMirror: "(b) `kubernetes`, mirrors' names",
 		BlockKubeGlobal: "(c) `kubernetes`, controller's `*-global`", BlockHosts: "(d) `hosts` (ceiling), `*-global`",
 	}
+	ratio := func(rs []float64) string {
+		if len(rs) == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%.2f×", Median(rs))
+	}
 	for _, t := range r.Throughput {
 		for _, b := range t.Blocks {
-			ratio, cpuRatio := "—", "—"
-			if rs := t.Ratios[b.Key]; len(rs) > 0 {
-				ratio = fmt.Sprintf("%.2f×", Median(rs))
-			}
-			if rs := t.CPURatios[b.Key]; len(rs) > 0 {
-				cpuRatio = fmt.Sprintf("%.2f×", Median(rs))
-			}
 			p("| %s | %s | %d | %.0f | %s | %s | %s | %s | %s | %s |\n", thousands(t.Bases), labels[b.Key], b.Records,
 				Median(field(b.Quiet, func(x Perf) float64 { return x.RespBytes })),
 				thousands(int(Median(field(b.Quiet, func(x Perf) float64 { return x.QPS })))),
-				micros(dur(Median(field(b.Quiet, func(x Perf) float64 { return float64(x.CPUPerQuery) })))),
+				inUnit(dur(Median(field(b.Quiet, func(x Perf) float64 { return float64(x.CPUPerQuery) }))), time.Microsecond, "µs"),
 				millis(dur(Median(field(b.Verbose, func(x Perf) float64 { return float64(x.P50) })))),
 				millis(dur(Median(field(b.Verbose, func(x Perf) float64 { return float64(x.P99) })))),
-				ratio, cpuRatio)
+				ratio(t.Ratios[b.Key]), ratio(t.CPURatios[b.Key]))
 		}
 	}
 	p("\nThe CPU column is the block's server CPU per query over global's: the QPS ratio each would reach with a whole core, " +
@@ -76,17 +75,14 @@ func Report(out io.Writer, r *Results) {
 		p("\nThe same lookups in process (`BenchmarkServeDNSScale`, plugin/global: ServeDNS alone, no network, packing or "+
 			"other blocks; names in shuffled order), median of %d interleaved runs:\n\n", c.GoBenchCount)
 		p("| globals | global ns/op | hosts ns/op | global ÷ hosts, speed | global allocs/op | hosts allocs/op |\n|---:|---:|---:|---:|---:|---:|\n")
+		byName := map[string]GoBench{}
+		for _, b := range scale {
+			byName[b.Name] = b
+		}
 		for _, n := range c.Sizes {
-			var g, h *GoBench
-			for i := range scale {
-				switch scale[i].Name {
-				case fmt.Sprintf("ServeDNSScale/globals=%d/global", n):
-					g = &scale[i]
-				case fmt.Sprintf("ServeDNSScale/globals=%d/hosts", n):
-					h = &scale[i]
-				}
-			}
-			if g != nil && h != nil {
+			g, gok := byName[fmt.Sprintf("ServeDNSScale/globals=%d/global", n)]
+			h, hok := byName[fmt.Sprintf("ServeDNSScale/globals=%d/hosts", n)]
+			if gok && hok {
 				p("| %s | %.0f | %.0f | %.2f× | %.0f | %.0f |\n", thousands(n), g.Values["ns/op"], h.Values["ns/op"],
 					h.Values["ns/op"]/g.Values["ns/op"], g.Values["allocs/op"], h.Values["allocs/op"])
 			}
@@ -110,7 +106,7 @@ func Report(out io.Writer, r *Results) {
 			"loopback is most of either, so their ratio stays above one half whatever the paths do after it.\n\n")
 		p("%d changes at %s globals: an endpoint added to, then removed from, one mirror's EndpointSlice (an API update), "+
 			"alternately; two UDP clients poll for the new answer, pausing %v between queries. Time from sending the update "+
-			"to the first new answer.\n\n", len(l.Global), thousands(r.Config.Sizes[0]), l.Poll)
+			"to the first new answer.\n\n", len(l.Global), thousands(r.Config.Sizes[0]), latencyPoll)
 		p("| path | p50 | p99 | max | p50 after the API server's answer | p99 after it |\n|---|---:|---:|---:|---:|---:|\n")
 		row := func(name string, ds []time.Duration) {
 			after := l.afterAck(ds)
@@ -201,15 +197,22 @@ func Report(out io.Writer, r *Results) {
 	p("| **total** | **%v** |\n", r.Elapsed.Round(time.Second))
 }
 
-// floor is one floor a run checks: what it says, the measured value and
-// the bound in unit, and whether the value must stay at most (else at least)
-// the bound. measured is the value as the report shows it, with context.
+// floor is one floor a run checks, as the report and results.json show it:
+// what it says (Name), the value measured (nil: not measured) and the bound
+// Floor in Unit, whether the value must stay at most (else at least) the
+// bound and whether it does; Detail is the value as the report shows it,
+// with context.
 type floor struct {
-	what, measured string
-	value, bound   float64
-	unit           string
-	atMost         bool
-	holds, known   bool
+	Name     string   `json:"name"`
+	Measured *float64 `json:"measured"` // null: not measured
+	Floor    float64  `json:"floor"`
+	Unit     string   `json:"unit"`
+	AtMost   bool     `json:"at_most"` // the measured value must stay ≤ floor (else ≥)
+	Holds    bool     `json:"holds"`
+	Detail   string   `json:"detail"`
+	// Date is when a floor measured by a run of its own was (mergeSection);
+	// empty: at the file's date.
+	Date string `json:"date,omitempty"`
 }
 
 // within is a measured floor.
@@ -218,12 +221,12 @@ func within(what, measured string, value, bound float64, unit string, atMost boo
 	if atMost {
 		holds = value <= bound
 	}
-	return floor{what: what, measured: measured, value: value, bound: bound, unit: unit, atMost: atMost, holds: holds, known: true}
+	return floor{Name: what, Measured: &value, Floor: bound, Unit: unit, AtMost: atMost, Holds: holds, Detail: measured}
 }
 
 // unmeasured is a floor this run did not measure.
 func unmeasured(what string, bound float64, unit string, atMost bool) floor {
-	return floor{what: what, measured: "not measured", bound: bound, unit: unit, atMost: atMost}
+	return floor{Name: what, Floor: bound, Unit: unit, AtMost: atMost, Detail: "not measured"}
 }
 
 // aRecords is how many A records each lookup benchmark in plugin/global
@@ -247,7 +250,9 @@ func floors(r *Results) []floor {
 			fl := within(fmt.Sprintf("global QPS %s, same answers, %s globals", f.what, thousands(t.Bases)),
 				fmt.Sprintf("%.2f× (rounds %s); by CPU per query %.2f× (rounds %s)", m, joinFloats(rs, "%.2f"), Median(cs), joinFloats(cs, "%.2f")),
 				m, f.min, "ratio", false)
-			fl.known = len(rs) > 0
+			if len(rs) == 0 {
+				fl.Measured, fl.Holds = nil, false
+			}
 			fs = append(fs, fl)
 		}
 	}
@@ -282,7 +287,7 @@ func floors(r *Results) []floor {
 			fs = append(fs, within("controller writes while idle: 0", s.Writes.String(), s.Writes.Total(), 0, "writes", true))
 		case strings.HasPrefix(s.What, "one endpoint"):
 			fl := within("controller writes for one endpoint change: exactly 1", s.Writes.String(), s.Writes.Total(), 1, "writes", true)
-			fl.holds = s.Writes.Total() == 1
+			fl.Holds = s.Writes.Total() == 1
 			fs = append(fs, fl)
 		}
 	}
@@ -419,8 +424,8 @@ const pagedLabel = ", lists paged (Kubernetes 1.33)"
 
 // resultsFile is results.json.
 type resultsFile struct {
-	Date   string      `json:"date"`
-	Floors []floorJSON `json:"floors"`
+	Date   string  `json:"date"`
+	Floors []floor `json:"floors"`
 }
 
 func writeResults(out io.Writer, r resultsFile) error {
@@ -430,43 +435,16 @@ func writeResults(out io.Writer, r resultsFile) error {
 	return enc.Encode(r)
 }
 
-// floorJSON is one floor in results.json.
-type floorJSON struct {
-	Name     string   `json:"name"`
-	Measured *float64 `json:"measured"` // null: not measured
-	Floor    float64  `json:"floor"`
-	Unit     string   `json:"unit"`
-	AtMost   bool     `json:"at_most"` // the measured value must stay ≤ floor (else ≥)
-	Holds    bool     `json:"holds"`
-	Detail   string   `json:"detail"`
-	// Date is when a floor measured by a run of its own was (MergePaged);
-	// empty: at the file's date.
-	Date string `json:"date,omitempty"`
-}
-
-func toJSON(f floor) floorJSON {
-	j := floorJSON{Name: f.what, Floor: f.bound, Unit: f.unit, AtMost: f.atMost, Holds: f.known && f.holds, Detail: f.measured}
-	if f.known {
-		v := f.value
-		j.Measured = &v
-	}
-	return j
-}
-
 // ReportJSON writes every floor as JSON, for programs.
 func ReportJSON(out io.Writer, r *Results) error {
-	var fs []floorJSON
-	for _, f := range floors(r) {
-		fs = append(fs, toJSON(f))
-	}
-	return writeResults(out, resultsFile{Date: r.Started.UTC().Format(time.RFC3339), Floors: fs})
+	return writeResults(out, resultsFile{Date: r.Started.UTC().Format(time.RFC3339), Floors: floors(r)})
 }
 
-func yesNo(holds, known bool) string {
+func yesNo(f floor) string {
 	switch {
-	case !known:
+	case f.Measured == nil:
 		return "not measured"
-	case holds:
+	case f.Holds:
 		return "yes"
 	}
 	return "**no**"
@@ -529,18 +507,14 @@ func dur(ns float64) time.Duration {
 	return time.Duration(ns)
 }
 
-func millis(d time.Duration) string {
-	if d == missing {
-		return "—"
-	}
-	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
-}
+func millis(d time.Duration) string { return inUnit(d, time.Millisecond, "ms") }
 
-func micros(d time.Duration) string {
+// inUnit is d in unit, named name; "—" where missing.
+func inUnit(d, unit time.Duration, name string) string {
 	if d == missing {
 		return "—"
 	}
-	return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond))
+	return fmt.Sprintf("%.1f %s", float64(d)/float64(unit), name)
 }
 
 func mib(b float64) string {

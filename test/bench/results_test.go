@@ -19,12 +19,12 @@ func TestResultsJSONHoldsEveryFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got struct {
-		Floors []floorJSON `json:"floors"`
+		Floors []floor `json:"floors"`
 	}
 	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
 		t.Fatalf("%v\n%s", err, buf.String())
 	}
-	byName := map[string]floorJSON{}
+	byName := map[string]floor{}
 	for _, f := range got.Floors {
 		byName[f.Name] = f
 	}

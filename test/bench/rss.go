@@ -68,7 +68,7 @@ func (w World) RSS(ctx context.Context, dir string, bases, rounds int, settle ti
 			// Global names come from the global plugin when on, from the
 			// controller's slices through the kubernetes plugin when off:
 			// either way all is listed.
-			probes := []probe{{"DNS_PORT", w.FQDN(Global(last)), Records}, {"DNS_PORT", w.FQDN(Mirror(last, len(Clusters)-1)), Pods}}
+			probes := []probe{{"DNS_PORT", w.FQDN(Global(last)), Records}, {"DNS_PORT", w.FQDN(w.Mirror(last, len(Clusters)-1)), Pods}}
 			if block.name == "alone" {
 				probes = probes[:1]
 			}

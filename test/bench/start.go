@@ -54,9 +54,6 @@ type StartSample struct {
 	// EndpointSlices, by its own metrics: list responses and watch events
 	// (a streamed list's objects are watch events).
 	ListBytes, ListObjects float64
-	// The global plugin's lists by path (coredns_global_lists_total); 0
-	// for the kubernetes plugin, which counts none.
-	Streamed, Paged float64
 }
 
 const (
@@ -161,11 +158,6 @@ func (w World) startOnce(ctx context.Context, dir, name, corefile string, cluste
 		return s, err
 	}
 	s.ListBytes, s.ListObjects = after.bytes-before.bytes, after.objects-before.objects
-	m, err := run.Scrape(srv.MetricsURL)
-	if err != nil {
-		return s, err
-	}
-	s.Streamed, s.Paged = m.Sum("coredns_global_lists_total", `path="streamed"`), m.Sum("coredns_global_lists_total", `path="paged"`)
 	return s, nil
 }
 
@@ -186,9 +178,7 @@ func askUntilRight(ctx context.Context, addr string, names []string, records int
 		var wrong []string
 		var wg sync.WaitGroup
 		for k := range startWorkers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for i := k; i < len(todo); i += startWorkers {
 					r, err := dnsq.Ask("udp", addr, todo[i], dns.TypeA, 0)
 					at := time.Since(began)
@@ -204,7 +194,7 @@ func askUntilRight(ctx context.Context, addr string, names []string, records int
 					}
 					mu.Unlock()
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		if wrongAtReady < 0 {
@@ -262,12 +252,10 @@ func apiserverLists(ctx context.Context, cluster *localkube.Cluster) (listCost, 
 // startSection is the title of the cold starts' section in RESULTS.md.
 const startSection = "## 6. Cold starts"
 
-// startStep is one size of one run: Linkerd's full shape, its endpoint
-// mirrors' Services left out or headless.
+// startStep is one size of one run.
 type startStep struct {
-	step                     LinkerdMemoryStep
-	paged                    bool
-	noEMServices, headlessEM bool
+	step  LinkerdMemoryStep
+	paged bool
 }
 
 func startSteps(runs ...*LinkerdMemoryResult) []startStep {
@@ -276,11 +264,12 @@ func startSteps(runs ...*LinkerdMemoryResult) []startStep {
 		if l == nil {
 			continue
 		}
-		for _, s := range l.Steps {
-			out = append(out, startStep{step: s, paged: l.Paged, noEMServices: l.NoEndpointMirrorServices, headlessEM: l.HeadlessEndpointMirrors})
-		}
+		steps := l.Steps
 		if l.Large != nil {
-			out = append(out, startStep{step: *l.Large, paged: l.Paged, noEMServices: !l.HeadlessEndpointMirrors, headlessEM: l.HeadlessEndpointMirrors})
+			steps = append(slices.Clip(steps), *l.Large)
+		}
+		for _, s := range steps {
+			out = append(out, startStep{step: s, paged: l.Paged})
 		}
 	}
 	return out
@@ -290,9 +279,9 @@ func startSteps(runs ...*LinkerdMemoryResult) []startStep {
 // headless, else empty.
 func (s startStep) shape(noEM, headless string) string {
 	switch {
-	case s.noEMServices:
+	case s.step.World.NoEndpointMirrorServices:
 		return noEM
-	case s.headlessEM:
+	case s.step.World.HeadlessEndpointMirrors:
 		return headless
 	}
 	return ""

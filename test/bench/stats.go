@@ -11,14 +11,15 @@ func Quantile(sorted []float64, q float64) float64 {
 	if len(sorted) == 0 {
 		return math.NaN()
 	}
-	i := int(math.Ceil(q*float64(len(sorted)))) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
+	return sorted[rank(len(sorted), q)]
 }
+
+// rank is the index of the q-quantile of n sorted values, nearest rank.
+func rank(n int, q float64) int { return min(max(int(math.Ceil(q*float64(n)))-1, 0), n-1) }
 
 // Median of values (not sorted in place); NaN when empty.
 func Median(values []float64) float64 {
-	s := slices.Clone(values)
-	slices.Sort(s)
+	s := slices.Sorted(slices.Values(values))
 	if len(s) == 0 {
 		return math.NaN()
 	}
@@ -33,8 +34,5 @@ func DurationQuantile(ds []time.Duration, q float64) time.Duration {
 	if len(ds) == 0 {
 		return 0
 	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(math.Ceil(q*float64(len(s)))) - 1
-	return s[min(max(i, 0), len(s)-1)]
+	return slices.Sorted(slices.Values(ds))[rank(len(ds), q)]
 }

@@ -21,47 +21,36 @@ import (
 
 // Config is what `make bench` sets.
 type Config struct {
-	Sizes           []int         // globals per throughput step, ascending; the first is also the controller scale step
-	Rounds          int           // interleaved throughput rounds
-	Duration        time.Duration // one quiet dnsperf run
-	LatencyDuration time.Duration // one verbose dnsperf run (latency percentiles)
-	// TransportDuration is how long UDP and TCP clients ask under CPU
-	// contention (TransportLatency); 0: not measured.
-	TransportDuration time.Duration
+	Sizes             []int         // globals per throughput step, ascending; the first is also the controller scale step
+	Rounds            int           // interleaved throughput rounds
+	Duration          time.Duration // one quiet dnsperf run
+	LatencyDuration   time.Duration // one verbose dnsperf run (latency percentiles)
+	TransportDuration time.Duration // UDP and TCP clients asking under CPU contention (TransportLatency); 0: none
 	Changes           int           // programming latency changes
 	Idle              time.Duration // controller idle window
 	RSSRounds         int
-	LinkerdSizes      []int // bases of Linkerd's full shape whose memory and relists are measured, ascending; none: skipped
-	// PagedAPIServer is a kube-apiserver that does not stream lists (1.33):
-	// Linkerd's shape is measured again on it, its lists read in pages;
-	// empty: not.
-	PagedAPIServer string
-	LinkerdLarge   int  // bases the Linkerd world then grows to, without the endpoint mirrors' Services; 0: none
-	NoStorms       bool // leave out the storms after the Linkerd world
-	// StartOnly measures only the cold starts in Linkerd's shape: no
-	// memory, relists or storms.
-	StartOnly bool
-	// NoEndpointMirrorServices writes Linkerd's shape without the endpoint
-	// mirrors' Services at every size: global never receives them, and
-	// the API server's ClusterIP allocator takes longer for each one it
-	// holds (18,000 take it a quarter of an hour here).
-	NoEndpointMirrorServices bool
-	// HeadlessEndpointMirrors writes them without a ClusterIP instead, the
-	// grown world (LinkerdLarge) included (World.HeadlessEndpointMirrors).
-	HeadlessEndpointMirrors bool
-	GoBenchCount            int
-	ServerCPUs              string        // CoreDNS under load: taskset list
-	ClientCPUs              string        // dnsperf
-	Warmup                  time.Duration // one unrecorded run per block before the rounds
-	QuietLimit              float64       // CPUs the machine may use before the rounds start
-	QuietMax                time.Duration // longest wait for that
-	NoPinOthers             bool          // leave the control planes on every CPU during the rounds
-	ControllerQPS           int
-	LoadWorkers             int
-	Profile                 bool // CPU profiles of CoreDNS per block at the largest size
-	GoCmd                   string
-	Dir                     string // logs, query files, profiles
-	Log                     func(format string, args ...any)
+	LinkerdSizes      []int  // bases of Linkerd's full shape whose memory and relists are measured, ascending; none: skipped
+	PagedAPIServer    string // a kube-apiserver that does not stream lists, on which Linkerd's shape is measured again; empty: not
+	LinkerdLarge      int    // bases the Linkerd world then grows to, without the endpoint mirrors' Services; 0: none
+	NoStorms          bool   // leave out the storms after the Linkerd world
+	StartOnly         bool   // of Linkerd's shape, measure the cold starts only: no memory, relists or storms
+	GoBenchCount      int
+	ServerCPUs        string        // CoreDNS under load: taskset list
+	ClientCPUs        string        // dnsperf
+	Warmup            time.Duration // one unrecorded run per block before the rounds
+	QuietLimit        float64       // CPUs the machine may use before the rounds start
+	QuietMax          time.Duration // longest wait for that
+	NoPinOthers       bool          // leave the control planes on every CPU during the rounds
+	ControllerQPS     int
+	LoadWorkers       int
+	Profile           bool // CPU profiles of CoreDNS per block at the largest size
+	GoCmd             string
+	Dir               string // logs, query files, profiles
+	Log               func(format string, args ...any)
+
+	// World's, at every size of Linkerd's shape; HeadlessEndpointMirrors
+	// at the grown world (LinkerdLarge) too.
+	NoEndpointMirrorServices, HeadlessEndpointMirrors bool
 }
 
 // Results is everything the report shows.
@@ -147,8 +136,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		// Mirrors for this size, with the controller stopped: it then starts
 		// from what is there, as after a deployment or a restart.
 		if ctrl != nil {
-			ctrl.Stop()
-			ctrl = nil
+			ctrl.Stop() // idempotent: the deferred Stop is harmless
 		}
 		t = time.Now()
 		if err := w.Load(ctx, client, loaded, n, cfg.LoadWorkers); err != nil {
@@ -216,7 +204,6 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 
 	t = time.Now()
 	ctrl.Stop()
-	ctrl = nil
 	if err := env.Stop(); err != nil {
 		cfg.Log("stopping the cluster: %v", err)
 	}
@@ -266,9 +253,6 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	return res, nil
 }
 
-// startCluster starts a control plane of one cluster, "source", in dir, with
-// serviceCIDRs (empty: localkube's) and the kube-apiserver apiserver (empty:
-// localkube's), and returns it with a bulkClient of it.
 // benchControllers are the only kube-controller-manager controllers the
 // benchmark's clusters need (the `default` ServiceAccount localkube waits
 // for, and namespaces): the harness writes every slice itself, and the
@@ -276,6 +260,10 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 // for many minutes after they were written.
 var benchControllers = []string{"namespace-controller", "serviceaccount-controller", "serviceaccount-token-controller"}
 
+// startCluster starts a control plane of one cluster, "source", in dir, with
+// serviceCIDRs (empty: localkube's) and the kube-apiserver apiserver (empty:
+// localkube's), and returns it with an unthrottled BulkClient of it, for
+// loading and changing mirrors.
 func startCluster(ctx context.Context, dir, serviceCIDRs, apiserver string) (*localkube.Env, *localkube.Cluster, kubernetes.Interface, error) {
 	env, err := localkube.Start(ctx, localkube.Options{
 		Clusters: []string{"source"}, Dir: dir, ServiceCIDRs: serviceCIDRs, APIServer: apiserver,
@@ -286,16 +274,13 @@ func startCluster(ctx context.Context, dir, serviceCIDRs, apiserver string) (*lo
 		return nil, nil, nil, err
 	}
 	cluster := env.Cluster("source")
-	client, err := bulkClient(cluster.Config)
+	client, err := BulkClient(cluster.Config, -1)
 	if err != nil {
 		env.Stop()
 		return nil, nil, nil, err
 	}
 	return env, cluster, client, nil
 }
-
-// bulkClient is an unthrottled protobuf client for loading and changing mirrors.
-func bulkClient(c *rest.Config) (kubernetes.Interface, error) { return BulkClient(c, -1) }
 
 // BulkClient is a protobuf client for writing a world: qps requests a
 // second (a burst as large), or unthrottled where qps < 0.
@@ -319,14 +304,7 @@ func (w World) throughputStep(ctx context.Context, cfg Config, n int, env []stri
 		return nil, nil, err
 	}
 	perf := Dnsperf{CPUs: cfg.ClientCPUs, Clients: 4, Inflight: 100}
-	o := ThroughputOptions{
-		Rounds: cfg.Rounds, Duration: cfg.Duration, Latency: cfg.LatencyDuration, Perf: perf, Dir: cfg.Dir, Log: cfg.Log,
-		Warmup: cfg.Warmup, QuietLimit: cfg.QuietLimit, QuietMax: cfg.QuietMax,
-	}
-	if !cfg.NoPinOthers {
-		o.OtherCPUs = cfg.ClientCPUs
-	}
-	tp, err := Throughput(ctx, srv, n, blocks, o)
+	tp, err := Throughput(ctx, srv, n, blocks, perf, cfg)
 	if err == nil && cfg.Profile && largest {
 		var paths []string
 		paths, err = profileBlocks(ctx, srv, blocks, perf, cfg)
@@ -409,10 +387,6 @@ func (w World) transportStep(ctx context.Context, cfg Config, n int, env []strin
 	return TransportLatency(ctx, srv.PortAddr("GLOBAL_PORT"), name, Records, 4, cfg.TransportDuration, runtime.NumCPU())
 }
 
-// latencyPoll is the pause between two queries of one poller: the
-// resolution of the latency figures, small next to them.
-const latencyPoll = 200 * time.Microsecond
-
 func (w World) latencyStep(ctx context.Context, cfg Config, client kubernetes.Interface, ctrl *run.Controller, n int, env []string, res *Results) (*LatencyResult, error) {
 	last := w.FQDN(Global(n - 1))
 	srv, err := StartCoreDNS(ctx, cfg.Dir, fmt.Sprintf("latency-%d", n), answererBlocks, "" /* every CPU, as in a cluster */, []string{"GLOBAL_PORT", "KUBE_PORT"}, env,
@@ -425,9 +399,7 @@ func (w World) latencyStep(ctx context.Context, cfg Config, client kubernetes.In
 	if err != nil {
 		return nil, err
 	}
-	lat, err := w.ProgrammingLatency(ctx, client, srv.PortAddr("GLOBAL_PORT"), srv.PortAddr("KUBE_PORT"), srv.MetricsURL, LatencyOptions{
-		Changes: cfg.Changes, Bases: n, Poll: latencyPoll, Timeout: time.Minute, Log: cfg.Log,
-	})
+	lat, err := w.ProgrammingLatency(ctx, client, srv.PortAddr("GLOBAL_PORT"), srv.PortAddr("KUBE_PORT"), srv.MetricsURL, cfg.Changes, n, cfg.Log)
 	if err != nil {
 		return nil, err
 	}

@@ -72,7 +72,7 @@ func (w World) Blocks(dir string, n int) (blocks []Block, hostsFile string, err 
 	mirrors, err := write("mirrors", func(i int) []string {
 		var l []string
 		for c := range Clusters {
-			l = append(l, w.FQDN(Mirror(i, c))+" A")
+			l = append(l, w.FQDN(w.Mirror(i, c))+" A")
 		}
 		return l
 	})
@@ -83,7 +83,7 @@ func (w World) Blocks(dir string, n int) (blocks []Block, hostsFile string, err 
 		var l []string
 		for c := range Clusters {
 			for p := range Pods {
-				l = append(l, Addr(i, c, p).String()+" "+strings.TrimSuffix(w.FQDN(Global(i)), "."))
+				l = append(l, w.Addr(i, c, p).String()+" "+strings.TrimSuffix(w.FQDN(Global(i)), "."))
 			}
 		}
 		return l
@@ -94,30 +94,10 @@ func (w World) Blocks(dir string, n int) (blocks []Block, hostsFile string, err 
 	last := n - 1
 	return []Block{
 		{Key: BlockGlobal, Port: "GLOBAL_PORT", Queries: globals, Probe: w.FQDN(Global(last)), Records: Records},
-		{Key: BlockKubeMirror, Port: "KUBE_PORT", Queries: mirrors, Probe: w.FQDN(Mirror(last, len(Clusters)-1)), Records: Pods},
+		{Key: BlockKubeMirror, Port: "KUBE_PORT", Queries: mirrors, Probe: w.FQDN(w.Mirror(last, len(Clusters)-1)), Records: Pods},
 		{Key: BlockKubeGlobal, Port: "KUBE_PORT", Queries: globals, Probe: w.FQDN(Global(last)), Records: Records},
 		{Key: BlockHosts, Port: "HOSTS_PORT", Queries: globals, Probe: w.FQDN(Global(last)), Records: Records},
 	}, hostsFile, nil
-}
-
-// ThroughputOptions say how long and how often.
-type ThroughputOptions struct {
-	Rounds   int
-	Duration time.Duration // quiet runs: QPS and CPU per query
-	Latency  time.Duration // verbose runs: latency percentiles; 0: none
-	Perf     Dnsperf
-	Dir      string // dnsperf outputs
-	Log      func(format string, args ...any)
-	// Warmup runs each block once this long, unrecorded, before the first
-	// round: the first run after start-up pays for heap growth and cold caches.
-	Warmup time.Duration
-	// QuietLimit, QuietMax: before the rounds, wait up to QuietMax for the
-	// machine to use less than QuietLimit CPUs (see WaitQuiet); 0: don't.
-	QuietLimit float64
-	QuietMax   time.Duration
-	// OtherCPUs, if set, is where every other process this one started runs
-	// during the rounds (see PinOthers), so CoreDNS has its CPUs to itself.
-	OtherCPUs string
 }
 
 // BlockResult is every run of one block.
@@ -140,12 +120,19 @@ type ThroughputResult struct {
 	CPURatios map[string][]float64
 }
 
-// Throughput runs rounds of every block against srv. A round runs each block
-// once quietly, in the order williams gives, then once verbosely: no block
-// always follows the same one, and the verbose runs' output (hundreds of
-// thousands of lines) is written between rounds, not before a quiet run of
-// one particular block.
-func Throughput(ctx context.Context, srv *CoreDNS, bases int, blocks []Block, o ThroughputOptions) (*ThroughputResult, error) {
+// Throughput runs cfg.Rounds rounds of every block against srv, dnsperf run
+// as perf. Before them it waits up to cfg.QuietMax for the machine to use
+// less than cfg.QuietLimit CPUs (see WaitQuiet; 0: not), moves every other
+// process this one started to cfg.ClientCPUs unless cfg.NoPinOthers (see
+// PinOthers), so CoreDNS has its CPUs to itself, and runs each block once
+// for cfg.Warmup, unrecorded: the first run after start-up pays for heap
+// growth and cold caches. A round runs each block once quietly for
+// cfg.Duration (QPS and CPU per query), in the order williams gives, then
+// once verbosely for cfg.LatencyDuration (latency percentiles; 0: not): no
+// block always follows the same one, and the verbose runs' output (hundreds
+// of thousands of lines) is written between rounds, not before a quiet run
+// of one particular block.
+func Throughput(ctx context.Context, srv *CoreDNS, bases int, blocks []Block, perf Dnsperf, cfg Config) (*ThroughputResult, error) {
 	res := &ThroughputResult{Bases: bases, Ratios: map[string][]float64{}, CPURatios: map[string][]float64{}}
 	for _, b := range blocks {
 		if err := scenario.AwaitRecords(ctx, srv.PortAddr(b.Port), b.Probe, b.Records, 3*time.Minute); err != nil {
@@ -153,37 +140,37 @@ func Throughput(ctx context.Context, srv *CoreDNS, bases int, blocks []Block, o 
 		}
 		res.Blocks = append(res.Blocks, &BlockResult{Block: b})
 	}
-	if o.QuietLimit > 0 {
-		q, err := WaitQuiet(ctx, o.QuietLimit, 3*time.Second, o.QuietMax)
+	if cfg.QuietLimit > 0 {
+		q, err := WaitQuiet(ctx, cfg.QuietLimit, 3*time.Second, cfg.QuietMax)
 		if err != nil {
 			return nil, err
 		}
 		res.Quiet = &q
-		o.Log("%d bases: machine busy %.2f CPUs (%s) after waiting %v; quiet: %v", bases, q.Busy, q.Top, q.Waited.Round(time.Second), q.Quiet)
+		cfg.Log("%d bases: machine busy %.2f CPUs (%s) after waiting %v; quiet: %v", bases, q.Busy, q.Top, q.Waited.Round(time.Second), q.Quiet)
 	}
-	if o.OtherCPUs != "" {
-		restore, err := PinOthers(ctx, o.OtherCPUs, srv.PID())
+	if !cfg.NoPinOthers {
+		restore, err := PinOthers(ctx, cfg.ClientCPUs, srv.PID())
 		if err != nil {
 			return nil, err
 		}
 		defer restore()
 	}
-	if o.Warmup > 0 {
+	if cfg.Warmup > 0 {
 		for _, b := range res.Blocks {
-			out := filepath.Join(scratchDir(o.Dir), fmt.Sprintf("dnsperf-%d-%s-warmup.txt", bases, b.Key))
-			if _, err := o.Perf.Run(ctx, srv.Ports[b.Port], b.Queries, o.Warmup, false, out, srv.PID()); err != nil {
+			out := filepath.Join(scratchDir(cfg.Dir), fmt.Sprintf("dnsperf-%d-%s-warmup.txt", bases, b.Key))
+			if _, err := perf.Run(ctx, srv.Ports[b.Port], b.Queries, cfg.Warmup, false, out, srv.PID()); err != nil {
 				return nil, err
 			}
 			_ = os.Remove(out)
 		}
 	}
-	for r := range o.Rounds {
+	for r := range cfg.Rounds {
 		qps, cpu := map[string]float64{}, map[string]time.Duration{}
 		order := williams(r, len(res.Blocks))
 		for _, j := range order {
 			b := res.Blocks[j]
-			out := filepath.Join(o.Dir, fmt.Sprintf("dnsperf-%d-%s-r%d.txt", bases, b.Key, r))
-			p, err := o.Perf.Run(ctx, srv.Ports[b.Port], b.Queries, o.Duration, false, out, srv.PID())
+			out := filepath.Join(cfg.Dir, fmt.Sprintf("dnsperf-%d-%s-r%d.txt", bases, b.Key, r))
+			p, err := perf.Run(ctx, srv.Ports[b.Port], b.Queries, cfg.Duration, false, out, srv.PID())
 			if err != nil {
 				return nil, err
 			}
@@ -192,7 +179,7 @@ func Throughput(ctx context.Context, srv *CoreDNS, bases int, blocks []Block, o 
 			}
 			b.Quiet = append(b.Quiet, p)
 			qps[b.Key], cpu[b.Key] = p.QPS, p.CPUPerQuery
-			o.Log("%d bases, round %d/%d, %-18s %8.0f QPS  %5.1f µs CPU/query", bases, r+1, o.Rounds, b.Key, p.QPS,
+			cfg.Log("%d bases, round %d/%d, %-18s %8.0f QPS  %5.1f µs CPU/query", bases, r+1, cfg.Rounds, b.Key, p.QPS,
 				float64(p.CPUPerQuery)/float64(time.Microsecond))
 		}
 		for _, k := range []string{BlockKubeGlobal, BlockKubeMirror, BlockHosts} {
@@ -203,13 +190,13 @@ func Throughput(ctx context.Context, srv *CoreDNS, bases int, blocks []Block, o 
 				res.CPURatios[k] = append(res.CPURatios[k], float64(cpu[k])/float64(cpu[BlockGlobal]))
 			}
 		}
-		if o.Latency <= 0 {
+		if cfg.LatencyDuration <= 0 {
 			continue
 		}
 		for _, j := range order {
 			b := res.Blocks[j]
-			out := filepath.Join(scratchDir(o.Dir), fmt.Sprintf("dnsperf-%d-%s-r%d-v.txt", bases, b.Key, r))
-			v, err := o.Perf.Run(ctx, srv.Ports[b.Port], b.Queries, o.Latency, true, out, srv.PID())
+			out := filepath.Join(scratchDir(cfg.Dir), fmt.Sprintf("dnsperf-%d-%s-r%d-v.txt", bases, b.Key, r))
+			v, err := perf.Run(ctx, srv.Ports[b.Port], b.Queries, cfg.LatencyDuration, true, out, srv.PID())
 			if err != nil {
 				return nil, err
 			}

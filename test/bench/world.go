@@ -6,6 +6,7 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"time"
@@ -88,10 +89,6 @@ func Base(i int) string { return fmt.Sprintf("s%05d", i) }
 // Global is the global service of base i.
 func Global(i int) string { return Base(i) + aggregate.DefaultSuffix }
 
-// Mirror is Linkerd's headless mirror of base i from cluster c, in the
-// default world.
-func Mirror(i, c int) string { return World{}.Mirror(i, c) }
-
 // Mirror is Linkerd's headless mirror of base i from cluster c.
 func (w World) Mirror(i, c int) string { return Base(i) + "-" + w.clusters()[c] }
 
@@ -99,9 +96,6 @@ func (w World) Mirror(i, c int) string { return Base(i) + "-" + w.clusters()[c] 
 func (w World) FQDN(service string) string {
 	return service + "." + w.Namespace + ".svc." + Zone
 }
-
-// Addr is the address of pod p of base i in cluster c, in the default world.
-func Addr(i, c, p int) netip.Addr { return World{}.Addr(i, c, p) }
 
 // Addr is the address of pod p of base i in cluster c.
 func (w World) Addr(i, c, p int) netip.Addr { return offset((i*len(w.clusters())+c)*Pods + p) }
@@ -111,8 +105,8 @@ func ChangeAddr(k int) netip.Addr { return offset(addrSpace - changeAddrs + k%ch
 
 func offset(n int) netip.Addr {
 	b := addrBase.As4()
-	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) + uint32(n) // #nosec G115 -- n < 1<<17
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	binary.BigEndian.PutUint32(b[:], binary.BigEndian.Uint32(b[:])+uint32(n)) // #nosec G115 -- n < 1<<17
+	return netip.AddrFrom4(b)
 }
 
 var peerPort = corev1.ServicePort{Name: "peer", Port: 7000, Protocol: corev1.ProtocolTCP}
@@ -121,44 +115,53 @@ func (w World) mirrorLabels(c int) map[string]string {
 	return map[string]string{aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: w.clusters()[c]}
 }
 
-// MirrorService is the headless mirror of base i from cluster c, as Linkerd's
-// service mirror writes it.
-func (w World) MirrorService(i, c int) *corev1.Service {
+// service is a Service Linkerd's service mirror writes for base i: name,
+// with labels lbl and clusterIP ("None": headless; empty: one allocated).
+func (w World) service(i int, name string, lbl map[string]string, clusterIP string) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: w.Mirror(i, c), Namespace: w.Namespace, Labels: w.mirrorLabels(c),
+			Name: name, Namespace: w.Namespace, Labels: lbl,
 			Annotations: map[string]string{aggregate.AnnotationRemoteFQName: Base(i) + "." + w.Namespace + ".svc.cluster.local"},
 		},
-		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{peerPort}},
+		Spec: corev1.ServiceSpec{ClusterIP: clusterIP, Ports: []corev1.ServicePort{peerPort}},
 	}
 }
 
-// MirrorSlice is the EndpointSlice of that mirror as Kubernetes' mirroring
-// controller writes it from Linkerd's Endpoints: the Linkerd labels copied,
-// one ready endpoint with a hostname per pod, plus extra endpoints.
-func (w World) MirrorSlice(i, c int, extra ...Endpoint) *discoveryv1.EndpointSlice {
-	lbl := w.mirrorLabels(c)
-	lbl[discoveryv1.LabelServiceName] = w.Mirror(i, c)
+// slice is the EndpointSlice Kubernetes' mirroring controller writes of the
+// Service service (labelled lbl) from Linkerd's Endpoints: the labels
+// copied, one ready endpoint at each of eps, on port.
+func (w World) slice(service string, lbl map[string]string, port int32, eps ...Endpoint) *discoveryv1.EndpointSlice {
+	lbl[discoveryv1.LabelServiceName] = service
 	lbl[discoveryv1.LabelManagedBy] = sliceManagedBy
 	s := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: w.Mirror(i, c) + "-m", Namespace: w.Namespace, Labels: lbl},
+		ObjectMeta:  metav1.ObjectMeta{Name: service + "-m", Namespace: w.Namespace, Labels: lbl},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports: []discoveryv1.EndpointPort{{
-			Name: new(peerPort.Name), Port: new(peerPort.Port), Protocol: new(peerPort.Protocol),
-		}},
+		Ports:       []discoveryv1.EndpointPort{{Name: new(peerPort.Name), Port: new(port), Protocol: new(peerPort.Protocol)}},
 	}
+	for _, e := range eps {
+		ep := discoveryv1.Endpoint{Addresses: []string{e.Addr.String()}, Conditions: discoveryv1.EndpointConditions{Ready: new(true)}}
+		if e.Hostname != "" {
+			ep.Hostname = new(e.Hostname)
+		}
+		s.Endpoints = append(s.Endpoints, ep)
+	}
+	return s
+}
+
+// MirrorService is the headless mirror of base i from cluster c, as Linkerd's
+// service mirror writes it.
+func (w World) MirrorService(i, c int) *corev1.Service {
+	return w.service(i, w.Mirror(i, c), w.mirrorLabels(c), corev1.ClusterIPNone)
+}
+
+// MirrorSlice is the slice of that mirror: one endpoint with a hostname per
+// pod, plus extra endpoints.
+func (w World) MirrorSlice(i, c int, extra ...Endpoint) *discoveryv1.EndpointSlice {
 	eps := make([]Endpoint, 0, Pods+len(extra))
 	for p := range Pods {
 		eps = append(eps, Endpoint{Hostname: fmt.Sprintf("%s-%d", Base(i), p), Addr: w.Addr(i, c, p)})
 	}
-	for _, e := range append(eps, extra...) {
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
-			Addresses:  []string{e.Addr.String()},
-			Hostname:   new(e.Hostname),
-			Conditions: discoveryv1.EndpointConditions{Ready: new(true)},
-		})
-	}
-	return s
+	return w.slice(w.Mirror(i, c), w.mirrorLabels(c), peerPort.Port, append(eps, extra...)...)
 }
 
 // Endpoint is one pod of a mirror slice.
@@ -179,25 +182,38 @@ func (w World) Load(ctx context.Context, client kubernetes.Interface, from, to, 
 			return err
 		}
 	}
+	return w.each(ctx, from, to, workers, func(ctx context.Context, i, c int) error { return w.createMirror(ctx, client, i, c) })
+}
+
+// each calls f for every cluster c of every base i in [from, to), up to
+// workers at a time.
+func (w World) each(ctx context.Context, from, to, workers int, f func(ctx context.Context, i, c int) error) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers)
 	for i := from; i < to; i++ {
 		for c := range w.clusters() {
-			g.Go(func() error { return w.createMirror(gctx, client, i, c) })
+			g.Go(func() error { return f(gctx, i, c) })
 		}
 	}
 	return g.Wait()
 }
 
-// createMirror creates the headless mirror of base i from cluster c and its slice.
-func (w World) createMirror(ctx context.Context, client kubernetes.Interface, i, c int) error {
-	if _, err := client.CoreV1().Services(w.Namespace).Create(ctx, w.MirrorService(i, c), metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("service %s: %w", w.Mirror(i, c), err)
+// create creates svc, unless nil, and slice.
+func (w World) create(ctx context.Context, client kubernetes.Interface, svc *corev1.Service, slice *discoveryv1.EndpointSlice) error {
+	if svc != nil {
+		if _, err := client.CoreV1().Services(w.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("service %s: %w", svc.Name, err)
+		}
 	}
-	if _, err := client.DiscoveryV1().EndpointSlices(w.Namespace).Create(ctx, w.MirrorSlice(i, c), metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("slice of %s: %w", w.Mirror(i, c), err)
+	if _, err := client.DiscoveryV1().EndpointSlices(w.Namespace).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("slice %s: %w", slice.Name, err)
 	}
 	return nil
+}
+
+// createMirror creates the headless mirror of base i from cluster c and its slice.
+func (w World) createMirror(ctx context.Context, client kubernetes.Interface, i, c int) error {
+	return w.create(ctx, client, w.MirrorService(i, c), w.MirrorSlice(i, c))
 }
 
 // SetExtra rewrites the slice of base i from cluster c with extra endpoints
@@ -225,7 +241,7 @@ func (w World) EndpointMirror(i, c, p int) string {
 }
 
 // gatewayAddr is every cluster's gateway: data only, never contacted.
-const gatewayAddr = "192.0.2.1"
+var gatewayAddr = netip.MustParseAddr("192.0.2.1")
 
 // EndpointMirrorService and EndpointMirrorSlice are what Linkerd writes for
 // every mirrored pod besides the headless mirror (the mirror simulator
@@ -233,62 +249,42 @@ const gatewayAddr = "192.0.2.1"
 // headless mirror's name, and the slice Kubernetes' mirroring controller
 // makes of its Endpoints, one ready endpoint at the gateway.
 func (w World) EndpointMirrorService(i, c, p int) *corev1.Service {
-	lbl := w.mirrorLabels(c)
-	lbl[aggregate.LabelHeadlessMirrorName] = w.Mirror(i, c)
 	var clusterIP string
 	if w.HeadlessEndpointMirrors {
 		clusterIP = corev1.ClusterIPNone
 	}
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: w.EndpointMirror(i, c, p), Namespace: w.Namespace, Labels: lbl,
-			Annotations: map[string]string{aggregate.AnnotationRemoteFQName: Base(i) + "." + w.Namespace + ".svc.cluster.local"},
-		},
-		Spec: corev1.ServiceSpec{ClusterIP: clusterIP, Ports: []corev1.ServicePort{peerPort}},
-	}
+	return w.service(i, w.EndpointMirror(i, c, p), w.endpointMirrorLabels(i, c), clusterIP)
 }
 
 func (w World) EndpointMirrorSlice(i, c, p int) *discoveryv1.EndpointSlice {
+	return w.slice(w.EndpointMirror(i, c, p), w.endpointMirrorLabels(i, c), 4143, Endpoint{Addr: gatewayAddr})
+}
+
+func (w World) endpointMirrorLabels(i, c int) map[string]string {
 	lbl := w.mirrorLabels(c)
 	lbl[aggregate.LabelHeadlessMirrorName] = w.Mirror(i, c)
-	lbl[discoveryv1.LabelServiceName] = w.EndpointMirror(i, c, p)
-	lbl[discoveryv1.LabelManagedBy] = sliceManagedBy
-	return &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: w.EndpointMirror(i, c, p) + "-m", Namespace: w.Namespace, Labels: lbl},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: new(peerPort.Name), Port: new(int32(4143)), Protocol: new(peerPort.Protocol)}},
-		Endpoints: []discoveryv1.Endpoint{{
-			Addresses:  []string{gatewayAddr},
-			Conditions: discoveryv1.EndpointConditions{Ready: new(true)},
-		}},
-	}
+	return lbl
 }
 
 // LoadEndpointMirrors creates the endpoint mirrors of bases [from, to), as
 // Load creates their headless mirrors: Linkerd's full shape.
 func (w World) LoadEndpointMirrors(ctx context.Context, client kubernetes.Interface, from, to, workers int) error {
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(workers)
-	for i := from; i < to; i++ {
-		for c := range w.clusters() {
-			for p := range Pods {
-				g.Go(func() error { return w.createEndpointMirror(gctx, client, i, c, p) })
+	return w.each(ctx, from, to, workers, func(ctx context.Context, i, c int) error {
+		for p := range Pods {
+			if err := w.createEndpointMirror(ctx, client, i, c, p); err != nil {
+				return err
 			}
 		}
-	}
-	return g.Wait()
+		return nil
+	})
 }
 
 // createEndpointMirror creates the endpoint mirror of pod p of base i from
-// cluster c and its slice.
+// cluster c (its Service unless NoEndpointMirrorServices) and its slice.
 func (w World) createEndpointMirror(ctx context.Context, client kubernetes.Interface, i, c, p int) error {
+	var svc *corev1.Service
 	if !w.NoEndpointMirrorServices {
-		if _, err := client.CoreV1().Services(w.Namespace).Create(ctx, w.EndpointMirrorService(i, c, p), metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("service %s: %w", w.EndpointMirror(i, c, p), err)
-		}
+		svc = w.EndpointMirrorService(i, c, p)
 	}
-	if _, err := client.DiscoveryV1().EndpointSlices(w.Namespace).Create(ctx, w.EndpointMirrorSlice(i, c, p), metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("slice of %s: %w", w.EndpointMirror(i, c, p), err)
-	}
-	return nil
+	return w.create(ctx, client, svc, w.EndpointMirrorSlice(i, c, p))
 }

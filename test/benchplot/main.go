@@ -129,32 +129,33 @@ func section(path string, ps []point) error {
 	return os.WriteFile(path, []byte(w.String()), 0o644)
 }
 
-// draw1 draws one chart: a line with points per number of clusters, the
-// mirrored endpoints on a logarithmic axis.
-func draw1(c chart, ps []point, path string) error {
+// newPlot is a plot titled title of yLabel (on a logarithmic axis if logY,
+// else from 0) against xLabel, on a logarithmic axis, with its legend top
+// left.
+func newPlot(title, xLabel, yLabel string, logY bool) *plot.Plot {
 	p := plot.New()
-	p.Title.Text = c.title
-	p.X.Label.Text = "mirrored endpoints (Linkerd's full shape)"
-	p.Y.Label.Text = c.yLabel
+	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, xLabel, yLabel
 	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
-	if c.logY {
+	if logY {
 		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
 	} else {
 		p.Y.Min = 0
 	}
 	p.Legend.Top, p.Legend.Left = true, true
+	return p
+}
+
+// draw1 draws one chart: a line with points per number of clusters, the
+// mirrored endpoints on a logarithmic axis.
+func draw1(c chart, ps []point, path string) error {
+	p := newPlot(c.title, "mirrored endpoints (Linkerd's full shape)", c.yLabel, c.logY)
 	byClusters := map[int]plotter.XYs{}
 	for _, pt := range ps {
 		if v := c.y(pt); pt.Endpoints > 0 && (!c.logY || v > 0) {
 			byClusters[pt.Clusters] = append(byClusters[pt.Clusters], plotter.XY{X: float64(pt.Endpoints), Y: v})
 		}
 	}
-	var clusters []int
-	for n := range byClusters {
-		clusters = append(clusters, n)
-	}
-	slices.Sort(clusters)
-	for i, n := range clusters {
+	for i, n := range slices.Sorted(maps.Keys(byClusters)) {
 		if err := addLine(p, fmt.Sprintf("%d clusters", n), byClusters[n], palette[i%len(palette)], false); err != nil {
 			return err
 		}
@@ -186,7 +187,6 @@ type startPoint struct {
 	Paged     bool    `json:"paged"`
 	Endpoints int     `json:"endpoints"`
 	ReadyS    float64 `json:"ready_s"`
-	CompleteS float64 `json:"complete_s"`
 }
 
 // drawStarts draws the seconds from exec to Ready against the mirrored
@@ -200,13 +200,7 @@ func drawStarts(in, path string) error {
 	if err := json.Unmarshal(b, &data); err != nil {
 		return fmt.Errorf("%s: %w", in, err)
 	}
-	p := plot.New()
-	p.Title.Text = "Cold start: from exec to Ready"
-	p.X.Label.Text = "mirrored endpoints (Linkerd's shape)"
-	p.Y.Label.Text = "seconds"
-	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
-	p.Y.Min = 0
-	p.Legend.Top, p.Legend.Left = true, true
+	p := newPlot("Cold start: from exec to Ready", "mirrored endpoints (Linkerd's shape)", "seconds", false)
 	lines := map[string]plotter.XYs{}
 	for _, pt := range data.Points {
 		key := pt.Block + ", lists streamed (1.36)"
@@ -215,8 +209,7 @@ func drawStarts(in, path string) error {
 		}
 		lines[key] = append(lines[key], plotter.XY{X: float64(pt.Endpoints), Y: pt.ReadyS})
 	}
-	keys := slices.Sorted(maps.Keys(lines))
-	for i, k := range keys {
+	for i, k := range slices.Sorted(maps.Keys(lines)) {
 		// A colour per plugin, dashed where the lists are paged.
 		if err := addLine(p, k, lines[k], palette[(i/2)%len(palette)], strings.Contains(k, "paged")); err != nil {
 			return err

@@ -60,164 +60,118 @@ func main() {
 	flag.Parse()
 	resultsJSON := filepath.Join(filepath.Dir(*out), "results.json") // the floors, beside -out
 	startsJSON := filepath.Join(filepath.Dir(*out), "starts.json")   // the cold starts test/benchplot draws
+	curveOut := filepath.Join(filepath.Dir(*out), "curves.json")     // BenchmarkCurve's points, test/benchplot draws too
+	var err error
 	switch *paged {
 	case "none":
 	case "":
-		var err error
 		if cfg.PagedAPIServer, err = localkube.Release("1.33"); err != nil {
 			fail(fmt.Errorf("-paged-apiserver: %w; or -paged-apiserver=none", err))
 		}
 	default:
 		cfg.PagedAPIServer = *paged
 	}
-
-	var err error
-	if cfg.Sizes, err = parseSizes(*sizes); err != nil {
-		fail(err)
-	}
+	cfg.Sizes, err = parseSizes(*sizes)
+	check(err)
 	if *linkerdSizes != "" {
-		if cfg.LinkerdSizes, err = parseSizes(*linkerdSizes); err != nil {
-			fail(err)
-		}
+		cfg.LinkerdSizes, err = parseSizes(*linkerdSizes)
+		check(err)
 	}
-	if err := os.RemoveAll(cfg.Dir); err != nil {
-		fail(err)
-	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-		fail(err)
-	}
+	check(os.RemoveAll(cfg.Dir))
+	check(os.MkdirAll(cfg.Dir, 0o755))
 	start := time.Now()
 	cfg.Log = func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "bench %6s  %s\n", time.Since(start).Round(time.Second), fmt.Sprintf(format, args...))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// checkRun fails on a run's error, pointing at its logs.
+	checkRun := func(err error) {
+		if err != nil {
+			fail(fmt.Errorf("%w (logs in %s)", err, cfg.Dir))
+		}
+	}
+	merged := func(err error) {
+		check(err)
+		cfg.Log("merged into %s and results.json", *out)
+	}
 
 	cfg.Log("work directory %s", cfg.Dir)
-	if *linkerd != "" {
+	switch {
+	case *linkerd != "":
 		sizes, err := parseSizes(*linkerd)
-		if err != nil {
-			fail(err)
-		}
+		check(err)
 		apiserver := ""
 		if *linkerdPaged {
 			apiserver = cfg.PagedAPIServer
 		}
 		res, err := bench.LinkerdMemory(ctx, cfg, sizes, apiserver)
-		if err != nil {
-			fail(fmt.Errorf("%w (logs in %s)", err, cfg.Dir))
-		}
+		checkRun(err)
 		bench.ReportLinkerdMemory(os.Stdout, res)
-		if *merge {
-			if !*linkerdPaged {
-				fail(fmt.Errorf("-merge merges a paged run only: add -linkerd-paged"))
-			}
-			if err := bench.MergePaged(*out, resultsJSON, res, start); err != nil {
-				fail(err)
-			}
-			cfg.Log("merged into %s and results.json", *out)
+		if *merge && !*linkerdPaged {
+			fail(fmt.Errorf("-merge merges a paged run only: add -linkerd-paged"))
+		} else if *merge {
+			merged(bench.MergePaged(*out, resultsJSON, res, start))
 		}
-		return
-	}
-	if *startOnly {
+	case *startOnly:
 		cfg.StartOnly = true
 		streamed, err := bench.LinkerdMemory(ctx, cfg, cfg.LinkerdSizes, "")
-		if err != nil {
-			fail(fmt.Errorf("%w (logs in %s)", err, cfg.Dir))
-		}
+		checkRun(err)
 		var paged *bench.LinkerdMemoryResult
 		if cfg.PagedAPIServer != "" {
-			if paged, err = bench.LinkerdMemory(ctx, cfg, cfg.LinkerdSizes, cfg.PagedAPIServer); err != nil {
-				fail(fmt.Errorf("%w (logs in %s)", err, cfg.Dir))
-			}
+			paged, err = bench.LinkerdMemory(ctx, cfg, cfg.LinkerdSizes, cfg.PagedAPIServer)
+			checkRun(err)
 		}
 		bench.ReportStarts(os.Stdout, streamed, paged)
-		if err := bench.WriteStartPoints(startsJSON, streamed, paged); err != nil {
-			fail(err)
-		}
+		check(bench.WriteStartPoints(startsJSON, streamed, paged))
 		if *merge {
 			command := fmt.Sprintf("bench -start -linkerd-sizes=%s -linkerd-large=%d -no-endpoint-mirror-services=%v -headless-endpoint-mirrors=%v -merge", *linkerdSizes, cfg.LinkerdLarge, cfg.NoEndpointMirrorServices, cfg.HeadlessEndpointMirrors)
-			if err := bench.MergeStarts(*out, resultsJSON, streamed, paged, start, command); err != nil {
-				fail(err)
-			}
-			cfg.Log("merged into %s and results.json", *out)
+			merged(bench.MergeStarts(*out, resultsJSON, streamed, paged, start, command))
 		}
-		return
-	}
-	if *transportOnly {
+	case *transportOnly:
 		if cfg.TransportDuration <= 0 {
 			fail(fmt.Errorf("-transport needs a -transport-duration"))
 		}
 		res, err := bench.TransportAlone(ctx, cfg, cfg.Sizes[0])
-		if err != nil {
-			fail(fmt.Errorf("%w (logs in %s)", err, cfg.Dir))
-		}
+		checkRun(err)
 		bench.ReportTransport(os.Stdout, res)
 		if *merge {
-			if err := bench.MergeTransport(*out, resultsJSON, res, cfg.Sizes[0], start); err != nil {
-				fail(err)
-			}
-			cfg.Log("merged into %s and results.json", *out)
+			merged(bench.MergeTransport(*out, resultsJSON, res, cfg.Sizes[0], start))
 		}
-		return
-	}
-	if *stormOnly {
+	case *stormOnly:
 		rep, err := bench.StormAlone(ctx, cfg)
 		bench.ReportStorm(os.Stdout, rep)
-		if err != nil {
-			fail(fmt.Errorf("%w (logs in %s)", err, cfg.Dir))
-		}
-		return
-	}
-	curveOut := filepath.Join(filepath.Dir(*out), "curves.json")
-	if *curveOnly {
-		if err := bench.CompileTests(ctx, cfg.GoCmd, cfg.Dir, "./plugin/global"); err != nil {
-			fail(err)
-		}
+		checkRun(err)
+	case *curveOnly:
+		check(bench.CompileTests(ctx, cfg.GoCmd, cfg.Dir, "./plugin/global"))
 		bs, err := bench.RunCurve(ctx, cfg.Dir)
-		if err != nil {
-			fail(err)
-		}
+		check(err)
 		writeCurve(curveOut, bs, cfg.Log)
-		return
-	}
-	res, err := bench.Run(ctx, cfg)
-	if err != nil {
-		fail(fmt.Errorf("%w (logs in %s)", err, cfg.Dir))
-	}
-	var md bytes.Buffer
-	bench.Report(&md, res)
-	os.Stdout.Write(md.Bytes())
-	if err := os.WriteFile(*out, md.Bytes(), 0o644); err != nil {
-		fail(err)
-	}
-	cfg.Log("wrote %s", *out)
-	// The floors as JSON beside the report, for programs.
-	var js bytes.Buffer
-	if err := bench.ReportJSON(&js, res); err != nil {
-		fail(err)
-	}
-	if res.Linkerd != nil {
-		if err := bench.WriteStartPoints(startsJSON, res.Linkerd, res.LinkerdPaged); err != nil {
-			fail(err)
+	default:
+		res, err := bench.Run(ctx, cfg)
+		checkRun(err)
+		var md bytes.Buffer
+		bench.Report(&md, res)
+		os.Stdout.Write(md.Bytes())
+		check(os.WriteFile(*out, md.Bytes(), 0o644))
+		cfg.Log("wrote %s", *out)
+		// The floors as JSON beside the report, for programs.
+		var js bytes.Buffer
+		check(bench.ReportJSON(&js, res))
+		if res.Linkerd != nil {
+			check(bench.WriteStartPoints(startsJSON, res.Linkerd, res.LinkerdPaged))
 		}
+		check(os.WriteFile(resultsJSON, js.Bytes(), 0o644))
+		cfg.Log("wrote %s", resultsJSON)
+		writeCurve(curveOut, res.GoBench, cfg.Log)
 	}
-	if err := os.WriteFile(resultsJSON, js.Bytes(), 0o644); err != nil {
-		fail(err)
-	}
-	cfg.Log("wrote %s", resultsJSON)
-	writeCurve(curveOut, res.GoBench, cfg.Log)
 }
 
 // writeCurve writes BenchmarkCurve's points for test/benchplot.
 func writeCurve(path string, bs []bench.GoBench, logf func(string, ...any)) {
 	var b bytes.Buffer
-	if err := bench.WriteCurve(&b, bench.Curve(bs)); err != nil {
-		fail(err)
-	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		fail(err)
-	}
+	check(bench.WriteCurve(&b, bench.Curve(bs)))
+	check(os.WriteFile(path, b.Bytes(), 0o644))
 	logf("wrote %s", path)
 }
 
@@ -247,6 +201,12 @@ func parseSizes(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+func check(err error) {
+	if err != nil {
+		fail(err)
+	}
 }
 
 func fail(err error) {
