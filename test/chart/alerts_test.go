@@ -60,10 +60,7 @@ func TestAlerts(t *testing.T) {
 	if promtool == "" {
 		t.Fatalf("$%s is not set: run the tests through make (make promtool builds it)", promtoolEnv)
 	}
-	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	readme := readFile(t, filepath.Join(chartDir, "README.md"))
 	for _, tc := range []struct {
 		name, tests string
 		values      []string
@@ -84,10 +81,7 @@ func TestAlerts(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), rules, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			tests, err := os.ReadFile(filepath.Join("testdata", tc.tests))
-			if err != nil {
-				t.Fatal(err)
-			}
+			tests := readFile(t, filepath.Join("testdata", tc.tests))
 			if err := os.WriteFile(filepath.Join(dir, tc.tests), tests, 0o644); err != nil {
 				t.Fatal(err)
 			}

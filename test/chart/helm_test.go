@@ -6,6 +6,7 @@
 package chart
 
 import (
+	"os"
 	"testing"
 
 	"github.com/globalmirror/globalmirror/test/helmtest"
@@ -20,11 +21,16 @@ const (
 // output strictly (helmtest.Decode).
 func render(t testing.TB, args ...string) helmtest.Manifest {
 	t.Helper()
-	return renderRelease(t, "gm", args...)
+	return helmtest.Template(t, "gm", chartDir, releaseNamespace, args...)
 }
 
-// renderRelease is render for a release of another name.
-func renderRelease(t testing.TB, name string, args ...string) helmtest.Manifest {
+// readFile is the content of the file at path, failing the test if it
+// cannot be read.
+func readFile(t testing.TB, path string) []byte {
 	t.Helper()
-	return helmtest.Template(t, name, chartDir, releaseNamespace, args...)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -1,7 +1,6 @@
 package chart
 
 import (
-	"os"
 	"regexp"
 	"runtime"
 	"strings"
@@ -13,14 +12,7 @@ import (
 // the images `make image` builds (it passes the Makefile's flags) and finds
 // their binaries identical to bin/'s.
 func TestDockerfileMatchesMakefile(t *testing.T) {
-	read := func(path string) string {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
-	dockerfile, makefile := read("../../Dockerfile"), read("../../Makefile")
+	dockerfile, makefile := string(readFile(t, "../../Dockerfile")), string(readFile(t, "../../Makefile"))
 	value := func(text, pattern string) string {
 		t.Helper()
 		m := regexp.MustCompile(`(?m)` + pattern).FindStringSubmatch(text)

@@ -2,7 +2,7 @@ package chart
 
 import (
 	"context"
-	"os"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -23,9 +23,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -91,35 +93,29 @@ func TestInstall(t *testing.T) {
 
 	// Both components list and watch what they mirror and answer for in
 	// every namespace.
-	clusterWide := []check{
-		{"list services cluster-wide", true, listServices("")},
-		{"watch services cluster-wide", true, watchServices("")},
-		{"list endpointslices cluster-wide", true, listSlices("")},
-		{"watch endpointslices cluster-wide", true, watchSlices("")},
-	}
 	t.Run("controller RBAC", func(t *testing.T) {
-		checkAccess(t, c, controllerSA, append(controllerChecks(t, c, "app", controllerName), clusterWide...))
+		checkAccess(t, c, controllerSA, append(controllerChecks(t, c, "app", controllerName), reads("", true)...))
 	})
 	t.Run("coredns RBAC", func(t *testing.T) {
-		checkAccess(t, c, corednsSA, slices.Concat(clusterWide, []check{
-			{"list pods cluster-wide", true, func(ctx context.Context, cs clients) error {
-				_, err := cs.k.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		checkAccess(t, c, corednsSA, slices.Concat(reads("", true), []check{
+			{"list pods cluster-wide", true, func(ctx context.Context, k kubernetes.Interface) error {
+				_, err := k.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 				return err
 			}},
-			{"list namespaces", true, func(ctx context.Context, cs clients) error {
-				_, err := cs.k.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+			{"list namespaces", true, func(ctx context.Context, k kubernetes.Interface) error {
+				_, err := k.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 				return err
 			}},
 			{"create a Service", false, createHeadless("app", "dns-probe")},
-			{"get a Service", false, func(ctx context.Context, cs clients) error {
-				_, err := cs.k.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+			{"get a Service", false, func(ctx context.Context, k kubernetes.Interface) error {
+				_, err := k.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
 				return err
 			}},
-			{"delete EndpointSlices", false, func(ctx context.Context, cs clients) error {
-				return cs.k.DiscoveryV1().EndpointSlices("app").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+			{"delete EndpointSlices", false, func(ctx context.Context, k kubernetes.Interface) error {
+				return k.DiscoveryV1().EndpointSlices("app").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 			}},
-			{"list secrets", false, func(ctx context.Context, cs clients) error {
-				_, err := cs.k.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
+			{"list secrets", false, func(ctx context.Context, k kubernetes.Interface) error {
+				_, err := k.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
 				return err
 			}},
 		}))
@@ -165,7 +161,7 @@ func TestInstall(t *testing.T) {
 	t.Run("namespaced", func(t *testing.T) {
 		const name = "gmns-globalmirror-controller"
 		nsValues := helmtest.WriteValues(t, "controller:\n  namespaces: [team]\n")
-		mns := renderRelease(t, "gmns", "-f", nsValues)
+		mns := helmtest.Template(t, "gmns", chartDir, releaseNamespace, "-f", nsValues)
 		if mns.Get("ClusterRole", "", name) != nil {
 			t.Fatalf("namespaced release renders a ClusterRole")
 		}
@@ -174,11 +170,8 @@ func TestInstall(t *testing.T) {
 		expectInstalled(t, dyn, mapper, mns)
 
 		sa := "system:serviceaccount:" + releaseNamespace + ":" + name
-		checkAccess(t, c, sa, append(controllerChecks(t, c, "team", name),
-			check{"list services cluster-wide", false, listServices("")},
-			check{"list services in app", false, listServices("app")},
-			check{"create a Service in app", false, createHeadless("app", "probe-global")},
-		))
+		checkAccess(t, c, sa, slices.Concat(controllerChecks(t, c, "team", name), reads("", false), reads("app", false),
+			[]check{{"create a Service in app", false, createHeadless("app", "probe-global")}}))
 
 		ctrl := startChartController(t, c, dir, "controller-namespaced.log", name)
 		defer ctrl.Stop()
@@ -227,13 +220,7 @@ func expectMetrics(t *testing.T, url string, names []string) {
 		t.Fatal(err)
 	}
 	for _, n := range names {
-		found := false
-		for series := range samples {
-			if series == n || strings.HasPrefix(series, n+"{") {
-				found = true
-			}
-		}
-		if !found {
+		if !slices.ContainsFunc(slices.Collect(maps.Keys(samples)), func(s string) bool { return s == n || strings.HasPrefix(s, n+"{") }) {
 			t.Errorf("an alert names %s, which %s does not export", n, url)
 		}
 	}
@@ -243,19 +230,15 @@ func expectMetrics(t *testing.T, url string, names []string) {
 // is established.
 func installCRD(t *testing.T, dyn dynamic.Interface, file string) {
 	t.Helper()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
 	crd := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(data, &crd.Object); err != nil {
+	if err := yaml.Unmarshal(readFile(t, file), &crd.Object); err != nil {
 		t.Fatal(err)
 	}
-	gvr := crdGVR()
+	gvr := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	if _, err := dyn.Resource(gvr).Create(t.Context(), crd, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		got, err := dyn.Resource(gvr).Get(ctx, crd.GetName(), metav1.GetOptions{})
 		if err != nil {
 			return false, err

@@ -12,21 +12,17 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
 
-// clients talk to the API server as one identity.
-type clients struct{ k kubernetes.Interface }
-
 // check is one API request and whether the identity may make it.
 type check struct {
 	name    string
 	allowed bool
-	do      func(context.Context, clients) error
+	do      func(context.Context, kubernetes.Interface) error
 }
 
 // checkAccess runs the checks as user, impersonated by the cluster admin: an
@@ -41,7 +37,7 @@ func checkAccess(t *testing.T, c *localkube.Cluster, user string, checks []check
 		t.Fatal(err)
 	}
 	for _, ch := range checks {
-		err := ch.do(t.Context(), clients{k})
+		err := ch.do(t.Context(), k)
 		switch {
 		case ch.allowed && err != nil:
 			t.Errorf("%s: %s: want allowed, got %v", user, ch.name, err)
@@ -71,46 +67,42 @@ func controllerChecks(t *testing.T, c *localkube.Cluster, ns, lease string) []ch
 	}
 	now := metav1.Now()
 	svcName := "probe-global"
-	return []check{
-		{"list services in " + ns, true, listServices(ns)},
-		{"watch services in " + ns, true, watchServices(ns)},
-		{"list endpointslices in " + ns, true, listSlices(ns)},
-		{"watch endpointslices in " + ns, true, watchSlices(ns)},
+	return append(reads(ns, true), []check{
 		{"create a Service", true, createHeadless(ns, svcName)},
-		{"get and update the Service", true, func(ctx context.Context, cs clients) error {
-			svc, err := cs.k.CoreV1().Services(ns).Get(ctx, svcName, metav1.GetOptions{})
+		{"get and update the Service", true, func(ctx context.Context, k kubernetes.Interface) error {
+			svc, err := k.CoreV1().Services(ns).Get(ctx, svcName, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
 			svc.Labels = map[string]string{"updated": "true"}
-			_, err = cs.k.CoreV1().Services(ns).Update(ctx, svc, metav1.UpdateOptions{})
+			_, err = k.CoreV1().Services(ns).Update(ctx, svc, metav1.UpdateOptions{})
 			return err
 		}},
-		{"create an EndpointSlice", true, func(ctx context.Context, cs clients) error {
+		{"create an EndpointSlice", true, func(ctx context.Context, k kubernetes.Interface) error {
 			s := &discoveryv1.EndpointSlice{
 				ObjectMeta:  metav1.ObjectMeta{Name: svcName + "-abcde", Labels: map[string]string{discoveryv1.LabelServiceName: svcName}},
 				AddressType: discoveryv1.AddressTypeIPv4,
 				Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.1"}}},
 			}
-			_, err := cs.k.DiscoveryV1().EndpointSlices(ns).Create(ctx, s, metav1.CreateOptions{})
+			_, err := k.DiscoveryV1().EndpointSlices(ns).Create(ctx, s, metav1.CreateOptions{})
 			return err
 		}},
-		{"update the EndpointSlice", true, func(ctx context.Context, cs clients) error {
-			s, err := cs.k.DiscoveryV1().EndpointSlices(ns).Get(ctx, svcName+"-abcde", metav1.GetOptions{})
+		{"update the EndpointSlice", true, func(ctx context.Context, k kubernetes.Interface) error {
+			s, err := k.DiscoveryV1().EndpointSlices(ns).Get(ctx, svcName+"-abcde", metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
 			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{"192.0.2.2"}})
-			_, err = cs.k.DiscoveryV1().EndpointSlices(ns).Update(ctx, s, metav1.UpdateOptions{})
+			_, err = k.DiscoveryV1().EndpointSlices(ns).Update(ctx, s, metav1.UpdateOptions{})
 			return err
 		}},
-		{"delete the EndpointSlice", true, func(ctx context.Context, cs clients) error {
-			return cs.k.DiscoveryV1().EndpointSlices(ns).Delete(ctx, svcName+"-abcde", metav1.DeleteOptions{})
+		{"delete the EndpointSlice", true, func(ctx context.Context, k kubernetes.Interface) error {
+			return k.DiscoveryV1().EndpointSlices(ns).Delete(ctx, svcName+"-abcde", metav1.DeleteOptions{})
 		}},
-		{"delete the Service", true, func(ctx context.Context, cs clients) error {
-			return cs.k.CoreV1().Services(ns).Delete(ctx, svcName, metav1.DeleteOptions{})
+		{"delete the Service", true, func(ctx context.Context, k kubernetes.Interface) error {
+			return k.CoreV1().Services(ns).Delete(ctx, svcName, metav1.DeleteOptions{})
 		}},
-		{"create and patch a core/v1 Event", true, func(ctx context.Context, cs clients) error {
+		{"create and patch a core/v1 Event", true, func(ctx context.Context, k kubernetes.Interface) error {
 			ev := &corev1.Event{
 				ObjectMeta:     metav1.ObjectMeta{Name: svcName + ".probe", Namespace: ns},
 				InvolvedObject: corev1.ObjectReference{Kind: "Service", Namespace: ns, Name: svcName, APIVersion: "v1"},
@@ -118,13 +110,13 @@ func controllerChecks(t *testing.T, c *localkube.Cluster, ns, lease string) []ch
 				Source:         corev1.EventSource{Component: "globalmirror-controller"},
 				FirstTimestamp: now, LastTimestamp: now, Count: 1,
 			}
-			if _, err := cs.k.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+			if _, err := k.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 				return err
 			}
-			_, err := cs.k.CoreV1().Events(ns).Patch(ctx, ev.Name, types.StrategicMergePatchType, []byte(`{"count":2}`), metav1.PatchOptions{})
+			_, err := k.CoreV1().Events(ns).Patch(ctx, ev.Name, types.StrategicMergePatchType, []byte(`{"count":2}`), metav1.PatchOptions{})
 			return err
 		}},
-		{"create an events.k8s.io Event", true, func(ctx context.Context, cs clients) error {
+		{"create an events.k8s.io Event", true, func(ctx context.Context, k kubernetes.Interface) error {
 			ev := &eventsv1.Event{
 				ObjectMeta:          metav1.ObjectMeta{Name: svcName + ".probe2", Namespace: ns},
 				EventTime:           metav1.NewMicroTime(time.Now()),
@@ -132,102 +124,96 @@ func controllerChecks(t *testing.T, c *localkube.Cluster, ns, lease string) []ch
 				Action: "Probe", Reason: "Probe", Type: corev1.EventTypeNormal, Note: "RBAC probe",
 				Regarding: corev1.ObjectReference{Kind: "Service", Namespace: ns, Name: svcName, APIVersion: "v1"},
 			}
-			_, err := cs.k.EventsV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{})
+			_, err := k.EventsV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{})
 			return err
 		}},
-		{"create, get and update its Lease", true, func(ctx context.Context, cs clients) error {
+		{"create, get and update its Lease", true, func(ctx context.Context, k kubernetes.Interface) error {
 			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lease, Namespace: releaseNamespace}}
-			if _, err := cs.k.CoordinationV1().Leases(releaseNamespace).Create(ctx, l, metav1.CreateOptions{}); err != nil {
+			if _, err := k.CoordinationV1().Leases(releaseNamespace).Create(ctx, l, metav1.CreateOptions{}); err != nil {
 				return err
 			}
-			got, err := cs.k.CoordinationV1().Leases(releaseNamespace).Get(ctx, lease, metav1.GetOptions{})
+			got, err := k.CoordinationV1().Leases(releaseNamespace).Get(ctx, lease, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
 			got.Spec.HolderIdentity = new("rbac-probe")
-			if _, err = cs.k.CoordinationV1().Leases(releaseNamespace).Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+			if _, err = k.CoordinationV1().Leases(releaseNamespace).Update(ctx, got, metav1.UpdateOptions{}); err != nil {
 				return err
 			}
 			// The controller will create it anew; the admin clears it.
 			return c.Client.CoordinationV1().Leases(releaseNamespace).Delete(ctx, lease, metav1.DeleteOptions{})
 		}},
-		{"update another Lease in the release namespace", false, func(ctx context.Context, cs clients) error {
-			_, err := cs.k.CoordinationV1().Leases(releaseNamespace).Update(ctx, otherLease, metav1.UpdateOptions{})
+		{"update another Lease in the release namespace", false, func(ctx context.Context, k kubernetes.Interface) error {
+			_, err := k.CoordinationV1().Leases(releaseNamespace).Update(ctx, otherLease, metav1.UpdateOptions{})
 			return err
 		}},
-		{"create a Lease in another namespace", false, func(ctx context.Context, cs clients) error {
+		{"create a Lease in another namespace", false, func(ctx context.Context, k kubernetes.Interface) error {
 			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lease, Namespace: ns}}
-			_, err := cs.k.CoordinationV1().Leases(ns).Create(ctx, l, metav1.CreateOptions{})
+			_, err := k.CoordinationV1().Leases(ns).Create(ctx, l, metav1.CreateOptions{})
 			return err
 		}},
-		{"delete a Pod", false, func(ctx context.Context, cs clients) error {
-			return cs.k.CoreV1().Pods("default").Delete(ctx, victim.Name, metav1.DeleteOptions{})
+		{"delete a Pod", false, func(ctx context.Context, k kubernetes.Interface) error {
+			return k.CoreV1().Pods("default").Delete(ctx, victim.Name, metav1.DeleteOptions{})
 		}},
-		{"write a Secret", false, func(ctx context.Context, cs clients) error {
+		{"write a Secret", false, func(ctx context.Context, k kubernetes.Interface) error {
 			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "stolen", Namespace: ns}}
-			_, err := cs.k.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{})
+			_, err := k.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{})
 			return err
 		}},
-		{"read Secrets", false, func(ctx context.Context, cs clients) error {
-			_, err := cs.k.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+		{"read Secrets", false, func(ctx context.Context, k kubernetes.Interface) error {
+			_, err := k.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
 			return err
 		}},
-		{"write a ConfigMap", false, func(ctx context.Context, cs clients) error {
+		{"write a ConfigMap", false, func(ctx context.Context, k kubernetes.Interface) error {
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "nope", Namespace: ns}}
-			_, err := cs.k.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
+			_, err := k.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
 			return err
 		}},
-	}
+	}...)
 }
 
-func listServices(ns string) func(context.Context, clients) error {
-	return func(ctx context.Context, cs clients) error {
-		_, err := cs.k.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+// reads are the lists and watches of Services and EndpointSlices in ns
+// ("": every namespace), which both components make. A watch is authorized
+// when it opens, so the Watch call's error is the verdict.
+func reads(ns string, allowed bool) []check {
+	where := "in " + ns
+	if ns == "" {
+		where = "cluster-wide"
+	}
+	opened := func(w watch.Interface, err error) error {
+		if err == nil {
+			w.Stop()
+		}
 		return err
 	}
-}
-
-func listSlices(ns string) func(context.Context, clients) error {
-	return func(ctx context.Context, cs clients) error {
-		_, err := cs.k.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
-		return err
+	brief := metav1.ListOptions{TimeoutSeconds: new(int64(1))}
+	return []check{
+		{"list services " + where, allowed, func(ctx context.Context, k kubernetes.Interface) error {
+			_, err := k.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		{"watch services " + where, allowed, func(ctx context.Context, k kubernetes.Interface) error {
+			return opened(k.CoreV1().Services(ns).Watch(ctx, brief))
+		}},
+		{"list endpointslices " + where, allowed, func(ctx context.Context, k kubernetes.Interface) error {
+			_, err := k.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		{"watch endpointslices " + where, allowed, func(ctx context.Context, k kubernetes.Interface) error {
+			return opened(k.DiscoveryV1().EndpointSlices(ns).Watch(ctx, brief))
+		}},
 	}
-}
-
-func watchServices(ns string) func(context.Context, clients) error {
-	return func(ctx context.Context, cs clients) error {
-		return opened(cs.k.CoreV1().Services(ns).Watch(ctx, metav1.ListOptions{TimeoutSeconds: new(int64(1))}))
-	}
-}
-
-func watchSlices(ns string) func(context.Context, clients) error {
-	return func(ctx context.Context, cs clients) error {
-		return opened(cs.k.DiscoveryV1().EndpointSlices(ns).Watch(ctx, metav1.ListOptions{TimeoutSeconds: new(int64(1))}))
-	}
-}
-
-// opened closes the watch a Watch call opened: a watch is authorized when it
-// opens, so the call's error is the verdict.
-func opened(w watch.Interface, err error) error {
-	if err == nil {
-		w.Stop()
-	}
-	return err
 }
 
 // createHeadless creates a selector-less headless Service like the ones the
 // controller writes.
-func createHeadless(ns, name string) func(context.Context, clients) error {
-	return func(ctx context.Context, cs clients) error {
+func createHeadless(ns, name string) func(context.Context, kubernetes.Interface) error {
+	return func(ctx context.Context, k kubernetes.Interface) error {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.ServiceSpec{
 			ClusterIP: corev1.ClusterIPNone,
 			Ports:     []corev1.ServicePort{{Name: "db", Port: 5432, Protocol: corev1.ProtocolTCP}},
 		}}
-		_, err := cs.k.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+		_, err := k.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
 		return err
 	}
-}
-
-func crdGVR() schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 }

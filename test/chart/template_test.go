@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -90,14 +89,12 @@ func TestTemplateDefaults(t *testing.T) {
 	var role rbacv1.ClusterRole
 	helmtest.Typed(t, m.MustGet(t, "ClusterRole", "", controllerName), &role)
 	// The permissions are written once, in Go, beside the code that uses them.
-	wantRules := controller.Rules()
-	if got, want := toYAML(t, role.Rules), toYAML(t, wantRules); got != want {
+	if got, want := toYAML(t, role.Rules), toYAML(t, controller.Rules()); got != want {
 		t.Errorf("controller ClusterRole rules:\n%s\nwant:\n%s", got, want)
 	}
 	var lease rbacv1.Role
 	helmtest.Typed(t, m.MustGet(t, "Role", releaseNamespace, controllerName+"-leader-election"), &lease)
-	wantLease := controller.LeaseRules(controllerName)
-	if got, want := toYAML(t, lease.Rules), toYAML(t, wantLease); got != want {
+	if got, want := toYAML(t, lease.Rules), toYAML(t, controller.LeaseRules(controllerName)); got != want {
 		t.Errorf("lease Role rules:\n%s\nwant:\n%s", got, want)
 	}
 	var pdb policyv1.PodDisruptionBudget
@@ -362,13 +359,7 @@ func appVersion(t testing.TB) string {
 // chart's README table. Free-form values (resources, security contexts,
 // label maps, lists) are one row each; the schema says which those are.
 func TestReadmeDocumentsEveryValue(t *testing.T) {
-	read := func(name string) []byte {
-		b, err := os.ReadFile(filepath.Join(chartDir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	read := func(name string) []byte { return readFile(t, filepath.Join(chartDir, name)) }
 	var values, schema map[string]any
 	if err := yaml.Unmarshal(read("values.yaml"), &values); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"slices"
@@ -39,14 +40,12 @@ var diffCorefile = run.Corefile(`
     global cluster.local {
         kubeconfig {$SOURCE_KUBECONFIG}
     }
-    kubernetes cluster.local {
+`+diffKubernetes) + run.Server("KUBE_PORT", diffKubernetes)
+
+const diffKubernetes = `    kubernetes cluster.local {
         kubeconfig {$SOURCE_KUBECONFIG}
     }
-`) + run.Server("KUBE_PORT", `
-    kubernetes cluster.local {
-        kubeconfig {$SOURCE_KUBECONFIG}
-    }
-`)
+`
 
 // TestDifferential checks the design's correctness contract: for every name
 // and type, the global plugin answers what the stock kubernetes plugin answers
@@ -172,7 +171,6 @@ func (d *differ) converge(ctx context.Context, phase string, want map[string]int
 type question struct {
 	name  string
 	qtype uint16
-	owned bool // under a global the plugin answers for
 }
 
 // questions are derived from the controller's objects: every global, every
@@ -183,9 +181,14 @@ func (d *differ) questions(ctx context.Context, want map[string]int) ([]question
 		return nil, 0, err
 	}
 	var qs []question
-	add := func(name string, owned bool, types ...uint16) {
+	owned := 0
+	// own: under a global the plugin answers for.
+	add := func(name string, own bool, types ...uint16) {
 		for _, qt := range types {
-			qs = append(qs, question{name, qt, owned})
+			qs = append(qs, question{name, qt})
+			if own {
+				owned++
+			}
 		}
 	}
 	all := []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeSRV, dns.TypeTXT}
@@ -254,12 +257,6 @@ func (d *differ) questions(ctx context.Context, want map[string]int) ([]question
 	add("nothing-global."+d.ns+".svc."+zone, true, dns.TypeA, dns.TypeSRV)
 	add("db-east."+d.ns+".svc."+zone, false, dns.TypeA)
 	add("zz9."+d.ns+".svc."+zone, false, dns.TypeA)
-	owned := 0
-	for _, q := range qs {
-		if q.owned {
-			owned++
-		}
-	}
 	return qs, owned * 2, nil // asked over UDP and TCP
 }
 
@@ -412,14 +409,10 @@ func TestMesh(t *testing.T) {
 		w := newWorldIn(t, c, "mesh")
 		mesh[name] = &meshMember{w: w, db: w.Workload(c, "db", 3, prefixes[name])}
 	}
-	link := func(from, to string) {
-		t.Helper()
-		mesh[from].w.Link(env.Cluster(to))
-	}
 	for _, from := range names {
 		for _, to := range names {
 			if from != to {
-				link(from, to)
+				mesh[from].w.Link(env.Cluster(to))
 			}
 		}
 	}
@@ -481,8 +474,8 @@ func TestMesh(t *testing.T) {
 
 	back := time.Now()
 	for _, other := range names[:3] {
-		link(other, "south")
-		link("south", other)
+		mesh[other].w.Link(env.Cluster("south"))
+		mesh["south"].w.Link(env.Cluster(other))
 	}
 	converge("south linked back", names, names)
 	t.Logf("south rejoined the mesh: every cluster converged %v after the links started", time.Since(back).Round(time.Millisecond))
@@ -530,11 +523,7 @@ func TestMesh(t *testing.T) {
 // stock plugin over the controller's slices.
 func (m *meshMember) expectGlobal(phase string, want map[string]string) {
 	w := m.w
-	var addrsWant []string
-	for _, a := range want {
-		addrsWant = append(addrsWant, a)
-	}
-	all := dnsq.NoError(addrsWant...)
+	all := dnsq.NoError(slices.Collect(maps.Values(want))...)
 	for _, server := range []string{w.global, w.kube} {
 		w.await(phase+" in "+w.Source.Name, server, w.FQDN("db-global"), dns.TypeA, all)
 		for host, a := range want {

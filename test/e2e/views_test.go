@@ -22,18 +22,14 @@ var viewsCorefile = run.Corefile(`
         reverse
         clusterset home
     }
-    kubernetes cluster.local in-addr.arpa ip6.arpa {
+`+viewsKubernetes) + run.Server("KUBE_PORT", viewsKubernetes)
+
+const viewsKubernetes = `    kubernetes cluster.local in-addr.arpa ip6.arpa {
         kubeconfig {$SOURCE_KUBECONFIG}
         namespaces {$NS}
         ttl 1
     }
-`) + run.Server("KUBE_PORT", `
-    kubernetes cluster.local in-addr.arpa ip6.arpa {
-        kubeconfig {$SOURCE_KUBECONFIG}
-        namespaces {$NS}
-        ttl 1
-    }
-`)
+`
 
 // testViews runs the real CoreDNS with the reverse and clusterset views over
 // a local db and east's and west's mirrors, and follows readiness and an

@@ -104,10 +104,9 @@ func CoreDNSServers(dns, health, ready, metrics, ttl int, kubeconfig string) str
 `, dns, health, ready, metrics, ttl, kubeconfig)
 }
 
-// Manifest is a rendered chart: its objects in order, and the raw text.
+// Manifest is a rendered chart: its objects in order.
 type Manifest struct {
 	Objects []*unstructured.Unstructured
-	Raw     string
 }
 
 // Template runs `helm template release chart --namespace namespace args...`
@@ -129,7 +128,7 @@ var strictDecoder = serializer.NewCodecFactory(scheme.Scheme, serializer.EnableS
 // decode strictly into its Go type: a misspelt or misplaced field fails here,
 // before any API server sees it.
 func Decode(text string) (Manifest, error) {
-	m := Manifest{Raw: text}
+	var m Manifest
 	r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(text)))
 	for {
 		doc, err := r.Read()

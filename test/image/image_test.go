@@ -25,8 +25,10 @@
 package image
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -59,7 +61,6 @@ const (
 	// Where the containers find the kubeconfig, mounted read-only.
 	kubeconfigPath = "/var/run/globalmirror/kubeconfig"
 	ns             = "app"
-	zone           = "cluster.local."
 	ttl            = 5
 	// netBindService is CAP_NET_BIND_SERVICE's bit.
 	netBindService = uint64(1) << 10
@@ -245,15 +246,15 @@ func expectGlobalService(t *testing.T, c *localkube.Cluster, want map[string]str
 // each pod's A record, and requires exactly the wanted answers.
 func expectAnswers(t *testing.T, server string, want map[string]string, p *run.Process) {
 	t.Helper()
-	global := "db-global." + ns + ".svc." + zone
-	var addrs []string
-	for _, a := range want {
-		addrs = append(addrs, a)
-	}
-	wantA := aRecords(global, addrs...)
+	global := "db-global." + ns + ".svc." + scenario.Zone
+	wantA := aRecords(global, slices.Collect(maps.Values(want))...)
 	err := await.Poll(t.Context(), 30*time.Second, 50*time.Millisecond, func(context.Context) string {
-		if got, err := answer(server, "udp", global, dns.TypeA); err != nil || !slices.Equal(got, wantA) {
-			return fmt.Sprint(got, err)
+		r, err := dnsq.Ask("udp", server, global, dns.TypeA, 0)
+		if err != nil {
+			return err.Error()
+		}
+		if got := records(r.Answer); r.Rcode != dns.RcodeSuccess || !slices.Equal(got, wantA) {
+			return fmt.Sprint(dns.RcodeToString[r.Rcode], got)
 		}
 		return ""
 	})
@@ -299,17 +300,6 @@ func aRecords(name string, addrs ...string) []string {
 	}
 	sort.Strings(rrs)
 	return rrs
-}
-
-func answer(server, network, name string, qtype uint16) ([]string, error) {
-	resp, err := dnsq.Ask(network, server, name, qtype, 0)
-	if err != nil {
-		return nil, err
-	}
-	if resp.Rcode != dns.RcodeSuccess {
-		return nil, fmt.Errorf("%s", dns.RcodeToString[resp.Rcode])
-	}
-	return records(resp.Answer), nil
 }
 
 // records are the records' text forms, sorted.
@@ -429,11 +419,11 @@ func securityFlags(t *testing.T, what string, pod *corev1.PodSecurityContext, c 
 	untranslated(t, what+" securityContext", c, "runAsUser", "runAsGroup", "runAsNonRoot", "seccompProfile",
 		"readOnlyRootFilesystem", "allowPrivilegeEscalation", "capabilities", "privileged")
 
-	user, group := first(c.RunAsUser, pod.RunAsUser), first(c.RunAsGroup, pod.RunAsGroup)
+	user, group := cmp.Or(c.RunAsUser, pod.RunAsUser), cmp.Or(c.RunAsGroup, pod.RunAsGroup)
 	if user == nil || group == nil {
 		t.Fatalf("%s: no runAsUser or runAsGroup: the test runs the chart's user, not the image's", what)
 	}
-	if nonRoot := first(c.RunAsNonRoot, pod.RunAsNonRoot); nonRoot != nil && *nonRoot && *user == 0 {
+	if nonRoot := cmp.Or(c.RunAsNonRoot, pod.RunAsNonRoot); nonRoot != nil && *nonRoot && *user == 0 {
 		t.Fatalf("%s: runAsNonRoot with runAsUser 0: the kubelet would not start it", what)
 	}
 	flags := []string{"--user", fmt.Sprintf("%d:%d", *user, *group)}
@@ -457,7 +447,7 @@ func securityFlags(t *testing.T, what string, pod *corev1.PodSecurityContext, c 
 			flags = append(flags, "--cap-add", string(cp))
 		}
 	}
-	if sp := first(c.SeccompProfile, pod.SeccompProfile); sp != nil {
+	if sp := cmp.Or(c.SeccompProfile, pod.SeccompProfile); sp != nil {
 		switch sp.Type {
 		case corev1.SeccompProfileTypeRuntimeDefault: // podman's default profile
 		case corev1.SeccompProfileTypeUnconfined:
@@ -486,15 +476,6 @@ func untranslated(t *testing.T, what string, obj any, known ...string) {
 		sort.Strings(rest)
 		t.Fatalf("%s sets %v, which this test does not translate to podman: teach it, or the test no longer runs the chart's settings", what, rest)
 	}
-}
-
-func first[T any](ps ...*T) *T {
-	for _, p := range ps {
-		if p != nil {
-			return p
-		}
-	}
-	return nil
 }
 
 func envValue(t *testing.T, e corev1.EnvVar, namespace string) string {

@@ -183,14 +183,9 @@ func checkStaticELF(path string, machine elf.Machine) error {
 func checkEmulated(t *testing.T, ctrl, dnsc container, bins map[string]map[string]string,
 	repo, version, kubeconfig string, cluster *localkube.Cluster, want map[string]string) {
 	host := "linux/" + runtime.GOARCH
-	order := []string{host}
-	for _, p := range platforms {
-		if p != host {
-			order = append(order, p)
-		}
-	}
 	dir := t.TempDir()
-	for _, platform := range order {
+	// This machine's own platform first.
+	for _, platform := range append([]string{host}, slices.DeleteFunc(slices.Clone(platforms), func(p string) bool { return p == host })...) {
 		arch := strings.TrimPrefix(platform, "linux/")
 		launch := func(bin, name string, args, env []string) *run.Process {
 			t.Helper()
@@ -230,7 +225,6 @@ func checkEmulated(t *testing.T, ctrl, dnsc container, bins map[string]map[strin
 		expectAnswers(t, server, want, p)
 		p.Stop()
 	}
-
 }
 
 // deleteGlobal deletes db-global's Service and EndpointSlices and waits until

@@ -110,7 +110,6 @@ type file struct {
 	SHA256 string
 	Mode   int64
 	UID    int
-	GID    int
 	// Xattrs are its extended attributes (security.capability), raw.
 	Xattrs map[string]string
 }
@@ -158,7 +157,7 @@ func (p *podman) extract(t *testing.T, ref, dir string, paths ...string) map[str
 		if err := dst.Close(); err != nil {
 			t.Fatal(err)
 		}
-		f := file{SHA256: hex.EncodeToString(sum.Sum(nil)), Mode: h.Mode, UID: h.Uid, GID: h.Gid, Xattrs: map[string]string{}}
+		f := file{SHA256: hex.EncodeToString(sum.Sum(nil)), Mode: h.Mode, UID: h.Uid, Xattrs: map[string]string{}}
 		for k, v := range h.PAXRecords {
 			if name, ok := strings.CutPrefix(k, "SCHILY.xattr."); ok {
 				f.Xattrs[name] = v
@@ -174,16 +173,11 @@ func (p *podman) extract(t *testing.T, ref, dir string, paths ...string) map[str
 
 func sha256File(t *testing.T, path string) string {
 	t.Helper()
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	sum := sha256.New()
-	if _, err := io.Copy(sum, f); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(sum.Sum(nil))
+	return fmt.Sprintf("%x", sha256.Sum256(data))
 }
 
 // fileCaps decodes a security.capability extended attribute (struct

@@ -114,8 +114,8 @@ type Cluster struct {
 	// Kubeconfig is the path of a kubeconfig equivalent to Config.
 	Kubeconfig string
 	Client     kubernetes.Interface
-	// EtcdURL is the cluster's etcd, for faults below the API server
-	// (compaction). With a shared etcd, every cluster has the same one.
+	// EtcdURL is the cluster's own etcd, for faults below the API server
+	// (compaction).
 	EtcdURL *url.URL
 	// AuditLog is the API server's audit log (JSON lines) of a cluster
 	// real nodes join: every pod created, with what admission said of it
@@ -248,15 +248,12 @@ func (e *Env) Dir() string { return e.dir }
 func (e *Env) Stop() error {
 	e.stopOnce.Do(func() {
 		unregister(e)
-		var mu sync.Mutex
-		var errs []error
+		errs := make([]error, len(e.clusters))
 		var wg sync.WaitGroup
-		for _, c := range e.clusters {
+		for i, c := range e.clusters {
 			wg.Go(func() {
 				if err := c.stop(); err != nil {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("cluster %s: %w", c.Name, err))
-					mu.Unlock()
+					errs[i] = fmt.Errorf("cluster %s: %w", c.Name, err)
 				}
 			})
 		}
@@ -282,8 +279,7 @@ func (e *Env) removeState() error {
 	if e.ownsDir {
 		return os.RemoveAll(e.dir)
 	}
-	var errs []error
-	errs = append(errs, os.RemoveAll(filepath.Join(e.dir, "bin")), os.RemoveAll(filepath.Join(e.dir, "etcd")))
+	errs := []error{os.RemoveAll(filepath.Join(e.dir, "bin"))}
 	for _, c := range e.clusters {
 		errs = append(errs,
 			os.RemoveAll(filepath.Join(c.dir, "etcd")),

@@ -1,8 +1,10 @@
 package localkube
 
 import (
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 )
@@ -30,10 +32,7 @@ func register(e *Env, stopOnSignal bool) {
 	go func() {
 		sig := <-ch
 		signalMu.Lock()
-		envs := make([]*Env, 0, len(signalEnvs))
-		for e := range signalEnvs {
-			envs = append(envs, e)
-		}
+		envs := slices.Collect(maps.Keys(signalEnvs))
 		signalMu.Unlock()
 		for _, e := range envs {
 			_ = e.Stop()

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -110,23 +112,17 @@ func StartCoreDNS(ctx context.Context, o CoreDNSOptions) (*CoreDNS, error) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, cmp.Or(o.StartTimeout, 60*time.Second))
 	defer cancel()
-	if err := WaitHTTP(wctx, wait, p); err != nil {
+	err = WaitHTTP(wctx, wait, p)
+	if err == nil && o.WaitReady {
+		err = WaitDNS(wctx, c.Addr, p)
+	}
+	if err != nil {
 		p.Stop()
 		return nil, fmt.Errorf("coredns: %w", err)
 	}
-	if o.WaitReady {
-		if err := WaitDNS(wctx, c.Addr, p); err != nil {
-			p.Stop()
-			return nil, fmt.Errorf("coredns: %w", err)
-		}
-	}
 	// A port another process listens on too is shared, not refused (see
 	// FreePort): it would take some of this CoreDNS's TCP connections.
-	var all []int
-	for _, port := range ports {
-		all = append(all, port)
-	}
-	if shared, err := SharedWith(p.PID(), all...); err != nil || len(shared) > 0 {
+	if shared, err := SharedWith(p.PID(), slices.Collect(maps.Values(ports))...); err != nil || len(shared) > 0 {
 		p.Stop()
 		return nil, fmt.Errorf("coredns: another process listens on its TCP ports %v too (%v)", shared, err)
 	}

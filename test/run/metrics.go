@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,14 +70,7 @@ func (s Samples) Sum(name string, match ...string) float64 {
 	var sum float64
 	for series, v := range s {
 		n, labels, _ := strings.Cut(series, "{")
-		if n != name {
-			continue
-		}
-		ok := true
-		for _, m := range match {
-			ok = ok && strings.Contains(labels, m)
-		}
-		if ok {
+		if n == name && !slices.ContainsFunc(match, func(m string) bool { return !strings.Contains(labels, m) }) {
 			sum += v
 		}
 	}

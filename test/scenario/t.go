@@ -106,15 +106,6 @@ func (s *T) Eventually(what string, check func(ctx context.Context) string) {
 	}
 }
 
-// Answer waits until name/qtype asked of addr over UDP sums up to want
-// (dnsq.Summary).
-func (s *T) Answer(addr, name string, qtype uint16, want string) {
-	s.t.Helper()
-	if err := AwaitAnswer(s.t.Context(), "udp", addr, name, qtype, want, s.Timeout, s.Interval); err != nil {
-		s.t.Fatal(err)
-	}
-}
-
 // AnswerBoth waits until name/qtype answers want over UDP, then over TCP,
 // within one Timeout, and returns how long the UDP answer took.
 func (s *T) AnswerBoth(addr, name string, qtype uint16, want string) time.Duration {
