@@ -16,10 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-func metricOf(baseURL, name string) (float64, error) {
-	return run.MetricSum(baseURL+"/metrics", name)
-}
-
 // waitReady waits until m's CoreDNS reports ready (its first sync done).
 func waitReady(ctx context.Context, m *member) error {
 	m.mu.Lock()
@@ -61,10 +57,8 @@ func (r *runner) idleCheck(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(r.cfg.Idle):
+		if err := sleep(ctx, r.cfg.Idle); err != nil {
+			return err
 		}
 		after, now, err := snapshot()
 		if err != nil {
@@ -171,20 +165,17 @@ func (r *runner) controllersSettle(ctx context.Context) error {
 // led reports whether every cluster has a leading controller.
 func (r *runner) led() bool {
 	for _, m := range r.members {
-		m.mu.Lock()
-		ctrls := m.ctrls
-		m.mu.Unlock()
-		leading := false
-		for _, c := range ctrls {
-			if n, err := metricOf(c.BaseURL, "leader_election_master_status"); err == nil && n == 1 {
-				leading = true
-			}
-		}
-		if !leading {
+		if !slices.ContainsFunc(m.controllers(), leads) {
 			return false
 		}
 	}
 	return true
+}
+
+// leads reports whether controller c leads its cluster's replicas.
+func leads(c *run.Controller) bool {
+	n, err := run.MetricSum(c.BaseURL+"/metrics", "leader_election_master_status")
+	return err == nil && n == 1
 }
 
 // writesDetail lists every controller's writes by resource and verb, and its
@@ -192,10 +183,7 @@ func (r *runner) led() bool {
 func (r *runner) writesDetail() []string {
 	var out []string
 	for _, m := range r.members {
-		m.mu.Lock()
-		ctrls := m.ctrls
-		m.mu.Unlock()
-		for _, c := range ctrls {
+		for _, c := range m.controllers() {
 			resp, err := http.Get(c.BaseURL + "/metrics")
 			if err != nil {
 				continue
@@ -217,11 +205,8 @@ func (r *runner) writesDetail() []string {
 func (r *runner) writes() (float64, error) {
 	total := 0.0
 	for _, m := range r.members {
-		m.mu.Lock()
-		ctrls := m.ctrls
-		m.mu.Unlock()
-		for _, c := range ctrls {
-			n, err := metricOf(c.BaseURL, "globalmirror_api_writes_total")
+		for _, c := range m.controllers() {
+			n, err := run.MetricSum(c.BaseURL+"/metrics", "globalmirror_api_writes_total")
 			if err != nil {
 				return 0, fmt.Errorf("%s: %w", m.name, err)
 			}

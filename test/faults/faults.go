@@ -12,6 +12,7 @@
 package faults
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/run"
 	"github.com/globalmirror/globalmirror/test/scenario"
@@ -46,9 +48,6 @@ type Config struct {
 	Idle time.Duration
 	// Fuzz is how long the wire fuzz runs; default 30 s.
 	Fuzz time.Duration
-	// Window is how long answers may lag the API server after a change
-	// before they count as wrong; default 3 s.
-	Window time.Duration
 	// Dir receives the logs.
 	Dir string
 	// Log reports progress; nil discards.
@@ -59,19 +58,14 @@ func (c *Config) defaults() {
 	if len(c.Clusters) == 0 {
 		c.Clusters = []string{"east", "west", "north"}
 	}
-	if c.Idle == 0 {
-		c.Idle = 20 * time.Second
-	}
-	if c.Fuzz == 0 {
-		c.Fuzz = 30 * time.Second
-	}
-	if c.Window == 0 {
-		c.Window = 3 * time.Second
-	}
-	if c.Log == nil {
-		c.Log = slog.New(slog.DiscardHandler)
-	}
+	c.Idle = cmp.Or(c.Idle, 20*time.Second)
+	c.Fuzz = cmp.Or(c.Fuzz, 30*time.Second)
+	c.Log = cmp.Or(c.Log, slog.New(slog.DiscardHandler))
 }
+
+// window is how long answers may lag the API server after a change before
+// they count as wrong.
+const window = 3 * time.Second
 
 // prefixes give each cluster's pods their own documentation addresses.
 var prefixes = []string{"198.51.100.0/25", "203.0.113.0/25", "192.0.2.0/25", "198.51.100.128/25", "203.0.113.128/25"}
@@ -104,7 +98,7 @@ type runner struct {
 	rng     *rand.Rand
 	res     *Results
 	truths  *truths
-	probers *probers
+	probers *group
 	pending sync.WaitGroup // mismatches being settled
 	procs   *supervisor
 	hostile map[string]bool // clusters with hostile objects in place
@@ -225,9 +219,7 @@ func (r *runner) link(ctx context.Context, m, o *member) error {
 	if err := m.world.Link(ctx, o.c); err != nil {
 		return err
 	}
-	m.mu.Lock()
-	m.linked[o.name], m.gateways[o.name] = true, true
-	m.mu.Unlock()
+	m.locked(func() { m.linked[o.name], m.gateways[o.name] = true, true })
 	return nil
 }
 
@@ -240,9 +232,7 @@ func (r *runner) startController(ctx context.Context, m *member) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", m.name, err)
 	}
-	m.mu.Lock()
-	m.ctrls = append(m.ctrls, c)
-	m.mu.Unlock()
+	m.locked(func() { m.ctrls = append(m.ctrls, c) })
 	r.procs.watch(m.name+" controller", c.Process)
 	return nil
 }
@@ -261,11 +251,23 @@ func (r *runner) startCoreDNS(ctx context.Context, m *member, waitReady bool) er
 	if err != nil {
 		return fmt.Errorf("%s: %w", m.name, err)
 	}
-	m.mu.Lock()
-	m.dns = c
-	m.mu.Unlock()
+	m.locked(func() { m.dns = c })
 	r.procs.watch(m.name+" coredns", c.Process)
 	return nil
+}
+
+// locked runs f with m's lock held.
+func (m *member) locked(f func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f()
+}
+
+// controllers are m's controller replicas.
+func (m *member) controllers() []*run.Controller {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.ctrls)
 }
 
 // dnsAddr is m's DNS address.
@@ -284,27 +286,19 @@ func (m *member) state() (apiDown, dnsDown bool) {
 // converged waits until every member's answers have matched the truth for a
 // while, and records how long answers stayed wrong after the fault at since.
 func (r *runner) converged(ctx context.Context, kind string, since time.Time) error {
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		ok := true
+	err := await.Poll(ctx, 90*time.Second, 50*time.Millisecond, func(context.Context) string {
 		for _, m := range r.members {
 			if !r.truths.quiet(m, since, time.Second) {
-				ok = false
+				return r.truths.describe()
 			}
 		}
-		if ok {
-			r.res.stale(kind, r.truths.lastWrong(since).Sub(since))
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("after %s: answers did not match the API for 90 s: %s", kind, r.truths.describe())
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+		return ""
+	})
+	if err != nil {
+		return fmt.Errorf("after %s: answers did not match the API: %w", kind, err)
 	}
+	r.res.stale(kind, r.truths.lastWrong(since).Sub(since))
+	return nil
 }
 
 // fuzz sends random and malformed messages to the first cluster's CoreDNS,

@@ -58,10 +58,8 @@ func (r *runner) faultPhase(ctx context.Context) error {
 		if err := r.converged(ctx, f.kind, at); err != nil {
 			return err
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(200+r.rng.IntN(1300)) * time.Millisecond):
+		if err := sleep(ctx, time.Duration(200+r.rng.IntN(1300))*time.Millisecond); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -71,19 +69,13 @@ func (r *runner) faultPhase(ctx context.Context) error {
 // yet while there are such, so that even a short run injects every kind.
 func (r *runner) pick() fault {
 	injected := r.res.injected()
-	fresh := false
-	for _, f := range faultKinds {
-		if f.applicable(r) && injected[f.kind] == 0 {
-			fresh = true
-		}
+	candidates := slices.DeleteFunc(slices.Clone(faultKinds), func(f fault) bool { return !f.applicable(r) })
+	if fresh := slices.DeleteFunc(slices.Clone(candidates), func(f fault) bool { return injected[f.kind] > 0 }); len(fresh) > 0 {
+		candidates = fresh
 	}
-	var candidates []fault
 	total := 0
-	for _, f := range faultKinds {
-		if f.applicable(r) && (!fresh || injected[f.kind] == 0) {
-			candidates = append(candidates, f)
-			total += f.weight
-		}
+	for _, f := range candidates {
+		total += f.weight
 	}
 	n := r.rng.IntN(total)
 	for _, f := range candidates {
@@ -114,10 +106,10 @@ func unlink(ctx context.Context, r *runner, m *member) (string, error) {
 	if err := m.world.Sim.Unlink(ctx, o.name); err != nil {
 		return "", err
 	}
-	m.mu.Lock()
-	delete(m.linked, o.name)
-	delete(m.gateways, o.name)
-	m.mu.Unlock()
+	m.locked(func() {
+		delete(m.linked, o.name)
+		delete(m.gateways, o.name)
+	})
 	return "unlinked " + o.name, nil
 }
 
@@ -201,14 +193,8 @@ func flipGateway(_ context.Context, r *runner, m *member) (string, error) {
 // outage stops m's API server, runs during while it is down, waits a moment
 // and brings it back.
 func (r *runner) outage(ctx context.Context, m *member, during func() error) error {
-	m.mu.Lock()
-	m.apiDown = true
-	m.mu.Unlock()
-	defer func() {
-		m.mu.Lock()
-		m.apiDown = false
-		m.mu.Unlock()
-	}()
+	m.locked(func() { m.apiDown = true })
+	defer m.locked(func() { m.apiDown = false })
 	// The outage lasts 1–4 s from the stop, whatever during takes, so that
 	// it stays within the leaders' renew deadline (10 s), as a brief
 	// control-plane restart does in a cluster.
@@ -264,18 +250,10 @@ func compactEtcd(ctx context.Context, r *runner, m *member) (string, error) {
 // replicas run again; kill is SIGKILL, else SIGTERM.
 func killLeader(kill bool) func(context.Context, *runner, *member) (string, error) {
 	return func(ctx context.Context, r *runner, m *member) (string, error) {
-		m.mu.Lock()
-		ctrls := slices.Clone(m.ctrls)
-		m.mu.Unlock()
-		for _, c := range ctrls {
-			if exited, _ := c.Exited(); exited {
-				continue
-			}
-			if n, err := metricOf(c.BaseURL, "leader_election_master_status"); err == nil && n == 1 {
+		for _, c := range m.controllers() {
+			if exited, _ := c.Exited(); !exited && leads(c) {
 				r.procs.stop(c.Process, kill)
-				m.mu.Lock()
-				m.ctrls = slices.DeleteFunc(m.ctrls, func(x *run.Controller) bool { return x == c })
-				m.mu.Unlock()
+				m.locked(func() { m.ctrls = slices.DeleteFunc(m.ctrls, func(x *run.Controller) bool { return x == c }) })
 				return "leader " + c.LogPath + " ended", r.startController(ctx, m)
 			}
 		}
@@ -299,8 +277,6 @@ func restartCoreDNSDuringOutage(ctx context.Context, r *runner, m *member) (stri
 	if err == nil {
 		err = waitReady(ctx, m)
 	}
-	m.mu.Lock()
-	m.dnsDown = false
-	m.mu.Unlock()
+	m.locked(func() { m.dnsDown = false })
 	return "CoreDNS restarted while kube-apiserver was down", err
 }

@@ -28,10 +28,20 @@ import (
 // truths keeps, per member, the model of what its DNS should answer,
 // refreshed from its API server, and what the probers saw against it.
 type truths struct {
-	mu     sync.Mutex
-	state  map[*member]*memberTruth
+	group
+	mu    sync.Mutex
+	state map[*member]*memberTruth
+}
+
+// group is goroutines that run until stopped.
+type group struct {
 	cancel context.CancelFunc
 	done   sync.WaitGroup
+}
+
+func (g *group) stop() {
+	g.cancel()
+	g.done.Wait()
 }
 
 type memberTruth struct {
@@ -52,7 +62,7 @@ type memberTruth struct {
 
 func startTruths(ctx context.Context, r *runner) *truths {
 	ctx, cancel := context.WithCancel(ctx)
-	t := &truths{state: map[*member]*memberTruth{}, cancel: cancel}
+	t := &truths{state: map[*member]*memberTruth{}, group: group{cancel: cancel}}
 	for _, m := range r.members {
 		t.state[m] = &memberTruth{seen: map[string]bool{}}
 		t.refresh(ctx, m)
@@ -60,10 +70,7 @@ func startTruths(ctx context.Context, r *runner) *truths {
 		t.done.Go(func() {
 			for ctx.Err() == nil {
 				t.refresh(ctx, m)
-				select {
-				case <-ctx.Done():
-				case <-time.After(100 * time.Millisecond):
-				}
+				_ = sleep(ctx, 100*time.Millisecond)
 			}
 		})
 	}
@@ -91,10 +98,7 @@ func (t *truths) watch(ctx context.Context, m *member) {
 		t.state[m].changed = time.Now() // blind since the watch ended
 		t.mu.Unlock()
 		if err != nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
+			_ = sleep(ctx, 100*time.Millisecond)
 		}
 	}
 }
@@ -102,8 +106,6 @@ func (t *truths) watch(ctx context.Context, m *member) {
 // watchFromList lists m's Services and slices, then applies their watches'
 // events one by one until a watch ends.
 func (t *truths) watchFromList(ctx context.Context, m *member, last *truth.World) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	c := m.c.Client
 	svcList, err := c.CoreV1().Services(Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -121,41 +123,19 @@ func (t *truths) watchFromList(ctx context.Context, m *member, last *truth.World
 	for _, s := range sliceList.Items {
 		sliceByName[s.Name] = s
 	}
-	events := make(chan watch.Event)
-	resume := func(rv string, w func(context.Context, metav1.ListOptions) (watch.Interface, error)) error {
-		rw, err := watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{WatchFuncWithContext: w})
-		if err != nil {
-			return err
-		}
-		go func() {
-			defer rw.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case ev, ok := <-rw.ResultChan():
-					if !ok {
-						ev = watch.Event{Type: watch.Error} // the watch gave up
-					}
-					select {
-					case events <- ev:
-					case <-ctx.Done():
-						return
-					}
-					if !ok {
-						return
-					}
-				}
-			}
-		}()
-		return nil
+	watchFrom := func(rv string, w func(context.Context, metav1.ListOptions) (watch.Interface, error)) (*watchtools.RetryWatcher, error) {
+		return watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{WatchFuncWithContext: w})
 	}
-	if err := resume(svcList.ResourceVersion, c.CoreV1().Services(Namespace).Watch); err != nil {
+	svcWatch, err := watchFrom(svcList.ResourceVersion, c.CoreV1().Services(Namespace).Watch)
+	if err != nil {
 		return err
 	}
-	if err := resume(sliceList.ResourceVersion, c.DiscoveryV1().EndpointSlices(Namespace).Watch); err != nil {
+	defer svcWatch.Stop()
+	sliceWatch, err := watchFrom(sliceList.ResourceVersion, c.DiscoveryV1().EndpointSlices(Namespace).Watch)
+	if err != nil {
 		return err
 	}
+	defer sliceWatch.Stop()
 	for {
 		w := truth.Compute(slices.Collect(maps.Values(byName)), slices.Collect(maps.Values(sliceByName)), "-global")
 		if !reflect.DeepEqual(w, *last) {
@@ -165,35 +145,45 @@ func (t *truths) watchFromList(ctx context.Context, m *member, last *truth.World
 			t.mu.Unlock()
 		}
 		var ev watch.Event
+		open := true
 		select {
 		case <-ctx.Done():
 			return nil
-		case ev = <-events:
+		case ev, open = <-svcWatch.ResultChan():
+		case ev, open = <-sliceWatch.ResultChan():
+		}
+		if !open {
+			return nil // the watch gave up: list again
 		}
 		switch o := ev.Object.(type) {
 		case *corev1.Service:
-			if ev.Type == watch.Deleted {
-				delete(byName, o.Name)
-			} else {
-				byName[o.Name] = *o
-			}
+			apply(byName, ev.Type, o.Name, *o)
 		case *discoveryv1.EndpointSlice:
-			if ev.Type == watch.Deleted {
-				delete(sliceByName, o.Name)
-			} else {
-				sliceByName[o.Name] = *o
-			}
+			apply(sliceByName, ev.Type, o.Name, *o)
 		default:
 			if ev.Type != watch.Bookmark {
-				return nil // an error (410) or a watch that gave up: list again
+				return nil // an error (410): list again
 			}
 		}
 	}
 }
 
-func (t *truths) stop() {
-	t.cancel()
-	t.done.Wait()
+// sleep waits d, or less if ctx ends first, and returns ctx's error.
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+	return ctx.Err()
+}
+
+// apply is a watch event of type typ about object o, named name, to objects.
+func apply[T any](objects map[string]T, typ watch.EventType, name string, o T) {
+	if typ == watch.Deleted {
+		delete(objects, name)
+	} else {
+		objects[name] = o
+	}
 }
 
 // refresh lists m's Services and slices and recomputes its truth.
@@ -276,7 +266,7 @@ func (t *truths) describe() string {
 // since the query, and it had not changed for the window before.
 // said is what the truth says of the question, and since when, for the
 // report of a wrong answer.
-func (t *truths) verdict(m *member, q expectation, got []string, rcode int, at time.Time, window time.Duration) (wrong, settled bool, said string) {
+func (t *truths) verdict(m *member, q expectation, got []string, rcode int, at time.Time) (wrong, settled bool, said string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.state[m]
@@ -356,24 +346,13 @@ func (t *truths) checked(m *member, wrong bool, at time.Time) {
 }
 
 func v4(addrs []string) []string {
-	var out []string
-	for _, a := range addrs {
-		if !strings.Contains(a, ":") {
-			out = append(out, a)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(addrs), func(a string) bool { return strings.Contains(a, ":") })
 }
 
-// probers query every member's DNS continuously.
-type probers struct {
-	cancel context.CancelFunc
-	done   sync.WaitGroup
-}
-
-func startProbers(ctx context.Context, r *runner) *probers {
+// startProbers queries every member's DNS continuously.
+func startProbers(ctx context.Context, r *runner) *group {
 	ctx, cancel := context.WithCancel(ctx)
-	p := &probers{cancel: cancel}
+	p := &group{cancel: cancel}
 	for i, m := range r.members {
 		rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(i)))
 		p.done.Go(func() {
@@ -384,11 +363,6 @@ func startProbers(ctx context.Context, r *runner) *probers {
 		})
 	}
 	return p
-}
-
-func (p *probers) stop() {
-	p.cancel()
-	p.done.Wait()
 }
 
 // probe asks m's DNS every current question once, over UDP or TCP.
@@ -426,7 +400,7 @@ func (r *runner) probe(m *member, rng *rand.Rand) {
 func (r *runner) settle(m *member, q expectation, network string, got []string, rcode int, at time.Time) {
 	defer r.pending.Done()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		wrong, settled, said := r.truths.verdict(m, q, got, rcode, at, r.cfg.Window)
+		wrong, settled, said := r.truths.verdict(m, q, got, rcode, at)
 		if !settled {
 			continue
 		}
@@ -448,7 +422,6 @@ func globalOf(fqdn string) string {
 	return name
 }
 
-// addresses shows an answer's addresses, the first few of a long one.
 // addresses lists a, the first dozen at most: enough for any global of
 // the fault run, so that two lists can be compared.
 func addresses(a []string) string {

@@ -60,22 +60,22 @@ type Results struct {
 }
 
 func newResults(cfg Config) *Results {
-	return &Results{Config: cfg, Queries: map[string]int{}, Failures: map[string]int{}, Stale: map[string]time.Duration{}, Faults: map[string]int{}}
+	return &Results{Config: cfg, Queries: map[string]int{}, WrongBy: map[string]int{}, Failures: map[string]int{}, Stale: map[string]time.Duration{}, Faults: map[string]int{}}
 }
 
-func (r *Results) query(network string) {
+// locked runs f with r's lock held.
+func (r *Results) locked(f func()) {
 	r.mu.Lock()
-	r.Queries[network]++
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	f()
 }
+
+func (r *Results) query(network string) { r.locked(func() { r.Queries[network]++ }) }
 
 func (r *Results) wrong(sample, cluster, global string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.Wrong++
-	if r.WrongBy == nil {
-		r.WrongBy = map[string]int{}
-	}
 	r.WrongBy[fmt.Sprintf("%s, %s, after %q", cluster, global, r.lastFault)]++
 	if len(r.WrongSamples) < 20 {
 		r.WrongSamples = append(r.WrongSamples, sample)
@@ -92,18 +92,10 @@ func (r *Results) failure(cluster, network, reason string) {
 	r.Failures[k]++
 }
 
-func (r *Results) gone410() {
-	r.mu.Lock()
-	r.Gone410++
-	r.mu.Unlock()
-}
+func (r *Results) gone410() { r.locked(func() { r.Gone410++ }) }
 
 // injecting records the fault being injected, to attribute wrong answers.
-func (r *Results) injecting(kind string) {
-	r.mu.Lock()
-	r.lastFault = kind
-	r.mu.Unlock()
-}
+func (r *Results) injecting(kind string) { r.locked(func() { r.lastFault = kind }) }
 
 // injected is a copy of the faults injected so far, per kind.
 func (r *Results) injected() map[string]int {
@@ -112,34 +104,22 @@ func (r *Results) injected() map[string]int {
 	return maps.Clone(r.Faults)
 }
 
-func (r *Results) fault(kind string) {
-	r.mu.Lock()
-	r.Faults[kind]++
-	r.mu.Unlock()
-}
+func (r *Results) fault(kind string) { r.locked(func() { r.Faults[kind]++ }) }
 
+// stale keeps, per kind of fault, the longest d (never negative) seen.
 func (r *Results) stale(kind string, d time.Duration) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if cur, ok := r.Stale[kind]; !ok || d > cur {
-		r.Stale[kind] = d
-	}
-}
-
-// UnexpectedFailures are the failures outside a planned CoreDNS restart.
-func (r *Results) UnexpectedFailures() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.unexpectedFailuresLocked()
+	r.locked(func() { r.Stale[kind] = max(r.Stale[kind], d) })
 }
 
 // Problems lists what must not happen, empty when the run is clean.
 func (r *Results) Problems() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	var out []string
 	if r.Wrong > 0 {
-		out = append(out, fmt.Sprintf("%d wrong answers outside the %v window", r.Wrong, r.Config.Window))
+		out = append(out, fmt.Sprintf("%d wrong answers outside the %v window", r.Wrong, window))
 	}
-	if n := r.UnexpectedFailures(); n > 0 {
+	if n := r.unexpectedFailuresLocked(); n > 0 {
 		out = append(out, fmt.Sprintf("%d queries without an answer outside a planned CoreDNS restart", n))
 	}
 	if len(r.Crashes) > 0 {
@@ -169,7 +149,7 @@ func (r *Results) Markdown() string {
 	c := r.Config
 	p("# Faults\n\n`make faults`: %d clusters (%s) in a full mesh, each with the mirror simulator linking the others, two controller replicas and a CoreDNS with the global plugin; DNS clients asking every global and per-pod name of every cluster continuously, over UDP and TCP; faults injected one after another for %v, order and choices from seed %d. Set-up took %v, the whole run %v.\n\n",
 		len(c.Clusters), strings.Join(c.Clusters, ", "), c.Duration, c.Seed, r.SetUp.Round(time.Second), r.Total.Round(time.Second))
-	p("Every answer is compared with a model of the truth (package `test/faults/truth`, a second implementation of the semantics) computed from each cluster's API server every 100 ms; a watch tells it of every state in between. An answer that differs while the API's state changed less than %v ago is the system converging; one that differs after that counts as wrong. The idle check measures a window in which no input of the controllers changed.\n\n", c.Window)
+	p("Every answer is compared with a model of the truth (package `test/faults/truth`, a second implementation of the semantics) computed from each cluster's API server every 100 ms; a watch tells it of every state in between. An answer that differs while the API's state changed less than %v ago is the system converging; one that differs after that counts as wrong. The idle check measures a window in which no input of the controllers changed.\n\n", window)
 	p("| measure | value |\n|---|---:|\n")
 	p("| queries (UDP / TCP) | %d / %d |\n", r.Queries["udp"], r.Queries["tcp"])
 	p("| wrong answers outside the window | %d |\n", r.Wrong)
@@ -193,12 +173,6 @@ func (r *Results) Markdown() string {
 			p("| %s | %d |\n", k, r.Failures[k])
 		}
 	}
-	if len(r.HostileRejected) > 0 {
-		p("\n## Hostile objects the API server refused (so globalmirror never saw them)\n\n")
-		for _, h := range r.HostileRejected {
-			p("- %s\n", h)
-		}
-	}
 	if len(r.WrongBy) > 0 {
 		p("\n## Wrong answers by cluster, global and the fault injected last\n\n| cluster, global, fault | count |\n|---|---:|\n")
 		for _, k := range slices.Sorted(maps.Keys(r.WrongBy)) {
@@ -209,7 +183,8 @@ func (r *Results) Markdown() string {
 		title string
 		items []string
 	}{{"Wrong answers (first 20)", r.WrongSamples}, {"Unexpected failures, first of each", r.FailureSamples},
-		{"Writes while idle", r.IdleDetail}, {"Idle windows started again (an input changed)", r.IdleRestarts}, {"Crashes", r.Crashes}, {"Foreign objects written", r.Foreign}, {"Malformed replies (first 20)", r.Fuzz.Malformed}} {
+		{"Writes while idle", r.IdleDetail}, {"Idle windows started again (an input changed)", r.IdleRestarts}, {"Crashes", r.Crashes}, {"Foreign objects written", r.Foreign}, {"Malformed replies (first 20)", r.Fuzz.Malformed},
+		{"Hostile objects the API server refused (so globalmirror never saw them)", r.HostileRejected}} {
 		if len(sec.items) > 0 {
 			p("\n## %s\n\n", sec.title)
 			for _, s := range sec.items {

@@ -51,10 +51,8 @@ func mirrorName(remote, cluster string) string { return remote + "-" + cluster }
 // labels of headless and ClusterIP mirrors: the remote labels without
 // Linkerd's own, plus the mirror labels.
 func (m mirror) labels() map[string]string {
-	l := maps.Clone(m.remote.Labels)
-	if l == nil {
-		l = map[string]string{}
-	}
+	l := map[string]string{}
+	maps.Copy(l, m.remote.Labels)
 	maps.DeleteFunc(l, func(k, _ string) bool { return strings.HasPrefix(k, mirrorPrefix) })
 	maps.Copy(l, m.ownLabels())
 	return l

@@ -19,9 +19,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/mirrorsim"
 	"github.com/globalmirror/globalmirror/test/workload"
@@ -46,127 +46,85 @@ func TestMirrorsim(t *testing.T) {
 	dbEast, err := workload.Create(ctx, east.Client, ns, "db", 3, workload.Options{
 		Labels: exported, IPv4: netip.MustParsePrefix("198.51.100.0/24"),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	must(t, err)
 
 	sim, err := mirrorsim.Start(ctx, source.Config, mirrorsim.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	must(t, err)
 	t.Cleanup(sim.Stop)
 	for _, c := range []*localkube.Cluster{east, west} {
-		if err := sim.Link(ctx, c.Name, c.Config); err != nil {
-			t.Fatal(err)
-		}
+		must(t, sim.Link(ctx, c.Name, c.Config))
+	}
+	// expect waits until the source holds c's mirrors as mirrored describes them.
+	expect := func(c *localkube.Cluster, name, hosts string, gatewayUp, headlessReady bool) {
+		t.Helper()
+		step(t, name, func() string { return mirrored(ctx, source.Client, c, hosts, gatewayUp, headlessReady) })
 	}
 	// East was exported before the link, west after.
-	step(t, "east mirrored on link", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2", true, true) })
+	expect(east, "east mirrored on link", "db-0 db-1 db-2", true, true)
 	dbWest, err := workload.Create(ctx, west.Client, ns, "db", 3, workload.Options{
 		Labels: exported, IPv4: netip.MustParsePrefix("203.0.113.0/24"),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	step(t, "west mirrored on export", func() string { return mirrored(ctx, source.Client, west, "db-0 db-1 db-2", true, true) })
+	must(t, err)
+	expect(west, "west mirrored on export", "db-0 db-1 db-2", true, true)
 
-	if err := dbEast.Scale(ctx, 4); err != nil {
-		t.Fatal(err)
-	}
-	step(t, "east scaled to 4", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3", true, true) })
+	must(t, dbEast.Scale(ctx, 4))
+	expect(east, "east scaled to 4", "db-0 db-1 db-2 db-3", true, true)
 
 	uid := serviceUID(ctx, t, source.Client, "db-1-east")
-	if err := dbEast.SetReady(ctx, "db-1", false); err != nil {
-		t.Fatal(err)
-	}
-	step(t, "east db-1 not ready", func() string { return mirrored(ctx, source.Client, east, "db-0 db-2 db-3", true, true) })
-	if err := dbEast.SetReady(ctx, "db-1", true); err != nil {
-		t.Fatal(err)
-	}
-	step(t, "east db-1 ready again", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3", true, true) })
+	must(t, dbEast.SetReady(ctx, "db-1", false))
+	expect(east, "east db-1 not ready", "db-0 db-2 db-3", true, true)
+	must(t, dbEast.SetReady(ctx, "db-1", true))
+	expect(east, "east db-1 ready again", "db-0 db-1 db-2 db-3", true, true)
 	if serviceUID(ctx, t, source.Client, "db-1-east") == uid {
 		t.Error("db-1-east was not re-created")
 	}
 
-	if err := sim.SetGatewayAlive("east", false); err != nil {
-		t.Fatal(err)
-	}
-	step(t, "east gateway down", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3", false, true) })
-	if err := sim.SetGatewayAlive("east", true); err != nil {
-		t.Fatal(err)
-	}
-	step(t, "east gateway up", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3", true, true) })
+	must(t, sim.SetGatewayAlive("east", false))
+	expect(east, "east gateway down", "db-0 db-1 db-2 db-3", false, true)
+	must(t, sim.SetGatewayAlive("east", true))
+	expect(east, "east gateway up", "db-0 db-1 db-2 db-3", true, true)
 
 	// A pod mirrored while the gateway is dead: Linkerd writes the whole
 	// headless mirror not ready, and its repair when the gateway returns
 	// skips headless mirrors.
-	if err := sim.SetGatewayAlive("east", false); err != nil {
-		t.Fatal(err)
-	}
-	step(t, "east gateway down again", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3", false, true) })
-	if err := dbEast.Scale(ctx, 5); err != nil {
-		t.Fatal(err)
-	}
-	step(t, "east scaled to 5 with the gateway down", func() string {
-		return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3 db-4", false, false)
-	})
-	if err := sim.SetGatewayAlive("east", true); err != nil {
-		t.Fatal(err)
-	}
-	step(t, "east gateway back: endpoint mirrors repaired, headless mirror not", func() string {
-		return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3 db-4", true, false)
-	})
+	must(t, sim.SetGatewayAlive("east", false))
+	expect(east, "east gateway down again", "db-0 db-1 db-2 db-3", false, true)
+	must(t, dbEast.Scale(ctx, 5))
+	expect(east, "east scaled to 5 with the gateway down", "db-0 db-1 db-2 db-3 db-4", false, false)
+	must(t, sim.SetGatewayAlive("east", true))
+	expect(east, "east gateway back: endpoint mirrors repaired, headless mirror not", "db-0 db-1 db-2 db-3 db-4", true, false)
 	idle(t, sim)
 	if diff := mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3 db-4", true, false); diff != "" {
 		t.Fatalf("once the simulator is idle: %s", diff)
 	}
-	if err := dbEast.Scale(ctx, 4); err != nil {
-		t.Fatal(err)
-	}
-	step(t, "the next remote change rewrites the headless mirror ready", func() string {
-		return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3", true, true)
-	})
+	must(t, dbEast.Scale(ctx, 4))
+	expect(east, "the next remote change rewrites the headless mirror ready", "db-0 db-1 db-2 db-3", true, true)
 
-	if err := dbWest.Delete(ctx); err != nil {
-		t.Fatal(err)
-	}
+	must(t, dbWest.Delete(ctx))
 	step(t, "west service deleted", func() string { return gone(ctx, source.Client, "west") })
-	step(t, "east untouched", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1 db-2 db-3", true, true) })
+	expect(east, "east untouched", "db-0 db-1 db-2 db-3", true, true)
 
 	// A restarted simulator converges on what changed while it was down.
 	sim.Stop()
-	if err := dbEast.Scale(ctx, 2); err != nil {
-		t.Fatal(err)
-	}
+	must(t, dbEast.Scale(ctx, 2))
 	sim, err = mirrorsim.Start(ctx, source.Config, mirrorsim.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	must(t, err)
 	t.Cleanup(sim.Stop)
-	if err := sim.Link(ctx, "east", east.Config); err != nil {
-		t.Fatal(err)
-	}
-	step(t, "restart converges", func() string { return mirrored(ctx, source.Client, east, "db-0 db-1", true, true) })
+	must(t, sim.Link(ctx, "east", east.Config))
+	expect(east, "restart converges", "db-0 db-1", true, true)
 
-	if err := sim.Unlink(ctx, "east"); err != nil {
-		t.Fatal(err)
-	}
+	must(t, sim.Unlink(ctx, "east"))
 	step(t, "east unlinked", func() string { return gone(ctx, source.Client, "east") })
 
 	// A gateway down from the start never passed a probe: Linkerd's probe
 	// reports no failure, so nothing is marked not ready.
-	if err := sim.Link(ctx, "west", west.Config, mirrorsim.GatewayDown()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := workload.Create(ctx, west.Client, ns, "db", 2, workload.Options{
+	must(t, sim.Link(ctx, "west", west.Config, mirrorsim.GatewayDown()))
+	_, err = workload.Create(ctx, west.Client, ns, "db", 2, workload.Options{
 		Labels: exported, IPv4: netip.MustParsePrefix("203.0.113.0/24"),
-	}); err != nil {
-		t.Fatal(err)
-	}
-	step(t, "west linked with its gateway down", func() string { return mirrored(ctx, source.Client, west, "db-0 db-1", true, true) })
-	if err := sim.SetGatewayAlive("west", false); err != nil {
-		t.Fatal(err)
-	}
+	})
+	must(t, err)
+	expect(west, "west linked with its gateway down", "db-0 db-1", true, true)
+	must(t, sim.SetGatewayAlive("west", false))
 	idle(t, sim)
 	if diff := mirrored(ctx, source.Client, west, "db-0 db-1", true, true); diff != "" {
 		t.Fatalf("a gateway that never passed a probe was marked dead: %s", diff)
@@ -175,12 +133,16 @@ func TestMirrorsim(t *testing.T) {
 		t.Errorf("links %+v, want west alive to the mirrors while its probes fail", l)
 	}
 	// Its first success, then a failure: now the mirrors say so.
-	for _, up := range []bool{true, false} {
-		if err := sim.SetGatewayAlive("west", up); err != nil {
-			t.Fatal(err)
-		}
+	must(t, sim.SetGatewayAlive("west", true))
+	must(t, sim.SetGatewayAlive("west", false))
+	expect(west, "west's gateway up once, then down", "db-0 db-1", false, true)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
-	step(t, "west's gateway up once, then down", func() string { return mirrored(ctx, source.Client, west, "db-0 db-1", false, true) })
 }
 
 // idle waits until the simulator has nothing left to do.
@@ -198,13 +160,8 @@ func idle(t *testing.T, sim *mirrorsim.Simulator) {
 func step(t *testing.T, name string, check func() string) {
 	t.Helper()
 	start := time.Now()
-	var diff string
-	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
-		diff = check()
-		return diff == "", nil
-	})
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", name, err, diff)
+	if err := await.Poll(t.Context(), 60*time.Second, 10*time.Millisecond, func(context.Context) string { return check() }); err != nil {
+		t.Fatalf("%s: %v", name, err)
 	}
 	t.Logf("%s: %v", name, time.Since(start).Round(time.Millisecond))
 }
@@ -374,9 +331,7 @@ func gone(ctx context.Context, src kubernetes.Interface, cluster string) string 
 func serviceUID(ctx context.Context, t *testing.T, client kubernetes.Interface, name string) types.UID {
 	t.Helper()
 	svc, err := client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	must(t, err)
 	return svc.UID
 }
 

@@ -245,21 +245,21 @@ func owned(current, desired metav1.Object) error {
 // deleteService deletes a mirror Service if the cache has it.
 func (w *writer) deleteService(ns, name string) {
 	_, cached := w.s.mirrorServices.Services(ns).Get(name)
-	w.deleteCached(cached, func() error { return w.s.deleteService(w.ctx, ns, name) })
+	w.deleteCached(cached, w.s.source.CoreV1().Services(ns), "service", ns, name)
 }
 
 // deleteEndpoints deletes mirror Endpoints if the cache has them.
 func (w *writer) deleteEndpoints(ns, name string) {
 	_, cached := w.s.mirrorEndpoints.Endpoints(ns).Get(name)
-	w.deleteCached(cached, func() error { return w.s.deleteEndpoints(w.ctx, ns, name) })
+	w.deleteCached(cached, w.s.source.CoreV1().Endpoints(ns), "endpoints", ns, name)
 }
 
 // deleteCached deletes, and counts the write, unless the cache's get found nothing.
-func (w *writer) deleteCached(get error, del func() error) {
+func (w *writer) deleteCached(get error, c deleter, kind, ns, name string) {
 	if apierrors.IsNotFound(get) {
 		return
 	}
-	if err := del(); err != nil {
+	if err := deleteObject(w.ctx, c, kind, ns, name); err != nil {
 		w.fail(err)
 		return
 	}
@@ -277,18 +277,15 @@ func (w *writer) ensureNamespace(ns string) error {
 	return nil
 }
 
-func (s *Simulator) deleteService(ctx context.Context, ns, name string) error {
-	err := s.source.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete service %s/%s: %w", ns, name, err)
-	}
-	return nil
+// deleter is the Services or Endpoints client of one namespace.
+type deleter interface {
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
-func (s *Simulator) deleteEndpoints(ctx context.Context, ns, name string) error {
-	err := s.source.CoreV1().Endpoints(ns).Delete(ctx, name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete endpoints %s/%s: %w", ns, name, err)
+// deleteObject deletes kind ns/name; one already gone is no error.
+func deleteObject(ctx context.Context, c deleter, kind, ns, name string) error {
+	if err := c.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete %s %s/%s: %w", kind, ns, name, err)
 	}
 	return nil
 }
@@ -321,10 +318,8 @@ func hasAnnotations(current, want map[string]string) bool {
 }
 
 func mergeAnnotations(current, desired map[string]string) map[string]string {
-	out := maps.Clone(current)
-	if out == nil {
-		out = map[string]string{}
-	}
+	out := map[string]string{}
+	maps.Copy(out, current)
 	maps.Copy(out, desired)
 	return out
 }

@@ -44,6 +44,9 @@ import (
 // FieldManager names the simulator's writes in the source cluster.
 const FieldManager = "mirrorsim"
 
+// workers reconcile concurrently.
+const workers = 4
+
 // Options configure a Simulator. Zero values take the defaults.
 type Options struct {
 	// GatewayIP of every target's gateway; default 192.0.2.254, a
@@ -55,8 +58,6 @@ type Options struct {
 	ClusterDomain string
 	// Namespace limits mirroring to one namespace; default all.
 	Namespace string
-	// Workers reconciling concurrently; default 4.
-	Workers int
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -199,22 +200,10 @@ func (l *link) probe(up bool) bool {
 // Start starts a simulator writing into the source cluster, with no link yet.
 // It runs until ctx is done or Stop is called.
 func Start(ctx context.Context, source *rest.Config, opts Options) (*Simulator, error) {
-	if !opts.GatewayIP.IsValid() {
-		opts.GatewayIP = netip.MustParseAddr("192.0.2.254")
-	}
-	if opts.GatewayPort == 0 {
-		opts.GatewayPort = 4143
-	}
-	if opts.ClusterDomain == "" {
-		opts.ClusterDomain = "cluster.local"
-	}
-	if opts.Workers <= 0 {
-		opts.Workers = 4
-	}
-	s := &Simulator{opts: opts, log: opts.Logger, links: map[string]*link{}, retrying: map[key]bool{}}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
+	opts.GatewayIP = cmp.Or(opts.GatewayIP, netip.MustParseAddr("192.0.2.254"))
+	opts.GatewayPort = cmp.Or(opts.GatewayPort, 4143)
+	opts.ClusterDomain = cmp.Or(opts.ClusterDomain, "cluster.local")
+	s := &Simulator{opts: opts, log: cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)), links: map[string]*link{}, retrying: map[key]bool{}}
 	var err error
 	if s.source, err = newClient(source); err != nil {
 		return nil, fmt.Errorf("mirrorsim: source: %w", err)
@@ -248,7 +237,7 @@ func Start(ctx context.Context, source *rest.Config, opts Options) (*Simulator, 
 		<-s.ctx.Done()
 		s.queue.ShutDown()
 	}()
-	for range opts.Workers {
+	for range workers {
 		s.workers.Go(s.work)
 	}
 	return s, nil
@@ -357,14 +346,14 @@ func (s *Simulator) Unlink(ctx context.Context, name string) error {
 		return err
 	}
 	for _, svc := range svcs.Items {
-		errs = append(errs, s.deleteService(ctx, svc.Namespace, svc.Name))
+		errs = append(errs, deleteObject(ctx, s.source.CoreV1().Services(svc.Namespace), "service", svc.Namespace, svc.Name))
 	}
 	eps, err := s.source.CoreV1().Endpoints(s.opts.Namespace).List(ctx, sel)
 	if err != nil {
 		return err
 	}
 	for _, ep := range eps.Items {
-		errs = append(errs, s.deleteEndpoints(ctx, ep.Namespace, ep.Name))
+		errs = append(errs, deleteObject(ctx, s.source.CoreV1().Endpoints(ep.Namespace), "endpoints", ep.Namespace, ep.Name))
 	}
 	s.log.Info("unlinked", "cluster", name, "services", len(svcs.Items), "endpoints", len(eps.Items))
 	return errors.Join(errs...)
@@ -379,9 +368,7 @@ func (s *Simulator) Unlink(ctx context.Context, name string) error {
 // when the gateway is back, the ClusterIP and endpoint mirrors are repaired,
 // the headless mirrors are not.
 func (s *Simulator) SetGatewayAlive(name string, alive bool) error {
-	s.mu.Lock()
-	l := s.links[name]
-	s.mu.Unlock()
+	l := s.linkNamed(name)
 	if l == nil {
 		return fmt.Errorf("mirrorsim: %s is not linked", name)
 	}
@@ -506,9 +493,7 @@ func (s *Simulator) work() {
 		err := s.reconcileKey(k)
 		s.setRetrying(k, err != nil && s.ctx.Err() == nil)
 		switch {
-		case err == nil:
-			s.queue.Forget(k)
-		case s.ctx.Err() != nil:
+		case err == nil, s.ctx.Err() != nil:
 			s.queue.Forget(k)
 		default:
 			// Conflicts and stale caches are expected: retry soon.

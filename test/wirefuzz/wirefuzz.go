@@ -6,6 +6,7 @@
 package wirefuzz
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -51,9 +52,7 @@ func (r Report) String() string {
 
 // Run sends messages until the duration is over or ctx ends.
 func Run(ctx context.Context, o Options) (Report, error) {
-	if o.Timeout == 0 {
-		o.Timeout = 300 * time.Millisecond
-	}
+	o.Timeout = cmp.Or(o.Timeout, 300*time.Millisecond)
 	r := rand.New(rand.NewPCG(o.Seed, 1645))
 	rep := Report{ByKind: map[string]int{}}
 	deadline := time.Now().Add(o.Duration)
@@ -262,15 +261,10 @@ func randomName(r *rand.Rand, o Options) string {
 		labels = append(labels, randomLabel(r))
 	}
 	name := strings.Join(append(labels, o.Zone), ".")
-	if len(name) > 250 || !dnsValid(name) {
+	if _, ok := dns.IsDomainName(name); len(name) > 250 || !ok {
 		return o.Zone
 	}
 	return dns.Fqdn(name)
-}
-
-func dnsValid(name string) bool {
-	_, ok := dns.IsDomainName(name)
-	return ok
 }
 
 func randomLabel(r *rand.Rand) string {

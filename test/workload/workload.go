@@ -52,11 +52,10 @@ type Options struct {
 	// IPv6, when valid, makes pods dual-stack (use 2001:db8::/32
 	// subprefixes) and the Service PreferDualStack.
 	IPv6 netip.Prefix
-	// Node the pods are bound to; default the first Node by name.
-	Node string
-	// Image is only data; default "postgres:18".
-	Image string
 }
+
+// image is the pods' container image, only data.
+const image = "postgres:18"
 
 // Workload is a created workload. Scale, SetReady and Delete act on the
 // cluster, so one Workload value may be used from one test at a time.
@@ -65,6 +64,7 @@ type Workload struct {
 	Namespace string
 	Name      string
 	opts      Options
+	node      string // the pods are bound to: the first Node by name
 }
 
 // Create makes the namespace if needed, the headless Service and `replicas`
@@ -209,19 +209,14 @@ func (w *Workload) defaults(ctx context.Context) error {
 	if !w.opts.IPv4.Addr().Is4() || (w.opts.IPv6.IsValid() && !w.opts.IPv6.Addr().Is6()) {
 		return fmt.Errorf("workload %s: IPv4 %s / IPv6 %s of the wrong family", w.Name, w.opts.IPv4, w.opts.IPv6)
 	}
-	if w.opts.Image == "" {
-		w.opts.Image = "postgres:18"
+	nodes, err := w.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
 	}
-	if w.opts.Node == "" {
-		nodes, err := w.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		if len(nodes.Items) == 0 {
-			return errors.New("workload: the cluster has no Node to bind pods to")
-		}
-		w.opts.Node = slices.MinFunc(nodes.Items, func(a, b corev1.Node) int { return cmp.Compare(a.Name, b.Name) }).Name
+	if len(nodes.Items) == 0 {
+		return errors.New("workload: the cluster has no Node to bind pods to")
 	}
+	w.node = slices.MinFunc(nodes.Items, func(a, b corev1.Node) int { return cmp.Compare(a.Name, b.Name) }).Name
 	return nil
 }
 
@@ -271,8 +266,8 @@ func (w *Workload) createPod(ctx context.Context, ord int) error {
 		Spec: corev1.PodSpec{
 			Hostname:   name,
 			Subdomain:  w.Name,
-			NodeName:   w.opts.Node,
-			Containers: []corev1.Container{{Name: "main", Image: w.opts.Image, Ports: ports}},
+			NodeName:   w.node,
+			Containers: []corev1.Container{{Name: "main", Image: image, Ports: ports}},
 		},
 	}
 	created, err := w.Client.CoreV1().Pods(w.Namespace).Create(ctx, pod, metav1.CreateOptions{FieldManager: FieldManager})
@@ -286,17 +281,16 @@ func (w *Workload) createPod(ctx context.Context, ord int) error {
 		StartTime: &now,
 		PodIP:     ips[0],
 		ContainerStatuses: []corev1.ContainerStatus{{
-			Name: "main", Image: w.opts.Image, Ready: true, Started: new(true),
+			Name: "main", Image: image, Ready: true, Started: new(true),
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
 		}},
 	}
 	for _, ip := range ips {
 		created.Status.PodIPs = append(created.Status.PodIPs, corev1.PodIP{IP: ip})
 	}
-	setCondition(created, corev1.PodScheduled, true)
-	setCondition(created, corev1.PodInitialized, true)
-	setCondition(created, corev1.ContainersReady, true)
-	setCondition(created, corev1.PodReady, true)
+	for _, c := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {
+		setCondition(created, c, true)
+	}
 	if _, err := w.Client.CoreV1().Pods(w.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
 		return fmt.Errorf("workload: pod %s/%s status: %w", w.Namespace, name, err)
 	}

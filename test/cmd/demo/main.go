@@ -13,6 +13,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -61,10 +63,7 @@ func demo(ctx context.Context) error {
 			return fmt.Errorf("DEMO_DNS_PORT=%q is not a port", p)
 		}
 	}
-	dir := os.Getenv("DEMO_DIR")
-	if dir == "" {
-		dir = filepath.Join(os.TempDir(), "globalmirror-demo")
-	}
+	dir := cmp.Or(os.Getenv("DEMO_DIR"), filepath.Join(os.TempDir(), "globalmirror-demo"))
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
@@ -80,51 +79,16 @@ func demo(ctx context.Context) error {
 		return fmt.Errorf("DEMO_TOPOLOGY=%q: star (the default) or mesh", t)
 	}
 
-	step("starting clusters source, east and west (logs in %s)", dir)
-	env, err := localkube.Start(ctx, localkube.Options{Clusters: []string{"source", "east", "west"}, Dir: dir, Logger: log})
+	env, err := startClusters(ctx, dir, log, []string{"source", "east", "west"}, []string{"192.0.2.0/25", "198.51.100.0/24", "203.0.113.0/24"})
 	if err != nil {
 		return err
 	}
 	defer env.Stop()
 	source := env.Cluster("source")
-
-	step("creating a 3-replica StatefulSet-like db, exported, in each cluster")
-	exported := map[string]string{aggregate.LabelExported: "true"}
-	for _, c := range []struct {
-		name   string
-		prefix string
-	}{{"source", "192.0.2.0/25"}, {"east", "198.51.100.0/24"}, {"west", "203.0.113.0/24"}} {
-		opts := workload.Options{Labels: exported, IPv4: netip.MustParsePrefix(c.prefix)}
-		if _, err := workload.Create(ctx, env.Cluster(c.name).Client, namespace, "db", 3, opts); err != nil {
-			return fmt.Errorf("%s: %w", c.name, err)
-		}
-	}
-
-	world := scenario.NewWorld(source, namespace, dir)
-	world.Logger = log
+	step("linking east and west (mirroring their exported services into source, as Linkerd does), "+
+		"starting the globalmirror controller and CoreDNS with the global plugin on 127.0.0.1:%d", port)
+	world, coredns, err := serve(ctx, env, "source", []string{"east", "west"}, dir, port, log)
 	defer world.Stop()
-	step("linking east and west: mirroring their exported services into source, as Linkerd does")
-	for _, target := range []string{"east", "west"} {
-		if err := world.Link(ctx, env.Cluster(target)); err != nil {
-			return err
-		}
-	}
-
-	step("starting the globalmirror controller")
-	if _, err := world.StartController(ctx, "--leader-elect=false"); err != nil {
-		return err
-	}
-
-	step("starting CoreDNS with the global plugin on 127.0.0.1:%d", port)
-	corefile, err := os.ReadFile(corefilePath())
-	if err != nil {
-		return err
-	}
-	coredns, err := world.RunCoreDNS(ctx, run.CoreDNSOptions{
-		Corefile:  string(corefile),
-		Ports:     map[string]int{"DNS_PORT": port},
-		WaitReady: true,
-	})
 	if err != nil {
 		return err
 	}
@@ -136,14 +100,8 @@ func demo(ctx context.Context) error {
 	if err := printObjects(ctx, source); err != nil {
 		return err
 	}
-	for _, q := range [][]string{
-		{global},
-		{"db-0-east." + global},
-		{"SRV", "_db._tcp." + global},
-	} {
-		if err := dig(ctx, port, q...); err != nil {
-			return err
-		}
+	if err := dig(ctx, port, []string{global}, []string{"db-0-east." + global}, []string{"SRV", "_db._tcp." + global}); err != nil {
+		return err
 	}
 
 	step("opting db into native names: annotating source's db %s=true", aggregate.AnnotationIncludeMirrors)
@@ -155,10 +113,8 @@ func demo(ctx context.Context) error {
 	if err := scenario.AwaitRecords(ctx, coredns.Addr, native, 9, answerTimeout); err != nil {
 		return err
 	}
-	for _, q := range [][]string{{"+short", native}, {"db-0-west." + native}} {
-		if err := dig(ctx, port, q...); err != nil {
-			return err
-		}
+	if err := dig(ctx, port, []string{"+short", native}, []string{"db-0-west." + native}); err != nil {
+		return err
 	}
 	fmt.Printf("\nKubeconfigs: %s/{source,east,west}.kubeconfig\n", dir)
 	return stayUp(ctx)
@@ -181,76 +137,83 @@ func stayUp(ctx context.Context) error {
 // their cluster's (db-0-west).
 func mesh(ctx context.Context, dir string, port int, log *slog.Logger) error {
 	names := []string{"east", "west", "north"}
-	prefixes := []string{"198.51.100.0/24", "203.0.113.0/24", "192.0.2.0/25"}
-	step("starting clusters %s (logs in %s)", strings.Join(names, ", "), dir)
-	env, err := localkube.Start(ctx, localkube.Options{Clusters: names, Dir: dir, Logger: log})
+	env, err := startClusters(ctx, dir, log, names, []string{"198.51.100.0/24", "203.0.113.0/24", "192.0.2.0/25"})
 	if err != nil {
 		return err
 	}
 	defer env.Stop()
 
-	step("creating a 3-replica StatefulSet-like db, exported, in each cluster")
-	for i, name := range names {
-		opts := workload.Options{Labels: map[string]string{aggregate.LabelExported: "true"}, IPv4: netip.MustParsePrefix(prefixes[i])}
-		if _, err := workload.Create(ctx, env.Cluster(name).Client, namespace, "db", 3, opts); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-	}
-
-	corefile, err := os.ReadFile(corefilePath())
-	if err != nil {
-		return err
-	}
 	global := "db-global." + namespace + ".svc." + zone + "."
-	ports := map[string]int{}
+	addrs := map[string]string{}
 	for i, name := range names {
-		var others []string
-		for _, o := range names {
-			if o != name {
-				others = append(others, o)
-			}
-		}
+		others := slices.DeleteFunc(slices.Clone(names), func(o string) bool { return o == name })
 		step("%s: linking %s, starting its controller and its CoreDNS on 127.0.0.1:%d", name, strings.Join(others, " and "), port+i)
-		own := filepath.Join(dir, name)
-		if err := os.MkdirAll(own, 0o755); err != nil {
-			return err
-		}
-		world := scenario.NewWorld(env.Cluster(name), namespace, own)
-		world.Logger = log.With("cluster", name)
+		world, coredns, err := serve(ctx, env, name, others, dir, port+i, log)
 		defer world.Stop()
-		for _, o := range others {
-			if err := world.Link(ctx, env.Cluster(o)); err != nil {
-				return err
-			}
-		}
-		if _, err := world.StartController(ctx, "--leader-elect=false"); err != nil {
+		if err != nil {
 			return err
 		}
-		if _, err := world.RunCoreDNS(ctx, run.CoreDNSOptions{
-			Corefile:  string(corefile),
-			Ports:     map[string]int{"DNS_PORT": port + i},
-			WaitReady: true,
-		}); err != nil {
-			return err
-		}
-		ports[name] = port + i
+		addrs[name] = coredns.Addr
 	}
 	for _, name := range names {
-		if err := scenario.AwaitRecords(ctx, "127.0.0.1:"+strconv.Itoa(ports[name]), global, 9, answerTimeout); err != nil {
+		if err := scenario.AwaitRecords(ctx, addrs[name], global, 9, answerTimeout); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	for i, name := range names {
 		other := names[(i+1)%len(names)]
 		fmt.Printf("\n# %s's DNS\n", name)
-		for _, q := range [][]string{{"+short", global}, {"db-0." + global}, {"db-0-" + other + "." + global}} {
-			if err := dig(ctx, ports[name], q...); err != nil {
-				return err
-			}
+		if err := dig(ctx, port+i, []string{"+short", global}, []string{"db-0." + global}, []string{"db-0-" + other + "." + global}); err != nil {
+			return err
 		}
 	}
 	fmt.Printf("\nKubeconfigs: %s/{%s}.kubeconfig\n", dir, strings.Join(names, ","))
 	return stayUp(ctx)
+}
+
+// startClusters starts the clusters names and creates in each a 3-replica
+// StatefulSet-like db, exported, whose pods take their addresses from the
+// cluster's prefix.
+func startClusters(ctx context.Context, dir string, log *slog.Logger, names, prefixes []string) (*localkube.Env, error) {
+	step("starting clusters %s (logs in %s)", strings.Join(names, ", "), dir)
+	env, err := localkube.Start(ctx, localkube.Options{Clusters: names, Dir: dir, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	step("creating a 3-replica StatefulSet-like db, exported, in each cluster")
+	for i, name := range names {
+		opts := workload.Options{Labels: map[string]string{aggregate.LabelExported: "true"}, IPv4: netip.MustParsePrefix(prefixes[i])}
+		if _, err := workload.Create(ctx, env.Cluster(name).Client, namespace, "db", 3, opts); err != nil {
+			env.Stop()
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return env, nil
+}
+
+// serve links the clusters others into cluster name, as Linkerd's service
+// mirror does, and starts name's controller and its CoreDNS with the demo
+// Corefile on port. The world it returns is to be stopped, also after an error.
+func serve(ctx context.Context, env *localkube.Env, name string, others []string, dir string, port int, log *slog.Logger) (*scenario.World, *run.CoreDNS, error) {
+	world := scenario.NewWorld(env.Cluster(name), namespace, filepath.Join(dir, name))
+	world.Logger = log.With("cluster", name)
+	corefile, err := os.ReadFile(corefilePath())
+	if err != nil {
+		return world, nil, err
+	}
+	if err := os.MkdirAll(world.Dir, 0o755); err != nil {
+		return world, nil, err
+	}
+	for _, o := range others {
+		if err := world.Link(ctx, env.Cluster(o)); err != nil {
+			return world, nil, err
+		}
+	}
+	if _, err := world.StartController(ctx, "--leader-elect=false"); err != nil {
+		return world, nil, err
+	}
+	coredns, err := world.RunCoreDNS(ctx, run.CoreDNSOptions{Corefile: string(corefile), Ports: map[string]int{"DNS_PORT": port}, WaitReady: true})
+	return world, coredns, err
 }
 
 func step(format string, args ...any) {
@@ -311,18 +274,19 @@ func printObjects(ctx context.Context, source *localkube.Cluster) error {
 	return nil
 }
 
-// dig runs the real dig, so the output is what a user would see.
-func dig(ctx context.Context, port int, args ...string) error {
-	all := append([]string{"@127.0.0.1", "-p", strconv.Itoa(port), "+noall", "+answer", "+additional"}, args...)
-	fmt.Printf("\n$ dig %s\n", strings.Join(all, " "))
-	cmd := exec.CommandContext(ctx, "dig", all...)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	if err := cmd.Run(); err != nil {
-		var ee *exec.Error
-		if errors.As(err, &ee) {
-			return fmt.Errorf("dig not found: `make demo` installs it (Debian package dnsutils)")
+// dig runs the real dig once per query, so the output is what a user would see.
+func dig(ctx context.Context, port int, queries ...[]string) error {
+	for _, q := range queries {
+		all := append([]string{"@127.0.0.1", "-p", strconv.Itoa(port), "+noall", "+answer", "+additional"}, q...)
+		fmt.Printf("\n$ dig %s\n", strings.Join(all, " "))
+		cmd := exec.CommandContext(ctx, "dig", all...)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			if _, ok := errors.AsType[*exec.Error](err); ok {
+				return fmt.Errorf("dig not found: `make demo` installs it (Debian package dnsutils)")
+			}
+			return fmt.Errorf("dig: %w", err)
 		}
-		return fmt.Errorf("dig: %w", err)
 	}
 	return nil
 }

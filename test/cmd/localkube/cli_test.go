@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/globalmirror/globalmirror/test/run"
 	"github.com/globalmirror/globalmirror/test/workload"
 )
 
@@ -30,23 +31,17 @@ func TestCommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts control planes")
 	}
-	bin := os.Getenv("GLOBALMIRROR_BIN")
-	for _, cmd := range []string{"localkube", "mirrorsim"} {
-		if _, err := os.Stat(filepath.Join(bin, cmd)); bin == "" || err != nil {
-			t.Fatalf("%s not found in $GLOBALMIRROR_BIN=%q: run `make build` (make test does): %v", cmd, bin, err)
-		}
-	}
 	ctx := t.Context()
 	dir := t.TempDir()
 
-	localkube, line := startCommand(t, filepath.Join(bin, "localkube"), "up", "--clusters", "source,east", "--dir", dir)
+	localkube, line := startCommand(t, "localkube", "up", "--clusters", "source,east", "--dir", dir)
 	want := "localkube: ready source=" + dir + "/source.kubeconfig east=" + dir + "/east.kubeconfig"
 	if line != want {
 		t.Fatalf("localkube printed %q, want %q", line, want)
 	}
 	source, east := clientFor(t, dir+"/source.kubeconfig"), clientFor(t, dir+"/east.kubeconfig")
 
-	mirrorsim, line := startCommand(t, filepath.Join(bin, "mirrorsim"), "--source", dir+"/source.kubeconfig",
+	mirrorsim, line := startCommand(t, "mirrorsim", "--source", dir+"/source.kubeconfig",
 		"--target", "east="+dir+"/east.kubeconfig", "--kube-api-qps", "100", "--kube-api-burst", "200")
 	admin, ok := strings.CutPrefix(line, "mirrorsim: ready admin=")
 	admin, links, _ := strings.Cut(admin, " ")
@@ -92,10 +87,14 @@ func TestCommands(t *testing.T) {
 	}
 }
 
-// startCommand starts a command that dies with the test, and returns it with
-// the first line it prints.
-func startCommand(t *testing.T, path string, args ...string) (*exec.Cmd, string) {
+// startCommand starts the project's binary name (`make build`) so that it
+// dies with the test, and returns it with the first line it prints.
+func startCommand(t *testing.T, name string, args ...string) (*exec.Cmd, string) {
 	t.Helper()
+	path, err := run.Bin(name)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(path, args...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -123,11 +122,11 @@ func startCommand(t *testing.T, path string, args ...string) (*exec.Cmd, string)
 	select {
 	case line, ok := <-lines:
 		if !ok {
-			t.Fatalf("%s exited without a ready line", filepath.Base(path))
+			t.Fatalf("%s exited without a ready line", name)
 		}
 		return cmd, line
 	case <-time.After(2 * time.Minute):
-		t.Fatalf("%s printed nothing within 2 minutes", filepath.Base(path))
+		t.Fatalf("%s printed nothing within 2 minutes", name)
 	}
 	return nil, ""
 }

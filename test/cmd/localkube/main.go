@@ -36,53 +36,39 @@ and the kubeconfigs, keeping the logs.
 Flags:
 `
 
-type upFlags struct {
-	fs       *flag.FlagSet
-	clusters *string
-	dir      *string
-	verbose  *bool
-}
-
-func newFlags() upFlags {
+func main() {
 	fs := flag.NewFlagSet("localkube up", flag.ExitOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
 	}
-	return upFlags{
-		fs:       fs,
-		clusters: fs.String("clusters", "source,east,west", "comma-separated cluster names (DNS labels)"),
-		dir:      fs.String("dir", "", "directory for kubeconfigs, logs and state (required)"),
-		verbose:  fs.Bool("v", false, "log progress to stderr"),
-	}
-}
-
-func main() {
-	f := newFlags()
+	clusters := fs.String("clusters", "source,east,west", "comma-separated cluster names (DNS labels)")
+	dir := fs.String("dir", "", "directory for kubeconfigs, logs and state (required)")
+	verbose := fs.Bool("v", false, "log progress to stderr")
 	if len(os.Args) < 2 || os.Args[1] != "up" {
 		if len(os.Args) == 2 && (os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help") {
-			f.fs.SetOutput(os.Stdout)
-			f.fs.Usage()
+			fs.SetOutput(os.Stdout)
+			fs.Usage()
 			return
 		}
-		f.fs.Usage()
+		fs.Usage()
 		os.Exit(2)
 	}
-	_ = f.fs.Parse(os.Args[2:]) // ExitOnError
-	if *f.dir == "" || f.fs.NArg() > 0 {
+	_ = fs.Parse(os.Args[2:]) // ExitOnError
+	if *dir == "" || fs.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "localkube up: --dir is required and no arguments are taken")
-		f.fs.Usage()
+		fs.Usage()
 		os.Exit(2)
 	}
 	level := slog.LevelWarn
-	if *f.verbose {
+	if *verbose {
 		level = slog.LevelInfo
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	env, err := localkube.Start(ctx, localkube.Options{Clusters: strings.Split(*f.clusters, ","), Dir: *f.dir, Logger: logger})
+	env, err := localkube.Start(ctx, localkube.Options{Clusters: strings.Split(*clusters, ","), Dir: *dir, Logger: logger})
 	if err != nil {
 		logger.Error("start failed", "err", err)
 		os.Exit(1)

@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/globalmirror/globalmirror/test/mirrorsim"
 )
@@ -82,9 +81,4 @@ func reply(w http.ResponseWriter, err error) {
 		return
 	}
 	fmt.Fprintln(w, "ok")
-}
-
-// loadKubeconfig reads a kubeconfig file with its current context.
-func loadKubeconfig(path string) (*rest.Config, error) {
-	return clientcmd.BuildConfigFromFlags("", path)
 }

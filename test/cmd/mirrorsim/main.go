@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/globalmirror/globalmirror/test/mirrorsim"
 )
@@ -90,7 +91,7 @@ func main() {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	load := func(path string) (*rest.Config, error) {
-		cfg, err := loadKubeconfig(path)
+		cfg, err := clientcmd.BuildConfigFromFlags("", path) // its current context
 		if err != nil {
 			return nil, err
 		}

@@ -86,10 +86,7 @@ func Compute(services []corev1.Service, slicesList []discoveryv1.EndpointSlice, 
 		}
 		// Priority: local first, then clusters by name.
 		sort.Slice(ms, func(i, j int) bool { return ms[i].cluster < ms[j].cluster })
-		w.Globals[name] = global(ms, func(svc *corev1.Service) []*discoveryv1.EndpointSlice { return slicesOf[svc.Name] },
-			func(mirror, host string) []*discoveryv1.EndpointSlice {
-				return endpointMirrorSlices(slicesOf, mirror, host)
-			})
+		w.Globals[name] = global(ms, slicesOf)
 	}
 	return w
 }
@@ -100,8 +97,9 @@ type member struct {
 	cluster string
 }
 
-// global computes one global from its members, in priority order.
-func global(ms []member, slicesOfService func(*corev1.Service) []*discoveryv1.EndpointSlice, mirrorSlices func(mirror, host string) []*discoveryv1.EndpointSlice) Global {
+// global computes one global from its members, in priority order, and the
+// slices by the service they belong to.
+func global(ms []member, slicesOf map[string][]*discoveryv1.EndpointSlice) Global {
 	type endpoint struct {
 		family  discoveryv1.AddressType
 		host    string
@@ -111,7 +109,7 @@ func global(ms []member, slicesOfService func(*corev1.Service) []*discoveryv1.En
 	}
 	var eps []endpoint
 	for _, m := range ms {
-		for _, s := range slicesOfService(m.svc) {
+		for _, s := range slicesOf[m.svc.Name] {
 			if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
 				continue
 			}
@@ -131,7 +129,7 @@ func global(ms []member, slicesOfService func(*corev1.Service) []*discoveryv1.En
 					ep.host = *e.Hostname
 					if m.cluster != "" {
 						ep.host += "-" + m.cluster
-						if em := mirrorSlices(m.svc.Name, ep.host); len(em) > 0 {
+						if em := endpointMirrorSlices(slicesOf, m.svc.Name, ep.host); len(em) > 0 {
 							ep.ready = anyReady(em)
 						}
 					}
