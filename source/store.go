@@ -218,6 +218,9 @@ func (s *Source) addService(c *cachedService) *cachedService {
 	name := e.svc.name
 	e.svc = *c
 	e.svc.name = name
+	if k, ok := s.memberKey(e.svc.service()); ok {
+		e.svc.memberBase = k.Base
+	}
 	if k, ok := s.baseKey(&e.svc); ok {
 		appendTo(s.bases, k.Namespace, k.Base, &e.svc)
 	}
@@ -242,10 +245,10 @@ func (s *Source) removeService(c *cachedService, keys []Key) []Key {
 // baseKey is the base a present Service is filed under: members under their
 // base, globals of ours under theirs.
 func (s *Source) baseKey(c *cachedService) (Key, bool) {
-	svc := c.service()
-	if k, ok := s.memberKey(svc); ok {
-		return k, true
+	if c.memberBase != "" {
+		return Key{c.namespace(), c.memberBase}, true
 	}
+	svc := c.service()
 	if base, ok := s.globalBase(svc); ok {
 		return Key{svc.Namespace, base}, true
 	}
@@ -254,9 +257,8 @@ func (s *Source) baseKey(c *cachedService) (Key, bool) {
 
 // serviceKeys appends every base c can affect.
 func (s *Source) serviceKeys(c *cachedService, keys []Key) []Key {
-	svc := c.service()
-	if k, ok := s.memberKey(svc); ok {
-		keys = append(keys, k)
+	if c.memberBase != "" {
+		keys = append(keys, Key{c.namespace(), c.memberBase})
 	}
 	if base, ok := aggregate.BaseOf(c.name, s.cfg.Suffix); ok {
 		keys = append(keys, Key{c.namespace(), base})
@@ -585,10 +587,8 @@ func (k *sliceSink) memberKeys(service string, c *cachedSlice, keys []Key) []Key
 
 // memberKeyOf appends the base of the present Service namespace/name, if a member.
 func (s *Source) memberKeyOf(namespace, name string, keys []Key) []Key {
-	if c := s.service(namespace, name); c != nil {
-		if k, ok := s.memberKey(c.service()); ok {
-			keys = append(keys, k)
-		}
+	if c := s.service(namespace, name); c != nil && c.memberBase != "" {
+		keys = append(keys, Key{namespace, c.memberBase})
 	}
 	return keys
 }
