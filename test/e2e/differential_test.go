@@ -12,7 +12,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,7 +20,6 @@ import (
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/run"
-	"github.com/globalmirror/globalmirror/test/scenario"
 	"github.com/globalmirror/globalmirror/test/workload"
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
@@ -30,8 +28,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
-
-const zone = scenario.Zone
 
 // diffCorefile serves the same zone twice: the production order (global, then
 // kubernetes) and the stock kubernetes plugin alone, which answers the global
@@ -57,8 +53,7 @@ func TestDifferential(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	env := localkube.StartT(t, "source", "east", "west", "north")
-	s := scenario.NewIn(t, env.Cluster("source"), "diff")
-	source, ns := s.Source, s.NS
+	w := newWorldIn(t, env.Cluster("source"), "diff")
 	exported := map[string]string{aggregate.LabelExported: "true"}
 
 	// Slice endpoint counts below: a dual-stack pod is two endpoints, a
@@ -71,11 +66,11 @@ func TestDifferential(t *testing.T) {
 		if v6 != "" {
 			opts.IPv6 = netip.MustParsePrefix(v6)
 		}
-		w, err := workload.Create(ctx, env.Cluster(cluster).Client, ns, name, replicas, opts)
+		wl, err := workload.Create(ctx, env.Cluster(cluster).Client, w.NS, name, replicas, opts)
 		if err != nil {
 			t.Fatalf("%s/%s: %v", cluster, name, err)
 		}
-		return w
+		return wl
 	}
 	localDB := create("source", "db", 3, "192.0.2.0/27", "2001:db8:1::/64")
 	create("source", "lonely", 1, "192.0.2.64/27", "")
@@ -86,16 +81,19 @@ func TestDifferential(t *testing.T) {
 	create("east", "taken", 1, "198.51.100.128/26", "")
 	westDB := create("west", "db", 3, "203.0.113.0/26", "")
 	create("north", "db", 2, "203.0.113.64/26", "")
-	userOwnedGlobal(ctx, t, source, ns)
-	collidingPod(ctx, t, source, ns, "db-0", "db-0-east", "192.0.2.30")
+	userOwnedGlobal(ctx, t, w.Source, w.NS)
+	collidingPod(ctx, t, w.Source, w.NS, "db-0", "db-0-east", "192.0.2.30")
 
-	s.Link(env.Cluster("east"))
-	s.Link(env.Cluster("west"))
-	s.StartController("--leader-elect=false")
-	coredns := s.StartCoreDNS(diffCorefile, "KUBE_PORT")
-	d := &differ{t: t, source: source, ns: ns, global: coredns.Addr, kube: coredns.PortAddr("KUBE_PORT"), metrics: coredns.MetricsURL}
+	w.Link(env.Cluster("east"))
+	w.Link(env.Cluster("west"))
+	w.startController()
+	w.startCoreDNS(diffCorefile)
 
-	d.converge(ctx, "initial: local + east + west, a collision", map[string]int{"db-global": 3 + 3 + 1 + 3 + 3, "kv-global": 2, "taken-global": -1})
+	// The globals' endpoint counts; taken-global stays the user's.
+	globals := func(db, kv int) map[string]int {
+		return map[string]int{"db-global": db, "kv-global": kv, "taken-global": -1}
+	}
+	w.converge(ctx, "initial: local + east + west, a collision", globals(3+3+1+3+3, 2))
 
 	if err := localDB.SetReady(ctx, "db-2", false); err != nil {
 		t.Fatal(err)
@@ -103,48 +101,42 @@ func TestDifferential(t *testing.T) {
 	if err := westDB.SetReady(ctx, "db-1", false); err != nil {
 		t.Fatal(err)
 	}
-	d.converge(ctx, "not-ready local and remote pods", map[string]int{"db-global": 12})
+	w.converge(ctx, "not-ready local and remote pods", globals(12, 2))
 
-	s.Link(env.Cluster("north"))
-	d.converge(ctx, "north linked", map[string]int{"db-global": 14})
+	w.Link(env.Cluster("north"))
+	w.converge(ctx, "north linked", globals(14, 2))
 
-	if err := s.Sim.SetGatewayAlive("east", false); err != nil {
+	if err := w.Sim.SetGatewayAlive("east", false); err != nil {
 		t.Fatal(err)
 	}
-	d.converge(ctx, "east's gateway down", map[string]int{"db-global": 14, "kv-global": 2})
+	w.converge(ctx, "east's gateway down", globals(14, 2))
 
-	if err := s.Sim.Unlink(ctx, "west"); err != nil {
+	if err := w.Sim.Unlink(ctx, "west"); err != nil {
 		t.Fatal(err)
 	}
-	d.converge(ctx, "west unlinked", map[string]int{"db-global": 12})
+	w.converge(ctx, "west unlinked", globals(12, 2))
 
-	if err := s.Sim.Unlink(ctx, "east"); err != nil {
+	if err := w.Sim.Unlink(ctx, "east"); err != nil {
 		t.Fatal(err)
 	}
-	d.converge(ctx, "east unlinked: kv-global and taken's mirror gone", map[string]int{"db-global": 9, "kv-global": 0})
-}
-
-// differ asks two servers the same questions.
-type differ struct {
-	t                         *testing.T
-	source                    *localkube.Cluster
-	ns, global, kube, metrics string
+	w.converge(ctx, "east unlinked: kv-global and taken's mirror gone", globals(9, 0))
 }
 
 // converge waits until both servers agree on every question about the globals
 // the controller wrote, then checks that the global plugin answered all of the
-// ones it owns. want maps a global to its endpoint count in the controller's
-// slices (-1: must not be ours; 0: must not exist).
-func (d *differ) converge(ctx context.Context, phase string, want map[string]int) {
-	d.t.Helper()
+// ones it owns. want maps every global Service of the namespace to its
+// endpoint count in the controller's slices (-1: must not be ours; 0: must
+// not exist).
+func (w *world) converge(ctx context.Context, phase string, want map[string]int) {
+	w.t.Helper()
 	err := await.Poll(ctx, 60*time.Second, 250*time.Millisecond, func(ctx context.Context) string {
-		questions, owned, err := d.questions(ctx, want)
+		questions, owned, err := w.everyQuestion(ctx, want)
 		if err != nil {
 			return err.Error()
 		}
-		before := d.answered()
-		if diffs := d.compare(questions); len(diffs) > 0 {
-			return "the answers still differ:\n" + strings.Join(first(diffs, 40), "\n")
+		before := w.answered()
+		if diff := mapDiff(w.answers(w.kube, questions), w.answers(w.global, questions)); diff != "" {
+			return "the stock plugin (-) and the global plugin (+) still differ:\n" + diff
 		}
 		// The plugin counts a query once its answer is written, so the last
 		// counts may trail the answers by a moment; and the questions come
@@ -152,7 +144,7 @@ func (d *differ) converge(ctx context.Context, phase string, want map[string]int
 		// asked (then all is asked again). A wrong owner persists.
 		var got float64
 		counted := await.Poll(ctx, time.Second, 10*time.Millisecond, func(context.Context) string {
-			if got = d.answered() - before; got != float64(owned) {
+			if got = w.answered() - before; got != float64(owned) {
 				return "counting"
 			}
 			return ""
@@ -160,11 +152,11 @@ func (d *differ) converge(ctx context.Context, phase string, want map[string]int
 		if counted != nil {
 			return fmt.Sprintf("the global plugin answered %v queries, want the %d about names it owns", got, owned)
 		}
-		d.t.Logf("%s: %d questions, identical answers (%d answered by global)", phase, len(questions), owned)
+		w.t.Logf("%s: %d questions, identical answers (%d answered by global)", phase, len(questions), owned)
 		return ""
 	})
 	if err != nil {
-		d.t.Fatalf("%s: %v", phase, err)
+		w.t.Fatalf("%s: %v", phase, err)
 	}
 }
 
@@ -173,21 +165,20 @@ type question struct {
 	qtype uint16
 }
 
-// questions are derived from the controller's objects: every global, every
+// everyQuestion is derived from the controller's objects: every global, every
 // per-pod name (hostnames and dashed IPs), SRV on every port, and wrong names.
-func (d *differ) questions(ctx context.Context, want map[string]int) ([]question, int, error) {
-	svcs, err := d.source.Client.CoreV1().Services(d.ns).List(ctx, metav1.ListOptions{})
+// owned counts the answers (UDP and TCP) due from the global plugin.
+func (w *world) everyQuestion(ctx context.Context, want map[string]int) (qs []question, owned int, err error) {
+	svcs, err := w.Source.Client.CoreV1().Services(w.NS).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, 0, err
 	}
-	var qs []question
-	owned := 0
 	// own: under a global the plugin answers for.
 	add := func(name string, own bool, types ...uint16) {
 		for _, qt := range types {
 			qs = append(qs, question{name, qt})
 			if own {
-				owned++
+				owned += 2 // asked over UDP and TCP
 			}
 		}
 	}
@@ -201,12 +192,16 @@ func (d *differ) questions(ctx context.Context, want map[string]int) ([]question
 		managed := aggregate.WrittenByGlobalmirror(svc.Labels)
 		n, expected := want[svc.Name]
 		switch {
-		case expected && n == -1 && managed:
+		case !expected:
+			return nil, 0, fmt.Errorf("%s exists, want only %v", svc.Name, want)
+		case n == -1 && managed:
 			return nil, 0, fmt.Errorf("%s should be user-owned", svc.Name)
-		case expected && n == 0:
+		case n > 0 && !managed:
+			return nil, 0, fmt.Errorf("%s is not globalmirror's", svc.Name)
+		case n == 0:
 			return nil, 0, fmt.Errorf("%s still exists", svc.Name)
 		}
-		g := svc.Name + "." + d.ns + ".svc." + zone
+		g := w.FQDN(svc.Name)
 		add(g, managed, all...)
 		add(strings.ToUpper(g), managed, dns.TypeA)
 		add("nope."+g, managed, dns.TypeA, dns.TypeSRV)
@@ -215,7 +210,7 @@ func (d *differ) questions(ctx context.Context, want map[string]int) ([]question
 		if !managed {
 			continue
 		}
-		slices, err := d.source.Client.DiscoveryV1().EndpointSlices(d.ns).List(ctx, metav1.ListOptions{
+		slices, err := w.Source.Client.DiscoveryV1().EndpointSlices(w.NS).List(ctx, metav1.ListOptions{
 			LabelSelector: discoveryv1.LabelServiceName + "=" + svc.Name,
 		})
 		if err != nil {
@@ -239,7 +234,7 @@ func (d *differ) questions(ctx context.Context, want map[string]int) ([]question
 				}
 			}
 		}
-		if n, ok := want[svc.Name]; ok && count != n {
+		if count != n {
 			return nil, 0, fmt.Errorf("%s has %d endpoints in its slices, want %d", svc.Name, count, n)
 		}
 		for p := range ports {
@@ -253,30 +248,11 @@ func (d *differ) questions(ctx context.Context, want map[string]int) ([]question
 	}
 	// Global names no Service holds (a local-only base, an unknown global):
 	// NXDOMAIN from the global plugin itself. Other names: not its own.
-	add("lonely-global."+d.ns+".svc."+zone, true, dns.TypeA)
-	add("nothing-global."+d.ns+".svc."+zone, true, dns.TypeA, dns.TypeSRV)
-	add("db-east."+d.ns+".svc."+zone, false, dns.TypeA)
-	add("zz9."+d.ns+".svc."+zone, false, dns.TypeA)
-	return qs, owned * 2, nil // asked over UDP and TCP
-}
-
-// compare asks every question of both servers over UDP and TCP.
-func (d *differ) compare(qs []question) []string {
-	var diffs []string
-	for _, q := range qs {
-		for _, network := range []string{"udp", "tcp"} {
-			a, errA := dnsq.Ask(network, d.global, q.name, q.qtype, 0)
-			b, errB := dnsq.Ask(network, d.kube, q.name, q.qtype, 0)
-			if errA != nil || errB != nil {
-				diffs = append(diffs, fmt.Sprintf("%s %s %s: errors %v / %v", network, dns.TypeToString[q.qtype], q.name, errA, errB))
-				continue
-			}
-			if x, y := normalize(a), normalize(b); x != y {
-				diffs = append(diffs, fmt.Sprintf("%s %s %s:\n  global:     %s\n  kubernetes: %s", network, dns.TypeToString[q.qtype], q.name, x, y))
-			}
-		}
-	}
-	return diffs
+	add(w.FQDN("lonely-global"), true, dns.TypeA)
+	add(w.FQDN("nothing-global"), true, dns.TypeA, dns.TypeSRV)
+	add(w.FQDN("db-east"), false, dns.TypeA)
+	add(w.FQDN("zz9"), false, dns.TypeA)
+	return qs, owned, nil
 }
 
 // normalize renders what matters of a response: rcode, the authoritative and
@@ -309,10 +285,10 @@ func normalize(m *dns.Msg) string {
 }
 
 // answered is the global plugin's count of queries it answered.
-func (d *differ) answered() float64 {
-	n, err := run.MetricSum(d.metrics, "coredns_global_requests_total")
+func (w *world) answered() float64 {
+	n, err := run.MetricSum(w.dns.MetricsURL, "coredns_global_requests_total")
 	if err != nil {
-		d.t.Fatal(err)
+		w.t.Fatal(err)
 	}
 	return n
 }
@@ -326,13 +302,6 @@ func dashed(ip string) string {
 		h += "0"
 	}
 	return h
-}
-
-func first(s []string, n int) []string {
-	if len(s) > n {
-		return append(slices.Clone(s[:n]), fmt.Sprintf("… and %d more", len(s)-n))
-	}
-	return s
 }
 
 // userOwnedGlobal is a Service a user created under the name the global of
@@ -384,13 +353,6 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// meshMember is one cluster of the mesh: its world (the others linked into
-// it, its controller and its CoreDNS) and its workload.
-type meshMember struct {
-	w  *world
-	db *workload.Workload
-}
-
 // TestMesh runs a symmetric mesh: four clusters, each linked to the other
 // three, each with its own controller and CoreDNS, db (3 pods) exported in
 // all four. Every cluster has exactly one db-global of 12 ready endpoints,
@@ -403,32 +365,34 @@ func TestMesh(t *testing.T) {
 	prefixes := map[string]string{"east": "198.51.100.0/26", "west": "203.0.113.0/26", "north": "192.0.2.0/26", "south": "192.0.2.64/26"}
 	env := localkube.StartT(t, names...)
 	ctx := t.Context()
-	mesh := map[string]*meshMember{}
+	// mesh holds each cluster's world (the others linked into it, its
+	// controller and its CoreDNS), dbs its workload.
+	mesh, dbs := map[string]*world{}, map[string]*workload.Workload{}
 	for _, name := range names {
 		c := env.Cluster(name)
-		w := newWorldIn(t, c, "mesh")
-		mesh[name] = &meshMember{w: w, db: w.Workload(c, "db", 3, prefixes[name])}
+		mesh[name] = newWorldIn(t, c, "mesh")
+		dbs[name] = mesh[name].Workload(c, "db", 3, prefixes[name])
 	}
 	for _, from := range names {
 		for _, to := range names {
 			if from != to {
-				mesh[from].w.Link(env.Cluster(to))
+				mesh[from].Link(env.Cluster(to))
 			}
 		}
 	}
 	for _, name := range names {
-		mesh[name].w.startController()
-		mesh[name].w.startCoreDNS()
+		mesh[name].startController()
+		mesh[name].startCoreDNS(linkerdCorefile)
 	}
 
 	// want is what cluster home's db-global holds when the given clusters
 	// are linked into it: its own pods by pod IP, the others' by their
 	// endpoint mirrors' ClusterIPs, as "hostname=address".
 	want := func(home string, linked []string, pods map[string]int) map[string]string {
-		m := mesh[home]
+		w := mesh[home]
 		out := map[string]string{}
 		for i := range pods[home] {
-			out[fmt.Sprintf("db-%d", i)] = m.w.PodIP(m.db, i)
+			out[fmt.Sprintf("db-%d", i)] = w.PodIP(dbs[home], i)
 		}
 		for _, other := range linked {
 			if other == home {
@@ -436,7 +400,7 @@ func TestMesh(t *testing.T) {
 			}
 			for i := range pods[other] {
 				host := fmt.Sprintf("db-%d-%s", i, other)
-				out[host] = m.w.ClusterIP(host)
+				out[host] = w.ClusterIP(host)
 			}
 		}
 		return out
@@ -455,63 +419,67 @@ func TestMesh(t *testing.T) {
 	took := converge("full mesh", names, names)
 	t.Logf("full mesh: every cluster converged (plugin and controller) %v after the last CoreDNS started", took.Round(time.Millisecond))
 	for _, name := range names {
-		mesh[name].checkOneGlobal()
-		mesh[name].differential("full mesh")
+		mesh[name].converge(ctx, "full mesh in "+name, map[string]int{"db-global": 12})
 	}
 
 	// south leaves the mesh: the others unlink it, it unlinks them.
 	left := time.Now()
 	for _, other := range names[:3] {
-		for _, err := range []error{mesh[other].w.Sim.Unlink(ctx, "south"), mesh["south"].w.Sim.Unlink(ctx, other)} {
+		for _, err := range []error{mesh[other].Sim.Unlink(ctx, "south"), mesh["south"].Sim.Unlink(ctx, other)} {
 			if err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	converge("south unlinked", names[:3], names[:3])
-	mesh["south"].w.await("south without links: no global", mesh["south"].w.global, mesh["south"].w.FQDN("db-global"), dns.TypeA, "NXDOMAIN +soa")
+	south := mesh["south"]
+	south.await("south without links: no global", south.global, south.FQDN("db-global"), dns.TypeA, "NXDOMAIN +soa")
 	t.Logf("south left the mesh: every cluster converged %v after the unlinks started", time.Since(left).Round(time.Millisecond))
 
 	back := time.Now()
 	for _, other := range names[:3] {
-		mesh[other].w.Link(env.Cluster("south"))
-		mesh["south"].w.Link(env.Cluster(other))
+		mesh[other].Link(env.Cluster("south"))
+		south.Link(env.Cluster(other))
 	}
 	converge("south linked back", names, names)
 	t.Logf("south rejoined the mesh: every cluster converged %v after the links started", time.Since(back).Round(time.Millisecond))
 	for _, name := range names {
-		mesh[name].differential("south linked back")
+		mesh[name].converge(ctx, "south linked back in "+name, map[string]int{"db-global": 12})
 	}
 
 	// A pod leaves east: no cluster answers for it longer than its mirror
-	// takes to go.
-	var wg sync.WaitGroup
-	lag := map[string][2]time.Duration{}
-	var mu sync.Mutex
+	// takes to go. Every few milliseconds each other cluster's API and DNS
+	// (the plugin's per-pod answer) are asked whether db-2-east is gone.
 	gone := time.Now()
-	for _, other := range names[1:] {
-		wg.Go(func() {
-			mirror, dnsGone, err := mesh[other].waitGone("db-2-east", gone)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				t.Error(err)
-			}
-			lag[other] = [2]time.Duration{mirror, dnsGone}
-		})
-	}
-	if err := mesh["east"].db.Scale(ctx, 2); err != nil {
+	if err := dbs["east"].Scale(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
+	mirrorGone, dnsGone := map[string]time.Duration{}, map[string]time.Duration{}
+	err := await.Poll(ctx, 60*time.Second, 3*time.Millisecond, func(ctx context.Context) string {
+		for _, other := range names[1:] {
+			w := mesh[other]
+			if _, ok := mirrorGone[other]; !ok {
+				if _, err := w.Source.Client.CoreV1().Services(w.NS).Get(ctx, "db-2-east", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+					mirrorGone[other] = time.Since(gone)
+				}
+			}
+			if _, ok := dnsGone[other]; !ok && dnsq.Answer("udp", w.global, "db-2-east."+w.FQDN("db-global"), dns.TypeA) == "NXDOMAIN +soa" {
+				dnsGone[other] = time.Since(gone)
+			}
+		}
+		if len(mirrorGone) < len(names)-1 || len(dnsGone) < len(names)-1 {
+			return fmt.Sprintf("mirror gone after %v, DNS after %v", mirrorGone, dnsGone)
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatalf("db-2-east still there: %v", err)
 	}
-	for other, l := range lag {
+	for _, other := range names[1:] {
 		t.Logf("east's db-2 gone: %s's mirror removed after %v, its DNS stopped answering it after %v",
-			other, l[0].Round(time.Millisecond), l[1].Round(time.Millisecond))
-		if l[1] > l[0]+time.Second {
-			t.Errorf("%s answered for a pod gone from east %v after its mirror was removed", other, l[1]-l[0])
+			other, mirrorGone[other].Round(time.Millisecond), dnsGone[other].Round(time.Millisecond))
+		if dnsGone[other] > mirrorGone[other]+time.Second {
+			t.Errorf("%s answered for a pod gone from east %v after its mirror was removed", other, dnsGone[other]-mirrorGone[other])
 		}
 	}
 	pods["east"] = 2
@@ -521,8 +489,7 @@ func TestMesh(t *testing.T) {
 // expectGlobal waits until db-global holds exactly want ("hostname=address")
 // in the plugin's per-pod answers and its A answer, and the same from the
 // stock plugin over the controller's slices.
-func (m *meshMember) expectGlobal(phase string, want map[string]string) {
-	w := m.w
+func (w *world) expectGlobal(phase string, want map[string]string) {
 	all := dnsq.NoError(slices.Collect(maps.Values(want))...)
 	for _, server := range []string{w.global, w.kube} {
 		w.await(phase+" in "+w.Source.Name, server, w.FQDN("db-global"), dns.TypeA, all)
@@ -530,75 +497,4 @@ func (m *meshMember) expectGlobal(phase string, want map[string]string) {
 			w.await(phase+" in "+w.Source.Name, server, host+"."+w.FQDN("db-global"), dns.TypeA, dnsq.NoError(a))
 		}
 	}
-}
-
-// checkOneGlobal: exactly one global Service in the cluster, globalmirror's.
-func (m *meshMember) checkOneGlobal() {
-	w := m.w
-	list, err := w.Source.Client.CoreV1().Services(w.NS).List(w.t.Context(), metav1.ListOptions{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	var globals []string
-	for _, s := range list.Items {
-		if strings.HasSuffix(s.Name, aggregate.DefaultSuffix) {
-			globals = append(globals, s.Name)
-			if !aggregate.WrittenByGlobalmirror(s.Labels) {
-				w.t.Errorf("%s: %s is not globalmirror's", w.Source.Name, s.Name)
-			}
-		}
-	}
-	if !slices.Equal(globals, []string{"db-global"}) {
-		w.t.Errorf("%s: global Services %v, want exactly db-global", w.Source.Name, globals)
-	}
-}
-
-// differential compares the plugin with the stock plugin over the
-// controller's slices for every name of db-global, over UDP and TCP.
-func (m *meshMember) differential(phase string) {
-	w := m.w
-	hosts := []string{"db-9", "nope"}
-	list, err := w.Source.Client.DiscoveryV1().EndpointSlices(w.NS).List(w.t.Context(), metav1.ListOptions{
-		LabelSelector: "kubernetes.io/service-name=db-global"})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	for _, s := range list.Items {
-		for _, e := range s.Endpoints {
-			if e.Hostname != nil {
-				hosts = append(hosts, *e.Hostname)
-			}
-		}
-	}
-	qs := w.questions("db-global", hosts...)
-	if diff := mapDiff(w.answers(w.kube, qs), w.answers(w.global, qs)); diff != "" {
-		w.t.Errorf("%s, %s: the stock plugin (-) and the global plugin (+) differ:\n%s", phase, w.Source.Name, diff)
-	}
-}
-
-// waitGone waits until the endpoint mirror host is gone from the cluster's
-// API and from its DNS (the plugin's per-pod answer), polling both every few
-// milliseconds, and returns when each went, measured from since.
-func (m *meshMember) waitGone(host string, since time.Time) (mirror, dnsGone time.Duration, err error) {
-	w := m.w
-	name := host + "." + w.FQDN("db-global")
-	err = await.Poll(context.Background(), 60*time.Second, 3*time.Millisecond, func(ctx context.Context) string {
-		if mirror == 0 {
-			_, err := w.Source.Client.CoreV1().Services(w.NS).Get(ctx, host, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				mirror = time.Since(since)
-			}
-		}
-		if dnsGone == 0 && dnsq.Answer("udp", w.global, name, dns.TypeA) == "NXDOMAIN +soa" {
-			dnsGone = time.Since(since)
-		}
-		if mirror == 0 || dnsGone == 0 {
-			return fmt.Sprintf("mirror gone after %v, DNS after %v", mirror, dnsGone)
-		}
-		return ""
-	})
-	if err != nil {
-		err = fmt.Errorf("%s: %s still there: %w", w.Source.Name, host, err)
-	}
-	return mirror, dnsGone, err
 }

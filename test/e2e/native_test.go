@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/miekg/dns"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // testNativeNames: the local db opts into native names. Its own name then
@@ -28,7 +30,7 @@ func testNativeNames(t *testing.T, env *localkube.Env) {
 	// A local pod whose hostname is east's db-1's global name: it wins the name.
 	collidingPod(ctx, t, w.Source, w.NS, "db-0", "db-1-east", "192.0.2.190")
 	w.startController()
-	w.startCoreDNS()
+	w.startCoreDNS(linkerdCorefile)
 
 	db := w.FQDN("db")
 	localOnly := dnsq.NoError(w.PodIP(local, 0), w.PodIP(local, 1), "192.0.2.190")
@@ -36,19 +38,11 @@ func testNativeNames(t *testing.T, env *localkube.Env) {
 	w.await("db before opting in, stock", w.kube, db, dns.TypeA, localOnly)
 	kubeSlices := w.kubernetesSlices(ctx, "db")
 
-	svcs := w.Source.Client.CoreV1().Services(w.NS)
-	setAnnotation := func(on bool) {
+	// setAnnotation sets the opt-in annotation to value (JSON; null removes it).
+	setAnnotation := func(value string) {
 		t.Helper()
-		svc, err := svcs.Get(ctx, "db", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if on {
-			metav1.SetMetaDataAnnotation(&svc.ObjectMeta, aggregate.AnnotationIncludeMirrors, "true")
-		} else {
-			delete(svc.Annotations, aggregate.AnnotationIncludeMirrors)
-		}
-		if _, err := svcs.Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, aggregate.AnnotationIncludeMirrors, value)
+		if _, err := w.Source.Client.CoreV1().Services(w.NS).Patch(ctx, "db", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -56,7 +50,7 @@ func testNativeNames(t *testing.T, env *localkube.Env) {
 	// Opted in while the controller is down: the plugin answers from its
 	// index alone, the stock plugin still has db's local pods only.
 	w.ctrl.Stop()
-	setAnnotation(true)
+	setAnnotation(`"true"`)
 	everyone := dnsq.NoError(w.PodIP(local, 0), w.PodIP(local, 1), "192.0.2.190", w.ClusterIP("db-0-east"), w.ClusterIP("db-1-east"))
 	pluginTook := w.await("db opted in, plugin", w.global, db, dns.TypeA, everyone)
 	if got := dnsq.Answer("udp", w.kube, db, dns.TypeA); got != localOnly {
@@ -86,7 +80,7 @@ func testNativeNames(t *testing.T, env *localkube.Env) {
 
 	// Opting out: db answers its local pods again, from both servers, and
 	// globalmirror's slices of db are gone.
-	setAnnotation(false)
+	setAnnotation("null")
 	took := w.await("db opted out, stock", w.kube, db, dns.TypeA, localOnly)
 	w.await("db opted out, plugin", w.global, db, dns.TypeA, localOnly)
 	t.Logf("opted out: the extra slices were gone after %v", took.Round(time.Millisecond))

@@ -41,7 +41,7 @@ func testViews(t *testing.T, env *localkube.Env) {
 	local := w.Workload(w.Source, "db", 2, "192.0.2.96/27")
 	w.Workload(w.east, "db", 2, "198.51.100.192/26")
 	w.Workload(env.Cluster("west"), "db", 1, "203.0.113.128/26")
-	w.startCoreDNSWith(viewsCorefile)
+	w.startCoreDNS(viewsCorefile)
 
 	cs := func(name string) string { return name + "." + w.NS + ".svc.clusterset.local." }
 	db := cs("db")

@@ -13,13 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// objectDiff is empty when want and got are semantically equal (nil and empty
-// the same), else a unified diff of their JSON.
-func objectDiff(want, got any) string {
-	if equality.Semantic.DeepEqual(want, got) {
-		return ""
+// expectObject fails t unless want and got are semantically equal (nil and
+// empty the same), showing a unified diff of their JSON.
+func expectObject(t *testing.T, what string, want, got any) {
+	t.Helper()
+	if !equality.Semantic.DeepEqual(want, got) {
+		t.Errorf("%s (-want +got):\n%s", what, diff.Diff(want, got))
 	}
-	return diff.Diff(want, got)
 }
 
 func remoteDB() *corev1.Service {
@@ -79,14 +79,9 @@ func TestHeadlessService(t *testing.T) {
 		},
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: wantPorts},
 	}
-	if diff := objectDiff(want, m.service(true)); diff != "" {
-		t.Errorf("headless mirror (-want +got):\n%s", diff)
-	}
-	cip := m.service(false)
+	expectObject(t, "headless mirror", want, m.service(true))
 	want.Spec = corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: wantPorts}
-	if diff := objectDiff(want, cip); diff != "" {
-		t.Errorf("ClusterIP mirror (-want +got):\n%s", diff)
-	}
+	expectObject(t, "ClusterIP mirror", want, m.service(false))
 }
 
 func TestEndpointMirror(t *testing.T) {
@@ -105,9 +100,7 @@ func TestEndpointMirror(t *testing.T) {
 		},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: wantPorts},
 	}
-	if diff := objectDiff(want, svc); diff != "" {
-		t.Errorf("endpoint mirror (-want +got):\n%s", diff)
-	}
+	expectObject(t, "endpoint mirror", want, svc)
 
 	gw := Gateway{IP: netip.MustParseAddr("192.0.2.254"), Port: 4143, Alive: true}
 	wantEps := &corev1.Endpoints{
@@ -123,14 +116,10 @@ func TestEndpointMirror(t *testing.T) {
 			},
 		}},
 	}
-	if diff := objectDiff(wantEps, gatewayEndpoints(svc, gw)); diff != "" {
-		t.Errorf("gateway endpoints (-want +got):\n%s", diff)
-	}
+	expectObject(t, "gateway endpoints", wantEps, gatewayEndpoints(svc, gw))
 	gw.Alive = false
 	wantEps.Subsets[0].NotReadyAddresses, wantEps.Subsets[0].Addresses = wantEps.Subsets[0].Addresses, nil
-	if diff := objectDiff(wantEps, gatewayEndpoints(svc, gw)); diff != "" {
-		t.Errorf("dead gateway endpoints (-want +got):\n%s", diff)
-	}
+	expectObject(t, "dead gateway endpoints", wantEps, gatewayEndpoints(svc, gw))
 }
 
 func TestHeadlessEndpoints(t *testing.T) {
@@ -154,9 +143,7 @@ func TestHeadlessEndpoints(t *testing.T) {
 			Ports:     remote.Subsets[0].Ports,
 		}},
 	}
-	if diff := objectDiff(want, got); diff != "" {
-		t.Errorf("headless endpoints (-want +got):\n%s", diff)
-	}
+	expectObject(t, "headless endpoints", want, got)
 	got = m.headlessEndpoints(svc, remote, map[string]string{"db-0": "10.96.0.10", "db-2": "10.96.0.12"}, true)
 	if n := len(got.Subsets[0].Addresses); n != 2 || got.Subsets[0].Addresses[1].Hostname != "db-2" {
 		t.Errorf("addresses = %+v, want db-0 and db-2 in order", got.Subsets[0].Addresses)

@@ -156,81 +156,79 @@ func (w *writer) fail(err error) { w.errs = append(w.errs, err) }
 // applyService creates desired, or updates current to it, and returns the
 // Service as stored (with its ClusterIP), or nil after an error.
 func (w *writer) applyService(desired, current *corev1.Service) *corev1.Service {
-	client := w.s.source.CoreV1().Services(desired.Namespace)
 	if current == nil {
 		if err := w.ensureNamespace(desired.Namespace); err != nil {
 			w.fail(err)
 			return nil
 		}
-		created, err := client.Create(w.ctx, desired, metav1.CreateOptions{FieldManager: FieldManager})
+	}
+	return apply(w, w.s.source.CoreV1().Services(desired.Namespace), "service", desired, current, serviceUpToDate,
+		func(update, desired *corev1.Service) { update.Spec.Ports = desired.Spec.Ports })
+}
+
+// applyEndpoints creates desired, or updates the cached Endpoints to it.
+func (w *writer) applyEndpoints(desired *corev1.Endpoints) {
+	current, err := w.s.mirrorEndpoints.Endpoints(desired.Namespace).Get(desired.Name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		w.fail(err)
+		return
+	}
+	apply(w, w.s.source.CoreV1().Endpoints(desired.Namespace), "endpoints", desired, current, endpointsUpToDate,
+		func(update, desired *corev1.Endpoints) { update.Subsets = desired.Subsets })
+}
+
+// object is a Service or Endpoints pointer; client is its API in one namespace.
+type object[T any] interface {
+	*corev1.Service | *corev1.Endpoints
+	metav1.Object
+	DeepCopy() T
+}
+
+type client[T any] interface {
+	Create(context.Context, T, metav1.CreateOptions) (T, error)
+	Get(context.Context, string, metav1.GetOptions) (T, error)
+	Update(context.Context, T, metav1.UpdateOptions) (T, error)
+}
+
+// apply creates desired if current (from the cache) is nil, else updates
+// current to desired's labels, annotations and content (setContent), and
+// returns the object as stored, or nil after an error. If the cache is behind
+// our own last write, the object is read live, so that a ready pod never
+// drops out of the headless mirror meanwhile.
+func apply[T object[T]](w *writer, c client[T], kind string, desired, current T,
+	upToDate func(current, desired T) bool, setContent func(update, desired T)) T {
+	if current == nil {
+		created, err := c.Create(w.ctx, desired, metav1.CreateOptions{FieldManager: FieldManager})
 		if err == nil {
 			w.writes++
 			return created
 		}
 		if !apierrors.IsAlreadyExists(err) {
-			w.fail(fmt.Errorf("create service %s/%s: %w", desired.Namespace, desired.Name, err))
+			w.fail(fmt.Errorf("create %s %s/%s: %w", kind, desired.GetNamespace(), desired.GetName(), err))
 			return nil
 		}
-		// The cache is behind our own last write: read it live, so that a
-		// ready pod never drops out of the headless mirror meanwhile.
-		if current, err = client.Get(w.ctx, desired.Name, metav1.GetOptions{}); err != nil {
-			w.fail(err)
-			return nil
+		if current, err = c.Get(w.ctx, desired.GetName(), metav1.GetOptions{}); err == nil {
+			err = owned(current, desired)
 		}
-		if err := owned(current, desired); err != nil {
+		if err != nil {
 			w.fail(err)
 			return nil
 		}
 	}
-	if serviceUpToDate(current, desired) {
+	if upToDate(current, desired) {
 		return current
 	}
 	update := current.DeepCopy()
-	update.Labels = desired.Labels
-	update.Annotations = mergeAnnotations(current.Annotations, desired.Annotations)
-	update.Spec.Ports = desired.Spec.Ports
-	updated, err := client.Update(w.ctx, update, metav1.UpdateOptions{FieldManager: FieldManager})
+	update.SetLabels(desired.GetLabels())
+	update.SetAnnotations(mergeAnnotations(current.GetAnnotations(), desired.GetAnnotations()))
+	setContent(update, desired)
+	updated, err := c.Update(w.ctx, update, metav1.UpdateOptions{FieldManager: FieldManager})
 	if err != nil {
-		w.fail(fmt.Errorf("update service %s/%s: %w", desired.Namespace, desired.Name, err))
+		w.fail(fmt.Errorf("update %s %s/%s: %w", kind, desired.GetNamespace(), desired.GetName(), err))
 		return nil
 	}
 	w.writes++
 	return updated
-}
-
-func (w *writer) applyEndpoints(desired *corev1.Endpoints) {
-	client := w.s.source.CoreV1().Endpoints(desired.Namespace)
-	current, err := w.s.mirrorEndpoints.Endpoints(desired.Namespace).Get(desired.Name)
-	if apierrors.IsNotFound(err) {
-		_, err = client.Create(w.ctx, desired, metav1.CreateOptions{FieldManager: FieldManager})
-		if err == nil {
-			w.writes++
-			return
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			w.fail(fmt.Errorf("create endpoints %s/%s: %w", desired.Namespace, desired.Name, err))
-			return
-		}
-		if current, err = client.Get(w.ctx, desired.Name, metav1.GetOptions{}); err == nil {
-			err = owned(current, desired)
-		}
-	}
-	if err != nil {
-		w.fail(err)
-		return
-	}
-	if endpointsUpToDate(current, desired) {
-		return
-	}
-	update := current.DeepCopy()
-	update.Labels = desired.Labels
-	update.Annotations = mergeAnnotations(current.Annotations, desired.Annotations)
-	update.Subsets = desired.Subsets
-	if _, err := client.Update(w.ctx, update, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
-		w.fail(fmt.Errorf("update endpoints %s/%s: %w", desired.Namespace, desired.Name, err))
-		return
-	}
-	w.writes++
 }
 
 // owned fails for an object that is not this cluster's mirror: the simulator

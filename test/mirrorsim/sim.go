@@ -139,7 +139,6 @@ type key struct{ Cluster, Namespace, Name string }
 
 type link struct {
 	name      string
-	client    kubernetes.Interface
 	services  corelisters.ServiceLister   // exported ones
 	endpoints corelisters.EndpointsLister // all, to see hostnames before export
 	stop      context.CancelFunc
@@ -219,12 +218,10 @@ func Start(ctx context.Context, source *rest.Config, opts Options) (*Simulator, 
 	svcInformer := factory.Core().V1().Services()
 	epInformer := factory.Core().V1().Endpoints()
 	s.mirrorServices, s.mirrorEndpoints = svcInformer.Lister(), epInformer.Lister()
-	onMirror := s.handler(s.mirrorKey)
-	if _, err := svcInformer.Informer().AddEventHandler(onMirror); err != nil {
-		return nil, err
-	}
-	if _, err := epInformer.Informer().AddEventHandler(onMirror); err != nil {
-		return nil, err
+	for _, inf := range []cache.SharedIndexInformer{svcInformer.Informer(), epInformer.Informer()} {
+		if _, err := inf.AddEventHandler(s.handler(s.mirrorKey)); err != nil {
+			return nil, err
+		}
 	}
 	factory.Start(s.ctx.Done())
 	for typ, ok := range factory.WaitForCacheSync(s.ctx.Done()) {
@@ -267,7 +264,7 @@ func (s *Simulator) Link(ctx context.Context, name string, target *rest.Config, 
 	if err != nil {
 		return fmt.Errorf("mirrorsim: target %s: %w", name, err)
 	}
-	l := &link{name: name, client: client, gatewayUp: true, remoteChanged: map[key]bool{}}
+	l := &link{name: name, gatewayUp: true, remoteChanged: map[key]bool{}}
 	for _, o := range opts {
 		o(l)
 	}

@@ -31,25 +31,12 @@ type Writes struct {
 func WatchWrites(ctx context.Context, client kubernetes.Interface, ns string, svcs, slices metav1.ListOptions) (*Writes, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &Writes{cancel: cancel}
-	svcList, err := client.CoreV1().Services(ns).List(ctx, svcs)
+	svcWatch, err := listThenWatch(ctx, svcs, client.CoreV1().Services(ns).List, client.CoreV1().Services(ns).Watch)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	svcs.ResourceVersion = svcList.ResourceVersion
-	svcWatch, err := client.CoreV1().Services(ns).Watch(ctx, svcs)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	sliceList, err := client.DiscoveryV1().EndpointSlices(ns).List(ctx, slices)
-	if err != nil {
-		svcWatch.Stop()
-		cancel()
-		return nil, err
-	}
-	slices.ResourceVersion = sliceList.ResourceVersion
-	sliceWatch, err := client.DiscoveryV1().EndpointSlices(ns).Watch(ctx, slices)
+	sliceWatch, err := listThenWatch(ctx, slices, client.DiscoveryV1().EndpointSlices(ns).List, client.DiscoveryV1().EndpointSlices(ns).Watch)
 	if err != nil {
 		svcWatch.Stop()
 		cancel()
@@ -59,6 +46,17 @@ func WatchWrites(ctx context.Context, client kubernetes.Interface, ns string, sv
 		w.done.Go(func() { w.follow(ctx, kind, wi) })
 	}
 	return w, nil
+}
+
+// listThenWatch watches from the resourceVersion of a list with opts.
+func listThenWatch[L interface{ GetResourceVersion() string }](ctx context.Context, opts metav1.ListOptions,
+	list func(context.Context, metav1.ListOptions) (L, error), watch func(context.Context, metav1.ListOptions) (watch.Interface, error)) (watch.Interface, error) {
+	l, err := list(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	opts.ResourceVersion = l.GetResourceVersion()
+	return watch(ctx, opts)
 }
 
 func (w *Writes) follow(ctx context.Context, kind string, wi watch.Interface) {
