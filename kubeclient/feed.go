@@ -48,17 +48,17 @@ type CurrentSink interface {
 	Current(p *Peeked) bool
 }
 
-// SparseSink is a Sink that decodes some objects itself from their encoded
+// SparseSink is a Sink that stores some objects straight from their encoded
 // message (Peeked.Message), as far as it keeps them: of a large world's
-// commonest objects, a few fields, where the generated code would decode
-// every one (managed fields, timestamps, each label).
+// commonest objects, a few fields, where decoding them would allocate every
+// one (managed fields, timestamps, each label) for the sink to drop.
 type SparseSink interface {
 	Sink
-	// Sparse is the object p peeks at, with at least every field the
-	// sink's Upsert reads, and none of p's strings; nil where the sink
-	// does not decode it itself (the feed then decodes it whole), or
-	// cannot (the feed's decoding then says why).
-	Sparse(p *Peeked) runtime.Object
+	// UpsertSparse stores the object p peeks at as Upsert stores it
+	// decoded, keeping none of p's strings, and reports true; false where
+	// the sink does not store it so (the feed then decodes it whole and
+	// Upserts it) or cannot (the feed's decoding then says why).
+	UpsertSparse(p *Peeked) bool
 }
 
 // Feed lists and watches one resource into a Sink, keeping no object itself:
@@ -269,18 +269,15 @@ func (f *Feed) list(ctx context.Context) (string, error) {
 }
 
 // take hands an object added or modified to the sink: nothing but p where
-// it is current in the sink, else the object as the sink decodes it
-// (SparseSink) or decoded whole.
+// it is current in the sink, else p to store as the sink decodes it
+// (SparseSink), else the object decoded whole.
 func (f *Feed) take(p *Peeked, decode func() (runtime.Object, error)) error {
 	if h, ok := f.Sink.(CurrentSink); ok && p != nil && p.Name != "" && h.Current(p) {
 		count(f.Counters.Current)
 		return nil
 	}
-	if s, ok := f.Sink.(SparseSink); ok && p != nil && p.Name != "" {
-		if obj := s.Sparse(p); obj != nil {
-			f.Sink.Upsert(obj)
-			return nil
-		}
+	if s, ok := f.Sink.(SparseSink); ok && p != nil && p.Name != "" && s.UpsertSparse(p) {
+		return nil
 	}
 	obj, err := decode()
 	if err != nil {

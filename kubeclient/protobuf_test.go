@@ -264,16 +264,17 @@ func FuzzListPage(f *testing.F) {
 // sparseSink decodes pods labelled sparse=yes itself, from their message.
 type sparseSink struct{ *decodedSink }
 
-func (s *sparseSink) Sparse(p *Peeked) runtime.Object {
+func (s *sparseSink) UpsertSparse(p *Peeked) bool {
 	if v, _ := p.Label("sparse"); v != "yes" {
-		return nil
+		return false
 	}
 	var whole corev1.Pod
 	if err := whole.Unmarshal(p.Message()); err != nil {
-		return nil
+		return false
 	}
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: whole.Name + " sparsely", ResourceVersion: whole.ResourceVersion},
-		Spec: corev1.PodSpec{Containers: whole.Spec.Containers}}
+	s.Upsert(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: whole.Name + " sparsely", ResourceVersion: whole.ResourceVersion},
+		Spec: corev1.PodSpec{Containers: whole.Spec.Containers}})
+	return true
 }
 
 // A SparseSink's own decoding stands for the feed's, on every path; the

@@ -661,6 +661,15 @@ func (in *interner) str(s string) string {
 	return s
 }
 
+// copyOf is str of a string that must not be kept itself (a Peeked's):
+// the interned one, or a copy.
+func (in *interner) copyOf(s string) string {
+	if v, ok := in.strs[s]; ok {
+		return v
+	}
+	return in.str(strings.Clone(s))
+}
+
 // keep is the key, value pairs of m's labels among keys, or nil, their
 // spelling, and whether other Services may share them: not where a value is
 // one Service's own (a global's base other than its name less suffix),

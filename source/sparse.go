@@ -1,14 +1,10 @@
 package source
 
 import (
-	"strings"
-
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/kubeclient"
 	"google.golang.org/protobuf/encoding/protowire"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // Field numbers of k8s.io/api/discovery/v1's generated.proto that an
@@ -19,46 +15,55 @@ const (
 	conditionsReady    = 1 // EndpointConditions
 )
 
-// Sparse implements kubeclient.SparseSink: an endpoint mirror's slice (one
-// per mirrored pod, most of a large world's objects) as far as upsert reads
-// it, which is what mirrorSlice keeps: its namespace, name and version, the
-// labels naming its headless mirror and its endpoint mirror, and each
-// endpoint's ready condition, where decoding it whole would allocate its
-// managed fields, timestamps and every label besides. Any other slice is
-// decoded whole.
-func (k *sliceSink) Sparse(p *kubeclient.Peeked) runtime.Object {
+// UpsertSparse implements kubeclient.SparseSink: an endpoint mirror's slice
+// (one per mirrored pod, most of a large world's objects) is stored from its
+// message as upsert stores it decoded, in a mirrorSlice: its name's and its
+// endpoint mirror's hashes, its version and its readiness, filed under the
+// headless mirror its label names. Decoding it whole would allocate its
+// managed fields, timestamps and every label, all dropped at once. Any other
+// slice, or one whose endpoints cannot be read, is left to the feed.
+func (k *sliceSink) UpsertSparse(p *kubeclient.Peeked) bool {
 	hm, _ := p.Label(aggregate.LabelHeadlessMirrorName)
 	if hm == "" {
-		return nil
+		return false
 	}
-	lbl := map[string]string{aggregate.LabelHeadlessMirrorName: strings.Clone(hm)}
-	if svc, ok := p.Label(discoveryv1.LabelServiceName); ok {
-		lbl[discoveryv1.LabelServiceName] = strings.Clone(svc)
+	ready, err := sparseReady(p.Message())
+	if err != nil {
+		return false
 	}
-	sl := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{
-		Namespace: strings.Clone(p.Namespace), Name: strings.Clone(p.Name), ResourceVersion: strings.Clone(p.ResourceVersion), Labels: lbl,
-	}}
-	err := kubeclient.EachField(p.Message(), func(num protowire.Number, b []byte, _ uint64, isBytes bool) error {
+	service, _ := p.Label(discoveryv1.LabelServiceName)
+	s := k.s
+	s.write(func() []Key {
+		// p's strings are borrowed: the namespace is stored interned, and
+		// entryFor copies the headless mirror's name where it stores it.
+		return k.upsertMirror(s.intern.copyOf(p.Namespace), p.Name, hm, s.hash.of(service), ready, kubeclient.ParseVersion(p.ResourceVersion))
+	})
+	return true
+}
+
+// sparseReady is mirrorReady of the EndpointSlice whose message msg is: if
+// any endpoint is ready, an unset condition counting as ready
+// (aggregate.EndpointReady).
+func sparseReady(msg []byte) (bool, error) {
+	someReady := false
+	err := kubeclient.EachField(msg, func(num protowire.Number, b []byte, _ uint64, isBytes bool) error {
 		if num != sliceEndpoints || !isBytes {
 			return nil
 		}
-		var e discoveryv1.Endpoint
+		ready := true
 		err := kubeclient.EachField(b, func(num protowire.Number, b []byte, _ uint64, isBytes bool) error {
 			if num != endpointConditions || !isBytes {
 				return nil
 			}
 			return kubeclient.EachField(b, func(num protowire.Number, _ []byte, v uint64, isBytes bool) error {
 				if num == conditionsReady && !isBytes {
-					e.Conditions.Ready = new(v != 0)
+					ready = v != 0
 				}
 				return nil
 			})
 		})
-		sl.Endpoints = append(sl.Endpoints, e)
+		someReady = someReady || ready
 		return err
 	})
-	if err != nil {
-		return nil
-	}
-	return sl
+	return someReady, err
 }

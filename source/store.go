@@ -338,25 +338,7 @@ func (k *sliceSink) upsert(sl *discoveryv1.EndpointSlice) []Key {
 	s := k.s
 	var changed []Key
 	if hm := sl.Labels[aggregate.LabelHeadlessMirrorName]; hm != "" {
-		if e, service, i := k.findMember(sl.Namespace, sl.Name, ""); e != nil { // relabeled: it was a member's
-			changed = k.removeMember(sl.Namespace, service, e, i, changed)
-		}
-		cur := newMirrorSlice(s.hash.of(sl.Name), s.hash.of(sl.Labels[discoveryv1.LabelServiceName]), k.kind, mirrorReady(sl), kubeclient.ParseVersion(sl.ResourceVersion))
-		// Filed under the headless mirror it names now: Linkerd never moves
-		// one to another, and if something did, the next list would drop
-		// the entry left under the old one.
-		e := s.entryFor(sl.Namespace, hm)
-		i, had := findMirror(e.mirrors, cur.key)
-		switch {
-		case had && e.mirrors[i].sameAs(cur):
-			e.mirrors[i] = cur // the same; only its version or its list is new
-			return nil
-		case had:
-			e.mirrors[i] = cur
-		default:
-			e.mirrors = insertMirror(e.mirrors, i, cur)
-		}
-		return s.memberKeyOf(sl.Namespace, hm, changed)
+		return k.upsertMirror(sl.Namespace, sl.Name, hm, s.hash.of(sl.Labels[discoveryv1.LabelServiceName]), mirrorReady(sl), kubeclient.ParseVersion(sl.ResourceVersion))
 	}
 	service := sliceService(sl)
 	e, filed, i := k.findMember(sl.Namespace, sl.Name, service)
@@ -381,6 +363,33 @@ func (k *sliceSink) upsert(sl *discoveryv1.EndpointSlice) []Key {
 		changed = k.addMember(sl.Namespace, service, cur, changed)
 	}
 	return changed
+}
+
+// upsertMirror indexes endpoint mirror slice namespace/name of headless
+// mirror hm, whose endpoint mirror's name hashes to service; called with
+// the lock held, with a namespace the index may keep.
+func (k *sliceSink) upsertMirror(namespace, name, hm string, service uint64, ready bool, rv kubeclient.Version) []Key {
+	s := k.s
+	var changed []Key
+	if e, filed, i := k.findMember(namespace, name, ""); e != nil { // relabeled: it was a member's
+		changed = k.removeMember(namespace, filed, e, i, changed)
+	}
+	cur := newMirrorSlice(s.hash.of(name), service, k.kind, ready, rv)
+	// Filed under the headless mirror it names now: Linkerd never moves
+	// one to another, and if something did, the next list would drop
+	// the entry left under the old one.
+	e := s.entryFor(namespace, hm)
+	i, had := findMirror(e.mirrors, cur.key)
+	switch {
+	case had && e.mirrors[i].sameAs(cur):
+		e.mirrors[i] = cur // the same; only its version or its list is new
+		return changed
+	case had:
+		e.mirrors[i] = cur
+	default:
+		e.mirrors = insertMirror(e.mirrors, i, cur)
+	}
+	return s.memberKeyOf(namespace, hm, changed)
 }
 
 // Current implements kubeclient.CurrentSink: whether this feed's slice is
@@ -588,7 +597,7 @@ func (k *sliceSink) memberKeys(service string, c *cachedSlice, keys []Key) []Key
 // memberKeyOf appends the base of the present Service namespace/name, if a member.
 func (s *Source) memberKeyOf(namespace, name string, keys []Key) []Key {
 	if c := s.service(namespace, name); c != nil && c.memberBase != "" {
-		keys = append(keys, Key{namespace, c.memberBase})
+		keys = append(keys, Key{c.namespace(), c.memberBase})
 	}
 	return keys
 }
