@@ -32,7 +32,7 @@ type ruleGroup struct {
 // alertGroups are the chart's PrometheusRule's groups, as m renders them.
 func alertGroups(t *testing.T, m helmtest.Manifest) []ruleGroup {
 	t.Helper()
-	u := m.MustGet(t, "PrometheusRule", releaseNamespace, "gm-globalmirror")
+	u := m.MustGet(t, "PrometheusRule", helmtest.Namespace, "gm-globalmirror")
 	var pr struct {
 		Spec struct {
 			Groups []ruleGroup `json:"groups"`
@@ -60,7 +60,7 @@ func TestAlerts(t *testing.T) {
 	if promtool == "" {
 		t.Fatalf("$%s is not set: run the tests through make (make promtool builds it)", promtoolEnv)
 	}
-	readme := readFile(t, filepath.Join(chartDir, "README.md"))
+	readme := readFile(t, filepath.Join(helmtest.ChartDir, "README.md"))
 	for _, tc := range []struct {
 		name, tests string
 		values      []string
@@ -71,19 +71,18 @@ func TestAlerts(t *testing.T) {
 		{"no leader election", "alerts_noleaderelection_test.yaml", []string{"--set", "controller.leaderElection.enabled=false"}, []string{"GlobalmirrorNoLeader"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := render(t, append([]string{"--set", "alerts.enabled=true", "--set", "coredns.enabled=true"}, tc.values...)...)
+			m := helmtest.Template(t, "gm", append([]string{"--set", "alerts.enabled=true", "--set", "coredns.enabled=true"}, tc.values...)...)
 			groups := alertGroups(t, m)
 			dir := t.TempDir()
 			rules, err := yaml.Marshal(map[string]any{"groups": groups})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), rules, 0o644); err != nil {
-				t.Fatal(err)
-			}
 			tests := readFile(t, filepath.Join("testdata", tc.tests))
-			if err := os.WriteFile(filepath.Join(dir, tc.tests), tests, 0o644); err != nil {
-				t.Fatal(err)
+			for name, data := range map[string][]byte{"rules.yaml": rules, tc.tests: tests} {
+				if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
 			for _, args := range [][]string{{"check", "rules", "rules.yaml"}, {"test", "rules", tc.tests}} {
 				cmd := exec.CommandContext(t.Context(), promtool, args...)

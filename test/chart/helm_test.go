@@ -8,21 +8,7 @@ package chart
 import (
 	"os"
 	"testing"
-
-	"github.com/globalmirror/globalmirror/test/helmtest"
 )
-
-const (
-	releaseNamespace = "globalmirror-system"
-	chartDir         = "../../charts/globalmirror"
-)
-
-// render runs `helm template` with args (values files, --set) and decodes the
-// output strictly (helmtest.Decode).
-func render(t testing.TB, args ...string) helmtest.Manifest {
-	t.Helper()
-	return helmtest.Template(t, "gm", chartDir, releaseNamespace, args...)
-}
 
 // readFile is the content of the file at path, failing the test if it
 // cannot be read.

@@ -17,7 +17,6 @@ import (
 	"github.com/globalmirror/globalmirror/test/run"
 	"github.com/globalmirror/globalmirror/test/scenario"
 	"github.com/miekg/dns"
-	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -57,7 +56,7 @@ func TestInstall(t *testing.T) {
 	}
 	installCRD(t, dyn, "testdata/servicemonitor-crd.yaml")
 	installCRD(t, dyn, "testdata/prometheusrule-crd.yaml")
-	for _, ns := range []string{releaseNamespace, "app", "team"} {
+	for _, ns := range []string{helmtest.Namespace, "app", "team"} {
 		if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -78,65 +77,60 @@ func TestInstall(t *testing.T) {
 		helmtest.CoreDNSServers(ports["DNS_PORT"], ports["HEALTH_PORT"], ports["READY_PORT"], ports["METRICS_PORT"], 5, corednsKubeconfig)+
 		"serviceMonitor:\n  enabled: true\nalerts:\n  enabled: true\n")
 
-	m := render(t, "-f", values)
+	m := helmtest.Template(t, "gm", "-f", values)
 	dryRunStrict(t, dyn, mapper, m)
 	start := time.Now()
-	out := helmtest.Must(t, "install", "gm", chartDir, "--namespace", releaseNamespace, "--kubeconfig", c.Kubeconfig, "-f", values)
+	out := helmtest.Must(t, "install", "gm", helmtest.ChartDir, "--namespace", helmtest.Namespace, "--kubeconfig", c.Kubeconfig, "-f", values)
 	t.Logf("helm install: %v", time.Since(start).Round(time.Millisecond))
 	if !strings.Contains(out, "STATUS: deployed") || !strings.Contains(out, "writes <base>-global Services in every namespace") {
 		t.Errorf("helm install output (and NOTES.txt):\n%s", out)
 	}
 	expectInstalled(t, dyn, mapper, m)
 
-	controllerSA := "system:serviceaccount:" + releaseNamespace + ":" + controllerName
-	corednsSA := "system:serviceaccount:" + releaseNamespace + ":" + corednsName
+	controllerSA := "system:serviceaccount:" + helmtest.Namespace + ":" + helmtest.Controller
+	corednsSA := "system:serviceaccount:" + helmtest.Namespace + ":" + helmtest.CoreDNS
 
 	// Both components list and watch what they mirror and answer for in
 	// every namespace.
 	t.Run("controller RBAC", func(t *testing.T) {
-		checkAccess(t, c, controllerSA, append(controllerChecks(t, c, "app", controllerName), reads("", true)...))
+		checkAccess(t, c, controllerSA, append(controllerChecks(t, c, "app", helmtest.Controller), reads("", true)...))
 	})
 	t.Run("coredns RBAC", func(t *testing.T) {
 		checkAccess(t, c, corednsSA, slices.Concat(reads("", true), []check{
 			{"list pods cluster-wide", true, func(ctx context.Context, k kubernetes.Interface) error {
-				_, err := k.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-				return err
+				return errOf(k.CoreV1().Pods("").List(ctx, metav1.ListOptions{}))
 			}},
 			{"list namespaces", true, func(ctx context.Context, k kubernetes.Interface) error {
-				_, err := k.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
-				return err
+				return errOf(k.CoreV1().Namespaces().List(ctx, metav1.ListOptions{}))
 			}},
 			{"create a Service", false, createHeadless("app", "dns-probe")},
 			{"get a Service", false, func(ctx context.Context, k kubernetes.Interface) error {
-				_, err := k.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
-				return err
+				return errOf(k.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{}))
 			}},
 			{"delete EndpointSlices", false, func(ctx context.Context, k kubernetes.Interface) error {
 				return k.DiscoveryV1().EndpointSlices("app").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 			}},
 			{"list secrets", false, func(ctx context.Context, k kubernetes.Interface) error {
-				_, err := k.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
-				return err
+				return errOf(k.CoreV1().Secrets("").List(ctx, metav1.ListOptions{}))
 			}},
 		}))
 	})
 
 	t.Run("controller binary", func(t *testing.T) {
-		ctrl := startChartController(t, c, dir, "controller.log", controllerName)
+		ctrl := startChartController(t, c, dir, "controller.log", helmtest.Controller)
 		defer ctrl.Stop()
-		mirror(t, c, "app")
 		expectGlobal(t, c, "app", ctrl.Process)
-		lease, err := c.Client.CoordinationV1().Leases(releaseNamespace).Get(ctx, controllerName, metav1.GetOptions{})
+		lease, err := c.Client.CoordinationV1().Leases(helmtest.Namespace).Get(ctx, helmtest.Controller, metav1.GetOptions{})
 		if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
-			t.Errorf("leader Lease %s/%s: %v %+v", releaseNamespace, controllerName, err, lease)
+			t.Errorf("leader Lease %s/%s: %v %+v", helmtest.Namespace, helmtest.Controller, err, lease)
 		}
 		expectNoForbidden(t, ctrl.Process)
 		expectMetrics(t, ctrl.BaseURL+"/metrics", alertMetrics(t, m, "controller"))
 	})
 
 	t.Run("coredns binary", func(t *testing.T) {
-		writeTokenKubeconfig(t, c, releaseNamespace, corednsName, corednsKubeconfig)
-		cm, err := c.Client.CoreV1().ConfigMaps(releaseNamespace).Get(ctx, corednsName, metav1.GetOptions{})
+		writeTokenKubeconfig(t, c, helmtest.Namespace, helmtest.CoreDNS, corednsKubeconfig)
+		cm, err := c.Client.CoreV1().ConfigMaps(helmtest.Namespace).Get(ctx, helmtest.CoreDNS, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,8 +144,12 @@ func TestInstall(t *testing.T) {
 		// No controller has run for namespace team yet, so only the global
 		// plugin can answer for its mirror.
 		mirror(t, c, "team")
+		// The plugin learns of new mirrors through its informers, a moment
+		// after they are written.
 		for _, name := range []string{"db-global.team.svc.cluster.local.", "db-0-east.db-global.team.svc.cluster.local."} {
-			expectA(t, server, name, "192.0.2.10")
+			if err := scenario.AwaitAnswer(ctx, "udp", server.Addr, name, dns.TypeA, dnsq.NoError("192.0.2.10"), 15*time.Second, 50*time.Millisecond); err != nil {
+				t.Errorf("%v\ncoredns log:\n%s", err, server.Log(2000))
+			}
 		}
 		expectNoForbidden(t, server.Process)
 		expectMetrics(t, server.MetricsURL, alertMetrics(t, m, "coredns"))
@@ -161,21 +159,20 @@ func TestInstall(t *testing.T) {
 	t.Run("namespaced", func(t *testing.T) {
 		const name = "gmns-globalmirror-controller"
 		nsValues := helmtest.WriteValues(t, "controller:\n  namespaces: [team]\n")
-		mns := helmtest.Template(t, "gmns", chartDir, releaseNamespace, "-f", nsValues)
+		mns := helmtest.Template(t, "gmns", "-f", nsValues)
 		if mns.Get("ClusterRole", "", name) != nil {
 			t.Fatalf("namespaced release renders a ClusterRole")
 		}
 		dryRunStrict(t, dyn, mapper, mns)
-		helmtest.Must(t, "install", "gmns", chartDir, "--namespace", releaseNamespace, "--kubeconfig", c.Kubeconfig, "-f", nsValues)
+		helmtest.Must(t, "install", "gmns", helmtest.ChartDir, "--namespace", helmtest.Namespace, "--kubeconfig", c.Kubeconfig, "-f", nsValues)
 		expectInstalled(t, dyn, mapper, mns)
 
-		sa := "system:serviceaccount:" + releaseNamespace + ":" + name
+		sa := "system:serviceaccount:" + helmtest.Namespace + ":" + name
 		checkAccess(t, c, sa, slices.Concat(controllerChecks(t, c, "team", name), reads("", false), reads("app", false),
 			[]check{{"create a Service in app", false, createHeadless("app", "probe-global")}}))
 
 		ctrl := startChartController(t, c, dir, "controller-namespaced.log", name)
 		defer ctrl.Stop()
-		mirror(t, c, "team")
 		expectGlobal(t, c, "team", ctrl.Process)
 		expectNoForbidden(t, ctrl.Process)
 	})
@@ -184,7 +181,7 @@ func TestInstall(t *testing.T) {
 	// checks (expectUninstalled), on releases whose pods ran.
 	t.Run("uninstall", func(t *testing.T) {
 		for _, release := range []string{"gm", "gmns"} {
-			helmtest.Must(t, "uninstall", release, "--namespace", releaseNamespace, "--kubeconfig", c.Kubeconfig, "--wait", "--timeout", "60s")
+			helmtest.Must(t, "uninstall", release, "--namespace", helmtest.Namespace, "--kubeconfig", c.Kubeconfig, "--wait", "--timeout", "60s")
 		}
 	})
 }
@@ -303,34 +300,23 @@ func resourceFor(t *testing.T, dyn dynamic.Interface, mapper meta.RESTMapper, o 
 func startChartController(t *testing.T, c *localkube.Cluster, dir, logName, deployment string) *run.Controller {
 	t.Helper()
 	ctx := t.Context()
-	d, err := c.Client.AppsV1().Deployments(releaseNamespace).Get(ctx, deployment, metav1.GetOptions{})
+	d, err := c.Client.AppsV1().Deployments(helmtest.Namespace).Get(ctx, deployment, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	kubeconfig := filepath.Join(dir, deployment+".kubeconfig")
-	writeTokenKubeconfig(t, c, releaseNamespace, d.Spec.Template.Spec.ServiceAccountName, kubeconfig)
-	args := chartArgs(t, d)
+	writeTokenKubeconfig(t, c, helmtest.Namespace, d.Spec.Template.Spec.ServiceAccountName, kubeconfig)
+	// Without --metrics-addr: the test picks a free port instead of :8080.
+	args := slices.DeleteFunc(slices.Clone(d.Spec.Template.Spec.Containers[0].Args),
+		func(a string) bool { return strings.HasPrefix(a, "--metrics-addr") })
+	if !slices.Contains(args, "--leader-elect=true") {
+		t.Fatalf("chart runs the controller without leader election: %q", args)
+	}
 	ctrl, err := run.StartController(ctx, dir, logName, kubeconfig, args...)
 	if err != nil {
 		t.Fatalf("controller with the chart's arguments %q: %v", args, err)
 	}
 	return ctrl
-}
-
-// chartArgs are the controller container's arguments without --metrics-addr:
-// the test picks a free port instead of :8080.
-func chartArgs(t *testing.T, d *appsv1.Deployment) []string {
-	t.Helper()
-	var args []string
-	for _, a := range d.Spec.Template.Spec.Containers[0].Args {
-		if !strings.HasPrefix(a, "--metrics-addr") {
-			args = append(args, a)
-		}
-	}
-	if !slices.Contains(args, "--leader-elect=true") {
-		t.Fatalf("chart runs the controller without leader election: %q", args)
-	}
-	return args
 }
 
 // writeTokenKubeconfig writes a kubeconfig that authenticates as the
@@ -353,11 +339,12 @@ func writeTokenKubeconfig(t *testing.T, c *localkube.Cluster, namespace, sa, pat
 	}
 }
 
-// expectGlobal waits for the controller to write db-global in ns with the
-// mirrored pod as db-0-east, its only member, which needs Service and
-// EndpointSlice writes.
+// expectGlobal mirrors db from east into ns (mirror) and waits for the
+// controller to write db-global there with the mirrored pod as db-0-east,
+// its only member, which needs Service and EndpointSlice writes.
 func expectGlobal(t *testing.T, c *localkube.Cluster, ns string, p *run.Process) {
 	t.Helper()
+	mirror(t, c, ns)
 	err := await.Poll(t.Context(), 30*time.Second, 100*time.Millisecond, func(ctx context.Context) string {
 		return scenario.GlobalService(ctx, c.Client, ns, "db-global", 5432, map[string]string{"db-0-east": "192.0.2.10"})
 	})
@@ -372,15 +359,5 @@ func expectNoForbidden(t *testing.T, p *run.Process) {
 	t.Helper()
 	if log := p.Log(1 << 20); strings.Contains(strings.ToLower(log), "forbidden") {
 		t.Errorf("%s was denied something:\n%s", p.Name, log)
-	}
-}
-
-// expectA waits until CoreDNS answers name with exactly the address want; the
-// plugin learns of new mirrors through its informers, a moment after they are
-// written.
-func expectA(t *testing.T, server *run.CoreDNS, name, want string) {
-	t.Helper()
-	if err := scenario.AwaitAnswer(t.Context(), "udp", server.Addr, name, dns.TypeA, dnsq.NoError(want), 15*time.Second, 50*time.Millisecond); err != nil {
-		t.Errorf("%v\ncoredns log:\n%s", err, server.Log(2000))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/globalmirror/globalmirror/test/helmtest"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -61,8 +62,8 @@ func controllerChecks(t *testing.T, c *localkube.Cluster, ns, lease string) []ch
 	if _, err := c.Client.CoreV1().Pods("default").Create(ctx, victim, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	otherLease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "someone-else-" + ns, Namespace: releaseNamespace}}
-	if _, err := c.Client.CoordinationV1().Leases(releaseNamespace).Create(ctx, otherLease, metav1.CreateOptions{}); err != nil {
+	otherLease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "someone-else-" + ns, Namespace: helmtest.Namespace}}
+	if _, err := c.Client.CoordinationV1().Leases(helmtest.Namespace).Create(ctx, otherLease, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	now := metav1.Now()
@@ -75,8 +76,7 @@ func controllerChecks(t *testing.T, c *localkube.Cluster, ns, lease string) []ch
 				return err
 			}
 			svc.Labels = map[string]string{"updated": "true"}
-			_, err = k.CoreV1().Services(ns).Update(ctx, svc, metav1.UpdateOptions{})
-			return err
+			return errOf(k.CoreV1().Services(ns).Update(ctx, svc, metav1.UpdateOptions{}))
 		}},
 		{"create an EndpointSlice", true, func(ctx context.Context, k kubernetes.Interface) error {
 			s := &discoveryv1.EndpointSlice{
@@ -84,8 +84,7 @@ func controllerChecks(t *testing.T, c *localkube.Cluster, ns, lease string) []ch
 				AddressType: discoveryv1.AddressTypeIPv4,
 				Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.1"}}},
 			}
-			_, err := k.DiscoveryV1().EndpointSlices(ns).Create(ctx, s, metav1.CreateOptions{})
-			return err
+			return errOf(k.DiscoveryV1().EndpointSlices(ns).Create(ctx, s, metav1.CreateOptions{}))
 		}},
 		{"update the EndpointSlice", true, func(ctx context.Context, k kubernetes.Interface) error {
 			s, err := k.DiscoveryV1().EndpointSlices(ns).Get(ctx, svcName+"-abcde", metav1.GetOptions{})
@@ -93,8 +92,7 @@ func controllerChecks(t *testing.T, c *localkube.Cluster, ns, lease string) []ch
 				return err
 			}
 			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{"192.0.2.2"}})
-			_, err = k.DiscoveryV1().EndpointSlices(ns).Update(ctx, s, metav1.UpdateOptions{})
-			return err
+			return errOf(k.DiscoveryV1().EndpointSlices(ns).Update(ctx, s, metav1.UpdateOptions{}))
 		}},
 		{"delete the EndpointSlice", true, func(ctx context.Context, k kubernetes.Interface) error {
 			return k.DiscoveryV1().EndpointSlices(ns).Delete(ctx, svcName+"-abcde", metav1.DeleteOptions{})
@@ -113,8 +111,7 @@ func controllerChecks(t *testing.T, c *localkube.Cluster, ns, lease string) []ch
 			if _, err := k.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 				return err
 			}
-			_, err := k.CoreV1().Events(ns).Patch(ctx, ev.Name, types.StrategicMergePatchType, []byte(`{"count":2}`), metav1.PatchOptions{})
-			return err
+			return errOf(k.CoreV1().Events(ns).Patch(ctx, ev.Name, types.StrategicMergePatchType, []byte(`{"count":2}`), metav1.PatchOptions{}))
 		}},
 		{"create an events.k8s.io Event", true, func(ctx context.Context, k kubernetes.Interface) error {
 			ev := &eventsv1.Event{
@@ -124,50 +121,44 @@ func controllerChecks(t *testing.T, c *localkube.Cluster, ns, lease string) []ch
 				Action: "Probe", Reason: "Probe", Type: corev1.EventTypeNormal, Note: "RBAC probe",
 				Regarding: corev1.ObjectReference{Kind: "Service", Namespace: ns, Name: svcName, APIVersion: "v1"},
 			}
-			_, err := k.EventsV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{})
-			return err
+			return errOf(k.EventsV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}))
 		}},
 		{"create, get and update its Lease", true, func(ctx context.Context, k kubernetes.Interface) error {
-			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lease, Namespace: releaseNamespace}}
-			if _, err := k.CoordinationV1().Leases(releaseNamespace).Create(ctx, l, metav1.CreateOptions{}); err != nil {
+			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lease, Namespace: helmtest.Namespace}}
+			if _, err := k.CoordinationV1().Leases(helmtest.Namespace).Create(ctx, l, metav1.CreateOptions{}); err != nil {
 				return err
 			}
-			got, err := k.CoordinationV1().Leases(releaseNamespace).Get(ctx, lease, metav1.GetOptions{})
+			got, err := k.CoordinationV1().Leases(helmtest.Namespace).Get(ctx, lease, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
 			got.Spec.HolderIdentity = new("rbac-probe")
-			if _, err = k.CoordinationV1().Leases(releaseNamespace).Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+			if _, err = k.CoordinationV1().Leases(helmtest.Namespace).Update(ctx, got, metav1.UpdateOptions{}); err != nil {
 				return err
 			}
 			// The controller will create it anew; the admin clears it.
-			return c.Client.CoordinationV1().Leases(releaseNamespace).Delete(ctx, lease, metav1.DeleteOptions{})
+			return c.Client.CoordinationV1().Leases(helmtest.Namespace).Delete(ctx, lease, metav1.DeleteOptions{})
 		}},
 		{"update another Lease in the release namespace", false, func(ctx context.Context, k kubernetes.Interface) error {
-			_, err := k.CoordinationV1().Leases(releaseNamespace).Update(ctx, otherLease, metav1.UpdateOptions{})
-			return err
+			return errOf(k.CoordinationV1().Leases(helmtest.Namespace).Update(ctx, otherLease, metav1.UpdateOptions{}))
 		}},
 		{"create a Lease in another namespace", false, func(ctx context.Context, k kubernetes.Interface) error {
 			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lease, Namespace: ns}}
-			_, err := k.CoordinationV1().Leases(ns).Create(ctx, l, metav1.CreateOptions{})
-			return err
+			return errOf(k.CoordinationV1().Leases(ns).Create(ctx, l, metav1.CreateOptions{}))
 		}},
 		{"delete a Pod", false, func(ctx context.Context, k kubernetes.Interface) error {
 			return k.CoreV1().Pods("default").Delete(ctx, victim.Name, metav1.DeleteOptions{})
 		}},
 		{"write a Secret", false, func(ctx context.Context, k kubernetes.Interface) error {
 			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "stolen", Namespace: ns}}
-			_, err := k.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{})
-			return err
+			return errOf(k.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}))
 		}},
 		{"read Secrets", false, func(ctx context.Context, k kubernetes.Interface) error {
-			_, err := k.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
-			return err
+			return errOf(k.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{}))
 		}},
 		{"write a ConfigMap", false, func(ctx context.Context, k kubernetes.Interface) error {
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "nope", Namespace: ns}}
-			_, err := k.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
-			return err
+			return errOf(k.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}))
 		}},
 	}...)
 }
@@ -189,21 +180,22 @@ func reads(ns string, allowed bool) []check {
 	brief := metav1.ListOptions{TimeoutSeconds: new(int64(1))}
 	return []check{
 		{"list services " + where, allowed, func(ctx context.Context, k kubernetes.Interface) error {
-			_, err := k.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
-			return err
+			return errOf(k.CoreV1().Services(ns).List(ctx, metav1.ListOptions{}))
 		}},
 		{"watch services " + where, allowed, func(ctx context.Context, k kubernetes.Interface) error {
 			return opened(k.CoreV1().Services(ns).Watch(ctx, brief))
 		}},
 		{"list endpointslices " + where, allowed, func(ctx context.Context, k kubernetes.Interface) error {
-			_, err := k.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
-			return err
+			return errOf(k.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{}))
 		}},
 		{"watch endpointslices " + where, allowed, func(ctx context.Context, k kubernetes.Interface) error {
 			return opened(k.DiscoveryV1().EndpointSlices(ns).Watch(ctx, brief))
 		}},
 	}
 }
+
+// errOf is the error of a call that returns a result and an error.
+func errOf[T any](_ T, err error) error { return err }
 
 // createHeadless creates a selector-less headless Service like the ones the
 // controller writes.
@@ -213,7 +205,6 @@ func createHeadless(ns, name string) func(context.Context, kubernetes.Interface)
 			ClusterIP: corev1.ClusterIPNone,
 			Ports:     []corev1.ServicePort{{Name: "db", Port: 5432, Protocol: corev1.ProtocolTCP}},
 		}}
-		_, err := k.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
-		return err
+		return errOf(k.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}))
 	}
 }

@@ -20,11 +20,6 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-const (
-	controllerName = "gm-globalmirror-controller"
-	corednsName    = "gm-globalmirror-coredns"
-)
-
 func TestLint(t *testing.T) {
 	for name, args := range map[string][]string{
 		"defaults": nil,
@@ -33,7 +28,7 @@ func TestLint(t *testing.T) {
 		"coredns only": {"--set", "controller.enabled=false", "--set", "coredns.enabled=true"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			out := helmtest.Must(t, append([]string{"lint", "--strict", chartDir}, args...)...)
+			out := helmtest.Must(t, append([]string{"lint", "--strict", helmtest.ChartDir}, args...)...)
 			if !strings.Contains(out, "0 chart(s) failed") {
 				t.Errorf("helm lint:\n%s", out)
 			}
@@ -42,25 +37,25 @@ func TestLint(t *testing.T) {
 }
 
 func TestTemplateDefaults(t *testing.T) {
-	m := render(t)
+	m := helmtest.Template(t, "gm")
 	ids := m.IDs()
 	sort.Strings(ids)
 	want := []string{
-		"ClusterRole /" + controllerName,
-		"ClusterRoleBinding /" + controllerName,
-		"Deployment globalmirror-system/" + controllerName,
-		"PodDisruptionBudget globalmirror-system/" + controllerName,
-		"Role globalmirror-system/" + controllerName + "-leader-election",
-		"RoleBinding globalmirror-system/" + controllerName + "-leader-election",
-		"Service globalmirror-system/" + controllerName + "-metrics",
-		"ServiceAccount globalmirror-system/" + controllerName,
+		"ClusterRole /" + helmtest.Controller,
+		"ClusterRoleBinding /" + helmtest.Controller,
+		"Deployment globalmirror-system/" + helmtest.Controller,
+		"PodDisruptionBudget globalmirror-system/" + helmtest.Controller,
+		"Role globalmirror-system/" + helmtest.Controller + "-leader-election",
+		"RoleBinding globalmirror-system/" + helmtest.Controller + "-leader-election",
+		"Service globalmirror-system/" + helmtest.Controller + "-metrics",
+		"ServiceAccount globalmirror-system/" + helmtest.Controller,
 	}
 	if !slices.Equal(ids, want) {
 		t.Fatalf("objects:\n%s\nwant:\n%s", strings.Join(ids, "\n"), strings.Join(want, "\n"))
 	}
 
 	var d appsv1.Deployment
-	helmtest.Typed(t, m.MustGet(t, "Deployment", releaseNamespace, controllerName), &d)
+	helmtest.Typed(t, m.MustGet(t, "Deployment", helmtest.Namespace, helmtest.Controller), &d)
 	if *d.Spec.Replicas != 2 {
 		t.Errorf("replicas = %d, want 2", *d.Spec.Replicas)
 	}
@@ -69,7 +64,7 @@ func TestTemplateDefaults(t *testing.T) {
 		t.Errorf("image = %s", c.Image)
 	}
 	for _, arg := range []string{"--leader-elect=true", "--leader-elect-namespace=globalmirror-system",
-		"--leader-elect-id=" + controllerName, "--suffix=-global", "--local-selector=mirror.linkerd.io/exported",
+		"--leader-elect-id=" + helmtest.Controller, "--suffix=-global", "--local-selector=mirror.linkerd.io/exported",
 		"--metrics-addr=:8080", "--log-format=json"} {
 		if !slices.Contains(c.Args, arg) {
 			t.Errorf("args %q lack %s", c.Args, arg)
@@ -87,18 +82,18 @@ func TestTemplateDefaults(t *testing.T) {
 	}
 
 	var role rbacv1.ClusterRole
-	helmtest.Typed(t, m.MustGet(t, "ClusterRole", "", controllerName), &role)
+	helmtest.Typed(t, m.MustGet(t, "ClusterRole", "", helmtest.Controller), &role)
 	// The permissions are written once, in Go, beside the code that uses them.
 	if got, want := toYAML(t, role.Rules), toYAML(t, controller.Rules()); got != want {
 		t.Errorf("controller ClusterRole rules:\n%s\nwant:\n%s", got, want)
 	}
 	var lease rbacv1.Role
-	helmtest.Typed(t, m.MustGet(t, "Role", releaseNamespace, controllerName+"-leader-election"), &lease)
-	if got, want := toYAML(t, lease.Rules), toYAML(t, controller.LeaseRules(controllerName)); got != want {
+	helmtest.Typed(t, m.MustGet(t, "Role", helmtest.Namespace, helmtest.Controller+"-leader-election"), &lease)
+	if got, want := toYAML(t, lease.Rules), toYAML(t, controller.LeaseRules(helmtest.Controller)); got != want {
 		t.Errorf("lease Role rules:\n%s\nwant:\n%s", got, want)
 	}
 	var pdb policyv1.PodDisruptionBudget
-	helmtest.Typed(t, m.MustGet(t, "PodDisruptionBudget", releaseNamespace, controllerName), &pdb)
+	helmtest.Typed(t, m.MustGet(t, "PodDisruptionBudget", helmtest.Namespace, helmtest.Controller), &pdb)
 	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.MinAvailable != nil {
 		t.Errorf("PDB spec = %+v", pdb.Spec)
 	}
@@ -110,7 +105,7 @@ func TestTemplateDefaults(t *testing.T) {
 // TestTemplateEverything renders every optional part: CoreDNS as the cluster
 // DNS, the ServiceMonitor, namespaced RBAC and no local services.
 func TestTemplateEverything(t *testing.T) {
-	m := render(t, "-f", helmtest.WriteValues(t, `
+	m := helmtest.Template(t, "gm", "-f", helmtest.WriteValues(t, `
 localSelector: none
 controller:
   namespaces: [apps, db]
@@ -125,23 +120,23 @@ serviceMonitor:
   labels: {release: prometheus}
 `))
 	// Namespaced controller RBAC: a Role per namespace, no ClusterRole.
-	if m.Get("ClusterRole", "", controllerName) != nil || m.Get("ClusterRoleBinding", "", controllerName) != nil {
+	if m.Get("ClusterRole", "", helmtest.Controller) != nil || m.Get("ClusterRoleBinding", "", helmtest.Controller) != nil {
 		t.Errorf("controller ClusterRole rendered with controller.namespaces set")
 	}
 	for _, ns := range []string{"apps", "db"} {
 		var rb rbacv1.RoleBinding
-		helmtest.Typed(t, m.MustGet(t, "RoleBinding", ns, controllerName), &rb)
-		if rb.RoleRef.Kind != "Role" || rb.Subjects[0].Namespace != releaseNamespace || rb.Subjects[0].Name != controllerName {
+		helmtest.Typed(t, m.MustGet(t, "RoleBinding", ns, helmtest.Controller), &rb)
+		if rb.RoleRef.Kind != "Role" || rb.Subjects[0].Namespace != helmtest.Namespace || rb.Subjects[0].Name != helmtest.Controller {
 			t.Errorf("RoleBinding %s = %+v", ns, rb)
 		}
 		var role rbacv1.Role
-		helmtest.Typed(t, m.MustGet(t, "Role", ns, controllerName), &role)
+		helmtest.Typed(t, m.MustGet(t, "Role", ns, helmtest.Controller), &role)
 		if got, want := toYAML(t, role.Rules), toYAML(t, controller.Rules()); got != want {
 			t.Errorf("controller Role in %s:\n%s\nwant:\n%s", ns, got, want)
 		}
 	}
 	var d appsv1.Deployment
-	helmtest.Typed(t, m.MustGet(t, "Deployment", releaseNamespace, controllerName), &d)
+	helmtest.Typed(t, m.MustGet(t, "Deployment", helmtest.Namespace, helmtest.Controller), &d)
 	args := d.Spec.Template.Spec.Containers[0].Args
 	for _, arg := range []string{"--namespaces=apps,db", "--local-selector=none"} {
 		if !slices.Contains(args, arg) {
@@ -154,7 +149,7 @@ serviceMonitor:
 
 	// CoreDNS: the Corefile's global stanza carries the controller's settings.
 	var cm corev1.ConfigMap
-	helmtest.Typed(t, m.MustGet(t, "ConfigMap", releaseNamespace, corednsName), &cm)
+	helmtest.Typed(t, m.MustGet(t, "ConfigMap", helmtest.Namespace, helmtest.CoreDNS), &cm)
 	corefile := cm.Data["Corefile"]
 	for _, want := range []string{
 		".:53 {",
@@ -174,7 +169,7 @@ serviceMonitor:
 	}
 
 	var cd appsv1.Deployment
-	helmtest.Typed(t, m.MustGet(t, "Deployment", releaseNamespace, corednsName), &cd)
+	helmtest.Typed(t, m.MustGet(t, "Deployment", helmtest.Namespace, helmtest.CoreDNS), &cd)
 	pod := cd.Spec.Template.Spec
 	c := pod.Containers[0]
 	checkHardened(t, pod, c, []corev1.Capability{"NET_BIND_SERVICE"})
@@ -196,7 +191,7 @@ serviceMonitor:
 	}
 
 	var svc corev1.Service
-	helmtest.Typed(t, m.MustGet(t, "Service", releaseNamespace, "kube-dns"), &svc)
+	helmtest.Typed(t, m.MustGet(t, "Service", helmtest.Namespace, "kube-dns"), &svc)
 	// The cluster DNS Service is kube-dns as kubeadm writes it: selected by
 	// k8s-app alone (kubeadm's pods and the chart's alike), its ports by
 	// number and kubeadm's names, kept when the release goes.
@@ -212,7 +207,7 @@ serviceMonitor:
 		t.Errorf("DNS Service %+v, spec %+v", svc.ObjectMeta, svc.Spec)
 	}
 	var role rbacv1.ClusterRole
-	helmtest.Typed(t, m.MustGet(t, "ClusterRole", "", corednsName), &role)
+	helmtest.Typed(t, m.MustGet(t, "ClusterRole", "", helmtest.CoreDNS), &role)
 	for _, r := range role.Rules {
 		if !slices.Equal(r.Verbs, []string{"list", "watch"}) {
 			t.Errorf("CoreDNS may only list and watch: %+v", r)
@@ -230,17 +225,17 @@ serviceMonitor:
 			}
 		}
 	}
-	m.MustGet(t, "PodDisruptionBudget", releaseNamespace, corednsName)
-	m.MustGet(t, "Service", releaseNamespace, corednsName+"-metrics")
+	m.MustGet(t, "PodDisruptionBudget", helmtest.Namespace, helmtest.CoreDNS)
+	m.MustGet(t, "Service", helmtest.Namespace, helmtest.CoreDNS+"-metrics")
 
-	sm := m.MustGet(t, "ServiceMonitor", releaseNamespace, "gm-globalmirror")
+	sm := m.MustGet(t, "ServiceMonitor", helmtest.Namespace, "gm-globalmirror")
 	if sm.GetLabels()["release"] != "prometheus" {
 		t.Errorf("ServiceMonitor labels = %v", sm.GetLabels())
 	}
 	// It must select both metrics Services, by labels they carry.
 	sel := sm.Object["spec"].(map[string]any)["selector"].(map[string]any)["matchLabels"].(map[string]any)
-	for _, name := range []string{controllerName + "-metrics", corednsName + "-metrics"} {
-		labels := m.MustGet(t, "Service", releaseNamespace, name).GetLabels()
+	for _, name := range []string{helmtest.Controller + "-metrics", helmtest.CoreDNS + "-metrics"} {
+		labels := m.MustGet(t, "Service", helmtest.Namespace, name).GetLabels()
 		for k, v := range sel {
 			if labels[k] != v {
 				t.Errorf("ServiceMonitor selector %s=%v misses Service %s (labels %v)", k, v, name, labels)
@@ -253,7 +248,7 @@ serviceMonitor:
 // NET_BIND_SERVICE, since its image's binary cannot be executed without it
 // (test/image runs it).
 func TestTemplateCoreDNSHighPort(t *testing.T) {
-	m := render(t, "-f", helmtest.WriteValues(t, `
+	m := helmtest.Template(t, "gm", "-f", helmtest.WriteValues(t, `
 coredns:
   enabled: true
   servers:
@@ -262,14 +257,14 @@ coredns:
       plugins: [{name: global}, {name: prometheus, parameters: ":9253"}]
 `))
 	var d appsv1.Deployment
-	helmtest.Typed(t, m.MustGet(t, "Deployment", releaseNamespace, corednsName), &d)
+	helmtest.Typed(t, m.MustGet(t, "Deployment", helmtest.Namespace, helmtest.CoreDNS), &d)
 	c := d.Spec.Template.Spec.Containers[0]
 	checkHardened(t, d.Spec.Template.Spec, c, []corev1.Capability{"NET_BIND_SERVICE"})
 	if !strings.Contains(toYAML(t, c.Ports), "containerPort: 5353") || !strings.Contains(toYAML(t, c.Ports), "containerPort: 9253") {
 		t.Errorf("ports:\n%s", toYAML(t, c.Ports))
 	}
 	var cm corev1.ConfigMap
-	helmtest.Typed(t, m.MustGet(t, "ConfigMap", releaseNamespace, corednsName), &cm)
+	helmtest.Typed(t, m.MustGet(t, "ConfigMap", helmtest.Namespace, helmtest.CoreDNS), &cm)
 	if want := "cluster.local:5353 example.org:5353 {\n    global {\n"; !strings.HasPrefix(cm.Data["Corefile"], want) {
 		t.Errorf("Corefile:\n%s\nwant prefix:\n%s", cm.Data["Corefile"], want)
 	}
@@ -295,7 +290,7 @@ func TestSchemaRejects(t *testing.T) {
 		{"localSelector=", "/localSelector"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
-			out, err := helmtest.Run(t, "template", "gm", chartDir, "--set", tc.set)
+			out, err := helmtest.Run(t, "template", "gm", helmtest.ChartDir, "--set", tc.set)
 			if err == nil {
 				t.Fatalf("helm template --set %s succeeded:\n%s", tc.set, out)
 			}
@@ -349,7 +344,7 @@ func appVersion(t testing.TB) string {
 	var c struct {
 		AppVersion string `json:"appVersion"`
 	}
-	if err := yaml.Unmarshal([]byte(helmtest.Must(t, "show", "chart", chartDir)), &c); err != nil || c.AppVersion == "" {
+	if err := yaml.Unmarshal([]byte(helmtest.Must(t, "show", "chart", helmtest.ChartDir)), &c); err != nil || c.AppVersion == "" {
 		t.Fatalf("appVersion: %v", err)
 	}
 	return c.AppVersion
@@ -359,7 +354,7 @@ func appVersion(t testing.TB) string {
 // chart's README table. Free-form values (resources, security contexts,
 // label maps, lists) are one row each; the schema says which those are.
 func TestReadmeDocumentsEveryValue(t *testing.T) {
-	read := func(name string) []byte { return readFile(t, filepath.Join(chartDir, name)) }
+	read := func(name string) []byte { return readFile(t, filepath.Join(helmtest.ChartDir, name)) }
 	var values, schema map[string]any
 	if err := yaml.Unmarshal(read("values.yaml"), &values); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,6 @@
 // Package helmtest runs the helm binary that `make helm` builds (found
-// through $GLOBALMIRROR_HELM) for tests, and decodes what `helm template`
-// renders, strictly.
+// through $GLOBALMIRROR_HELM) for tests on the chart, and decodes what `helm
+// template` renders, strictly.
 package helmtest
 
 import (
@@ -26,28 +26,28 @@ import (
 // Env names the helm binary; the Makefile exports it.
 const Env = "GLOBALMIRROR_HELM"
 
-// Bin fails the test, never skips it, when helm is missing: a chart that
-// was not checked has not passed.
-func Bin(t testing.TB) string {
-	t.Helper()
-	p := os.Getenv(Env)
-	if p == "" {
-		t.Fatalf("$%s is not set: run `make test` (or `make helm` and export %s=<path to helm>)", Env, Env)
-	}
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("$%s: %v: run `make helm`", Env, err)
-	}
-	return p
-}
+// The chart, as a test package's directory (test/<package>) finds it, and
+// the objects of release gm in Namespace, which the tests render.
+const (
+	ChartDir   = "../../charts/globalmirror"
+	Namespace  = "globalmirror-system"
+	Controller = "gm-globalmirror-controller"
+	CoreDNS    = "gm-globalmirror-coredns"
+)
 
 // Run runs helm with args and returns its stdout; stderr is in the error.
 // Helm's own state (repositories, cache, registry logins) and its discovery
 // cache go to a temporary directory, so the test neither reads nor changes
-// the user's.
+// the user's. Without helm the test fails, never skips: a chart that was
+// not checked has not passed.
 func Run(t testing.TB, args ...string) (string, error) {
 	t.Helper()
+	bin := os.Getenv(Env)
+	if _, err := os.Stat(bin); bin == "" || err != nil {
+		t.Fatalf("$%s=%q (%v): run `make test` (or `make helm` and export %s=<path to helm>)", Env, bin, err, Env)
+	}
 	home := t.TempDir()
-	cmd := exec.Command(Bin(t), args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(),
 		"HELM_CACHE_HOME="+filepath.Join(home, "cache"),
 		"HELM_CONFIG_HOME="+filepath.Join(home, "config"),
@@ -109,11 +109,12 @@ type Manifest struct {
 	Objects []*unstructured.Unstructured
 }
 
-// Template runs `helm template release chart --namespace namespace args...`
-// and decodes the output with Decode, failing the test on any error.
-func Template(t testing.TB, release, chart, namespace string, args ...string) Manifest {
+// Template runs `helm template release ChartDir --namespace Namespace
+// args...` (values files, --set) and decodes the output with Decode, failing
+// the test on any error.
+func Template(t testing.TB, release string, args ...string) Manifest {
 	t.Helper()
-	out := Must(t, append([]string{"template", release, chart, "--namespace", namespace}, args...)...)
+	out := Must(t, append([]string{"template", release, ChartDir, "--namespace", Namespace}, args...)...)
 	m, err := Decode(out)
 	if err != nil {
 		t.Fatalf("rendered manifest: %v\n%s", err, out)

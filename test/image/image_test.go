@@ -29,7 +29,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,7 +45,6 @@ import (
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/run"
 	"github.com/globalmirror/globalmirror/test/scenario"
-	"github.com/globalmirror/globalmirror/test/workload"
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,10 +52,6 @@ import (
 )
 
 const (
-	releaseNamespace = "globalmirror-system"
-	chartDir         = "../../charts/globalmirror"
-	controllerName   = "gm-globalmirror-controller"
-	corednsName      = "gm-globalmirror-coredns"
 	// Where the containers find the kubeconfig, mounted read-only.
 	kubeconfigPath = "/var/run/globalmirror/kubeconfig"
 	ns             = "app"
@@ -85,8 +79,8 @@ func TestImages(t *testing.T) {
 
 	health, ready, metrics := freePort(t), freePort(t), freePort(t)
 	m := render(t, repo, version, 53, health, ready, metrics, kubeconfigPath)
-	ctrl := translate(t, m, releaseNamespace, controllerName, "controller", filepath.Join(dir, "port53"))
-	dnsc := translate(t, m, releaseNamespace, corednsName, "coredns", filepath.Join(dir, "port53"))
+	ctrl := translate(t, m, helmtest.Namespace, helmtest.Controller, "controller", filepath.Join(dir, "port53"))
+	dnsc := translate(t, m, helmtest.Namespace, helmtest.CoreDNS, "coredns", filepath.Join(dir, "port53"))
 	for _, c := range []container{ctrl, dnsc} {
 		pm.requireImage(t, c.Image)
 	}
@@ -94,13 +88,8 @@ func TestImages(t *testing.T) {
 	// bins: each platform's binary of each image, by binary and platform.
 	bins := map[string]map[string]string{}
 	t.Run("platforms", func(t *testing.T) {
-		for _, c := range []struct {
-			container
-			binary string
-			caps   uint64
-		}{{ctrl, "globalmirror-controller", 0}, {dnsc, "coredns", netBindService}} {
-			bins[c.binary] = checkPlatforms(t, pm, c.container, c.binary, c.caps, filepath.Join(dir, "platforms", c.binary))
-		}
+		bins["globalmirror-controller"] = checkPlatforms(t, pm, ctrl, "globalmirror-controller", 0, filepath.Join(dir, "platforms"))
+		bins["coredns"] = checkPlatforms(t, pm, dnsc, "coredns", netBindService, filepath.Join(dir, "platforms"))
 	})
 
 	t.Run("coredns -version", func(t *testing.T) {
@@ -115,8 +104,8 @@ func TestImages(t *testing.T) {
 	ctx := t.Context()
 	env := localkube.StartT(t, "source", "east")
 	source := env.Cluster("source")
-	want := mirroredDB(ctx, t, env)
-	if _, err := source.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNamespace}}, metav1.CreateOptions{}); err != nil {
+	want := mirroredDB(t, env)
+	if _, err := source.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: helmtest.Namespace}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The cluster's admin kubeconfig, readable by the containers' user.
@@ -146,7 +135,7 @@ func TestImages(t *testing.T) {
 	// pod spec for that must run the image too.
 	t.Run("coredns on a high port", func(t *testing.T) {
 		port := freePort(t)
-		c := translate(t, render(t, repo, version, port, health, ready, metrics, kubeconfigPath), releaseNamespace, corednsName, "coredns", filepath.Join(dir, "highport"))
+		c := translate(t, render(t, repo, version, port, health, ready, metrics, kubeconfigPath), helmtest.Namespace, helmtest.CoreDNS, "coredns", filepath.Join(dir, "highport"))
 		p := pm.run(t, "highport", slices.Concat(c.Flags, mountKubeconfig), c.Image, c.Args...)
 		waitHTTP(t, p, probeURL(t, c.Spec.ReadinessProbe, "coredns readiness", ready))
 		expectAnswers(t, "127.0.0.1:"+strconv.Itoa(port), want, p)
@@ -183,7 +172,7 @@ coredns:
   enabled: true
   image: {repository: %[1]s/globalmirror-coredns, tag: %[2]q}
 `, repo, version)+helmtest.CoreDNSServers(dnsPort, health, ready, metrics, ttl, kubeconfig))
-	return helmtest.Template(t, "gm", chartDir, releaseNamespace, "-f", values)
+	return helmtest.Template(t, "gm", "-f", values)
 }
 
 // mirroredDB makes the global service the test expects: db exported in
@@ -191,38 +180,21 @@ coredns:
 // source by the mirror simulator. It returns the endpoints db-global must
 // have, by hostname, from the objects themselves: local pods' IPs, and for
 // east's pods the ClusterIPs of Linkerd's endpoint mirrors.
-func mirroredDB(ctx context.Context, t *testing.T, env *localkube.Env) map[string]string {
+func mirroredDB(t *testing.T, env *localkube.Env) map[string]string {
 	t.Helper()
 	source, east := env.Cluster("source"), env.Cluster("east")
-	exported := map[string]string{workload.ExportedLabel: "true"}
-	local, err := workload.Create(ctx, source.Client, ns, "db", 2, workload.Options{Labels: exported, IPv4: netip.MustParsePrefix("192.0.2.0/26")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := workload.Create(ctx, east.Client, ns, "db", 3, workload.Options{Labels: exported, IPv4: netip.MustParsePrefix("198.51.100.0/26")}); err != nil {
-		t.Fatal(err)
-	}
-	w := scenario.NewWorld(source, ns, t.TempDir())
-	t.Cleanup(func() { _ = w.Stop() })
-	if err := w.Link(ctx, east); err != nil {
-		t.Fatal(err)
-	}
+	s := scenario.NewIn(t, source, ns)
+	local := s.Workload(source, "db", 2, "192.0.2.0/26")
+	s.Workload(east, "db", 3, "198.51.100.0/26")
+	s.Link(east)
 
 	want := map[string]string{}
 	for i := range 2 {
-		ips, err := local.PodIPs(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want[fmt.Sprintf("db-%d", i)] = ips[0]
+		want[fmt.Sprintf("db-%d", i)] = s.PodIP(local, i)
 	}
 	for i := range 3 {
 		host := fmt.Sprintf("db-%d-east", i)
-		ip, err := w.ClusterIP(ctx, host, 60*time.Second)
-		if err != nil {
-			t.Fatalf("the mirror simulator wrote no endpoint mirror: %v", err)
-		}
-		want[host] = ip
+		want[host] = s.ClusterIP(host)
 	}
 	t.Logf("db-global should hold %v", want)
 	return want
@@ -247,20 +219,11 @@ func expectGlobalService(t *testing.T, c *localkube.Cluster, want map[string]str
 func expectAnswers(t *testing.T, server string, want map[string]string, p *run.Process) {
 	t.Helper()
 	global := "db-global." + ns + ".svc." + scenario.Zone
-	wantA := aRecords(global, slices.Collect(maps.Values(want))...)
-	err := await.Poll(t.Context(), 30*time.Second, 50*time.Millisecond, func(context.Context) string {
-		r, err := dnsq.Ask("udp", server, global, dns.TypeA, 0)
-		if err != nil {
-			return err.Error()
-		}
-		if got := records(r.Answer); r.Rcode != dns.RcodeSuccess || !slices.Equal(got, wantA) {
-			return fmt.Sprint(dns.RcodeToString[r.Rcode], got)
-		}
-		return ""
-	})
-	if err != nil {
-		t.Fatalf("%s A: want %v: %v\ncoredns log:\n%s", global, wantA, err, p.Log(4000))
+	addrs := slices.Collect(maps.Values(want))
+	if err := scenario.AwaitAnswer(t.Context(), "udp", server, global, dns.TypeA, dnsq.NoError(addrs...), 30*time.Second, 50*time.Millisecond); err != nil {
+		t.Fatalf("%v\ncoredns log:\n%s", err, p.Log(4000))
 	}
+	wantA := aRecords(global, addrs...)
 
 	var srv, extra []string
 	for host, addr := range want {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/test/await"
+	"github.com/globalmirror/globalmirror/test/helmtest"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/run"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -45,8 +46,8 @@ var qemuUser = map[string]string{"linux/amd64": "qemu-x86_64-static", "linux/arm
 // the list's name resolves to this machine's member, which is what podman
 // runs, inspects and saves under that name, and whose /binary is byte for
 // byte the one `make build` put in bin/ and the tests ran (the same compiler
-// and flags). It extracts each member's binary to dir/<arch>/binary and
-// returns those paths by platform.
+// and flags). It extracts each member's binary to dir/binary/<arch>/binary
+// and returns those paths by platform.
 func checkPlatforms(t *testing.T, pm *podman, c container, binary string, caps uint64, dir string) map[string]string {
 	t.Helper()
 	built, err := run.Bin(binary)
@@ -116,7 +117,7 @@ func checkPlatforms(t *testing.T, pm *podman, c container, binary string, caps u
 			t.Errorf("%s resolves to image %.12s; its %s member is %.12s (want: this machine's member, linux/%s)", c.Image, resolved, platform, cfg.ID, runtime.GOARCH)
 		}
 
-		d := filepath.Join(dir, m.Platform.Architecture)
+		d := filepath.Join(dir, binary, m.Platform.Architecture)
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +219,7 @@ func checkEmulated(t *testing.T, ctrl, dnsc container, bins map[string]map[strin
 		}
 
 		dnsPort, health, ready, metrics := freePort(t), freePort(t), freePort(t), freePort(t)
-		c := translate(t, render(t, repo, version, dnsPort, health, ready, metrics, kubeconfig), releaseNamespace, corednsName, "coredns", filepath.Join(dir, "coredns-"+arch))
+		c := translate(t, render(t, repo, version, dnsPort, health, ready, metrics, kubeconfig), helmtest.Namespace, helmtest.CoreDNS, "coredns", filepath.Join(dir, "coredns-"+arch))
 		server := "127.0.0.1:" + strconv.Itoa(dnsPort)
 		p = launch(bins["coredns"][platform], "coredns-"+arch, hostArgs(t, c), envOf(c.Flags))
 		waitHTTP(t, p, probeURL(t, c.Spec.ReadinessProbe, platform+" coredns readiness", ready))

@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -278,11 +279,7 @@ func (t tally) rate(k string) float64 { return float64(t.By[k]) / t.Took.Seconds
 
 // lowestRate is the fewest lookups a second of any resolver and transport.
 func (t tally) lowestRate() float64 {
-	lowest := t.rate(resolverTransports[0])
-	for _, k := range resolverTransports[1:] {
-		lowest = min(lowest, t.rate(k))
-	}
-	return lowest
+	return t.rate(slices.MinFunc(resolverTransports, func(a, b string) int { return cmp.Compare(t.By[a], t.By[b]) }))
 }
 
 // problems are what the span's lookups did that allows does not allow.
@@ -356,18 +353,16 @@ func (a *askerLog) judge(tr *truth, orphans *orphanedReplies, step string, from,
 		t.By[lib+"/"+l.network]++
 		t.Slowest = max(t.Slowest, l.took())
 		desc := fmt.Sprintf("%s %s over %s after %.0f ms", l.asked().Format("15:04:05.000"), l.Query, l.network, l.Millis)
+		right := l.Err == "" && tr.right(l)
+		if !right && refusedByAnEndedPod(l) {
+			t.Refused++
+		}
 		switch {
 		case l.Err != "":
 			t.Failed++
-			if refusedByAnEndedPod(l) {
-				t.Refused++
-			}
 			sample(l, "failed: "+desc+": "+l.Err)
-		case !tr.right(l):
+		case !right:
 			t.Wrong++
-			if refusedByAnEndedPod(l) {
-				t.Refused++
-			}
 			sample(l, fmt.Sprintf("wrong: %s: %+v", desc, l.result))
 		case l.took() <= slowLookup:
 		default:

@@ -3,7 +3,6 @@ package node_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -29,24 +28,30 @@ import (
 )
 
 // globalmirror runs the globalmirror command (args[0]) against the node's
-// cluster, as an operator would, and returns its output and exit code.
-func (s *install) globalmirror(ctx context.Context, args ...string) (string, int, error) {
+// cluster, as an operator would, and returns its output and exit code. With
+// into, it asks for JSON (-o json) and decodes the output into it.
+func (s *install) globalmirror(ctx context.Context, into any, args ...string) (string, int, error) {
 	bin, err := run.Bin("globalmirror")
 	if err != nil {
 		return "", 0, err
 	}
-	cmd := exec.CommandContext(ctx, bin, append([]string{args[0], "--kubeconfig", s.kubeconfig}, args[1:]...)...)
+	flags := []string{args[0], "--kubeconfig", s.kubeconfig}
+	if into != nil {
+		flags = append(flags, "-o", "json")
+	}
+	cmd := exec.CommandContext(ctx, bin, append(flags, args[1:]...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		return string(out), exit.ExitCode(), nil
-	}
-	if err != nil {
+	if _, exited := err.(*exec.ExitError); err != nil && !exited {
 		return "", 0, fmt.Errorf("globalmirror %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
-	return string(out), 0, nil
+	if into != nil {
+		if err := json.Unmarshal(out, into); err != nil {
+			return string(out), cmd.ProcessState.ExitCode(), fmt.Errorf("output: %v\n%s", err, out)
+		}
+	}
+	return string(out), cmd.ProcessState.ExitCode(), nil
 }
 
 // expectCheck waits until `globalmirror check` fails exactly the checks
@@ -57,13 +62,10 @@ func (s *install) expectCheck(failing map[string]string) {
 	s.t.Helper()
 	var last string
 	s.eventually("globalmirror check", func(ctx context.Context) string {
-		out, code, err := s.globalmirror(ctx, "check", "-o", "json")
+		var report cli.Report
+		_, code, err := s.globalmirror(ctx, &report, "check")
 		if err != nil {
 			return err.Error()
-		}
-		var report cli.Report
-		if err := json.Unmarshal([]byte(out), &report); err != nil {
-			return fmt.Sprintf("output: %v\n%s", err, out)
 		}
 		rs := report.Checks
 		if len(rs) < 11 {
@@ -103,14 +105,11 @@ func (s *install) expectCheck(failing map[string]string) {
 func (s *install) expectStatus(want map[string]string) {
 	s.t.Helper()
 	s.eventually("globalmirror status", func(ctx context.Context) string {
-		out, code, err := s.globalmirror(ctx, "status", "-o", "json", ns+"/db-global")
+		var st cli.GlobalStatus
+		out, code, err := s.globalmirror(ctx, &st, "status", ns+"/db-global")
 		// 0: it exists and the controller's objects are in sync.
 		if err != nil || code != 0 {
 			return fmt.Sprintf("exit %d: %v\n%s", code, err, out)
-		}
-		var st cli.GlobalStatus
-		if err := json.Unmarshal([]byte(out), &st); err != nil {
-			return fmt.Sprintf("output: %v\n%s", err, out)
 		}
 		got := map[string]string{}
 		var wrong []string
@@ -133,7 +132,7 @@ func (s *install) expectStatus(want map[string]string) {
 		}
 		return ""
 	})
-	out, _, err := s.globalmirror(s.ctx, "status", ns+"/db-global")
+	out, _, err := s.globalmirror(s.ctx, nil, "status", ns+"/db-global")
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -245,18 +244,15 @@ func (s *install) expectUnreachable() {
 	}
 	path := filepath.Join(s.t.TempDir(), "unreachable.kubeconfig")
 	s.must(clientcmd.WriteToFile(*cfg, path))
-	out, code, err := s.globalmirror(s.ctx, "check", "-o", "json", "--kubeconfig", path)
-	if err != nil {
-		s.t.Fatal(err)
-	}
 	var report cli.Report
-	if err := json.Unmarshal([]byte(out), &report); err != nil {
-		s.t.Fatalf("check of an unreachable API server: %v\n%s", err, out)
+	_, code, err := s.globalmirror(s.ctx, &report, "check", "--kubeconfig", path)
+	if err != nil {
+		s.t.Fatalf("check of an unreachable API server: %v", err)
 	}
 	if r := report.Checks; code != 1 || report.Success || len(r) != 1 || r[0].Check != "Kubernetes API" || r[0].Result != cli.Error ||
 		!strings.Contains(r[0].Detail, "connection refused") || !strings.Contains(r[0].Hint, "reachable") {
 		s.t.Errorf("check of an unreachable API server: exit %d, %+v", code, report)
 	}
-	text, _, _ := s.globalmirror(s.ctx, "check", "--kubeconfig", path)
+	text, _, _ := s.globalmirror(s.ctx, nil, "check", "--kubeconfig", path)
 	s.t.Logf("globalmirror check:\n%s", text)
 }

@@ -114,16 +114,11 @@ func (n *Node) startContainerd(ctx context.Context) error {
 		"{{cnibin}}", cniBinDir, "{{cniconf}}", cniConfDir, "{{runc}}", runc,
 	).Replace(containerdConfig)
 	cni := strings.NewReplacer("{{ipamdir}}", filepath.Join(StateDir, "cni", "ipam"), "{{podcidr}}", PodCIDR).Replace(cniConfig)
-	for _, d := range []string{containerdDir, cniConfDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-	}
-	configPath := filepath.Join(containerdDir, "config.toml")
-	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
+	configPath, err := writeConfig(containerdDir, "config.toml", config)
+	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(cniConfDir, "10-gm-pods.conflist"), []byte(cni), 0o644); err != nil {
+	if _, err := writeConfig(cniConfDir, "10-gm-pods.conflist", cni); err != nil {
 		return err
 	}
 	if n.containerd, err = n.start("containerd", n.bins.containerd, "--config", configPath); err != nil {

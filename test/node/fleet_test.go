@@ -10,8 +10,7 @@ import (
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/test/bench"
-	"github.com/globalmirror/globalmirror/test/dnsq"
-	"github.com/miekg/dns"
+	"github.com/globalmirror/globalmirror/test/scenario"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -76,16 +75,9 @@ func (s *install) awaitFleetAnswered(pods []corev1.Pod) {
 	s.t.Helper()
 	name := fleet.FQDN(bench.Global(fleetBases - 1))
 	for _, p := range pods {
-		s.eventually(p.Name+" answering the fleet", func(context.Context) string {
-			r, err := dnsq.Ask("udp", net.JoinHostPort(p.Status.PodIP, "53"), name, dns.TypeA, 0)
-			if err != nil {
-				return err.Error()
-			}
-			if len(r.Answer) != fleet.Records() {
-				return fmt.Sprintf("%s: %s with %d records", name, dns.RcodeToString[r.Rcode], len(r.Answer))
-			}
-			return ""
-		})
+		if err := scenario.AwaitRecords(s.ctx, net.JoinHostPort(p.Status.PodIP, "53"), name, fleet.Records(), readyTimeout); err != nil {
+			s.t.Fatalf("%s answering the fleet: %v", p.Name, err)
+		}
 	}
 }
 

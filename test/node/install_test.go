@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/node"
@@ -23,7 +22,6 @@ import (
 	"github.com/miekg/dns"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -39,8 +37,7 @@ import (
 func TestMain(m *testing.M) { os.Exit(node.Main(m)) }
 
 const (
-	chartDir = "../../charts/globalmirror"
-	ns       = "app"
+	ns = "app"
 	// How long a pod on this node may take to become Ready, and an answer
 	// to come right: images are local, so this is the kubelet's and
 	// CoreDNS's own start on two busy cores.
@@ -61,16 +58,12 @@ type install struct {
 	checkedPods map[types.UID]string
 }
 
-// images are the values that give the chart the images of components,
+// image is the values that give the chart the image of component,
 // imported into the node, never pulled.
-func (s *install) images(components ...string) []string {
-	var out []string
-	for _, name := range components {
-		ref := s.node.Images[name]
-		i := strings.LastIndex(ref, ":")
-		out = append(out, "--set", name+".image.repository="+ref[:i], "--set", name+".image.tag="+ref[i+1:], "--set", name+".image.pullPolicy=Never")
-	}
-	return out
+func (s *install) image(component string) []string {
+	ref := s.node.Images[component]
+	i := strings.LastIndex(ref, ":")
+	return []string{"--set", component + ".image.repository=" + ref[:i], "--set", component + ".image.tag=" + ref[i+1:], "--set", component + ".image.pullPolicy=Never"}
 }
 
 // chartRelease is a release of the chart.
@@ -167,31 +160,23 @@ func (s *install) podSpec(name, image string, ports ...corev1.ContainerPort) cor
 	}
 }
 
-// clientPod runs the client image, which waits, with the kubelet's default
-// DNS policy (ClusterFirst) and waits until it runs.
-func (s *install) clientPod(name string) {
+// runPod creates pod in ns, waits until every container of it runs, and
+// returns it as it runs.
+func (s *install) runPod(pod *corev1.Pod) (running *corev1.Pod) {
 	s.t.Helper()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       s.podSpec("client", "client"),
-	}
 	s.must(s.c.CoreV1().Pods(ns).Create(s.ctx, pod, metav1.CreateOptions{}))
-	s.waitPodRunning(name)
-}
-
-// waitPodRunning waits until every container of the pod runs.
-func (s *install) waitPodRunning(name string) {
-	s.t.Helper()
-	s.eventually(name+" pod running", func(ctx context.Context) string {
-		p, err := s.c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	s.eventually(pod.Name+" pod running", func(ctx context.Context) string {
+		p, err := s.c.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return err.Error()
 		}
+		running = p
 		if p.Status.Phase != corev1.PodRunning {
 			return fmt.Sprintf("phase %s %s", p.Status.Phase, describe(p))
 		}
 		return ""
 	})
+	return running
 }
 
 // must fails the test at once if the last of results, a call's error, is
@@ -331,62 +316,28 @@ func (s *install) scale(namespace, deployment string, replicas int32) {
 }
 
 // setCorefile edits the Corefile in kubeadm's coredns ConfigMap, as
-// `kubectl edit configmap coredns` does.
-func (s *install) setCorefile(corefile string) {
+// `kubectl edit configmap coredns` does, and waits until every one of
+// kubeadm's CoreDNS pods runs it (the reload plugin applied the ConfigMap
+// the kubelet updated in its volume) and, withGlobal, the global plugin
+// has synced and answers for the global service.
+func (s *install) setCorefile(corefile string, withGlobal bool) {
 	s.t.Helper()
+	// Each pod's running Corefile's hash (the reload plugin's
+	// coredns_reload_version_info).
+	before := map[string]string{}
+	for _, p := range s.kubeadmPods() {
+		m, err := s.podMetrics(p)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		before[p.Name] = reloadHash(m)
+	}
 	cm, err := s.c.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(s.ctx, "coredns", metav1.GetOptions{})
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	cm.Data["Corefile"] = corefile
 	s.must(s.c.CoreV1().ConfigMaps(metav1.NamespaceSystem).Update(s.ctx, cm, metav1.UpdateOptions{}))
-}
-
-// kubeadmPods are kubeadm's CoreDNS pods.
-func (s *install) kubeadmPods() []corev1.Pod {
-	s.t.Helper()
-	return slices.DeleteFunc(s.podsBySelector(metav1.NamespaceSystem, "k8s-app=kube-dns"), func(p corev1.Pod) bool {
-		return p.Labels["app.kubernetes.io/instance"] != ""
-	})
-}
-
-// podMetrics scrapes a CoreDNS pod's prometheus plugin.
-func (s *install) podMetrics(p corev1.Pod) (run.Samples, error) {
-	return run.Scrape("http://" + net.JoinHostPort(p.Status.PodIP, "9153") + "/metrics")
-}
-
-// reloadHashes are the running Corefile's hash (the reload plugin's
-// coredns_reload_version_info) of each of kubeadm's CoreDNS pods.
-func (s *install) reloadHashes() map[string]string {
-	s.t.Helper()
-	out := map[string]string{}
-	for _, p := range s.kubeadmPods() {
-		m, err := s.podMetrics(p)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		out[p.Name] = reloadHash(m)
-	}
-	return out
-}
-
-func reloadHash(m run.Samples) string {
-	for series := range m {
-		if rest, ok := strings.CutPrefix(series, "coredns_reload_version_info{"); ok {
-			if _, v, ok := strings.Cut(rest, `value="`); ok {
-				return strings.TrimSuffix(strings.TrimSuffix(v, "}"), `"`)
-			}
-		}
-	}
-	return ""
-}
-
-// awaitReloaded waits until every one of kubeadm's CoreDNS pods runs
-// another Corefile than before (the reload plugin applied the ConfigMap
-// the kubelet updated in its volume) and, withGlobal, the global plugin
-// has synced and answers for the global service.
-func (s *install) awaitReloaded(before map[string]string, withGlobal bool) {
-	s.t.Helper()
 	s.eventually("the new Corefile in every CoreDNS pod", func(context.Context) string {
 		for _, p := range s.kubeadmPods() {
 			m, err := s.podMetrics(p)
@@ -402,6 +353,30 @@ func (s *install) awaitReloaded(before map[string]string, withGlobal bool) {
 		}
 		return ""
 	})
+}
+
+// kubeadmPods are kubeadm's CoreDNS pods.
+func (s *install) kubeadmPods() []corev1.Pod {
+	s.t.Helper()
+	return slices.DeleteFunc(s.podsBySelector(metav1.NamespaceSystem, "k8s-app=kube-dns"), func(p corev1.Pod) bool {
+		return p.Labels["app.kubernetes.io/instance"] != ""
+	})
+}
+
+// podMetrics scrapes a CoreDNS pod's prometheus plugin.
+func (s *install) podMetrics(p corev1.Pod) (run.Samples, error) {
+	return run.Scrape("http://" + net.JoinHostPort(p.Status.PodIP, "9153") + "/metrics")
+}
+
+func reloadHash(m run.Samples) string {
+	for series := range m {
+		if rest, ok := strings.CutPrefix(series, "coredns_reload_version_info{"); ok {
+			if _, v, ok := strings.Cut(rest, `value="`); ok {
+				return strings.TrimSuffix(strings.TrimSuffix(v, "}"), `"`)
+			}
+		}
+	}
+	return ""
 }
 
 // withoutRule removes the rules on group/resource from ClusterRole name,
@@ -626,18 +601,13 @@ func containerProcess(uid types.UID) (int, error) {
 	return found[0], nil
 }
 
-// podSecurityLabels make Pod Security audit and warn at the restricted
+// auditRestricted makes Pod Security audit and warn at the restricted
 // level in kube-system, which cannot enforce it while kubeadm's CoreDNS
 // runs there (not run as non-root, no seccomp profile).
-var podSecurityLabels = map[string]string{
-	"pod-security.kubernetes.io/audit": "restricted",
-	"pod-security.kubernetes.io/warn":  "restricted",
-}
-
-func (s *install) labelNamespace(name string, labels map[string]string) {
+func (s *install) auditRestricted() {
 	s.t.Helper()
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}}) // strings only: no error
-	s.must(s.c.CoreV1().Namespaces().Patch(s.ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}))
+	patch := `{"metadata":{"labels":{"pod-security.kubernetes.io/audit":"restricted","pod-security.kubernetes.io/warn":"restricted"}}}`
+	s.must(s.c.CoreV1().Namespaces().Patch(s.ctx, metav1.NamespaceSystem, types.MergePatchType, []byte(patch), metav1.PatchOptions{}))
 }
 
 // auditEvent is what expectAdmittedRestricted reads of the API server's
@@ -654,7 +624,7 @@ type auditEvent struct {
 }
 
 // expectAdmittedRestricted reads Pod Security's audit of every pod created
-// in kube-system (podSecurityLabels) from the API server's audit log: each
+// in kube-system (auditRestricted) from the API server's audit log: each
 // of kubeadm's pods violates the restricted level, which shows the audit at
 // work; no pod of the chart does, and every chart pod the test checked
 // running (s.checkedPods) is among those audited. Then, where the level is
@@ -735,8 +705,6 @@ type expectations struct {
 	// globalmirror; with the global service (from the controller's slices
 	// or the plugin); with the plugin's reverse names on.
 	before, global, reverse answers
-	// addresses are every global per-pod name's address.
-	addresses []string
 	// podNames are the global per-pod names (db-1, db-0-east) and the
 	// address of each.
 	podNames map[string]string
@@ -779,7 +747,7 @@ func (s *install) expectations() expectations {
 	}
 	slices.Sort(all)
 	slices.Sort(srv)
-	e := expectations{addresses: all, podNames: addrs, before: answers{}, global: answers{}, reverse: answers{}}
+	e := expectations{podNames: addrs, before: answers{}, global: answers{}, reverse: answers{}}
 	nodata := "AAAA/" + fqdn("db-global") + "." // a name with IPv4 addresses only
 	mirrorPTR, localPTR := "PTR/"+addrs["db-0-east"], "PTR/"+addrs["db-1"]
 	e.asked = []string{"host/db-global", "host/" + fqdn("db-global"), "host/db-0-east.db-global", "host/db-1.db-global",
@@ -866,35 +834,6 @@ func (s *install) awaitAnswers(pod string, want answers) {
 		}
 		if len(wrong) > 0 || len(got) != len(queries) {
 			return fmt.Sprintf("%d of %d wrong:\n  %s", len(wrong), len(queries), strings.Join(wrong, "\n  "))
-		}
-		return ""
-	})
-}
-
-// expectControllerSlices checks the controller's work, done with its
-// in-cluster configuration and the chart's RBAC: db-global's EndpointSlices
-// hold every address, ready.
-func (s *install) expectControllerSlices(want []string) {
-	s.t.Helper()
-	s.eventually("db-global's EndpointSlices", func(ctx context.Context) string {
-		l, err := s.c.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=db-global"})
-		if err != nil {
-			return err.Error()
-		}
-		var got []string
-		for _, sl := range l.Items {
-			if by := sl.Labels[discoveryv1.LabelManagedBy]; by != aggregate.EndpointSliceManagedBy {
-				return fmt.Sprintf("slice %s managed by %q", sl.Name, by)
-			}
-			for _, ep := range sl.Endpoints {
-				if ptr.Deref(ep.Conditions.Ready, false) {
-					got = append(got, ep.Addresses...)
-				}
-			}
-		}
-		slices.Sort(got)
-		if !slices.Equal(got, want) {
-			return fmt.Sprintf("ready addresses %v, want %v", got, want)
 		}
 		return ""
 	})

@@ -74,17 +74,13 @@ func (n *Node) startKubelet() error {
 		"{{resolvConf}}", upstreamResolvConf, "{{podLogs}}", filepath.Join(StateDir, "pod-logs"),
 		"{{volumePlugins}}", filepath.Join(kubeletDir, "volume-plugins"),
 	).Replace(kubeletConfig)
-	if err := os.MkdirAll(kubeletDir, 0o755); err != nil {
-		return err
-	}
 	if err := os.WriteFile(upstreamResolvConf, []byte("nameserver "+NodeIP+"\n"), 0o644); err != nil {
 		return err
 	}
-	configPath := filepath.Join(kubeletDir, "config.yaml")
-	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
+	configPath, err := writeConfig(kubeletDir, "config.yaml", config)
+	if err != nil {
 		return err
 	}
-	var err error
 	n.kubelet, err = n.start("kubelet", n.bins.kubelet,
 		"--config="+configPath,
 		// The node authenticates as a cluster admin: there is no Node
@@ -125,14 +121,20 @@ func (n *Node) startProxy() error {
 		"{{kubeconfig}}", n.opts.Cluster.Kubeconfig, "{{node}}", Name,
 		"{{podCIDR}}", PodCIDR, "{{healthz}}", proxyHealthzPort,
 	).Replace(proxyConfig)
-	if err := os.MkdirAll(proxyDir, 0o755); err != nil {
+	configPath, err := writeConfig(proxyDir, "config.yaml", config)
+	if err != nil {
 		return err
 	}
-	configPath := filepath.Join(proxyDir, "config.yaml")
-	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
-		return err
-	}
-	var err error
 	n.proxy, err = n.start("kube-proxy", n.bins.kubeProxy, "--config="+configPath, "--v=1")
 	return err
+}
+
+// writeConfig writes text to dir/name, making dir first, and returns the
+// file's path.
+func writeConfig(dir, name, text string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, name)
+	return path, os.WriteFile(path, []byte(text), 0o644)
 }
