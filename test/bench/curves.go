@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -23,34 +22,31 @@ type CurvePoint struct {
 	ProgrammingP99Ms float64 `json:"programming_p99_ms"`
 }
 
-// curveSpec runs BenchmarkCurve once: each size builds the world anew.
-var curveSpec = GoBenchSpec{Pkg: "./plugin/global", Pattern: "^BenchmarkCurve$", Benchtime: "1x", Count: 1}
-
-// RunCurve runs BenchmarkCurve from its test binary compiled in dir.
-func RunCurve(ctx context.Context, dir string) ([]GoBench, error) {
-	return RunGoBench(ctx, dir, curveSpec)
-}
+// CurveSpec runs BenchmarkCurve once: each size builds the world anew.
+var CurveSpec = GoBenchSpec{Pkg: "./plugin/global", Pattern: "^BenchmarkCurve$", Benchtime: "1x", Count: 1}
 
 // Curve picks BenchmarkCurve's points out of the Go benchmarks.
 func Curve(bs []GoBench) []CurvePoint {
 	var out []CurvePoint
 	for _, b := range goBenchByPrefix(bs, "Curve/") {
-		p := CurvePoint{BytesPerEndpoint: b.Values["B/endpoint"], BuiltMs: b.Values["built-ms"], ProgrammingP99Ms: b.Values["programming-p99-ms"]}
-		for _, part := range strings.Split(strings.TrimPrefix(b.Name, "Curve/"), "/") {
-			k, v, _ := strings.Cut(part, "=")
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				continue
-			}
-			switch k {
-			case "clusters":
-				p.Clusters = n
-			case "endpoints":
-				p.Endpoints = n
-			}
+		p := benchParams(b.Name)
+		clusters, err1 := strconv.Atoi(p["clusters"])
+		endpoints, err2 := strconv.Atoi(p["endpoints"])
+		if err1 == nil && err2 == nil && clusters > 0 && endpoints > 0 {
+			out = append(out, CurvePoint{Clusters: clusters, Endpoints: endpoints, BytesPerEndpoint: b.Values["B/endpoint"],
+				BuiltMs: b.Values["built-ms"], ProgrammingP99Ms: b.Values["programming-p99-ms"]})
 		}
-		if p.Clusters > 0 && p.Endpoints > 0 {
-			out = append(out, p)
+	}
+	return out
+}
+
+// benchParams are the key=value parts of a sub-benchmark's name,
+// "Curve/clusters=3/endpoints=999".
+func benchParams(name string) map[string]string {
+	out := map[string]string{}
+	for part := range strings.SplitSeq(name, "/") {
+		if k, v, ok := strings.Cut(part, "="); ok {
+			out[k] = v
 		}
 	}
 	return out

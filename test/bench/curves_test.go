@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"testing"
 )
 
@@ -15,13 +16,8 @@ BenchmarkIndexMemory/shape=linkerd/endpoints=9999-2 	       1	 504447968 ns/op	 
 `
 	ps := Curve(parseGoBench("./plugin/global", out))
 	want := []CurvePoint{{3, 999, 310.5, 20, 1.25}, {10, 99990, 280, 4100, 2.5}}
-	if len(ps) != len(want) {
+	if !slices.Equal(ps, want) {
 		t.Fatalf("points %+v, want %+v", ps, want)
-	}
-	for i := range want {
-		if ps[i] != want[i] {
-			t.Errorf("point %d = %+v, want %+v", i, ps[i], want[i])
-		}
 	}
 	var b bytes.Buffer
 	if err := WriteCurve(&b, ps); err != nil {

@@ -153,6 +153,6 @@ func CPUTime(pid int) (time.Duration, error) {
 	if pid == 0 {
 		return 0, nil
 	}
-	_, _, ticks, err := procStat(pid)
-	return time.Duration(ticks) * time.Second / clockTicks, err
+	p, err := procStat(pid)
+	return time.Duration(p.ticks) * time.Second / clockTicks, err
 }

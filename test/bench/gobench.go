@@ -61,7 +61,7 @@ func RunGoBench(ctx context.Context, dir string, s GoBenchSpec) ([]GoBench, erro
 		cmd.Dir = s.Pkg
 		cmd.Stdout, cmd.Stderr = &out, &out
 		err := cmd.Run()
-		_ = os.WriteFile(testBinary(dir, s.Pkg)+"-"+sanitize(s.Pattern)+".txt", out.Bytes(), 0o644)
+		_ = os.WriteFile(testBinary(dir, s.Pkg)+"-"+unsafeInName.ReplaceAllString(s.Pattern, "_")+".txt", out.Bytes(), 0o644)
 		if err != nil {
 			return nil, fmt.Errorf("%s -bench %s: %w\n%s", s.Pkg, s.Pattern, err, out.String())
 		}
@@ -73,10 +73,8 @@ func RunGoBench(ctx context.Context, dir string, s GoBenchSpec) ([]GoBench, erro
 	return res, nil
 }
 
-// unsafeInName is what sanitize replaces in a file name.
+// unsafeInName is what a file name made of a pattern has in place of "_".
 var unsafeInName = regexp.MustCompile(`[^a-zA-Z0-9]`)
-
-func sanitize(s string) string { return unsafeInName.ReplaceAllString(s, "_") }
 
 // parseGoBench reads `BenchmarkX/sub-2  N  v unit  v unit ...` lines, in
 // order of first appearance, with medians over repeated lines.

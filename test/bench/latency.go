@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/globalmirror/globalmirror/test/run"
@@ -48,27 +50,23 @@ func (w World) ProgrammingLatency(ctx context.Context, client kubernetes.Interfa
 		}
 		name := w.FQDN(Global(i))
 		pctx, cancel := context.WithTimeout(ctx, time.Minute)
-		seen := make([]chan observed, 2)
+		var seen [2]time.Time // by the global block, by the kubernetes block
+		var errs [2]error
+		var pollers sync.WaitGroup
 		for j, addr := range []string{globalAddr, kubeAddr} {
-			seen[j] = make(chan observed, 1)
-			go func() {
-				at, err := pollUntil(pctx, addr, name, want, latencyPoll)
-				seen[j] <- observed{at, err}
-			}()
+			pollers.Go(func() { seen[j], errs[j] = pollUntil(pctx, addr, name, want, latencyPoll) })
 		}
 		start, rtt, err := w.SetExtra(ctx, client, i, 0, extra...)
 		if err != nil {
 			cancel()
 		}
-		g, kube := <-seen[0], <-seen[1]
+		pollers.Wait()
 		cancel()
-		for _, e := range []error{err, g.err, kube.err} {
-			if e != nil {
-				return nil, fmt.Errorf("change %d (%s to %d records): %w", k+1, name, want, e)
-			}
+		if err := cmp.Or(err, errs[0], errs[1]); err != nil {
+			return nil, fmt.Errorf("change %d (%s to %d records): %w", k+1, name, want, err)
 		}
-		res.Global = append(res.Global, g.at.Sub(start))
-		res.Kube = append(res.Kube, kube.at.Sub(start))
+		res.Global = append(res.Global, seen[0].Sub(start))
+		res.Kube = append(res.Kube, seen[1].Sub(start))
 		res.Update = append(res.Update, rtt)
 		if (k+1)%50 == 0 {
 			logf("programming latency: %d/%d changes", k+1, changes)
@@ -90,11 +88,6 @@ func (l *LatencyResult) afterAck(ds []time.Duration) []time.Duration {
 		out[i] = ds[i] - l.Update[i]
 	}
 	return out
-}
-
-type observed struct {
-	at  time.Time
-	err error
 }
 
 // pollUntil queries addr for name's A records every poll until there are

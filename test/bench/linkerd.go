@@ -84,18 +84,7 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int, apiserver strin
 		}
 		cfg.Log("loaded Linkerd's shape of bases %d-%d in %v", loaded, n-1, time.Since(t).Round(time.Second))
 		loaded = n
-		// The controller's slices answer the global names for the
-		// CoreDNS without the plugin, as RSS expects.
-		ctrl, err := startController(ctx, cfg, cluster.Kubeconfig, namespace, fmt.Sprintf("linkerd-controller-%d.log", n))
-		if err != nil {
-			return LinkerdMemoryStep{}, err
-		}
-		if _, err := Converged(ctx, ctrl, n, n*Records, 20*time.Minute); err != nil {
-			ctrl.Stop()
-			return LinkerdMemoryStep{}, err
-		}
-		live, crss, err := controllerMemory(ctx, ctrl)
-		ctrl.Stop()
+		live, crss, err := controllerMemory(ctx, cfg, cluster.Kubeconfig, n)
 		if err != nil {
 			return LinkerdMemoryStep{}, err
 		}
@@ -160,15 +149,10 @@ func ReportLinkerdMemory(out io.Writer, res *LinkerdMemoryResult) {
 		"so after the first the lists' garbage still counts; an idle CoreDNS gets there by itself, the runtime forcing a collection every 2 minutes), " +
 		"and, in the slopes, RSS as it was before the first (loaded); medians:\n\n")
 	p("| bases | mirrored endpoints | `kubernetes` only: heap | RSS | with `global`: heap | RSS | `global` only: heap | RSS |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	row := func(s LinkerdMemoryStep) {
+	for _, r := range runSteps(res) {
+		s := r.step
 		p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", thousands(s.Bases), thousands(s.Endpoints),
 			mib(s.RSS.Off.heap()), mib(s.RSS.Off.rest()), mib(s.RSS.On.heap()), mib(s.RSS.On.rest()), mib(s.RSS.Alone.heap()), mib(s.RSS.Alone.rest()))
-	}
-	for _, s := range steps {
-		row(s)
-	}
-	if res.Large != nil {
-		row(*res.Large)
 	}
 	if len(steps) < 2 {
 		return
@@ -242,9 +226,19 @@ func slopes(a, b LinkerdMemoryStep) MemorySlopes {
 	return s
 }
 
-// controllerMemory is a converged controller's live heap as of its last
-// collection and its VmRSS, 10 s after it converged.
-func controllerMemory(ctx context.Context, ctrl *run.Controller) (float64, int64, error) {
+// controllerMemory starts the controller on the world's first bases bases
+// and, once it converged, returns its live heap as of its last collection
+// and its VmRSS, 10 s later; then it stops it. Its slices answer the global
+// names for the CoreDNS without the plugin, as RSS expects.
+func controllerMemory(ctx context.Context, cfg Config, kubeconfig string, bases int) (float64, int64, error) {
+	ctrl, err := startController(ctx, cfg, kubeconfig, namespace, fmt.Sprintf("linkerd-controller-%d.log", bases))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer ctrl.Stop()
+	if _, err := Converged(ctx, ctrl, bases, bases*Records, 20*time.Minute); err != nil {
+		return 0, 0, err
+	}
 	if err := pause(ctx, 10*time.Second); err != nil {
 		return 0, 0, err
 	}

@@ -54,15 +54,11 @@ func Describe(ctx context.Context, goCmd string, client kubernetes.Interface) Ma
 
 // LoadAvg is /proc/loadavg's 1, 5 and 15 minute averages.
 func LoadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
+	b, _ := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); len(f) >= 3 {
+		return strings.Join(f[:3], " ")
 	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
+	return "?"
 }
 
 func procField(path, key string) string {

@@ -27,7 +27,8 @@ func reportPaged(out io.Writer, l *LinkerdMemoryResult) {
 // results, so that a 50-minute run lands without the 2-hour whole.
 func MergePaged(mdPath, jsonPath string, l *LinkerdMemoryResult, started time.Time) error {
 	return mergeSection(mdPath, jsonPath, pagedSection, "## 4. Controller scale", func(b io.Writer) { reportPaged(b, l) },
-		linkerdFloors(l, pagedLabel), "", started, "bench -linkerd-memory="+l.sizes()+" -linkerd-paged -merge")
+		linkerdFloors(l, pagedLabel), "", started, "bench -linkerd-memory="+
+			strings.Join(field(l.Steps, func(s LinkerdMemoryStep) string { return fmt.Sprint(s.Bases) }), ",")+" -linkerd-paged -merge")
 }
 
 // MergeTransport puts UDP and TCP under CPU contention measured on its own
@@ -117,13 +118,4 @@ func replaceSection(md, title, next, body string) (string, error) {
 		return "", fmt.Errorf("RESULTS.md has neither %q nor %q", title, next)
 	}
 	return md[:i] + body + md[i:], nil
-}
-
-// sizes are the bases of l's steps, as -linkerd-memory takes them.
-func (l *LinkerdMemoryResult) sizes() string {
-	var out []string
-	for _, s := range l.Steps {
-		out = append(out, fmt.Sprint(s.Bases))
-	}
-	return strings.Join(out, ",")
 }

@@ -29,13 +29,10 @@ func fixture(t *testing.T, md string, fs []floor) (mdPath, jsonPath string) {
 // readResults reads back both files fixture wrote.
 func readResults(t *testing.T, mdPath, jsonPath string) (string, resultsFile) {
 	t.Helper()
-	md, err := os.ReadFile(mdPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	md, mdErr := os.ReadFile(mdPath)
+	data, jsonErr := os.ReadFile(jsonPath)
 	var res resultsFile
-	data, err := os.ReadFile(jsonPath)
-	if err := errors.Join(err, json.Unmarshal(data, &res)); err != nil {
+	if err := errors.Join(mdErr, jsonErr, json.Unmarshal(data, &res)); err != nil {
 		t.Fatal(err)
 	}
 	return string(md), res

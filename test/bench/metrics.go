@@ -22,20 +22,12 @@ func histogram(s run.Samples, name string) Histogram {
 	var h Histogram
 	counts := map[float64]float64{} // by bound
 	for series, v := range s {
-		rest, ok := strings.CutPrefix(series, name+"_bucket{")
-		if !ok {
-			continue
-		}
-		_, le, ok := strings.Cut(rest, `le="`)
-		if !ok {
-			continue
-		}
+		rest, bucket := strings.CutPrefix(series, name+"_bucket{")
+		_, le, labelled := strings.Cut(rest, `le="`)
 		le, _, _ = strings.Cut(le, `"`)
-		bound, err := strconv.ParseFloat(le, 64)
-		if err != nil {
-			continue
+		if bound, err := strconv.ParseFloat(le, 64); bucket && labelled && err == nil {
+			counts[bound] = v
 		}
-		counts[bound] = v
 	}
 	h.Bounds = slices.Sorted(maps.Keys(counts))
 	for _, le := range h.Bounds {

@@ -44,54 +44,50 @@ func cpuTicks() (int64, error) {
 	return busy, nil
 }
 
-// procCPU is one process's CPU time so far.
-type procCPU struct {
+// proc is a process as /proc/<pid>/stat shows it: its command name, its
+// parent and its user+system CPU time so far, in clock ticks.
+type proc struct {
 	comm  string
+	ppid  int
 	ticks int64
 }
 
-// procStat reads /proc/<pid>/stat: the command name, the parent and the
-// user+system CPU time in clock ticks.
-func procStat(pid int) (comm string, ppid int, ticks int64, err error) {
+// procStat reads /proc/<pid>/stat.
+func procStat(pid int) (proc, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return "", 0, 0, err
+		return proc{}, err
 	}
 	// pid (comm) state ppid ... utime stime: comm may hold spaces.
 	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
 	if open < 0 || end < open {
-		return "", 0, 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+		return proc{}, fmt.Errorf("/proc/%d/stat: no command name", pid)
 	}
 	f := strings.Fields(string(b[end+1:]))
 	if len(f) < 13 {
-		return "", 0, 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+		return proc{}, fmt.Errorf("/proc/%d/stat: too few fields", pid)
 	}
 	ppid, err1 := strconv.Atoi(f[1])
 	ut, err2 := strconv.ParseInt(f[11], 10, 64)
 	st, err3 := strconv.ParseInt(f[12], 10, 64)
 	if err := errors.Join(err1, err2, err3); err != nil {
-		return "", 0, 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		return proc{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
-	return string(b[open+1 : end]), ppid, ut + st, nil
+	return proc{comm: string(b[open+1 : end]), ppid: ppid, ticks: ut + st}, nil
 }
 
-// processes reads every process's CPU time and parent.
-func processes() (map[int]procCPU, map[int]int) {
-	cpu, parent := map[int]procCPU{}, map[int]int{}
+// processes reads every process, by pid.
+func processes() map[int]proc {
+	out := map[int]proc{}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			if p, err := procStat(pid); err == nil { // else gone meanwhile
+				out[pid] = p
+			}
 		}
-		comm, ppid, ticks, err := procStat(pid)
-		if err != nil {
-			continue // gone meanwhile
-		}
-		cpu[pid] = procCPU{comm: comm, ticks: ticks}
-		parent[pid] = ppid
 	}
-	return cpu, parent
+	return out
 }
 
 // QuietResult says how long WaitQuiet waited and how busy the machine was
@@ -120,7 +116,7 @@ func WaitQuiet(ctx context.Context, limit float64, window, max time.Duration) (Q
 		if err != nil {
 			return QuietResult{}, err
 		}
-		p0, _ := processes()
+		p0 := processes()
 		w0 := time.Now()
 		if err := pause(ctx, window); err != nil {
 			return QuietResult{}, err
@@ -129,7 +125,7 @@ func WaitQuiet(ctx context.Context, limit float64, window, max time.Duration) (Q
 		if err != nil {
 			return QuietResult{}, err
 		}
-		p1, _ := processes()
+		p1 := processes()
 		r := QuietResult{
 			Waited: time.Since(start),
 			Busy:   float64(t1-t0) / clockTicks / time.Since(w0).Seconds(),
@@ -148,14 +144,14 @@ func WaitQuiet(ctx context.Context, limit float64, window, max time.Duration) (Q
 
 // topProcesses names the n processes that used the most CPU between two
 // readings, with their share of one CPU.
-func topProcesses(before, after map[int]procCPU, d time.Duration, n int) string {
-	var used []procCPU
+func topProcesses(before, after map[int]proc, d time.Duration, n int) string {
+	var used []proc
 	for pid, a := range after {
 		if b, ok := before[pid]; ok && a.ticks > b.ticks {
-			used = append(used, procCPU{comm: a.comm, ticks: a.ticks - b.ticks})
+			used = append(used, proc{comm: a.comm, ticks: a.ticks - b.ticks})
 		}
 	}
-	slices.SortFunc(used, func(a, b procCPU) int { return int(b.ticks - a.ticks) })
+	slices.SortFunc(used, func(a, b proc) int { return int(b.ticks - a.ticks) })
 	var parts []string
 	for _, p := range used[:min(n, len(used))] {
 		parts = append(parts, fmt.Sprintf("%s %.0f%%", p.comm, 100*float64(p.ticks)/clockTicks/d.Seconds()))
@@ -168,10 +164,9 @@ func topProcesses(before, after map[int]procCPU, d time.Duration, n int) string 
 
 // descendants lists the processes below pid (children, grandchildren, ...).
 func descendants(pid int) []int {
-	_, parent := processes()
 	children := map[int][]int{}
-	for p, pp := range parent {
-		children[pp] = append(children[pp], p)
+	for p, pr := range processes() {
+		children[pr.ppid] = append(children[pr.ppid], p)
 	}
 	out := slices.Clone(children[pid])
 	for i := 0; i < len(out); i++ {
@@ -185,15 +180,11 @@ func descendants(pid int) []int {
 // that the CPUs CoreDNS is pinned to run CoreDNS alone. The returned func
 // lets them use every CPU again.
 func PinOthers(ctx context.Context, cpus string, keep ...int) (restore func(), err error) {
-	all, err := exec.CommandContext(ctx, "nproc", "--all").Output()
+	online, err := os.ReadFile("/sys/devices/system/cpu/online") // a CPU list: 0-1
 	if err != nil {
-		return nil, fmt.Errorf("nproc: %w", err)
+		return nil, err
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(all)))
-	if err != nil {
-		return nil, fmt.Errorf("nproc: %w", err)
-	}
-	everyCPU := fmt.Sprintf("0-%d", n-1)
+	everyCPU := strings.TrimSpace(string(online))
 	var moved []int
 	setAffinity := func(pid int, list string) error {
 		out, err := exec.CommandContext(ctx, "taskset", "-a", "-p", "-c", list, strconv.Itoa(pid)).CombinedOutput()

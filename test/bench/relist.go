@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -205,7 +204,7 @@ func ReportRelist(out io.Writer, rs []RelistResult) {
 		"allocation profiles are saved before and after, and a heap profile after, relist-<block>-<fault>-{before,after}.allocs and -after.heap in the work directory):\n\n")
 	p("| block | fault | live heap steady | peak | peak ÷ steady | RSS steady | peak | peak ÷ steady | collections | lists | held | queries | not answered in full |\n")
 	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, r := range slices.Clone(rs) {
+	for _, r := range rs {
 		lists, held := "—", "—"
 		if r.Block == "global" {
 			lists, held = fmt.Sprint(r.Lists), fmt.Sprint(r.Held)

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,7 +19,7 @@ func Report(out io.Writer, r *Results) {
 	p("# globalmirror benchmarks\n\n")
 	p("`make bench`, %s, %s in all. Sizes %s globals (each %d clusters × %d pods); %d interleaved rounds of %v "+
 		"dnsperf runs (latency percentiles from separate %v verbose runs); medians throughout.\n\n",
-		r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Elapsed.Round(time.Second), joinInts(c.Sizes),
+		r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Elapsed.Round(time.Second), strings.Join(field(c.Sizes, thousands), " and "),
 		len(Clusters), Pods, c.Rounds, c.Duration, c.LatencyDuration)
 
 	m := r.Machine
@@ -43,10 +44,6 @@ func Report(out io.Writer, r *Results) {
 	p("%s\n\n", settleText(c, r.Throughput))
 	p("| globals | block | A records | response bytes | QPS | server CPU / query | p50 | p99 | global ÷ block, QPS | global ÷ block, CPU |\n")
 	p("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	labels := map[string]string{
-		BlockGlobal: "(a) `global`, `*-global`", BlockKubeMirror: "(b) `kubernetes`, mirrors' names",
-		BlockKubeGlobal: "(c) `kubernetes`, controller's `*-global`", BlockHosts: "(d) `hosts` (ceiling), `*-global`",
-	}
 	ratio := func(rs []float64) string {
 		if len(rs) == 0 {
 			return "—"
@@ -55,7 +52,7 @@ func Report(out io.Writer, r *Results) {
 	}
 	for _, t := range r.Throughput {
 		for _, b := range t.Blocks {
-			p("| %s | %s | %d | %.0f | %s | %s | %s | %s | %s | %s |\n", thousands(t.Bases), labels[b.Key], b.Records,
+			p("| %s | %s | %d | %.0f | %s | %s | %s | %s | %s | %s |\n", thousands(t.Bases), b.Label, b.Records,
 				Median(field(b.Quiet, func(x Perf) float64 { return x.RespBytes })),
 				thousands(int(Median(field(b.Quiet, func(x Perf) float64 { return x.QPS })))),
 				inUnit(dur(Median(field(b.Quiet, func(x Perf) float64 { return float64(x.CPUPerQuery) }))), time.Microsecond, "µs"),
@@ -259,9 +256,8 @@ func floors(r *Results) []floor {
 	if l := r.Latency; l != nil {
 		g, k := DurationQuantile(l.Global, .99), DurationQuantile(l.Kube, .99)
 		ga, ka := DurationQuantile(l.afterAck(l.Global), .99), DurationQuantile(l.afterAck(l.Kube), .99)
-		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 		fs = append(fs,
-			within("programming latency p99 of global ≤ 100 ms", millis(g), ms(g), 100, "ms", true),
+			within("programming latency p99 of global ≤ 100 ms", millis(g), float64(g)/float64(time.Millisecond), 100, "ms", true),
 			within("programming latency p99 of global ≤ 0.5× controller path, from the change committed (the API server's answer to the write)",
 				fmt.Sprintf("%s vs %s (%.2f×)", millis(ga), millis(ka), float64(ga)/float64(ka)), float64(ga)/float64(ka), 0.5, "ratio", true),
 			within("the same, from the writer sending the change (both paths then include that one API write, most of each)",
@@ -278,7 +274,14 @@ func floors(r *Results) []floor {
 		fs = append(fs, linkerdFloors(r.LinkerdPaged, pagedLabel)...)
 	}
 	fs = append(fs, startFloors(r.Linkerd, r.LinkerdPaged)...)
-	fs = append(fs, nonMemberFloor(r))
+	// Issue 23's memory per non-member Service.
+	const nonMember = "per local Service (with a slice) neither member nor global ≤ 40 B"
+	if bs := goBenchByPrefix(r.GoBench, "NonMemberMemory"); len(bs) > 0 {
+		v := bs[0].Values["B/service"]
+		fs = append(fs, within(nonMember, fmt.Sprintf("%.1f B (in process, 50,000 Services)", v), v, 40, "B", true))
+	} else {
+		fs = append(fs, unmeasured(nonMember, 40, "B", true))
+	}
 	fs = append(fs, stormFloors(r)...)
 	fs = append(fs, transportFloors(r.Transport)...)
 	for _, s := range r.Scale {
@@ -291,14 +294,11 @@ func floors(r *Results) []floor {
 			fs = append(fs, fl)
 		}
 	}
-	names := slices.Sorted(maps.Keys(aRecords))
-	for _, n := range names {
-		for _, b := range r.GoBench {
-			if b.Name == n {
-				a := b.Values["allocs/op"]
-				fs = append(fs, within(fmt.Sprintf("allocations of an A lookup ≤ records returned (%s)", n),
-					fmt.Sprintf("%.0f allocs, %d records", a, aRecords[n]), a, float64(aRecords[n]), "allocs", true))
-			}
+	for _, n := range slices.Sorted(maps.Keys(aRecords)) {
+		if i := slices.IndexFunc(r.GoBench, func(b GoBench) bool { return b.Name == n }); i >= 0 {
+			a := r.GoBench[i].Values["allocs/op"]
+			fs = append(fs, within(fmt.Sprintf("allocations of an A lookup ≤ records returned (%s)", n),
+				fmt.Sprintf("%.0f allocs, %d records", a, aRecords[n]), a, float64(aRecords[n]), "allocs", true))
 		}
 	}
 	return fs
@@ -307,86 +307,65 @@ func floors(r *Results) []floor {
 // linkerdFloors are issue 23's, of l, each named with label: memory per
 // mirrored endpoint, relists.
 func linkerdFloors(l *LinkerdMemoryResult, label string) []floor {
-	var fs []floor
+	const adds = "what global adds to CoreDNS's %s per mirrored endpoint, Linkerd's full shape, up to 100,000 endpoints ≤ %d B%s"
+	heapName, rssName := fmt.Sprintf(adds, "live heap", 200, label), fmt.Sprintf(adds, "RSS", 350, label)
+	fs := []floor{unmeasured(heapName, 200, "B", true), unmeasured(rssName, 350, "B", true)}
 	if l != nil && len(l.Steps) >= 2 {
-		sl := l.Slopes()
 		last := l.Steps[len(l.Steps)-1]
-		span := fmt.Sprintf("slope from %s to %s mirrored endpoints", thousands(l.Steps[0].Endpoints), thousands(last.Endpoints))
 		// Judged on CoreDNS with global alone, whose slope is what global
 		// holds; the difference of two CoreDNS with and without it, each
 		// holding the kubernetes plugin's hundreds of megabytes, is shown
-		// beside it (its noise is larger than the floor).
+		// beside it (its noise is larger than the floor). RSS is judged at
+		// rest (after collections; see RSSResult); what it was loaded, with
+		// the lists' garbage, is shown beside it.
 		alone := len(last.RSS.Alone) > 0
-		pick := func(m MemorySlopes) (heap, rss float64) {
+		judged := func(m MemorySlopes, from, to int) (heap, rss float64, heapDetail, rssDetail string) {
+			span := fmt.Sprintf("slope from %s to %s mirrored endpoints", thousands(from), thousands(to))
+			heap, rss, loaded := m.GlobalHeap, m.GlobalRSS, m.GlobalRSSLoaded
+			describe := func(v, added float64) string { return fmt.Sprintf("%.0f B (%s)", v, span) }
 			if alone {
-				return m.AloneHeap, m.AloneRSS
+				heap, rss, loaded = m.AloneHeap, m.AloneRSS, m.AloneRSSLoaded
+				describe = func(v, added float64) string {
+					return fmt.Sprintf("%.0f B (global alone, %s; with global − kubernetes only: %.0f B)", v, span, added)
+				}
 			}
-			return m.GlobalHeap, m.GlobalRSS
+			return heap, rss, describe(heap, m.GlobalHeap), fmt.Sprintf("%s, at rest; loaded %.0f B", describe(rss, m.GlobalRSS), loaded)
 		}
-		describe := func(m MemorySlopes, v, added float64, span string) string {
-			if alone {
-				return fmt.Sprintf("%.0f B (global alone, %s; with global − kubernetes only: %.0f B)", v, span, added)
-			}
-			return fmt.Sprintf("%.0f B (%s)", v, span)
-		}
-		// RSS is judged at rest (after collections; see RSSResult); what
-		// it was loaded, with the lists' garbage, is shown beside it.
-		loaded := func(m MemorySlopes) string {
-			v := m.GlobalRSSLoaded
-			if alone {
-				v = m.AloneRSSLoaded
-			}
-			return fmt.Sprintf("at rest; loaded %.0f B", v)
-		}
-		heap, rss := pick(sl)
-		heapDetail := fmt.Sprintf("%s; the stock kubernetes plugin %.0f B", describe(sl, heap, sl.GlobalHeap, span), sl.KubeHeap)
-		rssDetail := fmt.Sprintf("%s, %s; the stock kubernetes plugin %.0f B", describe(sl, rss, sl.GlobalRSS, span), loaded(sl), sl.KubeRSS)
+		sl := l.Slopes()
+		heap, rss, heapDetail, rssDetail := judged(sl, l.Steps[0].Endpoints, last.Endpoints)
+		heapDetail += fmt.Sprintf("; the stock kubernetes plugin %.0f B", sl.KubeHeap)
+		rssDetail += fmt.Sprintf("; the stock kubernetes plugin %.0f B", sl.KubeRSS)
 		if l.Large != nil {
-			ls := l.LargeSlopes()
-			large := fmt.Sprintf("slope from %s to %s mirrored endpoints", thousands(last.Endpoints), thousands(l.Large.Endpoints))
-			heap, rss = pick(ls)
-			heapDetail = describe(ls, heap, ls.GlobalHeap, large) + "; " + heapDetail
-			rssDetail = describe(ls, rss, ls.GlobalRSS, large) + ", " + loaded(ls) + "; " + rssDetail
+			var largeHeap, largeRSS string
+			heap, rss, largeHeap, largeRSS = judged(l.LargeSlopes(), last.Endpoints, l.Large.Endpoints)
+			heapDetail, rssDetail = largeHeap+"; "+heapDetail, largeRSS+"; "+rssDetail
 		}
-		fs = append(fs,
-			within("what global adds to CoreDNS's live heap per mirrored endpoint, Linkerd's full shape, up to 100,000 endpoints ≤ 200 B"+label,
-				heapDetail, heap, 200, "B", true),
-			within("what global adds to CoreDNS's RSS per mirrored endpoint, Linkerd's full shape, up to 100,000 endpoints ≤ 350 B"+label,
-				rssDetail, rss, 350, "B", true))
-	} else {
-		fs = append(fs, unmeasured("what global adds to CoreDNS's live heap per mirrored endpoint, Linkerd's full shape, up to 100,000 endpoints ≤ 200 B"+label, 200, "B", true),
-			unmeasured("what global adds to CoreDNS's RSS per mirrored endpoint, Linkerd's full shape, up to 100,000 endpoints ≤ 350 B"+label, 350, "B", true))
+		fs = []floor{within(heapName, heapDetail, heap, 200, "B", true), within(rssName, rssDetail, rss, 350, "B", true)}
 	}
-	if l != nil && len(l.Relists) > 0 {
-		for _, rl := range l.Relists {
-			if rl.Block != "global" {
-				continue
-			}
-			fs = append(fs,
-				within(fmt.Sprintf("peak live heap ≤ 1.3× steady through an API server %s%s", faultName(rl.Fault), label),
-					fmt.Sprintf("%.2f× (%s → %s)", rl.PeakLive/rl.SteadyLive, mib(rl.SteadyLive), mib(rl.PeakLive)), rl.PeakLive/rl.SteadyLive, 1.3, "ratio", true),
-				within(fmt.Sprintf("peak RSS ≤ 1.3× steady through an API server %s%s", faultName(rl.Fault), label),
-					fmt.Sprintf("%.2f× (%s → %s)", float64(rl.PeakRSS)/float64(rl.SteadyRSS), mib(float64(rl.SteadyRSS)), mib(float64(rl.PeakRSS))),
-					float64(rl.PeakRSS)/float64(rl.SteadyRSS), 1.3, "ratio", true),
-				within(fmt.Sprintf("queries not answered in full through an API server %s: 0%s", faultName(rl.Fault), label),
-					fmt.Sprintf("%d of %d", rl.Wrong, rl.Queries), float64(rl.Wrong), 0, "queries", true))
-		}
-	} else {
+	relist := func(what, fault, tail string) string {
+		return fmt.Sprintf("%s through an API server %s%s%s", what, faultName(fault), tail, label)
+	}
+	if l == nil || len(l.Relists) == 0 {
 		for _, f := range []string{"restart", "compaction"} {
-			fs = append(fs, unmeasured(fmt.Sprintf("peak live heap ≤ 1.3× steady through an API server %s%s", faultName(f), label), 1.3, "ratio", true),
-				unmeasured(fmt.Sprintf("peak RSS ≤ 1.3× steady through an API server %s%s", faultName(f), label), 1.3, "ratio", true))
+			fs = append(fs, unmeasured(relist("peak live heap ≤ 1.3× steady", f, ""), 1.3, "ratio", true),
+				unmeasured(relist("peak RSS ≤ 1.3× steady", f, ""), 1.3, "ratio", true))
 		}
+		return fs
+	}
+	for _, rl := range l.Relists {
+		if rl.Block != "global" {
+			continue
+		}
+		rss := float64(rl.PeakRSS) / float64(rl.SteadyRSS)
+		fs = append(fs,
+			within(relist("peak live heap ≤ 1.3× steady", rl.Fault, ""),
+				fmt.Sprintf("%.2f× (%s → %s)", rl.PeakLive/rl.SteadyLive, mib(rl.SteadyLive), mib(rl.PeakLive)), rl.PeakLive/rl.SteadyLive, 1.3, "ratio", true),
+			within(relist("peak RSS ≤ 1.3× steady", rl.Fault, ""),
+				fmt.Sprintf("%.2f× (%s → %s)", rss, mib(float64(rl.SteadyRSS)), mib(float64(rl.PeakRSS))), rss, 1.3, "ratio", true),
+			within(relist("queries not answered in full", rl.Fault, ": 0"),
+				fmt.Sprintf("%d of %d", rl.Wrong, rl.Queries), float64(rl.Wrong), 0, "queries", true))
 	}
 	return fs
-}
-
-// nonMemberFloor is issue 23's memory per non-member Service.
-func nonMemberFloor(r *Results) floor {
-	if bs := goBenchByPrefix(r.GoBench, "NonMemberMemory"); len(bs) > 0 {
-		v := bs[0].Values["B/service"]
-		return within("per local Service (with a slice) neither member nor global ≤ 40 B", fmt.Sprintf("%.1f B (in process, 50,000 Services)", v), v, 40, "B", true)
-	}
-	return unmeasured("per local Service (with a slice) neither member nor global ≤ 40 B", 40, "B", true)
 }
 
 // stormFloors are issue 23's storms.
@@ -455,22 +434,12 @@ func (w Writes) String() string {
 	if w.Total() == 0 {
 		return "0"
 	}
-	keys := slices.Sorted(maps.Keys(w))
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %s", k, thousands(int(w[k])))
-	}
+	parts := field(slices.Sorted(maps.Keys(w)), func(k string) string { return k + " " + thousands(int(w[k])) })
 	return fmt.Sprintf("%s (%s)", thousands(int(w.Total())), strings.Join(parts, ", "))
 }
 
 func goBenchByPrefix(bs []GoBench, prefix string) []GoBench {
-	var out []GoBench
-	for _, b := range bs {
-		if strings.HasPrefix(b.Name, prefix) {
-			out = append(out, b)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(bs), func(b GoBench) bool { return !strings.HasPrefix(b.Name, prefix) })
 }
 
 func field[T, V any](xs []T, f func(T) V) []V {
@@ -524,20 +493,8 @@ func mib(b float64) string {
 	return fmt.Sprintf("%.1f MiB", b/(1<<20))
 }
 
-func joinInts(xs []int) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = thousands(x)
-	}
-	return strings.Join(s, " and ")
-}
-
 func joinFloats(xs []float64, format string) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = fmt.Sprintf(format, x)
-	}
-	return strings.Join(slices.Clip(s), ", ")
+	return strings.Join(field(xs, func(x float64) string { return fmt.Sprintf(format, x) }), ", ")
 }
 
 // settleText says how the machine was readied for the rounds.
@@ -566,15 +523,6 @@ func settleText(c Config, tps []*ThroughputResult) string {
 // indexMemoryCase splits a BenchmarkIndexMemory name,
 // "IndexMemory/shape=linkerd/endpoints=9999", into its world and size.
 func indexMemoryCase(name string) (shape, endpoints string) {
-	for part := range strings.SplitSeq(strings.TrimPrefix(name, "IndexMemory/"), "/") {
-		if v, ok := strings.CutPrefix(part, "shape="); ok {
-			shape = v
-		} else if v, ok := strings.CutPrefix(part, "endpoints="); ok {
-			endpoints = v
-		}
-	}
-	if shape == "" {
-		shape = "headless"
-	}
-	return shape, endpoints
+	p := benchParams(name)
+	return cmp.Or(p["shape"], "headless"), p["endpoints"]
 }

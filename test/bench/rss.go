@@ -129,21 +129,13 @@ func loadedRSS(ctx context.Context, srv *CoreDNS, settle time.Duration, profile 
 
 // vmRSS reads VmRSS from /proc/<pid>/status, in bytes.
 func vmRSS(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
+	path := fmt.Sprintf("/proc/%d/status", pid)
+	kb, ok := strings.CutSuffix(procField(path, "VmRSS"), " kB")
+	if !ok {
+		return 0, fmt.Errorf("%s: no VmRSS", path)
 	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(rest)
-			if len(f) != 2 || f[1] != "kB" {
-				break
-			}
-			kb, err := strconv.ParseInt(f[0], 10, 64)
-			return kb * 1024, err
-		}
-	}
-	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+	n, err := strconv.ParseInt(kb, 10, 64)
+	return n * 1024, err
 }
 
 // sampleEvery calls sample from now on, pausing every between two calls,

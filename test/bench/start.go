@@ -79,16 +79,14 @@ func (w World) Starts(ctx context.Context, dir string, cluster *localkube.Cluste
 		return nil, q, err
 	}
 	logf("cold starts at %d bases: the machine settled after %v (%.2f CPUs busy: %s)", bases, q.Waited.Round(time.Second), q.Busy, q.Top)
+	// The last ones first: the names a plugin listing in order gets to last.
 	var globals, mirrors []string
-	for i := range bases {
+	for i := bases - 1; i >= 0; i-- {
 		globals = append(globals, w.FQDN(Global(i)))
-		for c := range w.clusters() {
+		for c := len(w.clusters()) - 1; c >= 0; c-- {
 			mirrors = append(mirrors, w.FQDN(w.Mirror(i, c)))
 		}
 	}
-	// The last ones first: the names a plugin listing in order gets to last.
-	slices.Reverse(globals)
-	slices.Reverse(mirrors)
 	out := []StartResult{{Block: "global", Names: len(globals)}, {Block: "kubernetes", Names: len(mirrors)}}
 	for r := range startRounds {
 		for i := range out {
@@ -252,24 +250,25 @@ func apiserverLists(ctx context.Context, cluster *localkube.Cluster) (listCost, 
 // startSection is the title of the cold starts' section in RESULTS.md.
 const startSection = "## 6. Cold starts"
 
-// startStep is one size of one run.
-type startStep struct {
+// runStep is one size of one run of Linkerd's shape.
+type runStep struct {
 	step  LinkerdMemoryStep
 	paged bool
 }
 
-func startSteps(runs ...*LinkerdMemoryResult) []startStep {
-	var out []startStep
+// runSteps are every size of runs, each run's grown world (Large) after
+// its steps.
+func runSteps(runs ...*LinkerdMemoryResult) []runStep {
+	var out []runStep
 	for _, l := range runs {
 		if l == nil {
 			continue
 		}
-		steps := l.Steps
-		if l.Large != nil {
-			steps = append(slices.Clip(steps), *l.Large)
+		for _, s := range l.Steps {
+			out = append(out, runStep{step: s, paged: l.Paged})
 		}
-		for _, s := range steps {
-			out = append(out, startStep{step: s, paged: l.Paged})
+		if l.Large != nil {
+			out = append(out, runStep{step: *l.Large, paged: l.Paged})
 		}
 	}
 	return out
@@ -277,7 +276,7 @@ func startSteps(runs ...*LinkerdMemoryResult) []startStep {
 
 // shape is noEM without the endpoint mirrors' Services, headless with them
 // headless, else empty.
-func (s startStep) shape(noEM, headless string) string {
+func (s runStep) shape(noEM, headless string) string {
 	switch {
 	case s.step.World.NoEndpointMirrorServices:
 		return noEM
@@ -287,7 +286,7 @@ func (s startStep) shape(noEM, headless string) string {
 	return ""
 }
 
-func (s startStep) label() string {
+func (s runStep) label() string {
 	l := thousands(s.step.Endpoints) + " mirrored endpoints" + s.shape(" (no endpoint mirror Services)", " (endpoint mirror Services headless)")
 	if s.paged {
 		l += pagedLabel
@@ -299,7 +298,7 @@ func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
 
 // ReportStarts writes the cold starts of a streamed and a paged run.
 func ReportStarts(out io.Writer, streamed, paged *LinkerdMemoryResult) {
-	steps := startSteps(streamed, paged)
+	steps := runSteps(streamed, paged)
 	if len(steps) == 0 {
 		return
 	}
@@ -328,10 +327,7 @@ func ReportStarts(out io.Writer, streamed, paged *LinkerdMemoryResult) {
 		for _, r := range s.step.Starts {
 			ready := field(r.Samples, func(x StartSample) float64 { return float64(x.Ready) })
 			complete := field(r.Samples, func(x StartSample) float64 { return float64(x.Complete) })
-			var wrong []string
-			for _, x := range r.Samples {
-				wrong = append(wrong, fmt.Sprintf("%d (%d)", x.WrongAtReady, x.UnansweredAtReady))
-			}
+			wrong := field(r.Samples, func(x StartSample) string { return fmt.Sprintf("%d (%d)", x.WrongAtReady, x.UnansweredAtReady) })
 			ratio := field(r.Samples, func(x StartSample) float64 { return float64(x.PeakRSS) / float64(x.SteadyRSS) })
 			p("| %s | %s | `%s` | %s (%s–%s) | %s (%s–%s) | %s of %s | %s | %s | %.2f× (max %.2f×) | %s | %s |\n",
 				lists, endpoints, r.Block,
@@ -346,16 +342,14 @@ func ReportStarts(out io.Writer, streamed, paged *LinkerdMemoryResult) {
 		}
 	}
 	p("\nBefore the starts of each size the harness waited for the machine to settle (less than %.1f CPUs busy over 3 s, at most %v): ", steps[0].step.StartsQuiet.Limit, startQuietMax)
-	var waits []string
-	for _, s := range steps {
+	p("%s.\n", strings.Join(field(steps, func(s runStep) string {
 		q := s.step.StartsQuiet
 		w := fmt.Sprintf("%s, %v (%.2f CPUs busy)", s.label(), q.Waited.Round(time.Second), q.Busy)
 		if !q.Quiet {
 			w += ", **not quiet**: " + q.Top
 		}
-		waits = append(waits, w)
-	}
-	p("%s.\n", strings.Join(waits, "; "))
+		return w
+	}), "; "))
 	p("\n† Without the endpoint mirrors' Services, which `global` never receives: the stock plugin lists fewer objects there than in Linkerd's full shape, so the ratio is the stricter for it.\n")
 	p("‡ The endpoint mirrors' Services without a ClusterIP: the stock plugin lists them as in Linkerd's full shape; the API server allocates no address for them (1.36's allocator takes longer for each one it holds: 18,000 took it a quarter of an hour here).\n")
 }
@@ -368,14 +362,14 @@ const startFloorPrefix = "cold start: "
 // Ready, and peak RSS while starting at most 1.3× steady.
 func startFloors(streamed, paged *LinkerdMemoryResult) []floor {
 	var fs []floor
-	if len(startSteps(streamed, paged)) == 0 {
+	if len(runSteps(streamed, paged)) == 0 {
 		for _, lists := range []string{"", pagedLabel} {
 			fs = append(fs, unmeasured(startFloorPrefix+"global Ready ≤ 2 s, 18,000 mirrored endpoints"+lists, 2, "s", true),
 				unmeasured(startFloorPrefix+"global Ready ≤ 5 s, 100,008 mirrored endpoints (no endpoint mirror Services)"+lists, 5, "s", true))
 		}
 		return fs
 	}
-	for _, s := range startSteps(streamed, paged) {
+	for _, s := range runSteps(streamed, paged) {
 		var g, k *StartResult
 		for i := range s.step.Starts {
 			switch r := &s.step.Starts[i]; r.Block {
@@ -426,7 +420,7 @@ const startPlot = "start-time.svg"
 // WriteStartPoints writes starts.json, which test/benchplot draws.
 func WriteStartPoints(path string, streamed, paged *LinkerdMemoryResult) error {
 	var points []StartPoint
-	for _, s := range startSteps(streamed, paged) {
+	for _, s := range runSteps(streamed, paged) {
 		for _, r := range s.step.Starts {
 			points = append(points, StartPoint{Block: r.Block, Paged: s.paged, Endpoints: s.step.Endpoints,
 				ReadyS:    Median(field(r.Samples, func(x StartSample) float64 { return x.Ready.Seconds() })),

@@ -187,13 +187,29 @@ func Storm(ctx context.Context, cfg Config, kubeconfig string, client kubernetes
 }
 
 // sweep starts stormSweepers clients asking for every global until each
-// answers want A records or ctx ends. The function it returns waits for
-// them and returns when each global first did.
+// answers want A records or ctx ends: client s asks for every
+// stormSweepers-th global from s on in turn. The function it returns waits
+// for them and returns when each global first did.
 func (w World) sweep(ctx context.Context, addr string, bases, want int) func() ([]time.Time, error) {
 	right := make([]time.Time, bases)
 	var sweepers sync.WaitGroup
 	for s := range stormSweepers {
-		sweepers.Go(func() { w.sweepSome(ctx, addr, s, bases, want, right) })
+		sweepers.Go(func() {
+			var pending []int
+			for i := s; i < bases; i += stormSweepers {
+				pending = append(pending, i)
+			}
+			for len(pending) > 0 && ctx.Err() == nil {
+				pending = slices.DeleteFunc(pending, func(i int) bool {
+					r, err := dnsq.Ask("udp", addr, w.FQDN(Global(i)), dns.TypeA, dns.DefaultMsgSize)
+					if err != nil || len(r.Answer) != want {
+						return false // asked again next sweep
+					}
+					right[i] = time.Now()
+					return true
+				})
+			}
+		})
 	}
 	return func() ([]time.Time, error) {
 		sweepers.Wait()
@@ -213,38 +229,17 @@ func (w World) sweepAll(ctx context.Context, addr string, bases, want int, timeo
 	return w.sweep(ctx, addr, bases, want)()
 }
 
-// sweepSome asks for every stormSweepers-th global from s on in turn until
-// each answered want records, noting when in right.
-func (w World) sweepSome(ctx context.Context, addr string, s, bases, want int, right []time.Time) {
-	var pending []int
-	for i := s; i < bases; i += stormSweepers {
-		pending = append(pending, i)
-	}
-	for len(pending) > 0 && ctx.Err() == nil {
-		rest := pending[:0]
-		for _, i := range pending {
-			r, err := dnsq.Ask("udp", addr, w.FQDN(Global(i)), dns.TypeA, dns.DefaultMsgSize)
-			if err == nil && len(r.Answer) == want {
-				right[i] = time.Now()
-				continue
-			}
-			rest = append(rest, i)
-		}
-		pending = rest
-	}
-}
-
 // stormOnce writes, for every base, what write writes for cluster c, up to
 // workers at a time, while the sweepers wait for every global to answer
 // want records and a watch notes the controller's writes of its slices.
 func (w World) stormOnce(ctx context.Context, addr string, client kubernetes.Interface, bases, c, want, workers int,
 	write func(context.Context, kubernetes.Interface, int, int) error) (*StormResult, error) {
 	res := &StormResult{Globals: bases, Writers: workers, After: make([]time.Duration, bases)}
-	writes, err := w.watchControllerSlices(ctx, client)
+	writes, stopWatching, err := w.watchControllerSlices(ctx, client)
 	if err != nil {
 		return nil, err
 	}
-	defer writes.stop()
+	defer stopWatching()
 
 	sweepCtx, stopSweeping := context.WithTimeout(ctx, 2*time.Minute)
 	defer stopSweeping()
@@ -280,14 +275,14 @@ func (w World) stormOnce(ctx context.Context, addr string, client kubernetes.Int
 	}
 	// The controller is done when its slices have been still for a while.
 	if err := await.Poll(ctx, 2*time.Minute, 100*time.Millisecond, func(context.Context) string {
-		if n, at := writes.count(); n < bases || time.Since(at) < 3*time.Second {
+		if n, at := writes(); n < bases || time.Since(at) < 3*time.Second {
 			return fmt.Sprintf("%d slice writes seen, the last at %v", n, at.Format(time.StampMilli))
 		}
 		return ""
 	}); err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
-	n, at := writes.count()
+	n, at := writes()
 	res.ControllerWrites, res.ControllerAfter = n, max(0, at.Sub(last))
 	return res, nil
 }
@@ -310,28 +305,24 @@ func (w World) setGateway(ready bool) func(context.Context, kubernetes.Interface
 
 // unlink deletes what Linkerd wrote for base i from cluster c, as it does
 // when the cluster is unlinked: endpoint mirrors first, then the headless
-// mirror.
+// mirror, each Service (where written) before its slice.
 func (w World) unlink(ctx context.Context, client kubernetes.Interface, i, c int) error {
-	del := func(err error) error {
-		if apierrors.IsNotFound(err) {
-			return nil
+	svcs, eps := client.CoreV1().Services(w.Namespace), client.DiscoveryV1().EndpointSlices(w.Namespace)
+	for p := range Pods + 1 {
+		name, service := w.Mirror(i, c), true
+		if p < Pods {
+			name, service = w.EndpointMirror(i, c, p), !w.NoEndpointMirrorServices
 		}
-		return err
-	}
-	for p := range Pods {
-		if !w.NoEndpointMirrorServices {
-			if err := del(client.CoreV1().Services(w.Namespace).Delete(ctx, w.EndpointMirror(i, c, p), metav1.DeleteOptions{})); err != nil {
+		if service {
+			if err := svcs.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				return err
 			}
 		}
-		if err := del(client.DiscoveryV1().EndpointSlices(w.Namespace).Delete(ctx, w.EndpointMirror(i, c, p)+"-m", metav1.DeleteOptions{})); err != nil {
+		if err := eps.Delete(ctx, name+"-m", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
 	}
-	if err := del(client.CoreV1().Services(w.Namespace).Delete(ctx, w.Mirror(i, c), metav1.DeleteOptions{})); err != nil {
-		return err
-	}
-	return del(client.DiscoveryV1().EndpointSlices(w.Namespace).Delete(ctx, w.Mirror(i, c)+"-m", metav1.DeleteOptions{}))
+	return nil
 }
 
 // link writes base i from cluster c again: the headless mirror, then its
@@ -348,47 +339,39 @@ func (w World) link(ctx context.Context, client kubernetes.Interface, i, c int) 
 	return nil
 }
 
-// sliceWrites counts the controller's writes of its global slices as a
-// watch sees them, and when it saw the last.
-type sliceWrites struct {
-	stop func()
-	mu   sync.Mutex
-	n    int
-	last time.Time
-}
-
-func (s *sliceWrites) count() (int, time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.n, s.last
-}
-
 // watchControllerSlices watches globalmirror's EndpointSlices in the world's
-// namespace from now on.
-func (w World) watchControllerSlices(ctx context.Context, client kubernetes.Interface) (*sliceWrites, error) {
+// namespace from now on: count is how many writes of them it saw, and when
+// the last; stop ends the watch.
+func (w World) watchControllerSlices(ctx context.Context, client kubernetes.Interface) (count func() (int, time.Time), stop func(), err error) {
 	api := client.DiscoveryV1().EndpointSlices(w.Namespace)
 	sel := discoveryv1.LabelManagedBy + "=" + aggregate.EndpointSliceManagedBy
 	list, err := api.List(ctx, metav1.ListOptions{LabelSelector: sel, Limit: 1})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	wi, err := api.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: list.ResourceVersion})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	s := &sliceWrites{stop: wi.Stop}
+	var mu sync.Mutex
+	var n int
+	var last time.Time
 	go func() {
 		for ev := range wi.ResultChan() {
 			switch ev.Type {
 			case watch.Added, watch.Modified, watch.Deleted:
-				s.mu.Lock()
-				s.n++
-				s.last = time.Now()
-				s.mu.Unlock()
+				mu.Lock()
+				n++
+				last = time.Now()
+				mu.Unlock()
 			}
 		}
 	}()
-	return s, nil
+	return func() (int, time.Time) {
+		mu.Lock()
+		defer mu.Unlock()
+		return n, last
+	}, wi.Stop, nil
 }
 
 // ReportStorm writes the storm world's results.

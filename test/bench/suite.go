@@ -100,26 +100,26 @@ const namespace = "bench"
 // Run runs every phase and returns the results; on error, what it has so far.
 func Run(ctx context.Context, cfg Config) (*Results, error) {
 	res := &Results{Config: cfg, Started: time.Now()}
-	phase := func(name string, start time.Time) {
-		res.Phases = append(res.Phases, Phase{name, time.Since(start)})
-		cfg.Log("%s: %v", name, time.Since(start).Round(100*time.Millisecond))
+	t := res.Started
+	// phase records the phase begun at t and begins the next: t is now.
+	phase := func(name string) {
+		res.Phases = append(res.Phases, Phase{name, time.Since(t)})
+		cfg.Log("%s: %v", name, time.Since(t).Round(100*time.Millisecond))
+		t = time.Now()
 	}
-	t := time.Now()
-	goPkgs := []string{"./plugin/global", "./aggregate"}
 	if cfg.GoBenchCount > 0 {
-		if err := CompileTests(ctx, cfg.GoCmd, cfg.Dir, goPkgs...); err != nil {
+		if err := CompileTests(ctx, cfg.GoCmd, cfg.Dir, "./plugin/global", "./aggregate"); err != nil {
 			return res, err
 		}
-		phase("compile Go benchmarks", t)
+		phase("compile Go benchmarks")
 	}
 
-	t = time.Now()
 	env, cluster, client, err := startCluster(ctx, filepath.Join(cfg.Dir, "cluster"), "", "")
 	if err != nil {
 		return res, err
 	}
 	defer env.Stop()
-	phase("start the cluster", t)
+	phase("start the cluster")
 	res.Machine = Describe(ctx, cfg.GoCmd, cluster.Client)
 
 	w := World{Namespace: namespace}
@@ -143,9 +143,8 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			return res, err
 		}
 		res.Loads = append(res.Loads, Load{From: loaded, To: n, Objects: 2 * len(Clusters) * (n - loaded), Elapsed: time.Since(t)})
-		phase(fmt.Sprintf("load mirrors of bases %d-%d", loaded, n-1), t)
+		phase(fmt.Sprintf("load mirrors of bases %d-%d", loaded, n-1))
 
-		t = time.Now()
 		ctrl, err = startController(ctx, cfg, cluster.Kubeconfig, namespace, fmt.Sprintf("controller-%d.log", n))
 		if err != nil {
 			return res, err
@@ -164,29 +163,27 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			want = fmt.Sprintf("%s (nothing for the converged ones)", thousands(2*(n-loaded)))
 		}
 		res.Scale = append(res.Scale, ScaleStep{What: what, Wall: wall, Writes: writes, Want: want})
-		phase(fmt.Sprintf("controller converges on %d bases", n), t)
+		phase(fmt.Sprintf("controller converges on %d bases", n))
 		idleFrom := time.Now()
 		loaded = n
 
-		t = time.Now()
 		tp, srv, err := w.throughputStep(ctx, cfg, n, env2, si == len(cfg.Sizes)-1, res)
 		if err != nil {
 			return res, err
 		}
 		res.Throughput = append(res.Throughput, tp)
-		phase(fmt.Sprintf("throughput at %d globals", n), t)
+		phase(fmt.Sprintf("throughput at %d globals", n))
 
 		if si == 0 {
 			err = w.controllerChecks(ctx, cfg, client, ctrl, srv, idleFrom, writes, res)
 			if err == nil {
 				t = time.Now()
 				res.Latency, err = w.latencyStep(ctx, cfg, client, ctrl, n, env2, res)
-				phase("programming latency", t)
+				phase("programming latency")
 			}
 			if err == nil && cfg.TransportDuration > 0 {
-				t = time.Now()
 				res.Transport, err = w.transportStep(ctx, cfg, n, env2)
-				phase("UDP and TCP latency under CPU contention", t)
+				phase("UDP and TCP latency under CPU contention")
 			}
 		}
 		srv.Stop()
@@ -200,42 +197,38 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	if err != nil {
 		return res, err
 	}
-	phase(fmt.Sprintf("CoreDNS RSS at %d globals", loaded), t)
+	phase(fmt.Sprintf("CoreDNS RSS at %d globals", loaded))
 
-	t = time.Now()
 	ctrl.Stop()
 	if err := env.Stop(); err != nil {
 		cfg.Log("stopping the cluster: %v", err)
 	}
-	phase("stop the cluster", t)
+	phase("stop the cluster")
 
 	if len(cfg.LinkerdSizes) > 0 {
-		t = time.Now()
 		res.Linkerd, err = LinkerdMemory(ctx, cfg, cfg.LinkerdSizes, "")
 		if err != nil {
 			return res, err
 		}
-		phase("memory and relists in Linkerd's full shape", t)
+		phase("memory and relists in Linkerd's full shape")
 		if cfg.PagedAPIServer != "" {
-			t = time.Now()
 			res.LinkerdPaged, err = LinkerdMemory(ctx, cfg, cfg.LinkerdSizes, cfg.PagedAPIServer)
 			if err != nil {
 				return res, err
 			}
-			phase("memory and relists in Linkerd's full shape, lists in pages", t)
+			phase("memory and relists in Linkerd's full shape, lists in pages")
 		}
 	}
 	res.Machine.LoadEnd = LoadAvg()
 
 	if cfg.GoBenchCount > 0 {
-		t = time.Now()
 		for _, s := range []GoBenchSpec{
 			{Pkg: "./plugin/global", Pattern: "^BenchmarkServeDNS$", Count: cfg.GoBenchCount},
 			{Pkg: "./plugin/global", Pattern: "^BenchmarkServeDNSScale$", Count: cfg.GoBenchCount},
 			{Pkg: "./aggregate", Pattern: ".", Count: cfg.GoBenchCount},
 			{Pkg: "./plugin/global", Pattern: "^BenchmarkIndexMemory$", Benchtime: "1x", Count: 1},
 			{Pkg: "./plugin/global", Pattern: "^BenchmarkNonMemberMemory$", Benchtime: "1x", Count: 1},
-			curveSpec,
+			CurveSpec,
 		} {
 			b, err := RunGoBench(ctx, cfg.Dir, s)
 			if errors.Is(err, errNoBenchmarks) {
@@ -247,7 +240,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			}
 			res.GoBench = append(res.GoBench, b...)
 		}
-		phase("Go benchmarks", t)
+		phase("Go benchmarks")
 	}
 	res.Elapsed = time.Since(res.Started)
 	return res, nil

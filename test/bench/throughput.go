@@ -43,6 +43,7 @@ var throughputCorefile = answererBlocks + `.:{$HOSTS_PORT} {
 // Block is one measured (server block, query set).
 type Block struct {
 	Key     string
+	Label   string // in the report
 	Port    string // the Corefile's port variable
 	Queries string // dnsperf data file
 	Probe   string // a name it must answer with Records A records
@@ -57,10 +58,7 @@ func (w World) Blocks(dir string, n int) (blocks []Block, hostsFile string, err 
 	write := func(name string, line func(i int) []string) (string, error) {
 		var b strings.Builder
 		for _, i := range order {
-			for _, l := range line(i) {
-				b.WriteString(l)
-				b.WriteByte('\n')
-			}
+			b.WriteString(strings.Join(line(i), "\n") + "\n")
 		}
 		path := filepath.Join(dir, fmt.Sprintf("%s-%d.txt", name, n))
 		return path, os.WriteFile(path, []byte(b.String()), 0o644)
@@ -93,10 +91,11 @@ func (w World) Blocks(dir string, n int) (blocks []Block, hostsFile string, err 
 	}
 	last := n - 1
 	return []Block{
-		{Key: BlockGlobal, Port: "GLOBAL_PORT", Queries: globals, Probe: w.FQDN(Global(last)), Records: Records},
-		{Key: BlockKubeMirror, Port: "KUBE_PORT", Queries: mirrors, Probe: w.FQDN(w.Mirror(last, len(Clusters)-1)), Records: Pods},
-		{Key: BlockKubeGlobal, Port: "KUBE_PORT", Queries: globals, Probe: w.FQDN(Global(last)), Records: Records},
-		{Key: BlockHosts, Port: "HOSTS_PORT", Queries: globals, Probe: w.FQDN(Global(last)), Records: Records},
+		{Key: BlockGlobal, Label: "(a) `global`, `*-global`", Port: "GLOBAL_PORT", Queries: globals, Probe: w.FQDN(Global(last)), Records: Records},
+		{Key: BlockKubeMirror, Label: "(b) `kubernetes`, mirrors' names", Port: "KUBE_PORT", Queries: mirrors,
+			Probe: w.FQDN(w.Mirror(last, len(Clusters)-1)), Records: Pods},
+		{Key: BlockKubeGlobal, Label: "(c) `kubernetes`, controller's `*-global`", Port: "KUBE_PORT", Queries: globals, Probe: w.FQDN(Global(last)), Records: Records},
+		{Key: BlockHosts, Label: "(d) `hosts` (ceiling), `*-global`", Port: "HOSTS_PORT", Queries: globals, Probe: w.FQDN(Global(last)), Records: Records},
 	}, hostsFile, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -148,14 +149,8 @@ func (w World) slice(service string, lbl map[string]string, port int32, eps ...E
 	return s
 }
 
-// MirrorService is the headless mirror of base i from cluster c, as Linkerd's
-// service mirror writes it.
-func (w World) MirrorService(i, c int) *corev1.Service {
-	return w.service(i, w.Mirror(i, c), w.mirrorLabels(c), corev1.ClusterIPNone)
-}
-
-// MirrorSlice is the slice of that mirror: one endpoint with a hostname per
-// pod, plus extra endpoints.
+// MirrorSlice is the slice of the headless mirror of base i from cluster c:
+// one endpoint with a hostname per pod, plus extra endpoints.
 func (w World) MirrorSlice(i, c int, extra ...Endpoint) *discoveryv1.EndpointSlice {
 	eps := make([]Endpoint, 0, Pods+len(extra))
 	for p := range Pods {
@@ -177,10 +172,8 @@ func (w World) Load(ctx context.Context, client kubernetes.Interface, from, to, 
 		return fmt.Errorf("%d bases: the address range holds at most %d", to, w.MaxBases())
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.Namespace}}
-	if _, err := client.CoreV1().Namespaces().Get(ctx, w.Namespace, metav1.GetOptions{}); err != nil {
-		if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-			return err
-		}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
 	}
 	return w.each(ctx, from, to, workers, func(ctx context.Context, i, c int) error { return w.createMirror(ctx, client, i, c) })
 }
@@ -211,9 +204,10 @@ func (w World) create(ctx context.Context, client kubernetes.Interface, svc *cor
 	return nil
 }
 
-// createMirror creates the headless mirror of base i from cluster c and its slice.
+// createMirror creates the headless mirror of base i from cluster c, as
+// Linkerd's service mirror writes it, and its slice.
 func (w World) createMirror(ctx context.Context, client kubernetes.Interface, i, c int) error {
-	return w.create(ctx, client, w.MirrorService(i, c), w.MirrorSlice(i, c))
+	return w.create(ctx, client, w.service(i, w.Mirror(i, c), w.mirrorLabels(c), corev1.ClusterIPNone), w.MirrorSlice(i, c))
 }
 
 // SetExtra rewrites the slice of base i from cluster c with extra endpoints
@@ -243,19 +237,8 @@ func (w World) EndpointMirror(i, c, p int) string {
 // gatewayAddr is every cluster's gateway: data only, never contacted.
 var gatewayAddr = netip.MustParseAddr("192.0.2.1")
 
-// EndpointMirrorService and EndpointMirrorSlice are what Linkerd writes for
-// every mirrored pod besides the headless mirror (the mirror simulator
-// writes them too): a ClusterIP Service with the mirror labels and the
-// headless mirror's name, and the slice Kubernetes' mirroring controller
-// makes of its Endpoints, one ready endpoint at the gateway.
-func (w World) EndpointMirrorService(i, c, p int) *corev1.Service {
-	var clusterIP string
-	if w.HeadlessEndpointMirrors {
-		clusterIP = corev1.ClusterIPNone
-	}
-	return w.service(i, w.EndpointMirror(i, c, p), w.endpointMirrorLabels(i, c), clusterIP)
-}
-
+// EndpointMirrorSlice is the slice Kubernetes' mirroring controller makes of
+// the Endpoints of pod p's endpoint mirror: one ready endpoint at the gateway.
 func (w World) EndpointMirrorSlice(i, c, p int) *discoveryv1.EndpointSlice {
 	return w.slice(w.EndpointMirror(i, c, p), w.endpointMirrorLabels(i, c), 4143, Endpoint{Addr: gatewayAddr})
 }
@@ -279,12 +262,19 @@ func (w World) LoadEndpointMirrors(ctx context.Context, client kubernetes.Interf
 	})
 }
 
-// createEndpointMirror creates the endpoint mirror of pod p of base i from
-// cluster c (its Service unless NoEndpointMirrorServices) and its slice.
+// createEndpointMirror creates what Linkerd writes for pod p of base i from
+// cluster c besides the headless mirror (the mirror simulator writes it
+// too): unless NoEndpointMirrorServices, a Service (ClusterIP unless
+// HeadlessEndpointMirrors) with the mirror labels and the headless mirror's
+// name; and its slice.
 func (w World) createEndpointMirror(ctx context.Context, client kubernetes.Interface, i, c, p int) error {
 	var svc *corev1.Service
 	if !w.NoEndpointMirrorServices {
-		svc = w.EndpointMirrorService(i, c, p)
+		clusterIP := "" // one allocated
+		if w.HeadlessEndpointMirrors {
+			clusterIP = corev1.ClusterIPNone
+		}
+		svc = w.service(i, w.EndpointMirror(i, c, p), w.endpointMirrorLabels(i, c), clusterIP)
 	}
 	return w.create(ctx, client, svc, w.EndpointMirrorSlice(i, c, p))
 }

@@ -53,23 +53,14 @@ func main() {
 	results := flag.String("results", "", "markdown file to write the curves' section into (default: RESULTS.md in -out, if there)")
 	starts := flag.String("starts", "", "the cold starts test/bench measured (default: starts.json beside -in, if there)")
 	flag.Parse()
-	if *starts == "" {
-		if p := filepath.Join(filepath.Dir(*in), "starts.json"); fileExists(p) {
-			*starts = p
-		}
-	}
-	if *starts != "" {
+	if *starts = orExisting(*starts, filepath.Join(filepath.Dir(*in), "starts.json")); *starts != "" {
 		path := filepath.Join(*out, "start-time.svg")
 		if err := drawStarts(*starts, path); err != nil {
 			fail(fmt.Errorf("%s: %w", path, err))
 		}
 		fmt.Println("wrote", path)
 	}
-	if *results == "" {
-		if p := filepath.Join(*out, "RESULTS.md"); fileExists(p) {
-			*results = p
-		}
-	}
+	*results = orExisting(*results, filepath.Join(*out, "RESULTS.md"))
 	b, err := os.ReadFile(*in)
 	if err != nil {
 		fail(err)
@@ -170,9 +161,12 @@ var palette = []color.Color{
 	color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 }
 
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
+// orExisting is v, or where v is empty, path if a file is there.
+func orExisting(v, path string) string {
+	if _, err := os.Stat(path); v == "" && err == nil {
+		return path
+	}
+	return v
 }
 
 func fail(err error) {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -25,7 +26,15 @@ func main() {
 	sizes := flag.String("sizes", "1000,10000", "globals per throughput step, ascending; the first also runs the controller checks and programming latency")
 	flag.IntVar(&cfg.Rounds, "rounds", 5, "interleaved dnsperf rounds per size")
 	cfg.Duration = 10 * time.Second
-	flag.Var((*seconds)(&cfg.Duration), "duration", "one dnsperf run (QPS, CPU per query): a duration or whole seconds")
+	// A bare number is seconds, as in BENCH_DURATION=10.
+	flag.Func("duration", "one dnsperf run (QPS, CPU per query): a duration or whole seconds (default 10s)", func(v string) (err error) {
+		if n, err := strconv.Atoi(v); err == nil {
+			cfg.Duration = time.Duration(n) * time.Second
+			return nil
+		}
+		cfg.Duration, err = time.ParseDuration(v)
+		return err
+	})
 	flag.DurationVar(&cfg.LatencyDuration, "latency-duration", 5*time.Second, "one verbose dnsperf run (latency percentiles); 0: none")
 	flag.DurationVar(&cfg.TransportDuration, "transport-duration", 20*time.Second, "UDP and TCP clients asking under CPU contention; 0: none")
 	paged := flag.String("paged-apiserver", "", "a kube-apiserver that does not stream lists, on which Linkerd's shape is measured again (default: the 1.33 of $"+localkube.APIServersEnv+"); none: not")
@@ -71,11 +80,9 @@ func main() {
 	default:
 		cfg.PagedAPIServer = *paged
 	}
-	cfg.Sizes, err = parseSizes(*sizes)
-	check(err)
+	cfg.Sizes = parseSizes(*sizes)
 	if *linkerdSizes != "" {
-		cfg.LinkerdSizes, err = parseSizes(*linkerdSizes)
-		check(err)
+		cfg.LinkerdSizes = parseSizes(*linkerdSizes)
 	}
 	check(os.RemoveAll(cfg.Dir))
 	check(os.MkdirAll(cfg.Dir, 0o755))
@@ -95,12 +102,18 @@ func main() {
 		check(err)
 		cfg.Log("merged into %s and results.json", *out)
 	}
+	// writeFile writes to path what write writes.
+	writeFile := func(path string, write func(io.Writer) error) {
+		var b bytes.Buffer
+		check(write(&b))
+		check(os.WriteFile(path, b.Bytes(), 0o644))
+		cfg.Log("wrote %s", path)
+	}
 
 	cfg.Log("work directory %s", cfg.Dir)
 	switch {
 	case *linkerd != "":
-		sizes, err := parseSizes(*linkerd)
-		check(err)
+		sizes := parseSizes(*linkerd)
 		apiserver := ""
 		if *linkerdPaged {
 			apiserver = cfg.PagedAPIServer
@@ -144,63 +157,36 @@ func main() {
 		checkRun(err)
 	case *curveOnly:
 		check(bench.CompileTests(ctx, cfg.GoCmd, cfg.Dir, "./plugin/global"))
-		bs, err := bench.RunCurve(ctx, cfg.Dir)
+		bs, err := bench.RunGoBench(ctx, cfg.Dir, bench.CurveSpec)
 		check(err)
-		writeCurve(curveOut, bs, cfg.Log)
+		writeFile(curveOut, func(w io.Writer) error { return bench.WriteCurve(w, bench.Curve(bs)) })
 	default:
 		res, err := bench.Run(ctx, cfg)
 		checkRun(err)
-		var md bytes.Buffer
-		bench.Report(&md, res)
-		os.Stdout.Write(md.Bytes())
-		check(os.WriteFile(*out, md.Bytes(), 0o644))
-		cfg.Log("wrote %s", *out)
+		writeFile(*out, func(w io.Writer) error {
+			bench.Report(io.MultiWriter(os.Stdout, w), res)
+			return nil
+		})
 		// The floors as JSON beside the report, for programs.
-		var js bytes.Buffer
-		check(bench.ReportJSON(&js, res))
+		writeFile(resultsJSON, func(w io.Writer) error { return bench.ReportJSON(w, res) })
 		if res.Linkerd != nil {
 			check(bench.WriteStartPoints(startsJSON, res.Linkerd, res.LinkerdPaged))
 		}
-		check(os.WriteFile(resultsJSON, js.Bytes(), 0o644))
-		cfg.Log("wrote %s", resultsJSON)
-		writeCurve(curveOut, res.GoBench, cfg.Log)
+		writeFile(curveOut, func(w io.Writer) error { return bench.WriteCurve(w, bench.Curve(res.GoBench)) })
 	}
 }
 
-// writeCurve writes BenchmarkCurve's points for test/benchplot.
-func writeCurve(path string, bs []bench.GoBench, logf func(string, ...any)) {
-	var b bytes.Buffer
-	check(bench.WriteCurve(&b, bench.Curve(bs)))
-	check(os.WriteFile(path, b.Bytes(), 0o644))
-	logf("wrote %s", path)
-}
-
-// seconds is a duration flag that also takes a bare number of seconds
-// (BENCH_DURATION=10).
-type seconds time.Duration
-
-func (s *seconds) String() string { return time.Duration(*s).String() }
-
-func (s *seconds) Set(v string) error {
-	if n, err := strconv.Atoi(v); err == nil {
-		*s = seconds(time.Duration(n) * time.Second)
-		return nil
-	}
-	d, err := time.ParseDuration(v)
-	*s = seconds(d)
-	return err
-}
-
-func parseSizes(s string) ([]int, error) {
+// parseSizes reads a list of sizes, or fails.
+func parseSizes(s string) []int {
 	var out []int
-	for _, f := range strings.Split(s, ",") {
+	for f := range strings.SplitSeq(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 || n > bench.MaxBases || (len(out) > 0 && n <= out[len(out)-1]) {
-			return nil, fmt.Errorf("-sizes %q: want ascending counts between 1 and %d", s, bench.MaxBases)
+			fail(fmt.Errorf("-sizes %q: want ascending counts between 1 and %d", s, bench.MaxBases))
 		}
 		out = append(out, n)
 	}
-	return out, nil
+	return out
 }
 
 func check(err error) {
