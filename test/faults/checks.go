@@ -3,8 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,9 +17,7 @@ import (
 
 // waitReady waits until m's CoreDNS reports ready (its first sync done).
 func waitReady(ctx context.Context, m *member) error {
-	m.mu.Lock()
-	c := m.dns
-	m.mu.Unlock()
+	c := with(m, func() *run.CoreDNS { return m.dns })
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := run.WaitHTTP(ctx, "http://127.0.0.1:"+strconv.Itoa(c.Ports["READY_PORT"])+"/ready", c.Process); err != nil {
@@ -184,15 +181,10 @@ func (r *runner) writesDetail() []string {
 	var out []string
 	for _, m := range r.members {
 		for _, c := range m.controllers() {
-			resp, err := http.Get(c.BaseURL + "/metrics")
-			if err != nil {
-				continue
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			for _, l := range strings.Split(string(b), "\n") {
-				if strings.HasPrefix(l, "globalmirror_api_writes_total{") {
-					out = append(out, m.name+" "+c.LogPath+": "+l)
+			s, _ := run.Scrape(c.BaseURL + "/metrics")
+			for _, series := range slices.Sorted(maps.Keys(s)) {
+				if strings.HasPrefix(series, "globalmirror_api_writes_total{") {
+					out = append(out, fmt.Sprintf("%s %s: %s %v", m.name, c.LogPath, series, s[series]))
 				}
 			}
 			out = append(out, m.name+" "+c.LogPath+" log tail: "+c.Log(1500))

@@ -12,7 +12,6 @@
 package faults
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -35,32 +34,22 @@ import (
 // Namespace is where the mesh's workloads live in every cluster.
 const Namespace = "faults"
 
-// Config says how long and what to run.
+// Config says how long and what to run; no field has a default.
 type Config struct {
-	// Clusters of the mesh; default east, west, north.
+	// Clusters of the mesh.
 	Clusters []string
 	// Seed fixes the order and the choices of the faults.
 	Seed uint64
 	// Duration of the fault phase.
 	Duration time.Duration
-	// Idle is how long the controllers must write nothing at the end;
-	// default 20 s.
+	// Idle is how long the controllers must write nothing at the end.
 	Idle time.Duration
-	// Fuzz is how long the wire fuzz runs; default 30 s.
+	// Fuzz is how long the wire fuzz runs.
 	Fuzz time.Duration
 	// Dir receives the logs.
 	Dir string
-	// Log reports progress; nil discards.
+	// Log reports progress.
 	Log *slog.Logger
-}
-
-func (c *Config) defaults() {
-	if len(c.Clusters) == 0 {
-		c.Clusters = []string{"east", "west", "north"}
-	}
-	c.Idle = cmp.Or(c.Idle, 20*time.Second)
-	c.Fuzz = cmp.Or(c.Fuzz, 30*time.Second)
-	c.Log = cmp.Or(c.Log, slog.New(slog.DiscardHandler))
 }
 
 // window is how long answers may lag the API server after a change before
@@ -108,7 +97,6 @@ type runner struct {
 // the run could not be carried out; what went wrong with globalmirror is in
 // the Results.
 func Run(ctx context.Context, cfg Config) (*Results, error) {
-	cfg.defaults()
 	if len(cfg.Clusters) < 2 || len(cfg.Clusters) > len(prefixes) {
 		return nil, fmt.Errorf("faults: 2 to %d clusters, not %d", len(prefixes), len(cfg.Clusters))
 	}
@@ -170,9 +158,6 @@ func (r *runner) tearDown() {
 // setUp starts the clusters, their workloads, the simulators (each linking
 // every other cluster), two controllers and a CoreDNS per cluster.
 func (r *runner) setUp(ctx context.Context) error {
-	if err := os.MkdirAll(r.cfg.Dir, 0o755); err != nil {
-		return err
-	}
 	r.cfg.Log.Info("starting clusters", "clusters", r.cfg.Clusters)
 	env, err := localkube.Start(ctx, localkube.Options{Clusters: r.cfg.Clusters, Dir: filepath.Join(r.cfg.Dir, "clusters"),
 		Logger: r.cfg.Log})
@@ -263,24 +248,24 @@ func (m *member) locked(f func()) {
 	f()
 }
 
-// controllers are m's controller replicas.
-func (m *member) controllers() []*run.Controller {
+// with returns f's result, computed with m's lock held.
+func with[T any](m *member, f func() T) T {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return slices.Clone(m.ctrls)
+	return f()
+}
+
+// controllers are m's controller replicas.
+func (m *member) controllers() []*run.Controller {
+	return with(m, func() []*run.Controller { return slices.Clone(m.ctrls) })
 }
 
 // dnsAddr is m's DNS address.
-func (m *member) dnsAddr() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.dns.Addr
-}
+func (m *member) dnsAddr() string { return with(m, func() string { return m.dns.Addr }) }
 
 func (m *member) state() (apiDown, dnsDown bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.apiDown, m.dnsDown
+	m.locked(func() { apiDown, dnsDown = m.apiDown, m.dnsDown })
+	return apiDown, dnsDown
 }
 
 // converged waits until every member's answers have matched the truth for a

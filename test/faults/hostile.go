@@ -1,16 +1,15 @@
 package faults
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/globalmirror/globalmirror/test/fixture"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // hostileLabel marks the hostile objects, so that they can be removed.
@@ -33,13 +32,7 @@ func addHostile(ctx context.Context, r *runner, m *member) (string, error) {
 		m = o
 	}
 	c := m.name
-	mark := func(labels map[string]string) map[string]string {
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		labels[hostileLabel] = "true"
-		return labels
-	}
+	hostile := labels.Set{hostileLabel: "true"}
 	var svcs []*corev1.Service
 	var sl []*discoveryv1.EndpointSlice
 	v4 := discoveryv1.AddressTypeIPv4
@@ -88,19 +81,19 @@ func addHostile(ctx context.Context, r *runner, m *member) (string, error) {
 	}
 
 	for _, s := range svcs {
-		s.Labels, s.UID, s.ResourceVersion = mark(s.Labels), "", ""
+		s.Labels, s.UID, s.ResourceVersion = labels.Merge(s.Labels, hostile), "", ""
 		if _, err := m.c.Client.CoreV1().Services(Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			return "", fmt.Errorf("service %s: %w", s.Name, err)
 		}
 	}
 	for _, s := range sl {
-		s.Labels, s.UID, s.ResourceVersion = mark(s.Labels), "", ""
+		s.Labels, s.UID, s.ResourceVersion = labels.Merge(s.Labels, hostile), "", ""
 		if _, err := m.c.Client.DiscoveryV1().EndpointSlices(Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			return "", fmt.Errorf("slice %s: %w", s.Name, err)
 		}
 	}
 	for _, s := range refused {
-		s.Labels, s.UID, s.ResourceVersion = mark(s.Labels), "", ""
+		s.Labels, s.UID, s.ResourceVersion = labels.Merge(s.Labels, hostile), "", ""
 		_, err := m.c.Client.DiscoveryV1().EndpointSlices(Namespace).Create(ctx, s, metav1.CreateOptions{})
 		if err == nil {
 			return "", fmt.Errorf("the API server took slice %s, which it should refuse", s.Name)
@@ -131,25 +124,20 @@ func removeHostile(ctx context.Context, r *runner, _ *member) (string, error) {
 		}
 		// The user's owned-global goes last, once no mirror asks for a
 		// global of that name.
-		slices.SortStableFunc(svcs.Items, func(a, b corev1.Service) int {
-			return cmp.Compare(lastIf(a.Name == "owned-global"), lastIf(b.Name == "owned-global"))
-		})
-		for _, s := range svcs.Items {
-			if err := m.c.Client.CoreV1().Services(Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil {
-				return "", err
+		for _, last := range []bool{false, true} {
+			for _, s := range svcs.Items {
+				if (s.Name == "owned-global") != last {
+					continue
+				}
+				if err := m.c.Client.CoreV1().Services(Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil {
+					return "", err
+				}
 			}
 		}
 		delete(r.hostile, m.name)
 		return "removed from " + m.name, nil
 	}
 	return "none", nil
-}
-
-func lastIf(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 func firstSentence(s string) string {

@@ -97,10 +97,7 @@ func (r *runner) other(m *member) *member {
 
 func unlink(ctx context.Context, r *runner, m *member) (string, error) {
 	o := r.other(m)
-	m.mu.Lock()
-	linked := m.linked[o.name]
-	m.mu.Unlock()
-	if !linked {
+	if !with(m, func() bool { return m.linked[o.name] }) {
 		return linkBackTo(ctx, r, m, o)
 	}
 	if err := m.world.Sim.Unlink(ctx, o.name); err != nil {
@@ -115,10 +112,7 @@ func unlink(ctx context.Context, r *runner, m *member) (string, error) {
 
 func anyUnlinked(r *runner) bool {
 	for _, m := range r.members {
-		m.mu.Lock()
-		n := len(m.linked)
-		m.mu.Unlock()
-		if n < len(r.members)-1 {
+		if with(m, func() int { return len(m.linked) }) < len(r.members)-1 {
 			return true
 		}
 	}
@@ -128,10 +122,7 @@ func anyUnlinked(r *runner) bool {
 func linkBack(ctx context.Context, r *runner, _ *member) (string, error) {
 	for _, m := range r.members {
 		for _, o := range r.members {
-			m.mu.Lock()
-			linked := m.linked[o.name]
-			m.mu.Unlock()
-			if o != m && !linked {
+			if o != m && !with(m, func() bool { return m.linked[o.name] }) {
 				return linkBackTo(ctx, r, m, o)
 			}
 		}
@@ -166,12 +157,8 @@ func scale(ctx context.Context, r *runner, m *member) (string, error) {
 func flipReady(ctx context.Context, r *runner, m *member) (string, error) {
 	m.mu.Lock()
 	pod := fmt.Sprintf("db-%d", r.rng.IntN(m.replicas))
-	ready := m.notReady[pod]
-	if ready {
-		delete(m.notReady, pod)
-	} else {
-		m.notReady[pod] = true
-	}
+	ready := m.notReady[pod] // flipped: ready again if it was not
+	m.notReady[pod] = !ready
 	m.mu.Unlock()
 	return fmt.Sprintf("%s ready=%v", pod, ready), m.db.SetReady(ctx, pod, ready)
 }
@@ -267,10 +254,7 @@ func killLeader(kill bool) func(context.Context, *runner, *member) (string, erro
 // expected.
 func restartCoreDNSDuringOutage(ctx context.Context, r *runner, m *member) (string, error) {
 	err := r.outage(ctx, m, func() error {
-		m.mu.Lock()
-		m.dnsDown = true
-		old := m.dns
-		m.mu.Unlock()
+		old := with(m, func() *run.CoreDNS { m.dnsDown = true; return m.dns })
 		r.procs.stop(old.Process, false)
 		return r.startCoreDNS(ctx, m, false)
 	})

@@ -46,10 +46,9 @@ func (g *group) stop() {
 
 type memberTruth struct {
 	world truth.World
-	// changed is when world last changed, or when the watched truth did:
-	// the API can pass through a state between two polls (an unlink deletes
-	// a cluster's mirrors one by one in tens of milliseconds), and an answer
-	// given in it is the system following the API, not a wrong one.
+	// changed is when world last changed, or when the watched truth did
+	// (see watch): an answer given in a state between two polls is the
+	// system following the API, not a wrong one.
 	changed   time.Time
 	refreshed time.Time // when the last refresh that reached the API began
 	reachable bool      // the last refresh reached the API server
@@ -287,6 +286,7 @@ func (t *truths) verdict(m *member, q expectation, got []string, rcode int, at t
 // expectation is one question and what the truth says of it.
 type expectation struct {
 	name   string
+	global string   // the global asked: name's own, or the one it is a per-pod name of
 	exists bool     // false: NXDOMAIN
 	addrs  []string // its IPv4 addresses, sorted
 }
@@ -310,12 +310,12 @@ func (t *truths) questions(m *member) []expectation {
 
 // expect is what the truth says of fqdn, a global or per-pod name.
 func (s *memberTruth) expect(fqdn string) expectation {
-	e := expectation{name: fqdn}
 	name := strings.TrimSuffix(fqdn, "."+Namespace+".svc.cluster.local.")
 	host, g, perPod := strings.Cut(name, ".")
 	if !perPod {
 		g = host
 	}
+	e := expectation{name: fqdn, global: g}
 	gl, ok := s.world.Globals[g]
 	switch {
 	case !ok:
@@ -407,19 +407,10 @@ func (r *runner) settle(m *member, q expectation, network string, got []string, 
 		if wrong {
 			r.res.wrong(fmt.Sprintf("%s %s %s over %s: %s %s; the API said %s, before and after",
 				at.Format("15:04:05.000"), m.name, q.name, network, dns.RcodeToString[rcode], addresses(got), said),
-				m.name, globalOf(q.name))
+				m.name, q.global)
 		}
 		return
 	}
-}
-
-// globalOf is the global a global or per-pod name belongs to.
-func globalOf(fqdn string) string {
-	name := strings.TrimSuffix(fqdn, "."+Namespace+".svc.cluster.local.")
-	if _, g, perPod := strings.Cut(name, "."); perPod {
-		return g
-	}
-	return name
 }
 
 // addresses lists a, the first dozen at most: enough for any global of

@@ -39,26 +39,34 @@ var nodeControllers = []string{
 	"pod-garbage-collector-controller",
 }
 
-// writeKubeconfig writes <pki>/<user>.kubeconfig for a control plane
-// component, a member of system:masters.
-func writeKubeconfig(c *Cluster, plane *envtest.ControlPlane, user string) (string, error) {
-	u, err := plane.AddUser(envtest.User{Name: "system:" + user, Groups: []string{"system:masters"}}, nil)
+// startComponent runs the control plane component name (the binary bin) of
+// cluster c with args and, added, a kubeconfig of its own (a member of
+// system:masters), leader election off and its secure port, free, on
+// loopback; it logs to <cluster dir>/<name>.log. args receives the
+// kubeconfig's path.
+func startComponent(c *Cluster, plane *envtest.ControlPlane, bin, name string, args func(kubeconfig string) []string) (*run.Process, int, error) {
+	u, err := plane.AddUser(envtest.User{Name: "system:" + name, Groups: []string{"system:masters"}}, nil)
 	if err != nil {
-		return "", err
+		return nil, 0, err
 	}
 	kubeconfig, err := u.KubeConfig()
 	if err != nil {
-		return "", err
+		return nil, 0, err
 	}
-	path := filepath.Join(c.apis.CertDir, user+".kubeconfig")
-	return path, os.WriteFile(path, kubeconfig, 0o600)
+	path := filepath.Join(c.apis.CertDir, name+".kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		return nil, 0, err
+	}
+	port, err := run.FreePort()
+	if err != nil {
+		return nil, 0, err
+	}
+	p, err := run.Start(bin, append(args(path), "--kubeconfig="+path, "--leader-elect=false", "--bind-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(port), "--profiling=false"), nil, filepath.Join(c.dir, name+".log"))
+	return p, port, err
 }
 
-func (e *Env) startControllerManager(c *Cluster, path string, plane *envtest.ControlPlane) error {
-	kubeconfigPath, err := writeKubeconfig(c, plane, "kube-controller-manager")
-	if err != nil {
-		return err
-	}
+func (e *Env) startControllerManager(c *Cluster, bin string, plane *envtest.ControlPlane) error {
 	pki := c.apis.CertDir
 	names := controllers
 	if c.realNode {
@@ -71,55 +79,35 @@ func (e *Env) startControllerManager(c *Cluster, path string, plane *envtest.Con
 	if err := os.WriteFile(caPath, c.apis.SecureServing.CA, 0o600); err != nil {
 		return err
 	}
-	port, err := run.FreePort()
-	if err != nil {
-		return err
-	}
+	var port int
+	var err error
+	c.kcm, port, err = startComponent(c, plane, bin, "kube-controller-manager", func(string) []string {
+		return []string{
+			"--controllers=" + strings.Join(names, ","),
+			"--cert-dir=" + filepath.Join(pki, "kube-controller-manager"),
+			// envtest writes the key the API server signs ServiceAccount tokens with.
+			"--service-account-private-key-file=" + filepath.Join(pki, "sa-signer.key"),
+			"--root-ca-file=" + caPath,
+			// The default client limits (20 QPS) delay slices under test churn.
+			"--kube-api-qps=1000",
+			"--kube-api-burst=2000",
+			// Batching delays every change; keep the defaults' zero explicit.
+			"--endpoint-updates-batch-period=0s",
+			"--endpointslice-updates-batch-period=0s",
+			"--mirroring-endpointslice-updates-batch-period=0s",
+			"--concurrent-endpoint-syncs=10",
+			"--concurrent-service-endpoint-syncs=10",
+			"--mirroring-concurrent-service-endpoint-syncs=10",
+		}
+	})
 	c.kcmHealthz = fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
-	args := []string{
-		"--kubeconfig=" + kubeconfigPath,
-		"--controllers=" + strings.Join(names, ","),
-		"--leader-elect=false",
-		"--bind-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(port),
-		"--cert-dir=" + filepath.Join(pki, "kube-controller-manager"),
-		// envtest writes the key the API server signs ServiceAccount tokens with.
-		"--service-account-private-key-file=" + filepath.Join(pki, "sa-signer.key"),
-		"--root-ca-file=" + caPath,
-		// The default client limits (20 QPS) delay slices under test churn.
-		"--kube-api-qps=1000",
-		"--kube-api-burst=2000",
-		// Batching delays every change; keep the defaults' zero explicit.
-		"--endpoint-updates-batch-period=0s",
-		"--endpointslice-updates-batch-period=0s",
-		"--mirroring-endpointslice-updates-batch-period=0s",
-		"--concurrent-endpoint-syncs=10",
-		"--concurrent-service-endpoint-syncs=10",
-		"--mirroring-concurrent-service-endpoint-syncs=10",
-		"--profiling=false",
-	}
-	c.kcm, err = run.Start(path, args, nil, filepath.Join(c.dir, "kube-controller-manager.log"))
 	return err
 }
 
 // startScheduler runs kube-scheduler for a cluster with a real node.
-func (e *Env) startScheduler(c *Cluster, path string, plane *envtest.ControlPlane) error {
-	kubeconfig, err := writeKubeconfig(c, plane, "kube-scheduler")
-	if err != nil {
-		return err
-	}
-	port, err := run.FreePort()
-	if err != nil {
-		return err
-	}
-	c.scheduler, err = run.Start(path, []string{
-		"--kubeconfig=" + kubeconfig,
-		"--authentication-kubeconfig=" + kubeconfig,
-		"--authorization-kubeconfig=" + kubeconfig,
-		"--leader-elect=false",
-		"--bind-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(port),
-		"--profiling=false",
-	}, nil, filepath.Join(c.dir, "kube-scheduler.log"))
+func (e *Env) startScheduler(c *Cluster, bin string, plane *envtest.ControlPlane) (err error) {
+	c.scheduler, _, err = startComponent(c, plane, bin, "kube-scheduler", func(kubeconfig string) []string {
+		return []string{"--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig}
+	})
 	return err
 }

@@ -150,7 +150,7 @@ type Env struct {
 // Start starts the clusters, concurrently, and returns once every one is ready:
 // its API server answers /readyz, its kube-controller-manager is healthy and has
 // created the `default` ServiceAccount, and its Node is Ready. On error nothing
-// is left running. BenchmarkStartThree times it.
+// is left running.
 func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	if err := validateNames(opts.Clusters); err != nil {
 		return nil, err
@@ -167,10 +167,7 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	env = &Env{dir: opts.Dir, log: opts.Logger}
-	if env.log == nil {
-		env.log = slog.New(slog.DiscardHandler)
-	}
+	env = &Env{dir: opts.Dir, log: cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))}
 	if env.dir == "" {
 		if env.dir, err = os.MkdirTemp("", "localkube-"); err != nil {
 			return nil, err
@@ -229,10 +226,8 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 
 // Cluster returns the named cluster, or nil if there is none.
 func (e *Env) Cluster(name string) *Cluster {
-	for _, c := range e.clusters {
-		if c.Name == name {
-			return c
-		}
+	if i := slices.IndexFunc(e.clusters, func(c *Cluster) bool { return c.Name == name }); i >= 0 {
+		return e.clusters[i]
 	}
 	return nil
 }
@@ -310,15 +305,13 @@ func validateNames(names []string) error {
 	if len(names) == 0 {
 		return errors.New("localkube: no clusters asked for")
 	}
-	seen := map[string]bool{}
-	for _, n := range names {
+	for i, n := range names {
 		if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
 			return fmt.Errorf("localkube: cluster name %q: %v", n, errs)
 		}
-		if seen[n] {
+		if slices.Index(names, n) < i {
 			return fmt.Errorf("localkube: cluster %q asked for twice", n)
 		}
-		seen[n] = true
 	}
 	return nil
 }

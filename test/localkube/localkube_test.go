@@ -11,8 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 func TestStartStop(t *testing.T) {
@@ -21,12 +19,10 @@ func TestStartStop(t *testing.T) {
 	}
 	ctx := context.Background()
 	names := []string{"source", "east", "west"}
-	start := time.Now()
-	env, err := Start(ctx, Options{Clusters: names, Logger: TestLogger(t)})
+	env, err := Start(ctx, Options{Clusters: names, Logger: TestLogger(t)}) // it logs how long it took
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("three clusters ready in %v", time.Since(start).Round(time.Millisecond))
 	t.Cleanup(func() { _ = env.Stop() }) // Stop may be called again
 
 	for _, name := range names {
@@ -34,13 +30,8 @@ func TestStartStop(t *testing.T) {
 		if c == nil || c.Name != name {
 			t.Fatalf("Cluster(%q) = %v", name, c)
 		}
-		// The kubeconfig on disk works on its own.
-		cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
-		if err != nil {
-			t.Fatal(err)
-		}
-		client := kubernetes.NewForConfigOrDie(cfg)
-		node, err := client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+		// The kubeconfig on disk is checked by test/cmd/localkube's TestCommands.
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -72,7 +63,7 @@ func TestStartStop(t *testing.T) {
 			hosts = append(hosts, u.Host)
 		}
 	}
-	start = time.Now()
+	start := time.Now()
 	if err := env.Stop(); err != nil {
 		t.Errorf("Stop: %v", err)
 	}
@@ -89,13 +80,11 @@ func TestStartStop(t *testing.T) {
 }
 
 func TestMissingAssetsFail(t *testing.T) {
-	t.Setenv(AssetsEnv, "")
-	if _, err := Start(context.Background(), Options{Clusters: []string{"a"}}); err == nil {
-		t.Fatal("Start without assets succeeded")
-	}
-	t.Setenv(AssetsEnv, t.TempDir())
-	if _, err := Start(context.Background(), Options{Clusters: []string{"a"}}); err == nil {
-		t.Fatal("Start with an empty assets dir succeeded")
+	for _, dir := range []string{"", t.TempDir()} {
+		t.Setenv(AssetsEnv, dir)
+		if _, err := Start(context.Background(), Options{Clusters: []string{"a"}}); err == nil {
+			t.Fatalf("Start with $%s=%q (no assets) succeeded", AssetsEnv, dir)
+		}
 	}
 }
 

@@ -48,11 +48,7 @@ func waitControllerManagerReady(ctx context.Context, c *Cluster) error {
 		if done, err := c.kcm.Exited(); done {
 			return false, fmt.Errorf("exited: %v", err)
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.kcmHealthz, nil)
-		if err != nil {
-			return false, err
-		}
-		resp, err := httpc.Do(req)
+		resp, err := httpc.Get(c.kcmHealthz) // within httpc's timeout
 		if err != nil {
 			last = err
 			return false, nil
@@ -117,13 +113,8 @@ func StreamsLists(ctx context.Context, client kubernetes.Interface) (bool, error
 	return true, nil
 }
 
-// ReleaseStreamsLists is whether Kubernetes 1.minor streams lists by
-// default: 1.32 and 1.34 on do; 1.31 and older, and 1.33 (whose feature
-// gate went back to off), do not.
-func ReleaseStreamsLists(minor int) bool { return minor == 32 || minor >= 34 }
-
 // StreamsListsAsReleased is StreamsLists, failing where the API server's
-// answer is not its release's (ReleaseStreamsLists): a test of the version
+// answer is not its release's (see StreamsLists): a test of the version
 // matrix then proves both which release answered and which path it took.
 func StreamsListsAsReleased(ctx context.Context, client kubernetes.Interface) (bool, error) {
 	v, err := client.Discovery().ServerVersion()
@@ -138,7 +129,7 @@ func StreamsListsAsReleased(ctx context.Context, client kubernetes.Interface) (b
 	if err != nil {
 		return false, err
 	}
-	if want := ReleaseStreamsLists(minor); streams != want {
+	if want := minor == 32 || minor >= 34; streams != want {
 		return false, fmt.Errorf("localkube: %s streams lists: %v; its release: %v", v.GitVersion, streams, want)
 	}
 	return streams, nil

@@ -19,9 +19,6 @@ import (
 // connection errors. (A graceful stop takes longer than envtest waits while
 // watches are open.) StartAPIServer brings it back.
 func (c *Cluster) StopAPIServer() error {
-	if c.apis == nil {
-		return errors.New("no API server")
-	}
 	pid, err := c.apiServerPID()
 	if err != nil {
 		return err
@@ -49,9 +46,6 @@ func (c *Cluster) StopAPIServer() error {
 // same address, with the same certificates and the same etcd, so Config,
 // Kubeconfig and Client stay valid, and waits until it is ready.
 func (c *Cluster) StartAPIServer(ctx context.Context) error {
-	if c.apis == nil {
-		return errors.New("no API server")
-	}
 	if err := c.apis.Start(); err != nil {
 		return fmt.Errorf("kube-apiserver: %w (log: %s)", err, filepath.Join(c.dir, "kube-apiserver.log"))
 	}
@@ -65,9 +59,6 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 // as StartAPIServer does, from another binary: a control plane upgraded in
 // place (or rolled back).
 func (c *Cluster) StartAPIServerFrom(ctx context.Context, bin string) error {
-	if c.apis == nil {
-		return errors.New("no API server")
-	}
 	wrapper, err := dyingWithUs(bin, filepath.Dir(c.apis.Path), fmt.Sprintf("kube-apiserver-%d", time.Now().UnixNano()))
 	if err != nil {
 		return err

@@ -49,7 +49,7 @@ func Main(m *testing.M, env **Env, names ...string) int {
 	if !testing.Short() {
 		e, err := Start(context.Background(), Options{
 			Clusters:     names,
-			Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Logger:       StderrLogger(false),
 			StopOnSignal: true,
 		})
 		if err != nil {
@@ -79,6 +79,16 @@ func LogTails(dir string, n int) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// StderrLogger logs warnings and errors to stderr, progress (Info) too when
+// verbose: the commands' -v.
+func StderrLogger(verbose bool) *slog.Logger {
+	level := slog.LevelWarn
+	if verbose {
+		level = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
 // TestLogger logs at Info and above to t's log.

@@ -151,13 +151,8 @@ func socketInodes(pid int) (map[string]bool, error) {
 // default when it cannot be read).
 func ephemeralLow() int {
 	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil {
-				low = n
-			}
-		}
-	}
+	b, _ := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	_, _ = fmt.Sscan(string(b), &low) // low stays when b holds no number
 	return low
 }
 

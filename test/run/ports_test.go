@@ -123,9 +123,6 @@ func TestACoreDNSOnAPortAnotherListensOnFailsToStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs CoreDNS")
 	}
-	if _, err := Bin("coredns"); err != nil {
-		t.Fatal(err)
-	}
 	corefile := Corefile("    whoami\n")
 	first, err := StartCoreDNS(t.Context(), CoreDNSOptions{Corefile: corefile, Dir: t.TempDir(), WaitReady: true})
 	if err != nil {

@@ -137,26 +137,39 @@ func WaitHTTP(ctx context.Context, url string, p *Process) error {
 // how long the wait took.
 func WaitHTTPEvery(ctx context.Context, url string, p *Process, interval time.Duration) error {
 	client := &http.Client{Timeout: time.Second}
-	for {
+	return poll(ctx, p, interval, url+" answered 200", func() error {
 		resp, err := client.Get(url)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return errors.New(resp.Status)
+		}
+		return nil
+	})
+}
+
+// poll calls try every interval until it returns nil, failing when ctx ends
+// or p, if given, exits first, with what it awaited, try's last error and
+// p's log.
+func poll(ctx context.Context, p *Process, interval time.Duration, what string, try func() error) error {
+	for {
+		err := try()
 		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+			return nil
 		}
 		if p != nil {
 			if exited, werr := p.Exited(); exited {
-				return fmt.Errorf("%s exited (%v) before %s was ready:\n%s", p.Name, werr, url, p.Log(4000))
+				return fmt.Errorf("%s exited (%v) before %s:\n%s", p.Name, werr, what, p.Log(4000))
 			}
 		}
 		select {
 		case <-ctx.Done():
-			msg := fmt.Sprintf("%s not ready: %v", url, ctx.Err())
 			if p != nil {
-				msg += "\n" + p.Log(4000)
+				return fmt.Errorf("waiting until %s: %w; last: %v\n%s", what, ctx.Err(), err, p.Log(4000))
 			}
-			return errors.New(msg)
+			return fmt.Errorf("waiting until %s: %w; last: %v", what, ctx.Err(), err)
 		case <-time.After(interval):
 		}
 	}

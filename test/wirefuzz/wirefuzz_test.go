@@ -3,31 +3,29 @@ package wirefuzz
 import (
 	"context"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/globalmirror/globalmirror/test/run"
 	"github.com/miekg/dns"
 )
 
-// serve runs a miekg/dns server on a free loopback port over UDP and TCP
-// with handler h, and returns its address.
+// serve runs a miekg/dns server on a free loopback port (free for UDP and
+// TCP alike) with handler h, and returns its address.
 func serve(t *testing.T, h dns.HandlerFunc) string {
 	t.Helper()
-	// The UDP port the kernel picks may be taken over TCP (other tests
-	// run in parallel processes): pick again.
-	var pc net.PacketConn
-	var l net.Listener
-	var err error
-	for range 50 {
-		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
-			t.Fatal(err)
-		}
-		if l, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
-			break
-		}
-		pc.Close()
+	port, err := run.FreePort()
+	if err != nil {
+		t.Fatal(err)
 	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +33,7 @@ func serve(t *testing.T, h dns.HandlerFunc) string {
 	go func() { _ = udp.ActivateAndServe() }()
 	go func() { _ = tcp.ActivateAndServe() }()
 	t.Cleanup(func() { _ = udp.Shutdown(); _ = tcp.Shutdown() })
-	return pc.LocalAddr().String()
+	return addr
 }
 
 func opts(addr string) Options {

@@ -40,7 +40,6 @@ import (
 
 const (
 	namespace = "demo"
-	zone      = "cluster.local"
 	// answerTimeout bounds the wait for the mirrors and local pods to answer.
 	answerTimeout = 60 * time.Second
 )
@@ -56,21 +55,15 @@ func main() {
 }
 
 func demo(ctx context.Context) error {
-	port := 1053
-	if p := os.Getenv("DEMO_DNS_PORT"); p != "" {
-		var err error
-		if port, err = strconv.Atoi(p); err != nil || port <= 0 || port > 65535 {
-			return fmt.Errorf("DEMO_DNS_PORT=%q is not a port", p)
-		}
+	port, err := strconv.Atoi(cmp.Or(os.Getenv("DEMO_DNS_PORT"), "1053"))
+	if err != nil || port <= 0 || port > 65535 {
+		return fmt.Errorf("DEMO_DNS_PORT=%q is not a port", os.Getenv("DEMO_DNS_PORT"))
 	}
 	dir := cmp.Or(os.Getenv("DEMO_DIR"), filepath.Join(os.TempDir(), "globalmirror-demo"))
-	if err := os.RemoveAll(dir); err != nil {
+	if err := os.RemoveAll(dir); err != nil { // localkube.Start makes it again
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := localkube.StderrLogger(false)
 	switch t := os.Getenv("DEMO_TOPOLOGY"); t {
 	case "", "star":
 	case "mesh":
@@ -116,12 +109,13 @@ func demo(ctx context.Context) error {
 	if err := dig(ctx, port, []string{"+short", native}, []string{"db-0-west." + native}); err != nil {
 		return err
 	}
-	fmt.Printf("\nKubeconfigs: %s/{source,east,west}.kubeconfig\n", dir)
-	return stayUp(ctx)
+	return stayUp(ctx, dir, "source", "east", "west")
 }
 
-// stayUp returns at once with DEMO_EXIT=1, else at Ctrl-C.
-func stayUp(ctx context.Context) error {
+// stayUp says where the clusters' kubeconfigs are, and returns at once
+// with DEMO_EXIT=1, else at Ctrl-C.
+func stayUp(ctx context.Context, dir string, clusters ...string) error {
+	fmt.Printf("\nKubeconfigs: %s/{%s}.kubeconfig\n", dir, strings.Join(clusters, ","))
 	if os.Getenv("DEMO_EXIT") == "1" {
 		return nil
 	}
@@ -143,7 +137,7 @@ func mesh(ctx context.Context, dir string, port int, log *slog.Logger) error {
 	}
 	defer env.Stop()
 
-	global := "db-global." + namespace + ".svc." + zone + "."
+	global := "db-global." + namespace + ".svc.cluster.local."
 	addrs := map[string]string{}
 	for i, name := range names {
 		others := slices.DeleteFunc(slices.Clone(names), func(o string) bool { return o == name })
@@ -167,8 +161,7 @@ func mesh(ctx context.Context, dir string, port int, log *slog.Logger) error {
 			return err
 		}
 	}
-	fmt.Printf("\nKubeconfigs: %s/{%s}.kubeconfig\n", dir, strings.Join(names, ","))
-	return stayUp(ctx)
+	return stayUp(ctx, dir, names...)
 }
 
 // startClusters starts the clusters names and creates in each a 3-replica
@@ -197,7 +190,7 @@ func startClusters(ctx context.Context, dir string, log *slog.Logger, names, pre
 func serve(ctx context.Context, env *localkube.Env, name string, others []string, dir string, port int, log *slog.Logger) (*scenario.World, *run.CoreDNS, error) {
 	world := scenario.NewWorld(env.Cluster(name), namespace, filepath.Join(dir, name))
 	world.Logger = log.With("cluster", name)
-	corefile, err := os.ReadFile(corefilePath())
+	corefile, err := os.ReadFile("corefile/demo.Corefile") // make demo runs in the repository's root
 	if err != nil {
 		return world, nil, err
 	}
@@ -218,23 +211,6 @@ func serve(ctx context.Context, env *localkube.Env, name string, others []string
 
 func step(format string, args ...any) {
 	fmt.Printf("==> "+format+"\n", args...)
-}
-
-// corefilePath finds corefile/demo.Corefile from the repository root or below.
-func corefilePath() string {
-	if p := os.Getenv("DEMO_COREFILE"); p != "" {
-		return p
-	}
-	wd, _ := os.Getwd()
-	for d := wd; ; d = filepath.Dir(d) {
-		p := filepath.Join(d, "corefile", "demo.Corefile")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-		if d == filepath.Dir(d) {
-			return filepath.Join("corefile", "demo.Corefile")
-		}
-	}
 }
 
 // printObjects shows what `kubectl get svc,endpointslices -n demo` would: the

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/mirrorsim"
 )
 
@@ -85,11 +86,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "mirrorsim: --gateway-ip %q: want a non-loopback address (Endpoints reject loopback)\n", *gatewayIP)
 		os.Exit(2)
 	}
-	level := slog.LevelWarn
-	if *verbose {
-		level = slog.LevelInfo
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := localkube.StderrLogger(*verbose)
 	load := func(path string) (*rest.Config, error) {
 		cfg, err := clientcmd.BuildConfigFromFlags("", path) // its current context
 		if err != nil {

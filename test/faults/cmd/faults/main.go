@@ -6,7 +6,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/test/faults"
+	"github.com/globalmirror/globalmirror/test/localkube"
 )
 
 func main() {
@@ -28,11 +28,7 @@ func main() {
 	verbose := flag.Bool("v", false, "log every fault")
 	flag.Parse()
 
-	level := slog.LevelWarn
-	if *verbose {
-		level = slog.LevelInfo
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := localkube.StderrLogger(*verbose)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	_ = os.RemoveAll(*dir)
