@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -261,7 +259,7 @@ func startCluster(ctx context.Context, dir, serviceCIDRs, apiserver string) (*lo
 	env, err := localkube.Start(ctx, localkube.Options{
 		Clusters: []string{"source"}, Dir: dir, ServiceCIDRs: serviceCIDRs, APIServer: apiserver,
 		Controllers: benchControllers,
-		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), StopOnSignal: true,
+		Logger:      localkube.StderrLogger(false), StopOnSignal: true,
 	})
 	if err != nil {
 		return nil, nil, nil, err

@@ -6,10 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -42,7 +40,7 @@ func TestMirrorsim(t *testing.T) {
 	ctx := t.Context()
 	env := localkube.StartT(t, "source", "east", "west")
 	source, east, west := env.Cluster("source"), env.Cluster("east"), env.Cluster("west")
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := localkube.StderrLogger(false)
 
 	exported := map[string]string{workload.ExportedLabel: "true", "tier": "data"}
 	dbEast, err := workload.Create(ctx, east.Client, ns, "db", 3, workload.Options{

@@ -8,6 +8,7 @@
 package scenario
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,11 +62,7 @@ func (w *World) Link(ctx context.Context, c *localkube.Cluster, opts ...mirrorsi
 // starting the simulator on the first call.
 func (w *World) LinkAs(ctx context.Context, name string, c *localkube.Cluster, opts ...mirrorsim.LinkOption) error {
 	if w.Sim == nil {
-		log := w.Logger
-		if log == nil {
-			log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		}
-		sim, err := mirrorsim.Start(context.Background(), w.Source.Config, mirrorsim.Options{Namespace: w.NS, Logger: log})
+		sim, err := mirrorsim.Start(context.Background(), w.Source.Config, mirrorsim.Options{Namespace: w.NS, Logger: cmp.Or(w.Logger, localkube.StderrLogger(false))})
 		if err != nil {
 			return err
 		}
