@@ -1,4 +1,4 @@
-// Package build holds what globalmirror is built and proven with, for the
+// Package build records what globalmirror is built and proven with, for the
 // code that reports on it.
 package build
 

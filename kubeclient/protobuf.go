@@ -229,7 +229,7 @@ func EachField(msg []byte, f func(num protowire.Number, b []byte, varint uint64,
 // maxMessage bounds one object, as client-go's streaming decoder bounds a
 // frame: anything larger is not an object the API server would store.
 // maxList bounds a list in one response, which is read an item at a time:
-// far more than any API server's memory holds.
+// far more than any API server has the memory for.
 const (
 	maxMessage = 16 << 20
 	maxList    = 1 << 50
