@@ -128,20 +128,13 @@ func (w World) relistOnce(ctx context.Context, srv *CoreDNS, cluster *localkube.
 			time.Sleep(20 * time.Millisecond)
 		}
 	})
-	// Sample from the fault on, while it happens, and beside that for 30 s
-	// once the API server is back.
+	// Sample from the fault on until 30 s after the API server is back.
 	stopDuring := sampleEvery(ctx, relistSample, sample)
 	faultErr := w.apiFault(ctx, cluster, fault)
-	var after []memSample
 	if faultErr == nil {
-		stopAfter := sampleEvery(ctx, relistSample, sample)
 		faultErr = pause(ctx, 30*time.Second)
-		var afterErr error
-		after, afterErr = stopAfter()
-		faultErr = cmp.Or(faultErr, afterErr)
 	}
 	during, sampleErr := stopDuring()
-	during = append(during, after...)
 	stopQueries()
 	qwg.Wait()
 	if faultErr != nil {
