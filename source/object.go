@@ -48,8 +48,9 @@ type cachedService struct {
 	gen   uint32 // the list that last delivered it (store.go)
 	rv    kubeclient.Version
 	// memberBase is the base of a member (aggregate.Classify), "" for
-	// any other Service: worked out once where it is stored
-	// (Source.addService), as every slice of its members asks for it.
+	// any other Service: kept from the classification of the Service as
+	// it came (serviceSink.upsert), as every slice of its members asks
+	// for it.
 	memberBase string
 }
 
@@ -106,7 +107,7 @@ func (c *cachedService) service() *corev1.Service {
 // something not kept changes nothing.
 func (c *cachedService) sameAs(o *cachedService) bool {
 	a, b := *c, *o
-	a.gen, b.gen, a.rv, b.rv, a.memberBase, b.memberBase = 0, 0, 0, 0, "", ""
+	a.gen, b.gen, a.rv, b.rv = 0, 0, 0, 0
 	return reflect.DeepEqual(a, b)
 }
 

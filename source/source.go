@@ -367,13 +367,6 @@ func (s *Source) endpointMirrors(e *entry, cluster string, headless []*discovery
 	return em
 }
 
-func (s *Source) memberKey(svc *corev1.Service) (Key, bool) {
-	if c, _ := aggregate.Classify(svc, s.cfg.LocalSelector); c.Member() {
-		return Key{svc.Namespace, c.Base}, true
-	}
-	return Key{}, false
-}
-
 // globalBase is the base of a Service globalmirror wrote.
 func (s *Source) globalBase(svc *corev1.Service) (string, bool) {
 	if !aggregate.WrittenByGlobalmirror(svc.Labels) {

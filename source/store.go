@@ -68,7 +68,8 @@ func (k *serviceSink) upsert(svc *corev1.Service, report **aggregate.Skip) []Key
 	if k.current(old, id, svc.ResourceVersion) {
 		return nil
 	}
-	if _, skip := aggregate.Classify(svc, s.cfg.LocalSelector); skip != nil {
+	class, skip := aggregate.Classify(svc, s.cfg.LocalSelector)
+	if skip != nil {
 		if seen, ok := s.skipped[id]; !ok || !seen.version.Is(svc.ResourceVersion) {
 			*report = skip
 		}
@@ -77,7 +78,7 @@ func (k *serviceSink) upsert(svc *corev1.Service, report **aggregate.Skip) []Key
 		delete(s.skipped, id)
 	}
 	var changed []Key
-	if !s.keeps(svc) {
+	if !s.keeps(svc, class.Member()) {
 		if old != nil {
 			changed = s.removeService(old, changed)
 		}
@@ -85,6 +86,9 @@ func (k *serviceSink) upsert(svc *corev1.Service, report **aggregate.Skip) []Key
 	}
 	cur := s.intern.stripService(svc, s.labelKeys, s.cfg.Suffix, !s.cfg.NoUIDs)
 	cur.gen = k.gen
+	if class.Member() {
+		cur.memberBase = class.Base
+	}
 	if old != nil && old.sameAs(cur) {
 		old.gen, old.rv = k.gen, cur.rv
 		return nil
@@ -158,14 +162,14 @@ func (k *serviceSink) namespaceOf(ns string) bool {
 	return k.s.serviceSinkOf(ns) == k
 }
 
-// keeps reports whether the index keeps svc: a member, a global of ours, or
-// any Service named like a global (ours, or a user's that blocks ours).
-// Nothing else is read, so nothing else is kept.
-func (s *Source) keeps(svc *corev1.Service) bool {
-	if _, ok := aggregate.BaseOf(svc.Name, s.cfg.Suffix); ok {
+// keeps reports whether the index keeps svc, a member or not: a member, a
+// global of ours, or any Service named like a global (ours, or a user's that
+// blocks ours). Nothing else is read, so nothing else is kept.
+func (s *Source) keeps(svc *corev1.Service, member bool) bool {
+	if member {
 		return true
 	}
-	if _, ok := s.memberKey(svc); ok {
+	if _, ok := aggregate.BaseOf(svc.Name, s.cfg.Suffix); ok {
 		return true
 	}
 	_, ok := s.globalBase(svc)
@@ -218,8 +222,8 @@ func (s *Source) addService(c *cachedService) *cachedService {
 	name := e.svc.name
 	e.svc = *c
 	e.svc.name = name
-	if k, ok := s.memberKey(e.svc.service()); ok {
-		e.svc.memberBase = k.Base
+	if base := c.memberBase; strings.HasPrefix(name, base) {
+		e.svc.memberBase = name[:len(base)] // the stored name's bytes, not the object's
 	}
 	if k, ok := s.baseKey(&e.svc); ok {
 		appendTo(s.bases, k.Namespace, k.Base, &e.svc)
