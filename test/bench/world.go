@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/test/bulk"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -191,14 +192,14 @@ func (w World) each(ctx context.Context, from, to, workers int, f func(ctx conte
 	return g.Wait()
 }
 
-// create creates svc, unless nil, and slice.
+// create creates svc, unless nil, and slice, each retried on a timeout.
 func (w World) create(ctx context.Context, client kubernetes.Interface, svc *corev1.Service, slice *discoveryv1.EndpointSlice) error {
 	if svc != nil {
-		if _, err := client.CoreV1().Services(w.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		if err := bulk.Create(ctx, client.CoreV1().Services(w.Namespace).Create, svc); err != nil {
 			return fmt.Errorf("service %s: %w", svc.Name, err)
 		}
 	}
-	if _, err := client.DiscoveryV1().EndpointSlices(w.Namespace).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+	if err := bulk.Create(ctx, client.DiscoveryV1().EndpointSlices(w.Namespace).Create, slice); err != nil {
 		return fmt.Errorf("slice %s: %w", slice.Name, err)
 	}
 	return nil

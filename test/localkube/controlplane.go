@@ -189,6 +189,9 @@ func (e *Env) startCluster(ctx context.Context, bins binaries, c *Cluster, etcd 
 	// a real cluster.
 	args.Disable("disable-admission-plugins")
 	args.Set("profiling", "false")
+	if c.reqTimeout > 0 {
+		args.Set("request-timeout", c.reqTimeout.String())
+	}
 	if err := c.apis.Start(); err != nil {
 		return fmt.Errorf("kube-apiserver: %w (log: %s)", err, filepath.Join(c.dir, "kube-apiserver.log"))
 	}

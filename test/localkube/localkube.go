@@ -97,6 +97,11 @@ type Options struct {
 	// the network namespace the test made (test/node); required with RealNodes.
 	NodeAddress netip.Addr
 
+	// RequestTimeout is the API servers' --request-timeout; zero: theirs
+	// (a minute). A test makes it short to show that none of its own
+	// requests grows past it.
+	RequestTimeout time.Duration
+
 	// Controllers are the kube-controller-manager controllers to run
 	// instead of the default set: a benchmark's world of hundreds of
 	// thousands of objects kept both CPUs busy for many minutes in the
@@ -123,8 +128,9 @@ type Cluster struct {
 	AuditLog string
 
 	dir        string
-	realNode   bool     // see Options.RealNodes
-	kcmNames   []string // see Options.Controllers
+	realNode   bool          // see Options.RealNodes
+	reqTimeout time.Duration // see Options.RequestTimeout
+	kcmNames   []string      // see Options.Controllers
 	apis       *envtest.APIServer
 	kcm        *run.Process
 	scheduler  *run.Process
@@ -195,7 +201,7 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	env.clusters = make([]*Cluster, len(opts.Clusters))
 	for i, name := range opts.Clusters {
 		env.clusters[i] = &Cluster{Name: name, dir: filepath.Join(env.dir, name), realNode: slices.Contains(opts.RealNodes, name),
-			kcmNames: opts.Controllers}
+			kcmNames: opts.Controllers, reqTimeout: opts.RequestTimeout}
 		if err := os.MkdirAll(env.clusters[i].dir, 0o755); err != nil {
 			return env, err
 		}
