@@ -77,6 +77,11 @@ KUBE_LDFLAGS   := -s -w \
 	-X k8s.io/component-base/version.gitTreeState=clean \
 	-X k8s.io/component-base/version/verflag.programName=kubeplane
 
+# took: the seconds since the recipe it ends began (make expands a recipe
+# whole before running its first line), so that a cold run says where its
+# time went.
+took = $$(( $$(date +%s) - $(shell date +%s) ))s
+
 COMMANDS := $(BIN)/globalmirror-controller $(BIN)/coredns $(BIN)/globalmirror $(BIN)/localkube $(BIN)/mirrorsim
 
 .PHONY: all tools tools-compat node-tools node-images apt-deps image-deps build test test-node test-compat test-unit test-chart lint demo bench faults clean helm promtool image
@@ -93,6 +98,7 @@ $(KUBEPLANE_DIR)/.ok: test/tools/go.mod test/tools/go.sum test/tools/kubeplane/m
 	cd test/tools && $(GO) build $(GO_BUILD_FLAGS) -ldflags '$(KUBE_LDFLAGS)' -o $(KUBEPLANE_DIR)/kubeplane ./kubeplane
 	cd $(KUBEPLANE_DIR) && for n in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy; do ln -sf kubeplane $$n; done
 	@touch $@
+	@echo ">> took $(took): etcd and Kubernetes $(KUBE_VERSION)"
 
 ## tools-compat: the kube-apiserver of each of KUBE_COMPAT_VERSIONS, built
 ## from Go modules once per version (cold: 5-12 min each).
@@ -105,6 +111,7 @@ $(TOOLS_CACHE)/kube-apiserver-%/kube-apiserver: test/tools/apiserver/main.go tes
 		-ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$* -X k8s.io/component-base/version.gitMajor=1 \
 		-X k8s.io/component-base/version.gitMinor=$$(echo $* | cut -d. -f2) -X k8s.io/component-base/version.gitTreeState=clean" .
 	@mv $@.tmp $@
+	@echo ">> took $(took): kube-apiserver $*"
 
 ## node-tools: what a real node needs besides kubeplane: containerd, its runc
 ## shim and ctr built from Go modules (kubelet 1.36 needs containerd 2; Debian
@@ -120,6 +127,7 @@ $(CONTAINERD_DIR)/.ok:
 		github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD_VERSION) \
 		github.com/containerd/containerd/v2/cmd/ctr@$(CONTAINERD_VERSION)
 	@touch $@
+	@echo ">> took $(took): containerd $(CONTAINERD_VERSION)"
 
 # apt_install: install the Debian package behind each command:package pair
 # whose command is missing.
@@ -148,12 +156,14 @@ image-deps:
 build:
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -ldflags '$(GO_LDFLAGS)' -o $(BIN)/ ./controller/cmd/globalmirror-controller ./build/coredns ./cli/cmd/globalmirror ./test/cmd/localkube ./test/cmd/mirrorsim
+	@echo ">> took $(took): build"
 
 ## test: unit, integration and end-to-end tests against real control planes and a
 ## real CoreDNS, the images (built with podman) run as the chart runs them, and
 ## the chart installed on a real node (test-node, first: it wants the machine to itself).
 test: test-node tools-compat promtool
 	$(GO) test -count=1 -timeout 45m $$($(GO) list ./... | grep -v '/test/node$$')
+	@echo ">> took $(took): the tests but the node's and the version matrix"
 	$(MAKE) --no-print-directory test-compat
 
 ## test-compat: what touches the API server the most, against each of
@@ -169,11 +179,13 @@ test-compat: tools build tools-compat
 		GLOBALMIRROR_KUBE_APISERVER=$(TOOLS_CACHE)/kube-apiserver-$$v/kube-apiserver \
 			$(GO) test -count=1 -timeout 20m -run '^TestDifferential$$' ./test/e2e || exit 1; \
 	done
+	@echo ">> took $(took): the version matrix"
 
 ## test-node: helm install of the chart onto a real node (containerd, kubelet,
 ## kube-proxy) in a network namespace of the test's own; see test/node.
 test-node: tools node-tools build helm image-deps image node-images
 	$(GO) test -count=1 -timeout 20m -v ./test/node
+	@echo ">> took $(took): the node test"
 # test/image and the node's images come from podman, so make test builds them with podman.
 test test-node: CONTAINER_ENGINE = podman
 
@@ -189,6 +201,7 @@ node-images: image
 	@OUT='$(NODE_IMAGES)' IMAGE_REPO='$(IMAGE_REPO)' VERSION='$(VERSION)' GO='$(GO)' CONTAINER_RUNTIME='$(CONTAINER_RUNTIME)' \
 	GO_IMAGE="localhost/globalmirror/$$(sed -n 's/^ARG GO_IMAGE=\(golang:[^@ ]*\).*/\1/p' Dockerfile)" \
 	BASE_IMAGE=localhost/globalmirror/static-debian12:nonroot-$$($(GO) env GOARCH) test/node/images.sh
+	@echo ">> took $(took): the node's images"
 
 ## test-unit: only the tests that need no control plane.
 test-unit:
@@ -205,6 +218,7 @@ $(HELM):
 	@mkdir -p $(dir $@)
 	@echo ">> building helm $(HELM_VERSION) (cold: ~6 min)"
 	GOBIN=$(dir $@) CGO_ENABLED=0 $(GO) install -trimpath -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	@echo ">> took $(took): helm $(HELM_VERSION)"
 
 ## promtool: Prometheus' promtool, built from Go modules once per version (cold: ~5 min).
 promtool: $(PROMTOOL)
@@ -213,6 +227,7 @@ $(PROMTOOL):
 	@mkdir -p $(dir $@)
 	@echo ">> building promtool $(PROMTOOL_VERSION) (cold: ~5 min)"
 	GOBIN=$(dir $@) CGO_ENABLED=0 $(GO) install -trimpath -ldflags '-s -w' github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
+	@echo ">> took $(took): promtool $(PROMTOOL_VERSION)"
 
 ## image: $(IMAGE_REPO)/globalmirror-{controller,coredns}:$(VERSION), each a
 ## manifest list of IMAGE_PLATFORMS, with the first working container engine;
@@ -223,6 +238,7 @@ image:
 	CONTAINER_ENGINE='$(CONTAINER_ENGINE)' CONTAINER_RUNTIME='$(CONTAINER_RUNTIME)' GO='$(GO)' GOPROXY='$(GOPROXY)' \
 	GO_BUILD_FLAGS='$(GO_BUILD_FLAGS)' GO_LDFLAGS='$(GO_LDFLAGS)' BASES_CACHE='$(TOOLS_CACHE)/bases' \
 	build/images/build.sh
+	@echo ">> took $(took): the images"
 
 $(STATICCHECK):
 	@mkdir -p $(dir $@)
@@ -235,6 +251,7 @@ lint: $(STATICCHECK)
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
 	cd test/benchplot && $(GO) vet ./... && $(STATICCHECK) ./...
+	@echo ">> took $(took): lint"
 
 ## demo: three local clusters, the Linkerd mirror simulator, the controller and
 ## CoreDNS on 127.0.0.1:$(DEMO_DNS_PORT); prints dig answers, runs until Ctrl-C
