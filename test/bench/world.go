@@ -52,6 +52,9 @@ const (
 // here there are no v1 Endpoints to mirror them from.
 const sliceManagedBy = "bench.globalmirror.io"
 
+// SliceSelector selects the slices a World wrote.
+const SliceSelector = discoveryv1.LabelManagedBy + "=" + sliceManagedBy
+
 // World is the benchmark's data in one namespace: bases s00000, s00001, ...,
 // each exported from every cluster and mirrored headless by Linkerd.
 type World struct {

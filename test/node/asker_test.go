@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -177,50 +178,36 @@ const (
 	strict allowance = iota // no lookup fails, is wrong or slow
 	// kubeadmPodsEnd: kubeadm's own CoreDNS pods end, with kubeadm's
 	// readiness probe (10 s x 3), which may outlast their lameduck (5 s as
-	// kubeadm writes it, 15 s where way 2 was undone),
-	// so a client port reused while kube-proxy still keeps the UDP
-	// conntrack entry to an ended pod loses its query (DESIGN.md): the
-	// lookup is slow, by one retry at most, or refused at once (the pod's
-	// closed port answers ICMP port unreachable): glibc gives up, Go goes
-	// on down the search path and finds nothing. At most maxKubeadmLost
-	// lookups may be lost so.
+	// kubeadm writes it, 15 s where way 2 was undone), so a client port
+	// reused while kube-proxy still keeps the UDP conntrack entry to an
+	// ended pod loses its query (DESIGN.md): the lookup is slow, by one
+	// retry at most (the query lost to the pod), or refused at once (the
+	// pod's closed port answers ICMP port unreachable): glibc gives up, Go
+	// goes on down the search path and finds nothing. At most
+	// maxKubeadmLost lookups may be lost so, answers orphaned included,
+	// each proven by the wire (dnsWire.cause).
 	kubeadmPodsEnd
 )
 
 const maxKubeadmLost = 3
 
-// maxOrphaned bounds the lookups of one step whose answer kube-proxy
-// orphaned (orphanedReplies): one for each old pod that stops serving,
-// and no step ends more than two.
-const maxOrphaned = 2
-
-// refusedByAnEndedPod reports whether a failed or wrong l is what a UDP
-// query refused by an ended pod (its port closed) comes to, at once:
-// ECONNREFUSED from Go's resolver, or, where that was a name of the search
-// path, the name not found; EAI_AGAIN from glibc's (which says no more; it
-// says the same of a SERVFAIL).
-func refusedByAnEndedPod(l lookup) bool {
-	return l.network == "udp" && l.took() < slowLookup &&
-		(strings.HasSuffix(l.Err, "read: connection refused") || l.Err == "getaddrinfo: Temporary failure in name resolution" ||
-			strings.HasPrefix(l.Query, "go/") && l.Err == "" && l.NotFound && len(l.Records) == 0)
-}
-
 // timeline judges every lookup the asker makes, span after span: each span
 // starts where the last ended, so none is left out, whatever the test was
 // doing when it was asked.
 type timeline struct {
-	log     *askerLog
-	tr      *truth
-	orphans *orphanedReplies
-	queries []string // LIB/TYPE/NAME, as each container asks them
-	at      time.Time
-	tallies []tally
+	log       *askerLog
+	tr        *truth
+	wire      *dnsWire
+	endpoints *endpointHistory
+	queries   []string // LIB/TYPE/NAME, as each container asks them
+	at        time.Time
+	tallies   []tally
 }
 
 // end ends the span that started at tl.at, once every query has been asked
 // in it over both transports (a span too short for that waits), and tallies
 // its lookups.
-func (tl *timeline) end(name string) tally {
+func (tl *timeline) end(name string, allows allowance) tally {
 	from := tl.at
 	tl.log.s.eventually("every query asked since "+from.Format("15:04:05.000"), func(context.Context) string {
 		tl.log.read()
@@ -241,7 +228,8 @@ func (tl *timeline) end(name string) tally {
 	})
 	to := time.Now()
 	tl.log.readPast(to)
-	t := tl.log.judge(tl.tr, tl.orphans, name, from, to)
+	t := tl.log.judge(tl.tr, tl.wire, tl.endpoints.ended(from, to), allows, name, from, to)
+	tl.wire.forget(from)
 	tl.at = to
 	tl.tallies = append(tl.tallies, t)
 	return t
@@ -255,19 +243,23 @@ type tally struct {
 	// By is the lookups of each resolver over each transport ("glibc/udp").
 	By                  map[string]int
 	Failed, Wrong, Slow int
+	// Ended are the CoreDNS pods whose endpoints stopped serving in the
+	// span: the only pods an excused lookup may be lost to.
+	Ended int
 	// Orphaned lookups were slow by one retry over UDP because kube-proxy
-	// left their answer without its NAT (orphanedReplies): not counted
-	// as slow.
-	Orphaned int
-	// OrphanedBy is each of those, with the reply's conntrack entry.
-	OrphanedBy []string
-	// Refused of the failed and wrong lookups look refused by an ended
-	// pod (refusedByAnEndedPod).
-	Refused int
-	Slowest time.Duration
-	Samples []string // of the failed, wrong and slow lookups
-	// FirstBad is when the first of them was asked.
+	// left their answer from an ended pod without its NAT; Refused ones
+	// failed at once, or were wrong by Go's going on down the search path,
+	// because an ended pod refused their query; Lost ones were slow by one
+	// retry because their query went to an ended pod that never answered.
+	// None is counted failed, wrong or slow: each is proven by a packet
+	// (Excused says which).
+	Orphaned, Refused, Lost int
+	Excused                 []string
+	Slowest                 time.Duration
+	Samples                 []string // of the failed, wrong and slow lookups
+	// FirstBad is when the first of them was asked; firstBad is that lookup.
 	FirstBad time.Time
+	firstBad lookup
 }
 
 // resolverTransports are the keys of tally.By.
@@ -282,24 +274,18 @@ func (t tally) lowestRate() float64 {
 	return t.rate(slices.MinFunc(resolverTransports, func(a, b string) int { return cmp.Compare(t.By[a], t.By[b]) }))
 }
 
-// problems are what the span's lookups did that allows does not allow.
+// problems are what the span's lookups did that allows does not allow:
+// any failed, wrong or slow lookup (judge has excused at most one orphaned
+// answer for each ended pod, and outside kubeadm's steps nothing else);
+// where kubeadm's pods end, more than maxKubeadmLost excused.
 func (t tally) problems(allows allowance) []string {
 	var out []string
-	switch {
-	case allows == kubeadmPodsEnd && t.Failed+t.Wrong > t.Refused:
-		out = append(out, fmt.Sprintf("%d failed and %d wrong, %d of them not as refused by an ended pod", t.Failed, t.Wrong, t.Failed+t.Wrong-t.Refused))
-	case allows != kubeadmPodsEnd && t.Failed+t.Wrong > 0:
-		out = append(out, fmt.Sprintf("%d failed, %d wrong", t.Failed, t.Wrong))
+	if t.Failed+t.Wrong+t.Slow > 0 {
+		out = append(out, fmt.Sprintf("%d failed, %d wrong, %d slow (over %v)", t.Failed, t.Wrong, t.Slow, slowLookup))
 	}
-	switch {
-	case allows == strict && t.Slow > 0:
-		out = append(out, fmt.Sprintf("%d slow (over %v)", t.Slow, slowLookup))
-	case allows == kubeadmPodsEnd && (t.Slow+t.Refused > maxKubeadmLost || t.Slowest > oneRetry):
-		out = append(out, fmt.Sprintf("%d slow (over %v), the slowest %v, and %d refused: at most %d lost, each slow by at most %v, where kubeadm's pods end",
-			t.Slow, slowLookup, t.Slowest, t.Refused, maxKubeadmLost, oneRetry))
-	}
-	if t.Orphaned > maxOrphaned {
-		out = append(out, fmt.Sprintf("%d answers orphaned by kube-proxy, at most %d a step", t.Orphaned, maxOrphaned))
+	if lost := t.Orphaned + t.Refused + t.Lost; allows == kubeadmPodsEnd && lost > maxKubeadmLost {
+		out = append(out, fmt.Sprintf("%d lookups lost to ended pods (%d orphaned, %d refused, %d lost), at most %d where kubeadm's pods end",
+			lost, t.Orphaned, t.Refused, t.Lost, maxKubeadmLost))
 	}
 	for _, k := range resolverTransports {
 		if r := t.rate(k); r < minRate {
@@ -310,13 +296,13 @@ func (t tally) problems(allows allowance) []string {
 }
 
 func (t tally) String() string {
-	orphaned := ""
-	if t.Orphaned > 0 {
-		orphaned = fmt.Sprintf(" and %d more, each answered but the answer orphaned by kube-proxy", t.Orphaned)
+	excused := ""
+	if n := t.Orphaned + t.Refused + t.Lost; n > 0 {
+		excused = fmt.Sprintf(", %d orphaned, %d refused and %d lost by the %d CoreDNS pods that ended", t.Orphaned, t.Refused, t.Lost, t.Ended)
 	}
 	out := fmt.Sprintf("%s: %d lookups (%v), %d failed, %d wrong, %d slow (over %v)%s, the slowest %v, in %v",
-		t.Step, t.Asked, t.By, t.Failed, t.Wrong, t.Slow, slowLookup, orphaned, t.Slowest.Round(time.Millisecond), t.Took.Round(100*time.Millisecond))
-	if bad := append(slices.Clone(t.Samples), t.OrphanedBy...); len(bad) > 0 {
+		t.Step, t.Asked, t.By, t.Failed, t.Wrong, t.Slow, slowLookup, excused, t.Slowest.Round(time.Millisecond), t.Took.Round(100*time.Millisecond))
+	if bad := append(slices.Clone(t.Samples), t.Excused...); len(bad) > 0 {
 		out += ":\n  " + strings.Join(bad, "\n  ")
 	}
 	return out
@@ -325,24 +311,46 @@ func (t tally) String() string {
 // markdown is the tallies as the chart's README shows them.
 func markdown(ts []tally) string {
 	var b strings.Builder
-	b.WriteString("| step | lookups | a second, fewest of the four | failed | wrong | slow | answer orphaned | slowest | took |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| step | lookups | a second, fewest of the four | failed | wrong | slow | answer orphaned | refused | lost | pods ended | slowest | took |\n" +
+		"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, t := range ts {
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %d | %d | %d | %d | %v | %v |\n", t.Step, t.Asked, t.lowestRate(), t.Failed, t.Wrong, t.Slow,
-			t.Orphaned, t.Slowest.Round(time.Millisecond), t.Took.Round(100*time.Millisecond))
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %d | %d | %d | %d | %d | %d | %d | %v | %v |\n", t.Step, t.Asked, t.lowestRate(), t.Failed, t.Wrong, t.Slow,
+			t.Orphaned, t.Refused, t.Lost, t.Ended, t.Slowest.Round(time.Millisecond), t.Took.Round(100*time.Millisecond))
 	}
 	return b.String()
 }
 
-// judge tallies the lookups asked in [from, to).
-func (a *askerLog) judge(tr *truth, orphans *orphanedReplies, step string, from, to time.Time) tally {
-	t := tally{Step: step, Took: to.Sub(from), By: map[string]int{}}
+// orphanedAnswer names the excuse kube-proxy's conntrack cleanup makes: one
+// lookup at most for each pod that ended.
+const orphanedAnswer = "answer orphaned"
+
+// judge tallies the lookups asked in [from, to). A lookup that went wrong
+// over UDP is excused only by what the wire proves befell it through a pod
+// in ended (dnsWire.cause): an orphaned answer (slow by one retry) in any
+// span, one lookup for each such pod; a refusal (failed, or Go's not-found
+// that follows one) or a query lost (slow by one retry) only where allows
+// says kubeadm's pods end (problems bounds those).
+func (a *askerLog) judge(tr *truth, wire *dnsWire, ended map[netip.Addr]time.Time, allows allowance, step string, from, to time.Time) tally {
+	t := tally{Step: step, Took: to.Sub(from), By: map[string]int{}, Ended: len(ended)}
 	sample := func(l lookup, desc string) {
 		if t.FirstBad.IsZero() {
-			t.FirstBad = l.asked()
+			t.FirstBad, t.firstBad = l.asked(), l
 		}
 		if len(t.Samples) < 10 {
 			t.Samples = append(t.Samples, desc)
 		}
+	}
+	orphanedBy := map[netip.Addr]bool{}
+	excuse := func(e *evidence, what string, n *int, desc string) bool {
+		if e == nil || what == orphanedAnswer && orphanedBy[e.pod] {
+			return false
+		}
+		if what == orphanedAnswer {
+			orphanedBy[e.pod] = true
+		}
+		*n++
+		t.Excused = append(t.Excused, fmt.Sprintf("%s: %s: %s", what, desc, e.packet))
+		return true
 	}
 	for _, l := range a.all {
 		if l.asked().Before(from) || !l.asked().Before(to) {
@@ -354,25 +362,28 @@ func (a *askerLog) judge(tr *truth, orphans *orphanedReplies, step string, from,
 		t.Slowest = max(t.Slowest, l.took())
 		desc := fmt.Sprintf("%s %s over %s after %.0f ms", l.asked().Format("15:04:05.000"), l.Query, l.network, l.Millis)
 		right := l.Err == "" && tr.right(l)
-		if !right && refusedByAnEndedPod(l) {
-			t.Refused++
+		if right && l.took() <= slowLookup {
+			continue
 		}
+		var orphaned, refused, lost *evidence
+		if l.network == "udp" {
+			orphaned, refused, lost = wire.cause(l, ended)
+			if allows != kubeadmPodsEnd {
+				refused, lost = nil, nil
+			}
+		}
+		byOneRetry := l.took() <= oneRetry
 		switch {
+		case !right && l.took() < slowLookup && excuse(refused, "refused", &t.Refused, desc):
+		case right && byOneRetry && excuse(orphaned, orphanedAnswer, &t.Orphaned, desc):
+		case right && byOneRetry && excuse(lost, "query lost", &t.Lost, desc):
 		case l.Err != "":
 			t.Failed++
 			sample(l, "failed: "+desc+": "+l.Err)
 		case !right:
 			t.Wrong++
 			sample(l, fmt.Sprintf("wrong: %s: %+v", desc, l.result))
-		case l.took() <= slowLookup:
 		default:
-			if l.network == "udp" && l.took() <= oneRetry {
-				if reply := orphans.take(l.asked(), l.asked().Add(l.took())); reply != "" {
-					t.Orphaned++
-					t.OrphanedBy = append(t.OrphanedBy, "answer orphaned: "+desc+": "+reply)
-					continue
-				}
-			}
 			t.Slow++
 			sample(l, "slow: "+desc)
 		}
@@ -395,7 +406,8 @@ func (w result) matches(got result) bool {
 
 // endpointHistory is every state of kube-dns's endpoints the API announced
 // while the test ran, with when the test heard of it: what kube-proxy was
-// told, to set beside a lookup that went wrong.
+// told, which pods ended when (ended), and, beside a lookup that went
+// wrong, what was said around it.
 type endpointHistory struct {
 	mu     sync.Mutex
 	states []endpointState
@@ -405,6 +417,8 @@ type endpointState struct {
 	at    time.Time
 	slice string
 	eps   string
+	// serving are the addresses serving and not terminating.
+	serving map[netip.Addr]bool
 }
 
 // watchKubeDNSEndpoints records kube-dns's EndpointSlices until ctx ends,
@@ -413,31 +427,63 @@ func (s *install) watchKubeDNSEndpoints(ctx context.Context) *endpointHistory {
 	h := &endpointHistory{}
 	factory := informers.NewSharedInformerFactoryWithOptions(s.c, 0, informers.WithNamespace(metav1.NamespaceSystem),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = discoveryv1.LabelServiceName + "=kube-dns" }))
-	record := func(slice, eps string) {
+	record := func(st endpointState) {
+		st.at = time.Now()
 		h.mu.Lock()
-		h.states = append(h.states, endpointState{at: time.Now(), slice: slice, eps: eps})
+		h.states = append(h.states, st)
 		h.mu.Unlock()
 	}
 	announced := func(o any) {
 		sl := o.(*discoveryv1.EndpointSlice)
+		st := endpointState{slice: sl.Name, serving: map[netip.Addr]bool{}}
 		var eps []string
 		for _, e := range sl.Endpoints {
 			c := e.Conditions
 			eps = append(eps, fmt.Sprintf("%v ready %v serving %v terminating %v", e.Addresses,
 				ptr.Deref(c.Ready, false), ptr.Deref(c.Serving, false), ptr.Deref(c.Terminating, false)))
+			for _, a := range e.Addresses {
+				if addr, err := netip.ParseAddr(a); err == nil && ptr.Deref(c.Serving, false) && !ptr.Deref(c.Terminating, false) {
+					st.serving[addr] = true
+				}
+			}
 		}
-		record(sl.Name, strings.Join(eps, "; "))
+		st.eps = strings.Join(eps, "; ")
+		record(st)
 	}
 	s.must(factory.Discovery().V1().EndpointSlices().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    announced,
 		UpdateFunc: func(_, o any) { announced(o) },
 		DeleteFunc: func(o any) {
 			key, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(o)
-			record(key, "deleted")
+			_, name, _ := cache.SplitMetaNamespaceKey(key)
+			record(endpointState{slice: name, eps: "deleted"})
 		},
 	}))
 	factory.Start(ctx.Done())
 	return h
+}
+
+// ended is each address whose endpoint stopped serving, began terminating
+// or went in [from, to], and when it first did.
+func (h *endpointHistory) ended(from, to time.Time) map[netip.Addr]time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[netip.Addr]time.Time{}
+	serving := map[string]map[netip.Addr]bool{} // by slice, as last announced
+	for _, st := range h.states {
+		if st.at.After(to) {
+			break
+		}
+		if !st.at.Before(from) {
+			for addr := range serving[st.slice] {
+				if _, seen := out[addr]; !seen && !st.serving[addr] {
+					out[addr] = st.at
+				}
+			}
+		}
+		serving[st.slice] = st.serving
+	}
+	return out
 }
 
 // around is the states heard within d of t.

@@ -184,3 +184,10 @@ func imageRef(name string) (string, error) {
 	}
 	return strings.TrimSpace(string(ref)), nil
 }
+
+// RuntimeSpec is the OCI runtime spec containerd ran the container id with
+// (a container status's ID without its "containerd://"): what the CRI made
+// of the pod's security context, seccomp profile included.
+func RuntimeSpec(id string) ([]byte, error) {
+	return os.ReadFile(filepath.Join(containerdDir, "state", "io.containerd.runtime.v2.task", "k8s.io", id, "config.json"))
+}

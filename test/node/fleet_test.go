@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -10,8 +11,8 @@ import (
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/test/bench"
+	"github.com/globalmirror/globalmirror/test/bulk"
 	"github.com/globalmirror/globalmirror/test/scenario"
-	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,24 +50,87 @@ const fleetQPS = 300
 // bulkClient is test/bench's writer's client, paced at fleetQPS.
 func (s *install) bulkClient() kubernetes.Interface {
 	s.t.Helper()
-	bulk, err := bench.BulkClient(s.config, fleetQPS)
+	client, err := bench.BulkClient(s.config, fleetQPS)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	return bulk
+	return client
 }
 
 // writeFleet writes the fleet with an unthrottled client, and waits until
 // every pod of the chart's CoreDNS answers its last global in full.
 func (s *install) writeFleet() {
 	s.t.Helper()
-	bulk := s.bulkClient()
+	client := s.bulkClient()
 	began := time.Now()
-	s.must(fleet.Load(s.ctx, bulk, 0, fleetBases, 8))
-	s.must(fleet.LoadEndpointMirrors(s.ctx, bulk, 0, fleetBases, 8))
+	s.must(fleet.Load(s.ctx, client, 0, fleetBases, bulk.Workers))
+	s.must(fleet.LoadEndpointMirrors(s.ctx, client, 0, fleetBases, bulk.Workers))
 	s.t.Logf("fleet: %d mirrored endpoints (%d objects) written in %v",
 		fleetEndpoints, 2*fleetBases*len(bench.Clusters)+fleetEndpoints, time.Since(began).Round(time.Second))
 	s.awaitFleetAnswered(dnsRelease.podsOf(s, "coredns"))
+}
+
+// The asker asks the fleet's names from start to end (fleetAsked): a
+// spread of its globals, the last one written included, and the first pod
+// of the last one in east. None exists before the fleet is written or
+// after it is deleted; while it is written or deleted, each global holds
+// the pods of any of the clusters (fleetChanging).
+var fleetSpread = []int{0, fleetBases / 2, fleetBases - 1}
+
+// fleetPodName is the global per-pod name of the last global's first pod
+// in east.
+func fleetPodName() string {
+	last := fleetSpread[len(fleetSpread)-1]
+	return fleet.EndpointMirror(last, 0, 0) + "." + fleet.FQDN(bench.Global(last))
+}
+
+// fleetAsked are the asker's queries of the fleet (TYPE/NAME).
+func fleetAsked() []string {
+	qs := []string{"host/" + fleetPodName()}
+	for _, i := range fleetSpread {
+		qs = append(qs, "host/"+fleet.FQDN(bench.Global(i)))
+	}
+	return qs
+}
+
+// allClusters is the mask of every cluster of the fleet.
+var allClusters = 1<<len(bench.Clusters) - 1
+
+// withFleet is want with the answers to the fleet's queries while each of
+// its globals holds the pods of the clusters in mask (bit c: cluster c of
+// bench.Clusters).
+func withFleet(want answers, mask int) answers {
+	out := maps.Clone(want)
+	for _, lib := range []string{"glibc", "go"} {
+		pod := result{NotFound: true}
+		if mask&1 != 0 {
+			last := fleetSpread[len(fleetSpread)-1]
+			pod = result{Records: []string{fleet.Addr(last, 0, 0).String()}}
+		}
+		out[lib+"/host/"+fleetPodName()] = pod
+		for _, i := range fleetSpread {
+			var addrs []string
+			for c := range bench.Clusters {
+				for p := range bench.Pods {
+					if mask&(1<<c) != 0 {
+						addrs = append(addrs, fleet.Addr(i, c, p).String())
+					}
+				}
+			}
+			slices.Sort(addrs)
+			r := result{Records: addrs, NotFound: len(addrs) == 0}
+			out[lib+"/host/"+fleet.FQDN(bench.Global(i))] = r
+		}
+	}
+	return out
+}
+
+// fleetChanging makes right, from now until the truth is settled, every
+// state the fleet's globals pass through while it is written or deleted.
+func fleetChanging(tr *truth, want answers) {
+	for mask := range allClusters + 1 {
+		tr.now(withFleet(want, mask))
+	}
 }
 
 // awaitFleetAnswered waits until each of pods answers the fleet's last
@@ -81,42 +145,31 @@ func (s *install) awaitFleetAnswered(pods []corev1.Pod) {
 	}
 }
 
-// deleteFleet deletes the fleet's slices a linked cluster at a time (one
-// request for all of them outlasts the API server's 60 s), and its
-// Services each (Services have no delete-collection; the namespace
+// deleteFleet deletes what writeFleet wrote, its slices and then its
+// Services an object a request (test/bulk: no request grows with the
+// fleet, so none outlasts the API server's timeout; the namespace
 // controller would delete them at kube-controller-manager's 20 requests a
-// second), then its namespace, and waits until that is gone.
+// second), leaves the globals to the controller, which deletes them once
+// their mirrors are gone, then deletes the namespace and waits until it is
+// gone.
 func (s *install) deleteFleet() {
 	s.t.Helper()
-	bulk := s.bulkClient()
+	client := s.bulkClient()
 	began := time.Now()
-	for _, cluster := range bench.Clusters {
-		s.must(bulk.DiscoveryV1().EndpointSlices(fleetNamespace).DeleteCollection(s.ctx, metav1.DeleteOptions{},
-			metav1.ListOptions{LabelSelector: aggregate.LabelClusterName + "=" + cluster}))
-	}
-	svcs, err := bulk.CoreV1().Services(fleetNamespace).List(s.ctx, metav1.ListOptions{})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	g, gctx := errgroup.WithContext(s.ctx)
-	g.SetLimit(8)
-	for _, svc := range svcs.Items {
-		g.Go(func() error {
-			if err := bulk.CoreV1().Services(fleetNamespace).Delete(gctx, svc.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				return err
-			}
-			return nil
-		})
-	}
-	s.must(g.Wait())
-	s.must(s.c.CoreV1().Namespaces().Delete(s.ctx, fleetNamespace, metav1.DeleteOptions{}))
+	slices, err := bulk.DeleteAll(s.ctx, client.DiscoveryV1().EndpointSlices(fleetNamespace), bench.SliceSelector)
+	s.must(err)
+	svcs, err := bulk.DeleteAll(s.ctx, client.CoreV1().Services(fleetNamespace), aggregate.LabelMirroredService+"=true")
+	s.must(err)
+	s.must(bulk.Retry(s.ctx, func(ctx context.Context) error {
+		return s.c.CoreV1().Namespaces().Delete(ctx, fleetNamespace, metav1.DeleteOptions{})
+	}))
 	s.eventually("the fleet's namespace gone", func(ctx context.Context) string {
 		if _, err := s.c.CoreV1().Namespaces().Get(ctx, fleetNamespace, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			return fmt.Sprintf("still there (%v)", err)
 		}
 		return ""
 	})
-	s.t.Logf("fleet: deleted in %v", time.Since(began).Round(time.Second))
+	s.t.Logf("fleet: %d slices and %d Services deleted, and its namespace, in %v", slices, svcs, time.Since(began).Round(time.Second))
 }
 
 // rolloutTimes says how long a Deployment's rollout took from began, and

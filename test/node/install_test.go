@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -56,6 +56,11 @@ type install struct {
 	// expectProbedAndUnprivileged checked: Pod Security's audit must have
 	// seen each created.
 	checkedPods map[types.UID]string
+	// readPods are every chart pod expectProbedAndUnprivileged checked.
+	readPods map[types.UID]bool
+	// defaultSeccomp is the seccomp section of the runtime spec the node's
+	// containerd gives a container with the RuntimeDefault profile.
+	defaultSeccomp string
 }
 
 // image is the values that give the chart the image of component,
@@ -447,19 +452,37 @@ func describe(p *corev1.Pod) string {
 	return b.String()
 }
 
-// expectProbedAndUnprivileged checks what made the releases' pods Ready:
-// the chart's probes on its ports, run by the kubelet; and how they run, as
-// the chart's README says, both in their specs and as the kernel shows the
-// running containers (containerProcess): UID and GID 65532, no privilege
-// escalation, the runtime's default seccomp filter, a read-only root, no
+// expectProbedAndUnprivileged checks every running pod of the releases that
+// it has not checked before (each step ends with it, so every pod a step
+// makes is read): what made it Ready, the chart's probes on its ports, run
+// by the kubelet; and how it runs, as the chart's README says, both in its
+// spec and as the kernel and the runtime show the running container
+// (containerProcess, node.RuntimeSpec): UID and GID 65532, no privilege
+// escalation, the runtime's default seccomp profile, a read-only root, no
 // capability but NET_BIND_SERVICE for CoreDNS; with the chart's
-// ServiceAccount token and no kubeconfig.
-func (s *install) expectProbedAndUnprivileged(releases ...chartRelease) {
+// ServiceAccount token and no kubeconfig. It returns how many it checked.
+func (s *install) expectProbedAndUnprivileged(releases ...chartRelease) int {
 	s.t.Helper()
 	checked := 0
 	for _, r := range releases {
 		for component, ports := range map[string][]int32{"controller": {8080}, "coredns": {8080, 8181}} {
 			for _, p := range r.podsOf(s, component) {
+				if s.readPods[p.UID] || p.DeletionTimestamp != nil {
+					continue
+				}
+				s.readPods[p.UID] = true
+				// A step may end as a Deployment's status still counts the
+				// pod its new one replaces: read the new one once Ready.
+				s.eventually(p.Name+" Ready", func(ctx context.Context) string {
+					got, err := s.c.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+					if err != nil {
+						return err.Error()
+					}
+					if p = *got; !podReady(&p) {
+						return describe(&p)
+					}
+					return ""
+				})
 				checked++
 				if p.Namespace == metav1.NamespaceSystem {
 					s.checkedPods[p.UID] = p.Name
@@ -473,12 +496,58 @@ func (s *install) expectProbedAndUnprivileged(releases ...chartRelease) {
 					caps = 1 << 10 // CAP_NET_BIND_SERVICE
 				}
 				s.expectRunningUnprivileged(p, caps)
+				s.expectDefaultSeccomp(p)
 			}
 		}
 	}
-	if checked == 0 {
-		s.t.Error("no pod of the releases to check")
+	return checked
+}
+
+// expectDefaultSeccomp compares the seccomp profile the runtime gave p's
+// container with the one it gives a container that asks for RuntimeDefault
+// (the kernel's Seccomp: 2 says only that some filter is on).
+func (s *install) expectDefaultSeccomp(p corev1.Pod) {
+	s.t.Helper()
+	if s.defaultSeccomp == "" {
+		ref := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "seccomp-reference"}, Spec: s.podSpec("seccomp-reference", "pause")}
+		ref.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			RunAsNonRoot:             ptr.To(true),
+			AllowPrivilegeEscalation: ptr.To(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		}
+		running := s.runPod(ref)
+		s.defaultSeccomp = s.seccompOf(*running)
+		if !strings.Contains(s.defaultSeccomp, `"defaultAction":"SCMP_ACT_ERRNO"`) {
+			s.t.Fatalf("the runtime's default seccomp profile does not deny by default: %.300s", s.defaultSeccomp)
+		}
+		s.must(s.c.CoreV1().Pods(ns).Delete(s.ctx, ref.Name, metav1.DeleteOptions{}))
 	}
+	if got := s.seccompOf(p); got != s.defaultSeccomp {
+		s.t.Errorf("%s: seccomp profile is not the runtime's default (RuntimeDefault): %.300s", p.Name, got)
+	}
+}
+
+// seccompOf is the seccomp section of the runtime spec of p's one container.
+func (s *install) seccompOf(p corev1.Pod) string {
+	s.t.Helper()
+	if len(p.Status.ContainerStatuses) != 1 {
+		s.t.Fatalf("%s: %d container statuses, want 1", p.Name, len(p.Status.ContainerStatuses))
+	}
+	_, id, _ := strings.Cut(p.Status.ContainerStatuses[0].ContainerID, "://")
+	raw, err := node.RuntimeSpec(id)
+	if err != nil {
+		s.t.Fatalf("%s: %v", p.Name, err)
+	}
+	var spec struct {
+		Linux struct {
+			Seccomp json.RawMessage `json:"seccomp"`
+		} `json:"linux"`
+	}
+	if err := json.Unmarshal(raw, &spec); err != nil {
+		s.t.Fatalf("%s: runtime spec: %v", p.Name, err)
+	}
+	return string(spec.Linux.Seccomp)
 }
 
 func (s *install) expectProbed(p corev1.Pod, ports []int32) {
@@ -548,7 +617,7 @@ func (s *install) expectRunningUnprivileged(p corev1.Pod, caps uint64) {
 			fields[k] = strings.Join(strings.Fields(v), " ")
 		}
 	}
-	// Seccomp 2: a filter, the runtime's default profile (RuntimeDefault).
+	// Seccomp 2: a filter (which one: expectDefaultSeccomp).
 	want := map[string]string{"Uid": "65532 65532 65532 65532", "Gid": "65532 65532 65532 65532", "NoNewPrivs": "1", "Seccomp": "2",
 		"CapEff": fmt.Sprintf("%016x", caps), "CapPrm": fmt.Sprintf("%016x", caps), "CapBnd": fmt.Sprintf("%016x", caps), "CapAmb": "0000000000000000"}
 	for k, v := range want {
@@ -699,7 +768,8 @@ type expectations struct {
 	// libraries: a global name short and fully qualified, a per-pod name
 	// of each kind, SRV, an ordinary Service, an external name, a name
 	// that does not exist (NXDOMAIN) and one without AAAA records (NODATA),
-	// and the reverse names of a mirrored and a local pod's addresses.
+	// the reverse names of a mirrored and a local pod's addresses, and the
+	// fleet's names (fleetAsked).
 	asked []string
 	// What the cluster answers each query with, LIB/TYPE/NAME: before
 	// globalmirror; with the global service (from the controller's slices
@@ -753,6 +823,7 @@ func (s *install) expectations() expectations {
 	e.asked = []string{"host/db-global", "host/" + fqdn("db-global"), "host/db-0-east.db-global", "host/db-1.db-global",
 		"SRV/_db._tcp.db-global", "host/kubernetes.default", "host/example.org.", "SRV/" + fqdn("nope-global") + ".", nodata,
 		mirrorPTR, localPTR}
+	e.asked = append(e.asked, fleetAsked()...)
 	for _, lib := range []string{"glibc", "go"} {
 		q := func(query string) string { return lib + "/" + query }
 		// glibc tells NXDOMAIN from NODATA (res_search's h_errno); Go does not.
@@ -790,6 +861,8 @@ func (s *install) expectations() expectations {
 		e.reverse[q(localPTR)] = result{Records: []string{"db-1." + fqdn("db-global") + dot}}
 		e.reverse[q(mirrorPTR)] = result{Records: []string{"db-0-east." + fqdn("db-global") + dot}}
 	}
+	// The fleet is not there until a step writes it.
+	e.before, e.global, e.reverse = withFleet(e.before, 0), withFleet(e.global, 0), withFleet(e.reverse, 0)
 	return e
 }
 
@@ -952,84 +1025,25 @@ func (s *install) dnsFlows() string {
 	return b.String()
 }
 
-// orphanedReplies are the DNS replies to the asker that kube-proxy's
-// conntrack cleanup left without their NAT. When a CoreDNS pod's endpoint
-// stops serving, kube-proxy deletes the UDP conntrack entries to it
-// (pkg/proxy/conntrack), while the pod's lameduck still answers the
-// queries those entries carried: a client port reused from an entry's
-// last 30 s still reaches it. A reply sent after the deletion matches no
-// entry, leaves from the pod's own address where the client asked the
-// Service's, and is dropped: the resolver asks again after its timeout.
-// The reply leaves an entry of its own, from port 53, for the kernel's UDP
-// timeout (30 s), so a poll every half second sees each: proof that
-// CoreDNS answered and the node lost the answer.
-type orphanedReplies struct {
-	mu    sync.Mutex
-	seen  map[string]time.Time // the entry's original tuple: when first seen
-	taken map[string]bool      // those that excused a lookup already
-}
-
-// watchOrphanedReplies polls the node's conntrack table for replies to to
-// (the asker's address) until ctx ends.
-func (s *install) watchOrphanedReplies(ctx context.Context, to string) *orphanedReplies {
-	o := &orphanedReplies{seen: map[string]time.Time{}, taken: map[string]bool{}}
-	if _, err := os.ReadFile("/proc/net/nf_conntrack"); err != nil { // the node's: the test runs in its network namespace
-		s.t.Fatalf("conntrack: %v", err)
+// captureAskersDNS captures the asker's DNS on the node's interfaces
+// (dnsWire) until the test ends.
+func (s *install) captureAskersDNS(asker *corev1.Pod) *dnsWire {
+	s.t.Helper()
+	// The asker's veth on the node's side is the peer of its eth0.
+	out, err := s.node.ExecIn(s.ctx, ns, asker.Name, "udp", "cat", "/sys/class/net/eth0/iflink")
+	if err != nil {
+		s.t.Fatal(err)
 	}
-	go func() {
-		for ctx.Err() == nil {
-			table, _ := os.ReadFile("/proc/net/nf_conntrack")
-			now := time.Now() // after the read: an entry read was there by now
-			for line := range strings.Lines(string(table)) {
-				tuple, ok := orphanedReply(line, to)
-				if !ok {
-					continue
-				}
-				o.mu.Lock()
-				if _, ok := o.seen[tuple]; !ok {
-					o.seen[tuple] = now
-				}
-				o.mu.Unlock()
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(500 * time.Millisecond):
-			}
-		}
-	}()
-	return o
-}
-
-// orphanedReply reports whether line of /proc/net/nf_conntrack is a DNS
-// answer to to that matched no entry, and its original tuple:
-//
-//	ipv4 2 udp 17 29 src=POD dst=TO sport=53 dport=PORT [UNREPLIED] src=TO dst=POD sport=PORT dport=53 ...
-//
-// (the client never answers it, so a cheap test first: the table holds
-// thousands of DNS entries).
-func orphanedReply(line, to string) (string, bool) {
-	if !strings.Contains(line, "[UNREPLIED]") {
-		return "", false
+	link, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil {
+		s.t.Fatalf("the asker's link: %v", err)
 	}
-	f := strings.Fields(line)
-	if len(f) < 9 || f[2] != "udp" || f[6] != "dst="+to || f[7] != "sport=53" {
-		return "", false
+	wire, stop, err := captureDNS(netip.MustParseAddr(asker.Status.PodIP), netip.MustParseAddr(node.ClusterDNS), link)
+	if err != nil {
+		s.t.Fatal(err)
 	}
-	return strings.Join(f[5:9], " "), true
-}
-
-// take claims a reply first seen in [from, to] that excused no lookup
-// yet, and says which; "" if there is none.
-func (o *orphanedReplies) take(from, to time.Time) string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for tuple, at := range o.seen {
-		if !o.taken[tuple] && !at.Before(from) && !at.After(to) {
-			o.taken[tuple] = true
-			return fmt.Sprintf("%s (seen %s)", tuple, at.Format("15:04:05.000"))
-		}
-	}
-	return ""
+	s.t.Cleanup(stop)
+	return wire
 }
 
 // dnsWarnings are the warnings and errors the cluster DNS pods still

@@ -1,0 +1,248 @@
+package node_test
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"testing"
+	"time"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+var (
+	askerAddr   = netip.MustParseAddr("10.244.0.9")
+	serviceAddr = netip.MustParseAddr("10.96.0.10")
+	endedPod    = netip.MustParseAddr("10.244.0.5")
+	livePod     = netip.MustParseAddr("10.244.0.6")
+)
+
+// ipv4 is an IPv4 packet of proto from src to dst around payload.
+func ipv4(src, dst netip.Addr, proto byte, payload []byte) []byte {
+	b := make([]byte, 20, 20+len(payload))
+	b[0], b[8], b[9] = 0x45, 64, proto
+	binary.BigEndian.PutUint16(b[2:], uint16(20+len(payload)))
+	s, d := src.As4(), dst.As4()
+	copy(b[12:], s[:])
+	copy(b[16:], d[:])
+	return append(b, payload...)
+}
+
+// dnsOverUDP is a UDP datagram with a DNS header: a reply when rcode >= 0.
+func dnsOverUDP(sport, dport, id uint16, rcode int, answers uint16) []byte {
+	b := make([]byte, 8+12)
+	binary.BigEndian.PutUint16(b[0:], sport)
+	binary.BigEndian.PutUint16(b[2:], dport)
+	binary.BigEndian.PutUint16(b[8:], id)
+	if rcode >= 0 {
+		binary.BigEndian.PutUint16(b[10:], 0x8000|uint16(rcode))
+		binary.BigEndian.PutUint16(b[14:], answers)
+	}
+	return b
+}
+
+// portUnreachable is from's ICMP port unreachable for the query q.
+func portUnreachable(from, to netip.Addr, q []byte) []byte {
+	return ipv4(from, to, unix.IPPROTO_ICMP, append([]byte{3, 3, 0, 0, 0, 0, 0, 0}, q[:28]...))
+}
+
+func TestTheWireFilterKeepsTheAskersDNSAndICMP(t *testing.T) {
+	vm, err := bpf.NewVM(wireFilter(askerAddr.As4()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := netip.MustParseAddr("10.244.0.7")
+	q := ipv4(askerAddr, serviceAddr, unix.IPPROTO_UDP, dnsOverUDP(40000, 53, 7, -1, 0))
+	for name, c := range map[string]struct {
+		packet []byte
+		kept   bool
+	}{
+		"the asker's query":            {q, true},
+		"a reply to the asker":         {ipv4(endedPod, askerAddr, unix.IPPROTO_UDP, dnsOverUDP(53, 40000, 7, 0, 9)), true},
+		"an ICMP error to the asker":   {portUnreachable(endedPod, askerAddr, ipv4(askerAddr, endedPod, unix.IPPROTO_UDP, dnsOverUDP(40000, 53, 7, -1, 0))), true},
+		"another pod's query":          {ipv4(other, serviceAddr, unix.IPPROTO_UDP, dnsOverUDP(40000, 53, 7, -1, 0)), false},
+		"the asker's UDP off port 53":  {ipv4(askerAddr, other, unix.IPPROTO_UDP, dnsOverUDP(40000, 5353, 7, -1, 0)), false},
+		"the asker's DNS over TCP":     {ipv4(askerAddr, serviceAddr, unix.IPPROTO_TCP, dnsOverUDP(40000, 53, 7, -1, 0)), false},
+		"a reply to another pod":       {ipv4(endedPod, other, unix.IPPROTO_UDP, dnsOverUDP(53, 40000, 7, 0, 9)), false},
+		"an ICMP error to another pod": {portUnreachable(endedPod, other, q), false},
+		"not IPv4, IPv4's bytes else":  {append([]byte{0x65}, q[1:]...), false},
+	} {
+		n, err := vm.Run(c.packet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kept := n > 0; kept != c.kept {
+			t.Errorf("%s: kept %v, want %v", name, kept, c.kept)
+		}
+	}
+}
+
+func TestAPacketIsReadAsTheWireCarriedIt(t *testing.T) {
+	q := ipv4(askerAddr, serviceAddr, unix.IPPROTO_UDP, dnsOverUDP(40000, 53, 7, -1, 0))
+	if p, ok := parsePacket(q); !ok || p.kind != query || p.sport != 40000 || p.id != 7 || p.src != askerAddr.As4() {
+		t.Errorf("query read as %+v, %v", p, ok)
+	}
+	r := ipv4(endedPod, askerAddr, unix.IPPROTO_UDP, dnsOverUDP(53, 40000, 7, 3, 0))
+	if p, ok := parsePacket(r); !ok || p.kind != reply || p.dport != 40000 || p.rcode != 3 || p.src != endedPod.As4() {
+		t.Errorf("reply read as %+v, %v", p, ok)
+	}
+	u := portUnreachable(endedPod, askerAddr, ipv4(askerAddr, endedPod, unix.IPPROTO_UDP, dnsOverUDP(40000, 53, 7, -1, 0)))
+	if p, ok := parsePacket(u); !ok || p.kind != unreachable || p.sport != 40000 || p.src != endedPod.As4() {
+		t.Errorf("port unreachable read as %+v, %v", p, ok)
+	}
+	// The asker's own refusal of an orphaned answer is no refusal of a query.
+	refusal := portUnreachable(askerAddr, endedPod, r)
+	if p, ok := parsePacket(refusal); ok {
+		t.Errorf("the asker's ICMP for a reply read as %+v", p)
+	}
+}
+
+// TestOnlyWhatTheWireProvesIsExcused holds judge to its evidence: a slow or
+// failed lookup is excused only by a packet of its own queries through a
+// pod that ended, one lookup a pod; refused and lost ones only where
+// kubeadm's pods end.
+func TestOnlyWhatTheWireProvesIsExcused(t *testing.T) {
+	const askerLink, podLink = 11, 12
+	base := time.Date(2026, 11, 28, 5, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	ended := map[netip.Addr]time.Time{endedPod: at(0)}
+	// The wire of one slow lookup from port, asked at ms, whose reply went
+	// as how says.
+	type lookupOnWire struct {
+		how  string
+		port uint16
+	}
+	wireOf := func(ls ...lookupOnWire) *dnsWire {
+		w := &dnsWire{asker: askerAddr.As4(), service: serviceAddr.As4(), askerLink: askerLink}
+		for i, l := range ls {
+			start := 10_000 * (i + 1)
+			q := packet{kind: query, src: askerAddr.As4(), dst: serviceAddr.As4(), sport: l.port, dport: 53, id: 7}
+			add := func(ms, link int, p packet) { p.at, p.link = at(start+ms), link; w.add(p) }
+			add(1, askerLink, q)
+			past := q
+			past.dst = endedPod.As4()
+			switch l.how {
+			case "orphaned", "orphaned by a live pod":
+				pod := endedPod
+				if l.how == "orphaned by a live pod" {
+					pod, past.dst = livePod, livePod.As4()
+				}
+				add(2, podLink, past)
+				add(3, askerLink, packet{kind: reply, src: pod.As4(), dst: askerAddr.As4(), sport: 53, dport: l.port, id: 7, answers: 9})
+			case "orphaned on another port":
+				add(3, askerLink, packet{kind: reply, src: endedPod.As4(), dst: askerAddr.As4(), sport: 53, dport: l.port + 1, id: 7})
+			case "refused":
+				add(2, podLink, past)
+				add(3, podLink, packet{kind: unreachable, src: endedPod.As4(), dst: askerAddr.As4(), sport: l.port, dport: 53})
+			case "lost":
+				add(2, podLink, past)
+			}
+			// The retry, answered through the Service; glibc asks again from
+			// the same port with the same ID.
+			retry := q
+			if l.how != "lost, asked again as glibc does" {
+				retry.sport, retry.id = l.port+100, 8
+			} else {
+				add(2, podLink, past)
+			}
+			add(5000, askerLink, retry)
+			answered := retry
+			answered.dst = livePod.As4()
+			add(5001, podLink+1, answered)
+			add(5002, podLink+1, packet{kind: reply, src: livePod.As4(), dst: askerAddr.As4(), sport: 53, dport: retry.sport, id: retry.id, answers: 9})
+			add(5002, askerLink, packet{kind: reply, src: serviceAddr.As4(), dst: askerAddr.As4(), sport: 53, dport: retry.sport, id: retry.id, answers: 9})
+		}
+		return w
+	}
+	want := answers{"go/host/db": {Records: []string{"192.0.2.1"}}}
+	tr := &truth{spans: []span{{from: base, want: want}}}
+	slow := func(i int) lookup {
+		return lookup{At: at(10_000 * (i + 1)).UnixMilli(), Millis: 5003, network: "udp",
+			result: result{Query: "go/host/db", Records: []string{"192.0.2.1"}}}
+	}
+	refusedLookup := func(i int) lookup {
+		l := slow(i)
+		l.Millis, l.result = 4, result{Query: "go/host/db", Err: "read: connection refused"}
+		return l
+	}
+	for name, c := range map[string]struct {
+		wire    []lookupOnWire
+		lookups []lookup
+		allows  allowance
+		want    tally
+	}{
+		"an orphaned answer from an ended pod":        {[]lookupOnWire{{"orphaned", 40000}}, []lookup{slow(0)}, strict, tally{Orphaned: 1}},
+		"a second one from the same pod":              {[]lookupOnWire{{"orphaned", 40000}, {"orphaned", 41000}}, []lookup{slow(0), slow(1)}, strict, tally{Orphaned: 1, Slow: 1}},
+		"an orphaned answer from a live pod":          {[]lookupOnWire{{"orphaned by a live pod", 40000}}, []lookup{slow(0)}, strict, tally{Slow: 1}},
+		"an orphaned answer to another port":          {[]lookupOnWire{{"orphaned on another port", 40000}}, []lookup{slow(0)}, strict, tally{Slow: 1}},
+		"a refusal where no pod of kubeadm's ends":    {[]lookupOnWire{{"refused", 40000}}, []lookup{refusedLookup(0)}, strict, tally{Failed: 1}},
+		"a refusal where kubeadm's pods end":          {[]lookupOnWire{{"refused", 40000}}, []lookup{refusedLookup(0)}, kubeadmPodsEnd, tally{Refused: 1}},
+		"a failure without a refusal on the wire":     {[]lookupOnWire{{"lost", 40000}}, []lookup{refusedLookup(0)}, kubeadmPodsEnd, tally{Failed: 1}},
+		"a query lost where kubeadm's pods end":       {[]lookupOnWire{{"lost", 40000}}, []lookup{slow(0)}, kubeadmPodsEnd, tally{Lost: 1}},
+		"a query lost where no pod of kubeadm's ends": {[]lookupOnWire{{"lost", 40000}}, []lookup{slow(0)}, strict, tally{Slow: 1}},
+		"a query lost, asked again from its port":     {[]lookupOnWire{{"lost, asked again as glibc does", 40000}}, []lookup{slow(0)}, kubeadmPodsEnd, tally{Lost: 1}},
+		"a refusal and a query lost by one pod":       {[]lookupOnWire{{"refused", 40000}, {"lost", 41000}}, []lookup{refusedLookup(0), slow(1)}, kubeadmPodsEnd, tally{Refused: 1, Lost: 1}},
+	} {
+		a := &askerLog{all: c.lookups}
+		got := a.judge(tr, wireOf(c.wire...), ended, c.allows, name, base, at(60_000))
+		if got.Orphaned != c.want.Orphaned || got.Refused != c.want.Refused || got.Lost != c.want.Lost ||
+			got.Failed != c.want.Failed || got.Wrong != c.want.Wrong || got.Slow != c.want.Slow {
+			t.Errorf("%s: %s", name, got)
+		}
+		if got.Ended != 1 {
+			t.Errorf("%s: %d pods ended, want 1", name, got.Ended)
+		}
+	}
+	// Nothing is excused where no pod ended.
+	a := &askerLog{all: []lookup{slow(0)}}
+	if got := a.judge(tr, wireOf(lookupOnWire{"orphaned", 40000}), nil, kubeadmPodsEnd, "none ended", base, at(60_000)); got.Slow != 1 {
+		t.Errorf("an orphaned answer where no pod ended: %s", got)
+	}
+}
+
+// TestKubeadmsStepsLoseAtMostMaxKubeadmLost holds tally.problems to the
+// bound the docs state, whatever befell the lookups.
+func TestKubeadmsStepsLoseAtMostMaxKubeadmLost(t *testing.T) {
+	span := tally{Took: time.Second, By: map[string]int{}, Ended: 2 * maxKubeadmLost}
+	for _, k := range resolverTransports {
+		span.By[k] = minRate
+	}
+	span.Orphaned, span.Refused, span.Lost = 1, 1, maxKubeadmLost-2
+	if got := span.problems(kubeadmPodsEnd); len(got) != 0 {
+		t.Errorf("%d lost: %q", maxKubeadmLost, got)
+	}
+	span.Lost++
+	if got := span.problems(kubeadmPodsEnd); len(got) != 1 {
+		t.Errorf("%d lost: %q, want one problem", maxKubeadmLost+1, got)
+	}
+}
+
+func TestAnEndpointEndsWhenItStopsServingTerminatesOrGoes(t *testing.T) {
+	base := time.Date(2026, 11, 28, 5, 0, 0, 0, time.UTC)
+	a, b, c := netip.MustParseAddr("10.244.0.5"), netip.MustParseAddr("10.244.0.6"), netip.MustParseAddr("10.244.0.7")
+	state := func(s int, slice string, serving ...netip.Addr) endpointState {
+		st := endpointState{at: base.Add(time.Duration(s) * time.Second), slice: slice, serving: map[netip.Addr]bool{}}
+		for _, addr := range serving {
+			st.serving[addr] = true
+		}
+		return st
+	}
+	h := &endpointHistory{states: []endpointState{
+		state(0, "kube-dns-1", a, b, c),
+		state(5, "kube-dns-1", b, c), // a stopped serving before the span
+		state(12, "kube-dns-1", c),   // b terminating
+		state(14, "kube-dns-1", a, c),
+		state(16, "kube-dns-1"), // every endpoint gone
+		state(30, "kube-dns-1"), // after the span
+	}}
+	got := h.ended(base.Add(10*time.Second), base.Add(20*time.Second))
+	want := map[netip.Addr]time.Time{b: base.Add(12 * time.Second), a: base.Add(16 * time.Second), c: base.Add(16 * time.Second)}
+	if len(got) != len(want) {
+		t.Fatalf("ended %v, want %v", got, want)
+	}
+	for addr, at := range want {
+		if !got[addr].Equal(at) {
+			t.Errorf("%s ended at %v, want %v", addr, got[addr], at)
+		}
+	}
+}
