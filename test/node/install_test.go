@@ -1007,24 +1007,6 @@ func (s *install) expectGlobalKept(r chartRelease) {
 	}
 }
 
-// dnsFlows is where the node sends lookups to the cluster DNS: the UDP
-// conntrack entries to it, each an unanswered or recent lookup and the
-// endpoint its DNAT chose.
-func (s *install) dnsFlows() string {
-	var b strings.Builder
-	table, err := os.ReadFile("/proc/net/nf_conntrack") // the node's: the test runs in its network namespace
-	if err != nil {
-		fmt.Fprintf(&b, "conntrack: %v\n", err)
-	}
-	fmt.Fprintf(&b, "UDP conntrack entries to %s:53 at %s:\n", node.ClusterDNS, time.Now().Format("15:04:05.000"))
-	for _, line := range strings.Split(string(table), "\n") {
-		if strings.Contains(line, " udp ") && strings.Contains(line, "dst="+node.ClusterDNS+" ") && strings.Contains(line, "dport=53 ") {
-			fmt.Fprintf(&b, "  %s\n", strings.Join(strings.Fields(line), " "))
-		}
-	}
-	return b.String()
-}
-
 // captureAskersDNS captures the asker's DNS on the node's interfaces
 // (dnsWire) until the test ends.
 func (s *install) captureAskersDNS(asker *corev1.Pod) *dnsWire {
