@@ -69,6 +69,11 @@ export GLOBALMIRROR_IMAGE_VERSION := $(VERSION)
 # reproducible (no paths, no VCS stamp), stripped, with CoreDNS's -version
 # naming the commit.
 GO_BUILD_FLAGS := -trimpath -buildvcs=false
+# Every go command of this module (lint, tests, bench) builds as `make build`
+# does, so that a cold run compiles each package once: pure Go and -trimpath
+# are part of a package's build cache key.
+export CGO_ENABLED := 0
+export GOFLAGS     := -buildvcs=false -trimpath
 GO_LDFLAGS     := -s -w -X github.com/coredns/coredns/coremain.GitCommit=$(GIT_COMMIT)
 KUBE_LDFLAGS   := -s -w \
 	-X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
@@ -95,7 +100,7 @@ tools: $(KUBEPLANE_DIR)/.ok apt-deps
 $(KUBEPLANE_DIR)/.ok: test/tools/go.mod test/tools/go.sum test/tools/kubeplane/main.go
 	@mkdir -p $(KUBEPLANE_DIR)
 	@echo ">> building etcd $(ETCD_VERSION) and Kubernetes $(KUBE_VERSION) (kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy; cold: ~12 min)"
-	cd test/tools && $(GO) build $(GO_BUILD_FLAGS) -ldflags '$(KUBE_LDFLAGS)' -o $(KUBEPLANE_DIR)/kubeplane ./kubeplane
+	cd test/tools && env -u CGO_ENABLED $(GO) build $(GO_BUILD_FLAGS) -ldflags '$(KUBE_LDFLAGS)' -o $(KUBEPLANE_DIR)/kubeplane ./kubeplane
 	cd $(KUBEPLANE_DIR) && for n in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy; do ln -sf kubeplane $$n; done
 	@touch $@
 	@echo ">> took $(took): etcd and Kubernetes $(KUBE_VERSION)"
