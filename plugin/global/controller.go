@@ -248,6 +248,13 @@ func (dc *dnsController) addCounts(globals, endpoints int) {
 	endpointsGauge.Add(float64(endpoints))
 }
 
+// globalCount is how many global services the index answers for.
+func (dc *dnsController) globalCount() int {
+	dc.countsMu.Lock()
+	defer dc.countsMu.Unlock()
+	return dc.globals
+}
+
 func (dc *dnsController) markSynced() {
 	dc.synced.Store(true)
 	close(dc.syncedCh)
@@ -341,6 +348,15 @@ func (dc *dnsController) rebuild(k source.Key) {
 
 // newFromClient builds the plugin and its feeds (not yet started) on client.
 func newFromClient(cfg *config, client kubernetes.Interface) (*Global, error) {
+	ctrl, err := newController(cfg, client)
+	if err != nil {
+		return nil, err
+	}
+	return newGlobal(cfg, ctrl), nil
+}
+
+// newController builds the index the stanza asks for (not yet started) on client.
+func newController(cfg *config, client kubernetes.Interface) (*dnsController, error) {
 	src, err := source.New(source.Config{
 		Client:        client,
 		Namespaces:    cfg.namespaces,
@@ -353,11 +369,16 @@ func newFromClient(cfg *config, client kubernetes.Interface) (*Global, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newDNSController(src, cfg.controllerOptions()), nil
+}
+
+// controllerOptions are the views the stanza asks the index for.
+func (cfg *config) controllerOptions() controllerOptions {
 	opts := controllerOptions{clusterset: cfg.clustersetZone != "", clusterID: cfg.clusterID}
 	if len(cfg.reverseZones) > 0 {
 		opts.ptrZone = cfg.zones[0]
 	}
-	return newGlobal(cfg, newDNSController(src, opts)), nil
+	return opts
 }
 
 // start runs the feeds and the controller loop until ctx is done; the

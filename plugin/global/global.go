@@ -12,7 +12,6 @@ package global
 import (
 	"context"
 	"strings"
-	"sync/atomic"
 
 	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/metrics"
@@ -37,9 +36,11 @@ type Global struct {
 	ttl        uint32
 	fall       fall.F
 
+	// ctrl is the index it answers from, shared (index.go).
 	ctrl *dnsController
-	// listening: CoreDNS's servers running the plugin listen (Ready).
-	listening atomic.Bool
+	// inst is the CoreDNS instance it is part of (Ready); nil in tests
+	// that make a plugin without CoreDNS.
+	inst *instance
 }
 
 // zoneKind is what the plugin answers in a zone.

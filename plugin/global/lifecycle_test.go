@@ -72,7 +72,7 @@ func TestNotSyncedServfail(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.Next = test.NextHandler(passedOn, nil)
-	g.listening.Store(true) // as CoreDNS's servers would: only the sync is missing
+	listeningInstance(g) // as CoreDNS's servers would: only the sync is missing
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	g.start(ctx)
@@ -114,7 +114,7 @@ func TestSyncThenAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.Next = test.NextHandler(passedOn, nil)
-	g.listening.Store(true) // as CoreDNS's servers would: Ready waits for the sync alone
+	listeningInstance(g) // as CoreDNS's servers would: Ready waits for the sync alone
 	if got := summary(t, g, dbGlobal, dns.TypeA); got != "SERVFAIL +soa" {
 		t.Fatalf("before start: %q", got)
 	}

@@ -61,6 +61,13 @@ var (
 	// coredns_global_api_heard_timestamp_seconds).
 	feedMetrics = kubeclient.NewFeedMetrics(prometheus.DefaultRegisterer, plugin.Namespace, "global")
 
+	handoversTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "global",
+		Name:      "handovers_total",
+		Help:      "Counter of global stanzas a reload handed over, by what became of the index: reused (the stanza's feeds unchanged: no list), built (a new one, complete before the old instance stopped) or incomplete (handover_timeout passed first).",
+	}, []string{"index"})
+
 	rebuildsTotal = promauto.NewCounter(prometheus.CounterOpts{
 		Namespace: plugin.Namespace,
 		Subsystem: "global",

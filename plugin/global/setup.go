@@ -1,7 +1,6 @@
 package global
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -27,10 +26,18 @@ const pluginName = "global"
 
 var log = clog.NewWithPlugin(pluginName)
 
-// startupTimeout is how long CoreDNS's start waits for the first sync, as the
-// kubernetes plugin does; after it the servers start, and answer SERVFAIL for
-// global names, not ready (Ready), until the sync completes.
+// startupTimeout is how long CoreDNS's first start waits for an index's
+// first sync, as the kubernetes plugin does; after it the servers start, and
+// answer SERVFAIL for global names, not ready (Ready), until the sync
+// completes. A reload waits handover_timeout instead, while the old instance
+// answers.
 const startupTimeout = 5 * time.Second
+
+// handover_timeout's default and upper bound.
+const (
+	defaultHandoverTimeout = 60 * time.Second
+	maxHandoverTimeout     = time.Hour
+)
 
 func init() { plugin.Register(pluginName, setup) }
 
@@ -39,35 +46,66 @@ func setup(c *caddy.Controller) error {
 	if err != nil {
 		return plugin.Error(pluginName, err)
 	}
-	rc, err := restConfig(cfg)
+	rc, base, err := restConfig(cfg)
 	if err != nil {
 		return plugin.Error(pluginName, err)
-	}
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return plugin.Error(pluginName, fmt.Errorf("kubernetes client: %w", err))
 	}
 	cfg.api = rc
-	g, err := newFromClient(cfg, client)
+
+	g := newGlobal(cfg, nil)
+	joinInstance(c, g)
+	inst := g.inst
+	ix, reused, err := acquireIndex(inst, indexKey(cfg, base), func() (*dnsController, error) {
+		client, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes client: %w", err)
+		}
+		return newController(cfg, client)
+	})
 	if err != nil {
 		return plugin.Error(pluginName, err)
 	}
+	g.ctrl = ix.ctrl
+	// A reload that fails after this setup discards the new instance
+	// without shutting it down: the old one, going on, gives back what the
+	// new one took.
+	c.OnRestartFailed(func() error { startedPending(inst); return nil })
 
-	awaitListening(c, g)
-	ctx, cancel := context.WithCancel(withLogger(context.Background()))
 	c.OnStartup(func() error {
-		g.start(ctx)
-		select {
-		case <-g.ctrl.syncedCh:
-		case <-time.After(startupTimeout):
+		ix.run()
+		reload := inst.predecessor.Load() != nil
+		limit := startupTimeout
+		if reload {
+			limit = cfg.handoverTimeout
 		}
-		if !g.ctrl.ready() {
+		wait := time.NewTimer(time.Until(inst.deadline(limit)))
+		defer wait.Stop()
+		began := time.Now()
+		select {
+		case <-ix.ctrl.syncedCh:
+		case <-wait.C:
+		}
+		switch {
+		case reload && reused:
+			handoversTotal.WithLabelValues("reused").Inc()
+			log.Infof("Reload: reused the running index of %d global services", ix.ctrl.globalCount())
+		case ix.ctrl.ready():
+			if reload {
+				handoversTotal.WithLabelValues("built").Inc()
+				log.Infof("Reload: the stanza's feeds changed; built a new index of %d global services in %s while the old one answered",
+					ix.ctrl.globalCount(), time.Since(began).Round(time.Millisecond))
+			}
+		case reload:
+			inst.gaveUp.Store(true)
+			handoversTotal.WithLabelValues("incomplete").Inc()
+			log.Warningf("Reload: the new index is not complete after handover_timeout %s; the old instance stops, and global names get SERVFAIL until the new index has synced with the Kubernetes API", cfg.handoverTimeout)
+		default:
 			log.Warning("starting server before the first sync with the Kubernetes API; global names get SERVFAIL until then")
 		}
 		return nil
 	})
 	c.OnShutdown(func() error {
-		cancel()
+		ix.release()
 		return nil
 	})
 
@@ -111,6 +149,9 @@ type config struct {
 	// clustersetZone is the KEP-1645 zone answered from the same index
 	// (clusterset.local.); empty: off. clusterID names the local cluster in it.
 	clustersetZone, clusterID string
+	// handoverTimeout bounds how long a reload whose feeds changed waits for
+	// its new index while the old instance answers.
+	handoverTimeout time.Duration
 }
 
 // parse parses the one `global` stanza of a server block.
@@ -136,7 +177,7 @@ func parseStanza(c *caddy.Controller) (*config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := &config{suffix: aggregate.DefaultSuffix, ttl: defaultTTL, localSelector: sel}
+	cfg := &config{suffix: aggregate.DefaultSuffix, ttl: defaultTTL, localSelector: sel, handoverTimeout: defaultHandoverTimeout}
 
 	// The zones of the stanza or, when it names none, of the server block,
 	// as every CoreDNS plugin takes them. Only a test's controller has no
@@ -253,6 +294,15 @@ func parseStanza(c *caddy.Controller) (*config, error) {
 			if slices.Contains(cfg.zones, cfg.clustersetZone) {
 				return nil, c.Errf("clusterset: zone '%s' is also one of the cluster zones", cfg.clustersetZone)
 			}
+		case "handover_timeout":
+			if len(args) != 1 {
+				return nil, c.ArgErr()
+			}
+			d, err := time.ParseDuration(args[0])
+			if err != nil || d < 0 || d > maxHandoverTimeout {
+				return nil, c.Errf("handover_timeout must be a duration in range [0s, %s]: '%s'", maxHandoverTimeout, args[0])
+			}
+			cfg.handoverTimeout = d
 		default:
 			return nil, c.Errf("unknown property '%s'", opt)
 		}

@@ -65,7 +65,7 @@ func TestParse(t *testing.T) {
 			if c.suffix != "-everywhere" || c.ttl != 0 || !slices.Equal(c.namespaces, []string{"ns1", "ns2"}) {
 				t.Errorf("config %+v", c)
 			}
-			if rc, err := restConfig(c); err != nil || rc.Host != "https://127.0.0.1:2" {
+			if rc, _, err := restConfig(c); err != nil || rc.Host != "https://127.0.0.1:2" {
 				t.Errorf("kubeconfig context not used: %+v %v", rc, err)
 			}
 			if got := c.localSelector.String(); got != "app in (cache,db),tier!=test" {
@@ -99,7 +99,7 @@ func TestParse(t *testing.T) {
 			ttl 3600
 			fallthrough
 		}`, func(t *testing.T, c *config) {
-			if rc, err := restConfig(c); err != nil || rc.Host != "https://127.0.0.1:1" {
+			if rc, _, err := restConfig(c); err != nil || rc.Host != "https://127.0.0.1:1" {
 				t.Errorf("kubeconfig current context not used: %+v %v", rc, err)
 			}
 			if c.localSelector != nil {
@@ -130,6 +130,8 @@ func TestParseErrors(t *testing.T) {
 		{"global {\n ttl\n}", "Testfile:2 - Error during parsing: Wrong argument count"},
 		{"global {\n ttl 1 2\n}", "Testfile:2 - Error during parsing: Wrong argument count"},
 		{"global {\n ttl -1\n}", "Testfile:2 - Error during parsing: ttl must be an integer in range [0, 3600]: '-1'"},
+		{"global {\n handover_timeout 1\n}", "Testfile:2 - Error during parsing: handover_timeout must be a duration in range [0s, 1h0m0s]: '1'"},
+		{"global {\n handover_timeout 2h\n}", "Testfile:2 - Error during parsing: handover_timeout must be a duration in range [0s, 1h0m0s]: '2h'"},
 		{"global {\n ttl 3601\n}", "ttl must be an integer in range [0, 3600]: '3601'"},
 		{"global {\n ttl five\n}", "ttl must be an integer in range [0, 3600]: 'five'"},
 		{"global {\n suffix\n}", "Testfile:2 - Error during parsing: Wrong argument count"},
