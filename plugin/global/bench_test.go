@@ -115,7 +115,7 @@ func TestAllocations(t *testing.T) {
 		{"_peer._tcp.svc5-global.ns.svc.cluster.local.", dns.TypeSRV, 2},
 		{"svc5-global.ns.svc.cluster.local.", dns.TypeAAAA, 1}, // NODATA
 		{"nope.svc5-global.ns.svc.cluster.local.", dns.TypeA, 1},
-		{"kube-dns.kube-system.svc.cluster.local.", dns.TypeA, 1}, // NextOrFailure's pluginWriter
+		{"kube-dns.kube-system.svc.cluster.local.", dns.TypeA, 0},
 	} {
 		m := new(dns.Msg)
 		m.SetQuestion(q.name, q.qtype)
@@ -125,6 +125,81 @@ func TestAllocations(t *testing.T) {
 			t.Errorf("%s %s: %v allocations per query, want <= %v", q.name, dns.TypeToString[q.qtype], got, q.max)
 		}
 		t.Logf("%s %s: %v allocations", q.name, dns.TypeToString[q.qtype], got)
+	}
+}
+
+// notGlobal are the names a cluster asks that `global` passes on: an
+// existing Service, search-path misses of an external name, a pod name, a
+// reverse name outside the mirrored ranges, a name outside its zones.
+var notGlobal = []struct {
+	name  string
+	qtype uint16
+}{
+	{"kube-dns.kube-system.svc.cluster.local.", dns.TypeA},
+	{"db.ns.svc.cluster.local.", dns.TypeAAAA},
+	{"www.example.com.ns.svc.cluster.local.", dns.TypeA},
+	{"www.example.com.svc.cluster.local.", dns.TypeA},
+	{"www.example.com.cluster.local.", dns.TypeAAAA},
+	{"10-0-0-1.ns.pod.cluster.local.", dns.TypeA},
+	{"1.0.0.127.in-addr.arpa.", dns.TypePTR},
+	{"www.example.com.", dns.TypeA},
+}
+
+// TestNamesNotGlobalCostNoAllocation: what `global` passes on, it passes
+// without allocating (the chart puts it in front of every name of the
+// cluster), and untouched: the next plugin gets the query and the writer
+// `global` was handed.
+func TestNamesNotGlobalCostNoAllocation(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.reverseZones = []string{"in-addr.arpa.", "ip6.arpa."}
+	h := startHarness(t, cfg, world(10)...)
+	for _, q := range notGlobal {
+		m := new(dns.Msg)
+		m.SetQuestion(q.name, q.qtype)
+		w := &discard{}
+		var gotW dns.ResponseWriter
+		var gotR *dns.Msg
+		h.g.Next = plugin.HandlerFunc(func(_ context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+			gotW, gotR = w, r
+			return dns.RcodeNameError, nil
+		})
+		if rc, _ := h.g.ServeDNS(context.Background(), w, m); rc != dns.RcodeNameError || gotW != w || gotR != m {
+			t.Errorf("%s %s: rcode %d, passed on the writer %v and the query %v", q.name, dns.TypeToString[q.qtype], rc, gotW == w, gotR == m)
+		}
+		if got := testing.AllocsPerRun(200, func() { h.g.ServeDNS(context.Background(), w, m) }); got != 0 {
+			t.Errorf("%s %s: %v allocations to pass it on, want 0", q.name, dns.TypeToString[q.qtype], got)
+		}
+	}
+}
+
+// BenchmarkNotGlobal: the names `global` passes on, through `global` in
+// front of `kubernetes` as the chart configures it, and through
+// `kubernetes` alone; the difference is what `global` costs every other
+// name, which "global" alone (a next plugin that does nothing) shows.
+func BenchmarkNotGlobal(b *testing.B) {
+	cfg := defaultConfig()
+	cfg.reverseZones = []string{"in-addr.arpa.", "ip6.arpa."}
+	h := startHarness(b, cfg, world(1000)...)
+	ref := reference(b, h.g.ctrl.src, []string{"cluster.local."})
+	alone := *h.g
+	alone.Next = plugin.HandlerFunc(func(context.Context, dns.ResponseWriter, *dns.Msg) (int, error) { return dns.RcodeNameError, nil })
+	h.g.Next = ref
+	for _, q := range notGlobal {
+		m := new(dns.Msg)
+		m.SetQuestion(q.name, q.qtype)
+		for _, chain := range []struct {
+			name string
+			h    plugin.Handler
+		}{{"global+kubernetes", h.g}, {"kubernetes", ref}, {"global", &alone}} {
+			b.Run(chain.name+"/"+strings.TrimSuffix(q.name, ".")+"/"+dns.TypeToString[q.qtype], func(b *testing.B) {
+				w := &discard{}
+				ctx := context.Background()
+				b.ReportAllocs()
+				for b.Loop() {
+					chain.h.ServeDNS(ctx, w, m)
+				}
+			})
+		}
 	}
 }
 

@@ -36,6 +36,11 @@ type dnsController struct {
 	// native maps "base.namespace" to the answer set of a local service that
 	// opted into native names: its own name answers its global's endpoints.
 	native map[string]*answerSet
+	// natives is len(native), read without the lock: most clusters opt no
+	// service into native names, and every name of a Service the cluster
+	// asks for is a native name's shape, so it is passed on without taking
+	// the lock that every query would share.
+	natives atomic.Int64
 	// ptr maps an address to the global per-pod names that resolve to it,
 	// sorted; nil when reverse answers are off.
 	ptr map[netip.Addr][]string
@@ -128,6 +133,9 @@ func (dc *dnsController) get(key string) *answerSet {
 
 // getNative returns the answer set of a native name "base.namespace", or nil.
 func (dc *dnsController) getNative(key string) *answerSet {
+	if dc.natives.Load() == 0 {
+		return nil
+	}
 	dc.mu.RLock()
 	s := dc.native[key]
 	dc.mu.RUnlock()
@@ -149,6 +157,7 @@ func (dc *dnsController) swap(key string, cur *answerSet, baseKey string, native
 	defer dc.mu.Unlock()
 	setOrDelete(dc.sets, key, cur)
 	setOrDelete(dc.native, baseKey, native)
+	dc.natives.Store(int64(len(dc.native)))
 	if dc.clusterset != nil {
 		setOrDelete(dc.clusterset, baseKey, cs)
 	}

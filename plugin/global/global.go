@@ -19,6 +19,7 @@ import (
 	"github.com/coredns/coredns/plugin/pkg/fall"
 	"github.com/coredns/coredns/request"
 	"github.com/miekg/dns"
+	ot "github.com/opentracing/opentracing-go"
 )
 
 // Global is the plugin handler.
@@ -90,13 +91,13 @@ func (g *Global) Name() string { return pluginName }
 // ServeDNS implements plugin.Handler.
 func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
 	if len(r.Question) == 0 {
-		return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
+		return g.next(ctx, w, r)
 	}
 	state := request.Request{W: w, Req: r}
 	qname := state.QName()
 	zi := g.matchZone(qname)
 	if zi < 0 || len(qname) < len(g.zones[zi]) || !dns.IsFqdn(qname) {
-		return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
+		return g.next(ctx, w, r)
 	}
 	// The kubernetes plugin keeps the query's spelling of the zone.
 	zone := qname[len(qname)-len(g.zones[zi]):]
@@ -112,7 +113,7 @@ func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg)
 	}
 	q, ok := g.parseName(name, g.zones[zi], clusterset)
 	if !ok {
-		return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
+		return g.next(ctx, w, r)
 	}
 	qtype := state.QType()
 
@@ -123,7 +124,7 @@ func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg)
 		// Any other service's name is the kubernetes plugin's, before the
 		// first sync too, unless its local service opted into native names.
 		if set = g.ctrl.getNative(q.key); set == nil {
-			return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
+			return g.next(ctx, w, r)
 		}
 		synced = true
 	case synced:
@@ -138,7 +139,7 @@ func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg)
 		// have of a global the controller just deleted (they may lag the
 		// API by client-go's backoff after API-server restarts).
 		if set == nil && (clusterset || g.ctrl.othersOwn(q.key)) {
-			return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
+			return g.next(ctx, w, r)
 		}
 	}
 
@@ -195,7 +196,7 @@ func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg)
 // plugin with fallthrough, or SERVFAIL before the first sync.
 func (g *Global) nameError(ctx context.Context, state request.Request, zi int, zone string, synced bool) (int, error) {
 	if g.fall.Through(state.Name()) {
-		return plugin.NextOrFailure(g.Name(), g.Next, ctx, state.W, state.Req)
+		return g.next(ctx, state.W, state.Req)
 	}
 	if !synced {
 		return g.negative(ctx, state, zi, zone, dns.RcodeServerFailure)
@@ -233,4 +234,18 @@ func (g *Global) soa(rr *dns.SOA, zi int, zone string) {
 		Expire:  86400,
 		Minttl:  g.ttl,
 	}
+}
+
+// next passes a query on, as plugin.NextOrFailure does but for the writer
+// it allocates around w for every query. That writer records which plugin
+// wrote the answer only where it wraps the metrics plugin's recorder itself
+// (CoreDNS 1.15), and the writer `global` is handed never is: the plugin
+// before it wrapped the recorder already, or there is none. Without it
+// nothing observable changes and a name that is not global costs no
+// allocation. A traced query takes NextOrFailure's path, for its span.
+func (g *Global) next(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+	if g.Next == nil || ot.SpanFromContext(ctx) != nil {
+		return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
+	}
+	return g.Next.ServeDNS(ctx, w, r)
 }

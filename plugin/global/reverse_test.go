@@ -2,11 +2,14 @@ package global
 
 import (
 	"context"
-	"github.com/globalmirror/globalmirror/test/fixture"
+	"net/netip"
 	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/coredns/coredns/plugin/pkg/dnsutil"
 	"github.com/coredns/coredns/plugin/test"
+	"github.com/globalmirror/globalmirror/test/fixture"
 	"github.com/miekg/dns"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -122,5 +125,30 @@ func TestReverseOff(t *testing.T) {
 	h := startHarness(t, defaultConfig(), testWorld()...)
 	if got := ptr(t, h.g, "192.0.2.10", dns.TypePTR); got != "next" {
 		t.Errorf("PTR without the reverse option: %q", got)
+	}
+}
+
+// TestReverseAddrIsExtractAddressFromReverse: the allocation-free parse
+// agrees with CoreDNS's own on reverse names and on anything else.
+func TestReverseAddrIsExtractAddressFromReverse(t *testing.T) {
+	names := []string{
+		"1.0.0.127.in-addr.arpa.", "1.0.0.127.IN-ADDR.ARPA.", "255.255.255.255.in-addr.arpa.", "0.0.0.0.in-addr.arpa.",
+		"256.0.0.1.in-addr.arpa.", "01.0.0.1.in-addr.arpa.", "1.0.0.in-addr.arpa.", "1.1.0.0.127.in-addr.arpa.",
+		"a.0.0.1.in-addr.arpa.", ".0.0.1.in-addr.arpa.", "1..0.1.in-addr.arpa.", "in-addr.arpa.", "1.0.0.127.in-addr.arpa",
+		"1.0.0.127.xin-addr.arpa.", `1\.0.0.127.in-addr.arpa.`, "1000.0.0.1.in-addr.arpa.",
+		"b.a.9.8.7.6.5.0.4.0.0.0.3.0.0.0.2.0.0.0.1.0.0.0.0.0.0.0.1.2.3.4.ip6.arpa.",
+		"B.A.9.8.7.6.5.0.4.0.0.0.3.0.0.0.2.0.0.0.1.0.0.0.0.0.0.0.1.2.3.4.IP6.ARPA.",
+		"1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.ip6.arpa.",
+		"g.a.9.8.7.6.5.0.4.0.0.0.3.0.0.0.2.0.0.0.1.0.0.0.0.0.0.0.1.2.3.4.ip6.arpa.",
+		"a.9.8.7.6.5.0.4.0.0.0.3.0.0.0.2.0.0.0.1.0.0.0.0.0.0.0.1.2.3.4.ip6.arpa.",
+		"ba.9.8.7.6.5.0.4.0.0.0.3.0.0.0.2.0.0.0.1.0.0.0.0.0.0.0.1.2.3.4.ip6.arpa.",
+		"0.8.e.f.ip6.arpa.", "ip6.arpa.", "www.example.com.", ".", "",
+	}
+	for _, n := range names {
+		want, wantErr := netip.ParseAddr(dnsutil.ExtractAddressFromReverse(strings.ToLower(n)))
+		got, ok := reverseAddr(n)
+		if ok != (wantErr == nil) || (ok && got != want) {
+			t.Errorf("reverseAddr(%q) = %v, %v; CoreDNS: %v, %v", n, got, ok, want, wantErr)
+		}
 	}
 }

@@ -44,6 +44,9 @@ type LinkerdMemoryStep struct {
 	// the machine settled (StartsQuiet).
 	Starts      []StartResult
 	StartsQuiet QuietResult
+	// Reloads are Corefile reloads of global and of the kubernetes plugin
+	// (Config.ReloadOnly).
+	Reloads []ReloadResult
 }
 
 // LinkerdMemory measures CoreDNS's memory, with and without the global
@@ -89,6 +92,12 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int, apiserver strin
 			return LinkerdMemoryStep{}, err
 		}
 		step := LinkerdMemoryStep{World: w, Bases: n, Endpoints: n * len(Clusters) * Pods, ControllerLive: live, ControllerRSS: crss}
+		if cfg.ReloadOnly {
+			t = time.Now()
+			step.Reloads, err = w.Reloads(ctx, cfg.Dir, cluster, n, cfg.QuietLimit, env2, cfg.Log)
+			cfg.Log("reloads at %d bases of Linkerd's shape in %v", n, time.Since(t).Round(time.Second))
+			return step, err
+		}
 		if !cfg.StartOnly {
 			t = time.Now()
 			if step.RSS, err = w.RSS(ctx, cfg.Dir, n, cfg.RSSRounds, 10*time.Second, env2); err != nil {
@@ -110,7 +119,7 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int, apiserver strin
 		}
 		res.Steps = append(res.Steps, step)
 	}
-	if !cfg.StartOnly {
+	if !cfg.StartOnly && !cfg.ReloadOnly {
 		if res.Relists, err = w.Relist(ctx, cfg.Dir, cluster, loaded, env2, cfg.Log); err != nil {
 			return res, err
 		}
@@ -127,7 +136,7 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int, apiserver strin
 		}
 		res.Large = &step
 	}
-	if cfg.NoStorms || cfg.StartOnly || res.Paged {
+	if cfg.NoStorms || cfg.StartOnly || cfg.ReloadOnly || res.Paged {
 		return res, nil
 	}
 	// Last: the storm world, in a namespace of its own, stays loaded.

@@ -32,6 +32,7 @@ type Config struct {
 	LinkerdLarge      int    // bases the Linkerd world then grows to, without the endpoint mirrors' Services; 0: none
 	NoStorms          bool   // leave out the storms after the Linkerd world
 	StartOnly         bool   // of Linkerd's shape, measure the cold starts only: no memory, relists or storms
+	ReloadOnly        bool   // of Linkerd's shape, measure the Corefile reloads only
 	GoBenchCount      int
 	ServerCPUs        string        // CoreDNS under load: taskset list
 	ClientCPUs        string        // dnsperf

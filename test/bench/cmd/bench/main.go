@@ -64,8 +64,10 @@ func main() {
 	linkerdSizes := flag.String("linkerd-sizes", "667,2000", "bases of Linkerd's full shape whose memory and relists the full run measures; empty: none")
 	linkerdPaged := flag.Bool("linkerd-paged", false, "with -linkerd-memory: on -paged-apiserver, every list in pages")
 	transportOnly := flag.Bool("transport", false, "only measure UDP and TCP under CPU contention at the first -sizes, print it and exit")
+	passOnly := flag.Bool("passthrough", false, "only measure the names that are not global through global in front of kubernetes and through kubernetes alone, at the first -sizes, print it and exit")
+	reloadOnly := flag.Bool("reload", false, "only measure Corefile reloads of global and of the kubernetes plugin in Linkerd's shape at -linkerd-sizes and -linkerd-large (streamed), print them and exit")
 	startOnly := flag.Bool("start", false, "only measure cold starts of CoreDNS in Linkerd's shape at -linkerd-sizes and -linkerd-large, streamed and on -paged-apiserver, print them and exit")
-	merge := flag.Bool("merge", false, "with -linkerd-memory -linkerd-paged, -transport or -start: replace that part's section of -out and its floors in results.json (dated) with this run's")
+	merge := flag.Bool("merge", false, "with -linkerd-memory -linkerd-paged, -transport, -start, -reload or -passthrough: replace that part's section of -out and its floors in results.json (dated) with this run's")
 	flag.Parse()
 	resultsJSON := filepath.Join(filepath.Dir(*out), "results.json") // the floors, beside -out
 	startsJSON := filepath.Join(filepath.Dir(*out), "starts.json")   // the cold starts test/benchplot draws
@@ -140,6 +142,22 @@ func main() {
 		if *merge {
 			command := fmt.Sprintf("bench -start -linkerd-sizes=%s -linkerd-large=%d -no-endpoint-mirror-services=%v -headless-endpoint-mirrors=%v -merge", *linkerdSizes, cfg.LinkerdLarge, cfg.NoEndpointMirrorServices, cfg.HeadlessEndpointMirrors)
 			merged(bench.MergeStarts(*out, resultsJSON, streamed, paged, start, command))
+		}
+	case *passOnly:
+		res, err := bench.PassThrough(ctx, cfg, cfg.Sizes[0])
+		checkRun(err)
+		bench.ReportPassThrough(os.Stdout, res)
+		if *merge {
+			merged(bench.MergePassThrough(*out, resultsJSON, res, start, fmt.Sprintf("bench -passthrough -sizes=%d -rounds=%d -duration=%s -merge", cfg.Sizes[0], cfg.Rounds, cfg.Duration)))
+		}
+	case *reloadOnly:
+		cfg.ReloadOnly = true
+		res, err := bench.LinkerdMemory(ctx, cfg, cfg.LinkerdSizes, "")
+		checkRun(err)
+		bench.ReportReloads(os.Stdout, res)
+		if *merge {
+			command := fmt.Sprintf("bench -reload -linkerd-sizes=%s -linkerd-large=%d -no-endpoint-mirror-services=%v -headless-endpoint-mirrors=%v -merge", *linkerdSizes, cfg.LinkerdLarge, cfg.NoEndpointMirrorServices, cfg.HeadlessEndpointMirrors)
+			merged(bench.MergeReloads(*out, resultsJSON, res, start, command))
 		}
 	case *transportOnly:
 		if cfg.TransportDuration <= 0 {

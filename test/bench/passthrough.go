@@ -1,0 +1,197 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/globalmirror/globalmirror/test/dnsq"
+	"github.com/globalmirror/globalmirror/test/run"
+	"github.com/miekg/dns"
+)
+
+// What `global` costs the names that are not global: the same CoreDNS
+// serves them from `global` in front of `kubernetes`, as the chart
+// configures it, and from `kubernetes` alone.
+const chartKubernetesStanza = `    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig {$BENCH_KUBECONFIG}
+        pods insecure
+        ttl 30
+    }
+`
+
+var passThroughCorefile = run.Server("PASS_PORT", benchStanza("global")+chartKubernetesStanza) +
+	run.Server("KUBE_PORT", chartKubernetesStanza)
+
+// notGlobalQueries are, per base, the names a cluster asks that are not
+// global: two existing Services (the base's mirrors), a pod name, two
+// search-path misses of an external name and a reverse name outside the
+// mirrored ranges; half NOERROR, half NXDOMAIN.
+func (w World) notGlobalQueries(i int) []string {
+	return []string{
+		w.FQDN(w.Mirror(i, 0)) + " A",
+		w.FQDN(w.Mirror(i, len(w.clusters())-1)) + " A",
+		fmt.Sprintf("10-1-%d-%d.%s.pod.cluster.local. A", i/250, i%250+1, w.Namespace),
+		fmt.Sprintf("www.example%d.com.%s.svc.cluster.local. A", i, w.Namespace),
+		fmt.Sprintf("www.example%d.com.svc.cluster.local. AAAA", i),
+		fmt.Sprintf("%d.%d.0.127.in-addr.arpa. PTR", i%250+1, i/250),
+	}
+}
+
+// PassThroughResult is the rounds of both blocks on the names that are not
+// global.
+type PassThroughResult struct {
+	Bases int
+	// Pass: `global` in front of `kubernetes`; Kube: `kubernetes` alone.
+	Pass, Kube []Perf
+	Quiet      *QuietResult
+}
+
+// Ratios are Pass's QPS over Kube's, and Kube's server CPU per query over
+// Pass's, one per round.
+func (r *PassThroughResult) Ratios() (qps, cpu []float64) {
+	for i := range r.Pass {
+		qps = append(qps, r.Pass[i].QPS/r.Kube[i].QPS)
+		cpu = append(cpu, float64(r.Kube[i].CPUPerQuery)/float64(r.Pass[i].CPUPerQuery))
+	}
+	return qps, cpu
+}
+
+// PassThrough measures the names that are not global on a cluster of its
+// own holding the mirrors of bases bases: cfg.Rounds rounds, each block once
+// for cfg.Duration in alternating order, CoreDNS on cfg.ServerCPUs and
+// dnsperf on cfg.ClientCPUs. Both blocks must answer every name alike, and
+// lose none.
+func PassThrough(ctx context.Context, cfg Config, bases int) (*PassThroughResult, error) {
+	env, cluster, client, err := startCluster(ctx, filepath.Join(cfg.Dir, "passthrough-cluster"), "", "")
+	if err != nil {
+		return nil, err
+	}
+	defer env.Stop()
+	w := World{Namespace: namespace}
+	if err := w.Load(ctx, client, 0, bases, cfg.LoadWorkers); err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(uint64(bases), 2)) // #nosec G404 -- query order, not security
+	var b strings.Builder
+	for _, i := range rng.Perm(bases) {
+		b.WriteString(strings.Join(w.notGlobalQueries(i), "\n") + "\n")
+	}
+	queries := filepath.Join(cfg.Dir, fmt.Sprintf("not-global-%d.txt", bases))
+	if err := os.WriteFile(queries, []byte(b.String()), 0o644); err != nil {
+		return nil, err
+	}
+	last := w.FQDN(w.Mirror(bases-1, len(w.clusters())-1))
+	srv, err := StartCoreDNS(ctx, cfg.Dir, "passthrough", passThroughCorefile, cfg.ServerCPUs, []string{"PASS_PORT", "KUBE_PORT"},
+		[]string{"BENCH_KUBECONFIG=" + cluster.Kubeconfig}, probe{"PASS_PORT", last, Pods}, probe{"KUBE_PORT", last, Pods})
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Stop()
+	// Alike: every kind of name, the same answer from both blocks.
+	for _, line := range w.notGlobalQueries(bases - 1) {
+		name, qtype, _ := strings.Cut(line, " ")
+		pass := dnsq.Answer("udp", srv.PortAddr("PASS_PORT"), name, dns.StringToType[qtype])
+		kube := dnsq.Answer("udp", srv.PortAddr("KUBE_PORT"), name, dns.StringToType[qtype])
+		if pass != kube || strings.HasPrefix(pass, "error") || strings.HasPrefix(pass, "SERVFAIL") {
+			return nil, fmt.Errorf("%s %s: %q through global, %q from kubernetes alone", name, qtype, pass, kube)
+		}
+	}
+
+	res := &PassThroughResult{Bases: bases}
+	if cfg.QuietLimit > 0 {
+		q, err := WaitQuiet(ctx, cfg.QuietLimit, 3*time.Second, cfg.QuietMax)
+		if err != nil {
+			return nil, err
+		}
+		res.Quiet = &q
+	}
+	if !cfg.NoPinOthers {
+		restore, err := PinOthers(ctx, cfg.ClientCPUs, srv.PID())
+		if err != nil {
+			return nil, err
+		}
+		defer restore()
+	}
+	perf := Dnsperf{CPUs: cfg.ClientCPUs, Clients: 4, Inflight: 100}
+	blocks := []struct {
+		key, port string
+		into      *[]Perf
+	}{{"global+kubernetes", "PASS_PORT", &res.Pass}, {"kubernetes", "KUBE_PORT", &res.Kube}}
+	if cfg.Warmup > 0 {
+		for _, bl := range blocks {
+			if _, err := perf.Run(ctx, srv.Ports[bl.port], queries, cfg.Warmup, false, filepath.Join(cfg.Dir, "dnsperf-not-global-warmup.txt"), srv.PID()); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for r := range cfg.Rounds {
+		for k := range blocks {
+			bl := blocks[(k+r)%len(blocks)]
+			out := filepath.Join(cfg.Dir, fmt.Sprintf("dnsperf-not-global-%s-r%d.txt", bl.key, r))
+			p, err := perf.Run(ctx, srv.Ports[bl.port], queries, cfg.Duration, false, out, srv.PID())
+			if err != nil {
+				return nil, err
+			}
+			if p.Lost > 0 {
+				return nil, fmt.Errorf("%s: %d lost (see %s)", bl.key, p.Lost, out)
+			}
+			*bl.into = append(*bl.into, p)
+			cfg.Log("not global, round %d/%d, %-18s %8.0f QPS  %5.1f µs CPU/query  %d of %d not NOERROR", r+1, cfg.Rounds, bl.key, p.QPS,
+				float64(p.CPUPerQuery)/float64(time.Microsecond), p.NonNoError, p.Completed)
+		}
+		// The same mix answered: as many NXDOMAIN in each, to a percent.
+		pass, kube := res.Pass[r], res.Kube[r]
+		if f, g := float64(pass.NonNoError)/float64(pass.Completed), float64(kube.NonNoError)/float64(kube.Completed); f-g > 0.01 || g-f > 0.01 {
+			return nil, fmt.Errorf("round %d: %.3f of the answers not NOERROR through global, %.3f from kubernetes alone", r+1, f, g)
+		}
+	}
+	return res, nil
+}
+
+// passThroughSection is the title of its section in RESULTS.md.
+const passThroughSection = "## 8. Names that are not global"
+
+// passThroughFloor: `global` in front of `kubernetes` answers the names
+// that are not global at no less than this of `kubernetes` alone's QPS.
+const passThroughFloor = 0.98
+
+// ReportPassThrough writes the rounds and their medians.
+func ReportPassThrough(out io.Writer, r *PassThroughResult) {
+	p := func(format string, a ...any) { fmt.Fprintf(out, format, a...) }
+	p("%s\n\n", passThroughSection)
+	p("What `global` costs every name it is not for, which the chart puts it in front of: one `bin/coredns` on one core, "+
+		"two blocks, `global` (as the chart configures it) in front of `kubernetes cluster.local in-addr.arpa ip6.arpa` with `pods insecure`, "+
+		"and that `kubernetes` alone; %s bases' mirrors in the cluster. The queries, per base: two existing Services (its mirrors), "+
+		"a pod name, two search-path misses of an external name (NXDOMAIN) and a reverse name outside the mirrored ranges (NXDOMAIN), "+
+		"in a shuffled order; both blocks answer each alike (checked first). dnsperf on the other core; %d rounds, the blocks "+
+		"alternating which goes first. QPS, and the server's CPU per query (user+system over the run), which is what a busy node pays.\n\n",
+		thousands(r.Bases), len(r.Pass))
+	p("| round | QPS, `global` + `kubernetes` | QPS, `kubernetes` alone | ratio | CPU/query, `global` + `kubernetes` | CPU/query, `kubernetes` alone |\n")
+	p("|---:|---:|---:|---:|---:|---:|\n")
+	qps, cpu := r.Ratios()
+	for i := range r.Pass {
+		p("| %d | %.0f | %.0f | %.3f× | %s | %s |\n", i+1, r.Pass[i].QPS, r.Kube[i].QPS, qps[i],
+			inUnit(r.Pass[i].CPUPerQuery, time.Microsecond, "µs"), inUnit(r.Kube[i].CPUPerQuery, time.Microsecond, "µs"))
+	}
+	p("\nMedians: QPS %.3f× `kubernetes` alone's (floor %.2f×); CPU per query %.3f× (`kubernetes` alone's over `global` + `kubernetes`'s: below 1, global costs that much more). "+
+		"`TestNamesNotGlobalCostNoAllocation` holds the path they take through `global` to no allocation.\n\n", Median(qps), passThroughFloor, Median(cpu))
+}
+
+func passThroughFloors(r *PassThroughResult) []floor {
+	qps, _ := r.Ratios()
+	return []floor{within(fmt.Sprintf("names not global, global in front of kubernetes: QPS ≥ %.2f× kubernetes alone", passThroughFloor),
+		fmt.Sprintf("%.3f× (median of %s)", Median(qps), joinFloats(qps, "%.3f")), Median(qps), passThroughFloor, "ratio", false)}
+}
+
+// MergePassThrough puts the names that are not global, measured on their
+// own (bench -passthrough -merge), into the last full run's results.
+func MergePassThrough(mdPath, jsonPath string, r *PassThroughResult, started time.Time, command string) error {
+	return mergeSection(mdPath, jsonPath, passThroughSection, "## Phases", func(b io.Writer) { ReportPassThrough(b, r) },
+		passThroughFloors(r), "", started, command)
+}
