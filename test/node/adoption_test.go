@@ -306,6 +306,16 @@ func TestAdoptionOnANode(t *testing.T) {
 		t.Logf("eviction at 18,000 mirrored endpoints: %s", s.rolloutTimes(dnsRelease, "coredns", began))
 		s.awaitFleetAnswered(dnsRelease.podsOf(s, "coredns"))
 	})
+	step("the Corefile edited at 18,000 mirrored endpoints (each pod reloads it, none replaced)", strict, func() {
+		pods := dnsRelease.podsOf(s, "coredns")
+		began := time.Now()
+		s.editCorefile(dnsRelease, "ttl 5\n", "ttl 6\n")
+		s.awaitTTL(pods, 6)
+		t.Logf("Corefile edit at 18,000 mirrored endpoints: every pod answering from its reloaded instance after %v", time.Since(began).Round(time.Second))
+		if now := dnsRelease.podsOf(s, "coredns"); !samePods(pods, now) {
+			t.Errorf("the edit replaced or restarted CoreDNS's pods: %s, now %s", podNames(pods), podNames(now))
+		}
+	})
 	step("the 18,000 mirrored endpoints deleted", strict, func() {
 		fleetChanging(tr, want.reverse)
 		s.deleteFleet()

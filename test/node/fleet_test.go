@@ -12,7 +12,9 @@ import (
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/test/bench"
 	"github.com/globalmirror/globalmirror/test/bulk"
+	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/scenario"
+	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -193,4 +195,73 @@ func (s *install) rolloutTimes(r chartRelease, component string, began time.Time
 	}
 	slices.Sort(ready)
 	return fmt.Sprintf("rolled out in %v; %s", time.Since(began).Round(100*time.Millisecond), strings.Join(ready, ", "))
+}
+
+// editCorefile replaces old with new in the release's CoreDNS ConfigMap, as
+// a user editing it does: the pods are not rolled (only the chart's own
+// upgrades change their checksum), and each pod's reload plugin reads the
+// edit once the kubelet has written it into the pod's volume.
+func (s *install) editCorefile(r chartRelease, old, new string) {
+	s.t.Helper()
+	cms := s.c.CoreV1().ConfigMaps(r.namespace)
+	s.must(bulk.Retry(s.ctx, func(ctx context.Context) error {
+		cm, err := cms.Get(ctx, r.deployment("coredns"), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(cm.Data["Corefile"], old) {
+			s.t.Fatalf("the Corefile has no %q:\n%s", old, cm.Data["Corefile"])
+		}
+		cm.Data["Corefile"] = strings.Replace(cm.Data["Corefile"], old, new, 1)
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		return err
+	}))
+}
+
+// awaitTTL waits until each of pods answers the fleet's last global with
+// ttl, from the instance that read the edited Corefile.
+func (s *install) awaitTTL(pods []corev1.Pod, ttl uint32) {
+	s.t.Helper()
+	name := fleet.FQDN(bench.Global(fleetBases - 1))
+	for _, p := range pods {
+		s.eventually(p.Name+" answering with TTL "+fmt.Sprint(ttl), func(context.Context) string {
+			r, err := dnsq.Ask("udp", net.JoinHostPort(p.Status.PodIP, "53"), name, dns.TypeA, 0)
+			switch {
+			case err != nil:
+				return err.Error()
+			case len(r.Answer) != fleet.Records():
+				return dnsq.Summary(r, nil)
+			case r.Answer[0].Header().Ttl != ttl:
+				return fmt.Sprintf("TTL %d", r.Answer[0].Header().Ttl)
+			}
+			return ""
+		})
+	}
+}
+
+// samePods: the same pods, none of whose containers restarted.
+func samePods(before, after []corev1.Pod) bool {
+	restarts := func(p corev1.Pod) (n int32) {
+		for _, c := range p.Status.ContainerStatuses {
+			n += c.RestartCount
+		}
+		return n
+	}
+	if len(before) != len(after) {
+		return false
+	}
+	for i := range before {
+		if before[i].UID != after[i].UID || restarts(before[i]) != restarts(after[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func podNames(pods []corev1.Pod) string {
+	var names []string
+	for _, p := range pods {
+		names = append(names, p.Name)
+	}
+	return strings.Join(names, ", ")
 }
