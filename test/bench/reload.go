@@ -30,6 +30,10 @@ type ReloadResult struct {
 // ReloadSample is one reload by SIGUSR1 of a Corefile whose only change is
 // the block's TTL, so its feeds are unchanged.
 type ReloadSample struct {
+	// Handover: from the signal to the first answer with the new TTL (the
+	// reloaded instance answering), the last base's name asked every
+	// millisecond.
+	Handover time.Duration
 	// Complete: from the signal to the answer that made the last name right
 	// with the new TTL, every name asked from the signal on, the wrong ones
 	// again until right.
@@ -99,8 +103,8 @@ func (w World) Reloads(ctx context.Context, dir string, cluster *localkube.Clust
 				srv.Stop()
 				return out, fmt.Errorf("%s, reload %d: %w", name, r+1, err)
 			}
-			logf("reload of %s at %d bases: every name right with the new TTL after %v; %d of %d queries wrong or SERVFAIL; /ready not 200 in %d and refused in %d of %d samples; %.0f lists sent, %s and %.0f objects listed",
-				block.Block, bases, s.Complete.Round(time.Millisecond), s.Bad, s.Asked, s.NotReady, s.Refused, s.ReadySamples, s.Lists, mib(s.ListBytes), s.ListObjects)
+			logf("reload of %s at %d bases: handed over after %v, every name right with the new TTL after %v; %d of %d queries wrong or SERVFAIL; /ready not 200 in %d and refused in %d of %d samples; %.0f lists sent, %s and %.0f objects listed",
+				block.Block, bases, s.Handover.Round(time.Millisecond), s.Complete.Round(time.Millisecond), s.Bad, s.Asked, s.NotReady, s.Refused, s.ReadySamples, s.Lists, mib(s.ListBytes), s.ListObjects)
 			block.Samples = append(block.Samples, s)
 		}
 		srv.Stop()
@@ -159,6 +163,17 @@ func reloadOnce(ctx context.Context, srv *run.CoreDNS, path, corefile string, cl
 	})
 
 	began := time.Now()
+	handedOver := make(chan time.Duration, 1)
+	wg.Go(func() {
+		for askCtx.Err() == nil {
+			r, err := dnsq.Ask("udp", srv.Addr, names[0], dns.TypeA, 0)
+			if err == nil && len(r.Answer) > 0 && r.Answer[0].Header().Ttl == ttl {
+				handedOver <- time.Since(began)
+				return
+			}
+			_ = pause(askCtx, time.Millisecond)
+		}
+	})
 	err = syscall.Kill(srv.PID(), syscall.SIGUSR1)
 	if err == nil {
 		s.Complete, err = askUntilTTL(ctx, srv.Addr, names, records, ttl, began, 3*time.Minute)
@@ -167,6 +182,11 @@ func reloadOnce(ctx context.Context, srv *run.CoreDNS, path, corefile string, cl
 	wg.Wait()
 	if err != nil {
 		return s, err
+	}
+	select {
+	case s.Handover = <-handedOver:
+	default:
+		return s, fmt.Errorf("%s never answered with TTL %d", names[0], ttl)
 	}
 	s.Asked, s.Bad, s.NotReady, s.Refused, s.ReadySamples = asked.Load(), bad.Load(), notReady.Load(), refused.Load(), samples.Load()
 	after, err := apiserverLists(ctx, cluster)
@@ -227,14 +247,14 @@ func ReportReloads(out io.Writer, res *LinkerdMemoryResult) {
 	p("One `bin/coredns` with one block, `global` alone (asked for every global) or the stock `kubernetes` plugin alone "+
 		"(asked for every headless mirror's own name), and the `ready` plugin, in Linkerd's full shape as in section 6; once every "+
 		"name is right, %d reloads by SIGUSR1 of a Corefile whose only change is the block's TTL, so that its feeds are unchanged. "+
-		"**Every name right**: from the signal to the answer that made the last name right with the new TTL (every name asked over "+
+		"**Handover**: from the signal to the first answer with the new TTL, the last base's name asked every millisecond. **Every name right**: from the signal to the answer that made the last name right with the new TTL (every name asked over "+
 		"UDP from the signal on, the wrong ones again until right). **Wrong or SERVFAIL**: of the queries two UDP clients asked "+
 		"throughout, a spread of the names, those not answered right. **/ready**: samples every %v answered but not 200, and in brackets those refused (the *ready* plugin closes its listener as a reload begins and opens the new instance's moments later, whatever the plugins). "+
 		"**Lists**: the full lists the plugin sent (`coredns_global_lists_total`; the stock plugin has no such count). "+
 		"**Listed**: what the API server sent of Services and EndpointSlices meanwhile, as for cold starts (its own periodic "+
 		"lists add to some). Medians, the range in brackets; counts of each reload.\n\n", reloadRounds, startPoll)
-	p("| lists | mirrored endpoints | block | every name right | wrong or SERVFAIL | /ready not 200 | lists | listed | objects |\n")
-	p("|---|---:|---|---:|---:|---:|---:|---:|---:|\n")
+	p("| lists | mirrored endpoints | block | handover | every name right | wrong or SERVFAIL | /ready not 200 (refused) | lists | listed | objects |\n")
+	p("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	lists := "streamed (1.36)"
 	if res.Paged {
 		lists = "paged (1.33)"
@@ -242,6 +262,7 @@ func ReportReloads(out io.Writer, res *LinkerdMemoryResult) {
 	for _, step := range reloadSteps(res) {
 		for _, b := range step.Reloads {
 			complete := field(b.Samples, func(x ReloadSample) float64 { return float64(x.Complete) })
+			handover := field(b.Samples, func(x ReloadSample) float64 { return float64(x.Handover) })
 			bad := field(b.Samples, func(x ReloadSample) string { return fmt.Sprintf("%d of %d", x.Bad, x.Asked) })
 			notReady := field(b.Samples, func(x ReloadSample) string {
 				return fmt.Sprintf("%d (%d) of %d", x.NotReady, x.Refused, x.ReadySamples)
@@ -250,7 +271,8 @@ func ReportReloads(out io.Writer, res *LinkerdMemoryResult) {
 			if b.Block == "global" {
 				sent = joinFloats(field(b.Samples, func(x ReloadSample) float64 { return x.Lists }), "%.0f")
 			}
-			p("| %s | %s | `%s` | %s (%s–%s) | %s | %s | %s | %s | %.0f |\n", lists, thousands(step.Endpoints), b.Block,
+			p("| %s | %s | `%s` | %s (%s–%s) | %s (%s–%s) | %s | %s | %s | %s | %.0f |\n", lists, thousands(step.Endpoints), b.Block,
+				millis(dur(Median(handover))), millis(dur(slices.Min(handover))), millis(dur(slices.Max(handover))),
 				secs(dur(Median(complete))), secs(dur(slices.Min(complete))), secs(dur(slices.Max(complete))),
 				strings.Join(bad, ", "), strings.Join(notReady, ", "), sent,
 				mib(Median(field(b.Samples, func(x ReloadSample) float64 { return x.ListBytes }))),
@@ -282,7 +304,10 @@ func reloadFloors(res *LinkerdMemoryResult) []floor {
 			bad := field(b.Samples, func(x ReloadSample) float64 { return float64(x.Bad) })
 			notReady := field(b.Samples, func(x ReloadSample) float64 { return float64(x.NotReady) })
 			sent := field(b.Samples, func(x ReloadSample) float64 { return x.Lists })
+			handover := field(b.Samples, func(x ReloadSample) float64 { return float64(x.Handover) / float64(time.Millisecond) })
 			fs = append(fs,
+				within(reloadFloorPrefix+"handover of an unchanged stanza ≤ 100 ms, "+at,
+					fmt.Sprintf("%.0f ms, the slowest of %d", slices.Max(handover), len(handover)), slices.Max(handover), 100, "ms", true),
 				within(reloadFloorPrefix+"queries wrong or SERVFAIL during a reload of an unchanged stanza: 0, "+at,
 					joinFloats(bad, "%.0f"), slices.Max(bad), 0, "queries", true),
 				within(reloadFloorPrefix+"/ready samples answered but not 200 during a reload of an unchanged stanza: 0, "+at,
