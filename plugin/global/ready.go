@@ -60,8 +60,7 @@ func (s *instance) ready() bool {
 	if s.listening.Load() {
 		return s.complete()
 	}
-	p := s.predecessor.Load()
-	return p != nil && !s.gaveUp.Load() && p.complete()
+	return s.handingOver()
 }
 
 // deadline is when a start that may wait for at most limit stops waiting.

@@ -113,6 +113,7 @@ func setup(c *caddy.Controller) error {
 		g.Next = next
 		return g
 	})
+	noteBlock(c, inst)
 	return nil
 }
 

@@ -105,6 +105,7 @@ func corednsServers(globalBlock string) string {
           configBlock: |-
             pods insecure
             fallthrough in-addr.arpa ip6.arpa
+            startup_timeout 60s
             ttl 30
         - {name: prometheus, parameters: "0.0.0.0:9153"}
         - {name: forward, parameters: . /etc/resolv.conf, configBlock: max_concurrent 1000}

@@ -110,9 +110,10 @@ func TestReloadLosesNothing(t *testing.T) {
 	}
 	// /ready, every 10 ms: never anything but 200, and refused (the ready
 	// plugin closes its listener as a reload begins and opens the new
-	// instance's moments later) for at most refusedFor in a row, far less
-	// than the kubelet's probe timeout, let alone its three failures.
-	const refusedFor = 250 * time.Millisecond
+	// instance's moments later) for at most refusedFor in a row: less than
+	// the chart's probe period (2 s), so at most one probe fails of the
+	// three in a row that take a pod out of its Service.
+	const refusedFor = time.Second
 	var samples, refused, notReady atomic.Int64
 	var longestRefused time.Duration
 	var sampling sync.WaitGroup
@@ -262,5 +263,91 @@ func TestReloadLosesNothing(t *testing.T) {
 			return got
 		}
 		return ""
+	})
+}
+
+// TestReloadKeepsKubernetesReady: with the stock kubernetes plugin beside
+// `global`, as the chart configures it (its startup_timeout as long as the
+// handover), a reload whose new kubernetes plugin waits for its lists (held
+// by the API server) leaves the old instance answering both plugins' names
+// and the pod ready throughout, and hands over once the lists come.
+func TestReloadKeepsKubernetesReady(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	s := scenario.New(t, env.Cluster("source"))
+	source, ctx := s.Source, t.Context()
+	w := bench.World{Namespace: s.NS, Clusters: []string{"east"}}
+	const n = 200
+	if err := w.Load(ctx, source.Client, 0, n, 16); err != nil {
+		t.Fatal(err)
+	}
+	proxy := startAPIProxy(t, source, false)
+	corefile := func(ttl int) string {
+		return run.Corefile(fmt.Sprintf(`
+    global cluster.local {
+        kubeconfig {$PROXY_KUBECONFIG}
+        namespaces {$NS}
+        ttl %d
+    }
+    kubernetes cluster.local {
+        kubeconfig {$PROXY_KUBECONFIG}
+        namespaces {$NS}
+        startup_timeout 60s
+        ttl %d
+    }
+`, ttl, ttl))
+	}
+	c, err := s.RunCoreDNS(ctx, run.CoreDNSOptions{Corefile: corefile(5), Env: []string{"PROXY_KUBECONFIG=" + proxy.kubeconfig}, WaitReady: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]int{s.FQDN(bench.Global(n - 1)): bench.Pods, s.FQDN(w.Mirror(n-1, 0)): bench.Pods}
+	answered := func(ttl uint32) string {
+		for name, records := range names {
+			for _, network := range []string{"udp", "tcp"} {
+				r, err := dnsq.Ask(network, c.Addr, name, dns.TypeA, 0)
+				if err != nil || r.Rcode != dns.RcodeSuccess || len(r.Answer) != records || r.Answer[0].Header().Ttl != ttl {
+					return fmt.Sprintf("%s over %s: %s (want %d records with TTL %d)", name, network, dnsq.Summary(r, err), records, ttl)
+				}
+			}
+		}
+		return ""
+	}
+	ready := func() string {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/ready", c.Ports["READY_PORT"]))
+		if err != nil {
+			return "" // the ready plugin's own listener handover: a moment, whatever the plugins
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return "/ready " + resp.Status
+		}
+		return ""
+	}
+	if got := answered(5); got != "" {
+		t.Fatal(got)
+	}
+	proxy.hold()
+	if err := os.WriteFile(filepath.Join(filepath.Dir(c.LogPath), "Corefile"), []byte(corefile(6)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(c.PID(), syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	s.Quiet("while the new kubernetes plugin's lists are held", 8*time.Second, func(context.Context) string {
+		if strings.Contains(c.Log(1<<20), "Reloading complete") {
+			return "handed over while the lists are held"
+		}
+		if got := answered(5); got != "" {
+			return "the old instance: " + got
+		}
+		return ready()
+	})
+	proxy.release()
+	s.Eventually("handed over once the lists come", func(context.Context) string {
+		if got := answered(6); got != "" {
+			return got
+		}
+		return ready()
 	})
 }
