@@ -93,6 +93,9 @@ func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg)
 	if len(r.Question) == 0 {
 		return g.next(ctx, w, r)
 	}
+	if g.notMine(r.Question[0].Name) {
+		return g.next(ctx, w, r)
+	}
 	state := request.Request{W: w, Req: r}
 	qname := state.QName()
 	zi := g.matchZone(qname)
@@ -248,4 +251,36 @@ func (g *Global) next(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (in
 		return plugin.NextOrFailure(g.Name(), g.Next, ctx, w, r)
 	}
 	return g.Next.ServeDNS(ctx, w, r)
+}
+
+// notMine is the cheap answer for most of what a cluster asks: a name the
+// plugin would pass on whatever its index holds, decided from the question
+// as it came (no copy, no case folding) where it is plainly so. Outside the
+// plugin's zones; or in a cluster zone, not <service>.<namespace>.svc.<zone>
+// or below, or a service without the suffix while no service opted into
+// native names. Anything it is unsure of (escapes, other zones) is left to
+// the full parse, which decides the same.
+func (g *Global) notMine(name string) bool {
+	zi := g.matchZone(name)
+	if zi < 0 || len(name) < len(g.zones[zi]) || !dns.IsFqdn(name) {
+		return true
+	}
+	if g.kinds[zi] != zoneCluster || g.ctrl.natives.Load() != 0 || strings.IndexByte(name, '\\') >= 0 {
+		return false
+	}
+	rest := name[:len(name)-len(g.zones[zi])] // "...<service>.<namespace>.svc."
+	var labels [3]string
+	for i := range labels {
+		rest = strings.TrimSuffix(rest, ".")
+		dot := strings.LastIndexByte(rest, '.')
+		if rest == "" {
+			return true // fewer than three labels: not a service's name
+		}
+		labels[i], rest = rest[dot+1:], rest[:dot+1]
+	}
+	svc, service := labels[0], labels[2]
+	if !equalASCIIFold(svc, "svc") {
+		return true
+	}
+	return len(service) <= len(g.suffix) || !equalASCIIFold(service[len(service)-len(g.suffix):], g.suffix)
 }
