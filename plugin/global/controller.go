@@ -392,12 +392,12 @@ func (cfg *config) controllerOptions() controllerOptions {
 
 // start runs the feeds and the controller loop until ctx is done; the
 // channel it returns is closed once the loop has stopped.
-func (g *Global) start(ctx context.Context) <-chan struct{} {
-	g.ctrl.src.Start(ctx)
+func (dc *dnsController) start(ctx context.Context) <-chan struct{} {
+	dc.src.Start(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		g.ctrl.run(ctx)
+		dc.run(ctx)
 	}()
 	return done
 }

@@ -35,16 +35,6 @@ type kubernetesHandover struct {
 // Ready implements the ready plugin's Readiness interface.
 func (k *kubernetesHandover) Ready() bool { return k.Kubernetes.Ready() || k.inst.handingOver() }
 
-// handingOver: the instance's servers do not listen yet, and the one it
-// takes over from answers every global.
-func (s *instance) handingOver() bool {
-	if s.listening.Load() {
-		return false
-	}
-	p := s.predecessor.Load()
-	return p != nil && !s.gaveUp.Load() && p.complete()
-}
-
 // afterGlobal are the server blocks where `global`'s setup added its
 // handler, with how many plugins the block had then, until the kubernetes
 // directive has been set up in every block.

@@ -157,7 +157,7 @@ func startHarness(t testing.TB, cfg *config, objs ...runtime.Object) *harness {
 	}
 	g.Next = test.NextHandler(dns.RcodeBadCookie, nil) // a marker rcode: "passed on"
 	ctx, cancel := context.WithCancel(context.Background())
-	stopped := g.start(ctx)
+	stopped := g.ctrl.start(ctx)
 	stop := func() {
 		cancel()
 		<-stopped

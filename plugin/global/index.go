@@ -69,10 +69,7 @@ func acquireIndex(owner *instance, key string, build func() (*dnsController, err
 
 // run starts the index's feeds and loop, once however many hold it.
 func (ix *runningIndex) run() {
-	ix.start.Do(func() {
-		ix.ctrl.src.Start(ix.ctx)
-		go ix.ctrl.run(ix.ctx)
-	})
+	ix.start.Do(func() { ix.ctrl.start(ix.ctx) })
 }
 
 // release gives a reference back; the last one stops the index.

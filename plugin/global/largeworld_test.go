@@ -163,7 +163,7 @@ func startLarge(b *testing.B, world []k8sruntime.Object, baseline func()) (g *Gl
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	stopped := g.start(ctx)
+	stopped := g.ctrl.start(ctx)
 	if err := await.Poll(ctx, 5*time.Minute, 10*time.Millisecond, func(context.Context) string {
 		if !g.ctrl.ready() {
 			return "index not ready"

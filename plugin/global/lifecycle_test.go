@@ -75,7 +75,7 @@ func TestNotSyncedServfail(t *testing.T) {
 	listeningInstance(g) // as CoreDNS's servers would: only the sync is missing
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	g.start(ctx)
+	g.ctrl.start(ctx)
 	// Every feed has tried to list and failed at least once.
 	waitFor(t, 10*time.Second, "failed lists", func() bool { return lists.Load() >= 3 })
 	if g.Ready() {
@@ -120,7 +120,7 @@ func TestSyncThenAnswer(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	g.start(ctx)
+	g.ctrl.start(ctx)
 	waitFor(t, 10*time.Second, "ready", g.Ready)
 	if got := summary(t, g, dbGlobal, dns.TypeA); got != "NOERROR 192.0.2.1,192.0.2.10,192.0.2.11,192.0.2.22" {
 		t.Fatalf("after sync: %q", got)

@@ -63,6 +63,16 @@ func (s *instance) ready() bool {
 	return s.handingOver()
 }
 
+// handingOver: the instance's servers do not listen yet, and the one it
+// takes over from answers every global.
+func (s *instance) handingOver() bool {
+	if s.listening.Load() {
+		return false
+	}
+	p := s.predecessor.Load()
+	return p != nil && !s.gaveUp.Load() && p.complete()
+}
+
 // deadline is when a start that may wait for at most limit stops waiting.
 func (s *instance) deadline(limit time.Duration) time.Time {
 	s.beganOnce.Do(func() { s.began = time.Now() })
@@ -81,9 +91,7 @@ func joinInstance(c *caddy.Controller, g *Global) {
 	s, _ := c.Get(instanceKey{}).(*instance)
 	if s == nil {
 		s = &instance{}
-		if p := serving.Load(); p != nil {
-			s.predecessor.Store(p)
-		}
+		s.predecessor.Store(serving.Load())
 		c.Set(instanceKey{}, s)
 	}
 	s.globals = append(s.globals, g)
