@@ -68,15 +68,11 @@ func (r *PassThroughResult) Ratios() (qps, cpu []float64) {
 // dnsperf on cfg.ClientCPUs. Both blocks must answer every name alike, and
 // lose none.
 func PassThrough(ctx context.Context, cfg Config, bases int) (*PassThroughResult, error) {
-	env, cluster, client, err := startCluster(ctx, filepath.Join(cfg.Dir, "passthrough-cluster"), "", "")
+	env, cluster, w, err := clusterOfMirrors(ctx, cfg, "passthrough-cluster", bases)
 	if err != nil {
 		return nil, err
 	}
 	defer env.Stop()
-	w := World{Namespace: namespace}
-	if err := w.Load(ctx, client, 0, bases, cfg.LoadWorkers); err != nil {
-		return nil, err
-	}
 	rng := rand.New(rand.NewPCG(uint64(bases), 2)) // #nosec G404 -- query order, not security
 	var b strings.Builder
 	for _, i := range rng.Perm(bases) {

@@ -66,13 +66,7 @@ func (w World) Reloads(ctx context.Context, dir string, cluster *localkube.Clust
 			return nil, err
 		}
 	}
-	var globals, mirrors []string
-	for i := bases - 1; i >= 0; i-- {
-		globals = append(globals, w.FQDN(Global(i)))
-		for c := len(w.clusters()) - 1; c >= 0; c-- {
-			mirrors = append(mirrors, w.FQDN(w.Mirror(i, c)))
-		}
-	}
+	globals, mirrors := w.askedNames(bases)
 	out := []ReloadResult{{Block: "global", Names: len(globals)}, {Block: "kubernetes", Names: len(mirrors)}}
 	for i := range out {
 		block := &out[i]
@@ -92,7 +86,7 @@ func (w World) Reloads(ctx context.Context, dir string, cluster *localkube.Clust
 		if err != nil {
 			return out, err
 		}
-		if _, _, _, err := askUntilRight(ctx, srv.Addr, names, records, time.Now(), 3*time.Minute); err != nil {
+		if _, _, _, err := askUntilRight(ctx, srv.Addr, names, hasRecords(records, nil), time.Now(), 3*time.Minute); err != nil {
 			srv.Stop()
 			return out, fmt.Errorf("%s: %w", name, err)
 		}
@@ -176,7 +170,7 @@ func reloadOnce(ctx context.Context, srv *run.CoreDNS, path, corefile string, cl
 	})
 	err = syscall.Kill(srv.PID(), syscall.SIGUSR1)
 	if err == nil {
-		s.Complete, err = askUntilTTL(ctx, srv.Addr, names, records, ttl, began, 3*time.Minute)
+		s.Complete, _, _, err = askUntilRight(ctx, srv.Addr, names, hasRecords(records, &ttl), began, 3*time.Minute)
 	}
 	stop()
 	wg.Wait()
@@ -197,44 +191,6 @@ func reloadOnce(ctx context.Context, srv *run.CoreDNS, path, corefile string, cl
 	listsAfter, err := run.MetricSum(srv.MetricsURL, "coredns_global_lists_total")
 	s.Lists = listsAfter - listsBefore
 	return s, err
-}
-
-// askUntilTTL asks every name over UDP until each has its records with ttl
-// (answered by the reloaded instance), and returns when the last was.
-func askUntilTTL(ctx context.Context, addr string, names []string, records int, ttl uint32, began time.Time, timeout time.Duration) (time.Duration, error) {
-	const workers = 8
-	var complete time.Duration
-	for todo := names; len(todo) > 0; {
-		if time.Since(began) > timeout {
-			return 0, fmt.Errorf("%d of %d names not yet answered with TTL %d after %v, %s among them", len(todo), len(names), ttl, timeout, todo[0])
-		}
-		var mu sync.Mutex
-		var wrong []string
-		var wg sync.WaitGroup
-		for k := range workers {
-			wg.Go(func() {
-				for i := k; i < len(todo); i += workers {
-					r, err := dnsq.Ask("udp", addr, todo[i], dns.TypeA, 0)
-					at := time.Since(began)
-					mu.Lock()
-					if err == nil && r.Rcode == dns.RcodeSuccess && len(r.Answer) == records && r.Answer[0].Header().Ttl == ttl {
-						complete = max(complete, at)
-					} else {
-						wrong = append(wrong, todo[i])
-					}
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
-		todo = wrong
-		if len(todo) > 0 {
-			if err := pause(ctx, startPoll); err != nil {
-				return 0, err
-			}
-		}
-	}
-	return complete, nil
 }
 
 // reloadSection is the title of the reloads' section in RESULTS.md.

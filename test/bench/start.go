@@ -79,14 +79,7 @@ func (w World) Starts(ctx context.Context, dir string, cluster *localkube.Cluste
 		return nil, q, err
 	}
 	logf("cold starts at %d bases: the machine settled after %v (%.2f CPUs busy: %s)", bases, q.Waited.Round(time.Second), q.Busy, q.Top)
-	// The last ones first: the names a plugin listing in order gets to last.
-	var globals, mirrors []string
-	for i := bases - 1; i >= 0; i-- {
-		globals = append(globals, w.FQDN(Global(i)))
-		for c := len(w.clusters()) - 1; c >= 0; c-- {
-			mirrors = append(mirrors, w.FQDN(w.Mirror(i, c)))
-		}
-	}
+	globals, mirrors := w.askedNames(bases)
 	out := []StartResult{{Block: "global", Names: len(globals)}, {Block: "kubernetes", Names: len(mirrors)}}
 	for r := range startRounds {
 		for i := range out {
@@ -107,6 +100,19 @@ func (w World) Starts(ctx context.Context, dir string, cluster *localkube.Cluste
 		}
 	}
 	return out, q, nil
+}
+
+// askedNames are the names each block is asked for in bases bases: every
+// global, and every headless mirror's own name; the last ones first, the
+// names a plugin listing in order gets to last.
+func (w World) askedNames(bases int) (globals, mirrors []string) {
+	for i := bases - 1; i >= 0; i-- {
+		globals = append(globals, w.FQDN(Global(i)))
+		for c := len(w.clusters()) - 1; c >= 0; c-- {
+			mirrors = append(mirrors, w.FQDN(w.Mirror(i, c)))
+		}
+	}
+	return globals, mirrors
 }
 
 func (w World) startOnce(ctx context.Context, dir, name, corefile string, cluster *localkube.Cluster, names []string, records int, env []string) (StartSample, error) {
@@ -137,7 +143,7 @@ func (w World) startOnce(ctx context.Context, dir, name, corefile string, cluste
 	if err != nil {
 		return s, err
 	}
-	if s.Complete, s.WrongAtReady, s.UnansweredAtReady, err = askUntilRight(ctx, srv.Addr, names, records, began, 3*time.Minute); err != nil {
+	if s.Complete, s.WrongAtReady, s.UnansweredAtReady, err = askUntilRight(ctx, srv.Addr, names, hasRecords(records, nil), began, 3*time.Minute); err != nil {
 		return s, err
 	}
 	if err := pause(ctx, startSettle); err != nil {
@@ -159,11 +165,19 @@ func (w World) startOnce(ctx context.Context, dir, name, corefile string, cluste
 	return s, nil
 }
 
+// hasRecords is right for an answer with records A records; with ttl, only
+// if their TTL is *ttl.
+func hasRecords(records int, ttl *uint32) func(*dns.Msg) bool {
+	return func(r *dns.Msg) bool {
+		return r.Rcode == dns.RcodeSuccess && len(r.Answer) == records && (ttl == nil || r.Answer[0].Header().Ttl == *ttl)
+	}
+}
+
 // askUntilRight asks every name once over UDP, from startWorkers clients,
-// then the wrong ones again until each has its records. It returns when the
-// last was right (after began), how many were wrong at the first ask, and
-// how many of those got no answer.
-func askUntilRight(ctx context.Context, addr string, names []string, records int, began time.Time, timeout time.Duration) (time.Duration, int, int, error) {
+// then the wrong ones again until each is answered right. It returns when
+// the last was right (after began), how many were wrong at the first ask,
+// and how many of those got no answer.
+func askUntilRight(ctx context.Context, addr string, names []string, right func(*dns.Msg) bool, began time.Time, timeout time.Duration) (time.Duration, int, int, error) {
 	const startWorkers = 8
 	var complete time.Duration
 	wrongAtReady, unanswered := -1, 0
@@ -182,7 +196,7 @@ func askUntilRight(ctx context.Context, addr string, names []string, records int
 					at := time.Since(began)
 					mu.Lock()
 					switch {
-					case err == nil && r.Rcode == dns.RcodeSuccess && len(r.Answer) == records:
+					case err == nil && right(r):
 						complete = max(complete, at)
 					case err != nil && wrongAtReady < 0:
 						unanswered++

@@ -353,16 +353,28 @@ func (w World) controllerChecks(ctx context.Context, cfg Config, client kubernet
 // TransportAlone measures UDP and TCP under CPU contention alone, on a
 // cluster of its own holding the mirrors of bases bases.
 func TransportAlone(ctx context.Context, cfg Config, bases int) (*TransportResult, error) {
-	env, cluster, client, err := startCluster(ctx, filepath.Join(cfg.Dir, "transport-cluster"), "", "")
+	env, cluster, w, err := clusterOfMirrors(ctx, cfg, "transport-cluster", bases)
 	if err != nil {
 		return nil, err
 	}
 	defer env.Stop()
-	w := World{Namespace: namespace}
-	if err := w.Load(ctx, client, 0, bases, cfg.LoadWorkers); err != nil {
-		return nil, err
-	}
 	return w.transportStep(ctx, cfg, bases, []string{"BENCH_KUBECONFIG=" + cluster.Kubeconfig})
+}
+
+// clusterOfMirrors starts a cluster of its own in cfg.Dir/dir holding the
+// mirrors of bases bases, for a part measured on its own; the caller stops
+// env.
+func clusterOfMirrors(ctx context.Context, cfg Config, dir string, bases int) (*localkube.Env, *localkube.Cluster, World, error) {
+	w := World{Namespace: namespace}
+	env, cluster, client, err := startCluster(ctx, filepath.Join(cfg.Dir, dir), "", "")
+	if err != nil {
+		return nil, nil, w, err
+	}
+	if err := w.Load(ctx, client, 0, bases, cfg.LoadWorkers); err != nil {
+		env.Stop()
+		return nil, nil, w, err
+	}
+	return env, cluster, w, nil
 }
 
 // transportStep measures UDP and TCP latency (TransportLatency) of the
