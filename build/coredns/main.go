@@ -2,9 +2,9 @@
 // which runs right before `kubernetes`, and the standard plugins a cluster's
 // DNS server runs: all of CoreDNS's plugin.cfg but six that serve names from
 // somewhere other than the cluster or ship traces out of it (azure, clouddns,
-// route53, etcd, nomad, trace). Those six bring cloud SDKs and exporters, a
-// third of the binary's packages, for nothing `global` is deployed for. To add
-// one back, import it below: its directive keeps its place from CoreDNS's order.
+// route53, etcd, nomad, trace). Those six bring cloud SDKs and exporters
+// for nothing `global` is deployed for. To add one back, import it below:
+// its directive keeps its place from CoreDNS's order.
 package main
 
 import (

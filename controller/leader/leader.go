@@ -4,17 +4,20 @@ package leader
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/google/uuid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
 )
 
 // Config says which Lease to hold and how.
@@ -111,7 +114,7 @@ func term(ctx context.Context, cfg Config, id string, lead func(context.Context)
 		stopElecting()
 	}()
 	cfg.Logger.Info("waiting for leadership", "lease", cfg.Namespace+"/"+cfg.Name, "identity", id)
-	le.Run(electCtx) // returns when electCtx ends or leadership is lost
+	le.Run(klog.NewContext(electCtx, electionLogger(electCtx, cfg.Logger))) // returns when electCtx ends or leadership is lost
 	if ctx.Err() != nil || !leading.Load() {
 		return false, nil
 	}
@@ -124,3 +127,34 @@ func term(ctx context.Context, cfg Config, id string, lead func(context.Context)
 // drainTimeout bounds how long a leader that is asked to stop waits for its
 // work to end before it releases the Lease.
 const drainTimeout = 10 * time.Second
+
+// electionLogger is the elector's logger. client-go logs a renew that was in
+// flight when the elector was stopped as an error ("Error retrieving lease
+// lock: context canceled"); a clean shutdown is not an error, so once ctx has
+// ended, errors that are its cancellation are logged at debug level. The
+// release that follows has a context of its own: its errors stay errors.
+func electionLogger(ctx context.Context, log *slog.Logger) logr.Logger {
+	base := logr.FromSlogHandler(log.Handler())
+	return base.WithSink(stoppedSink{LogSink: base.GetSink(), ctx: ctx})
+}
+
+type stoppedSink struct {
+	logr.LogSink
+	ctx context.Context
+}
+
+func (s stoppedSink) Error(err error, msg string, kv ...any) {
+	if s.ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		s.LogSink.Info(4, msg, append(kv, "err", err)...)
+		return
+	}
+	s.LogSink.Error(err, msg, kv...)
+}
+
+func (s stoppedSink) WithValues(kv ...any) logr.LogSink {
+	return stoppedSink{LogSink: s.LogSink.WithValues(kv...), ctx: s.ctx}
+}
+
+func (s stoppedSink) WithName(name string) logr.LogSink {
+	return stoppedSink{LogSink: s.LogSink.WithName(name), ctx: s.ctx}
+}

@@ -1,9 +1,12 @@
 package leader
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -137,5 +140,34 @@ func TestALeaderThatLosesTheLeaseStandsByAgain(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil || terms.Load() != 2 {
 		t.Errorf("Run = %v after %d terms, want nil after 2", err, terms.Load())
+	}
+}
+
+// TestAStoppedRenewIsNotAnError: a request of the elector's that the
+// elector's own stop cancelled is logged at debug level; any other error, and
+// a cancellation while the elector still runs, stay errors.
+func TestAStoppedRenewIsNotAnError(t *testing.T) {
+	var out bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug - 8}))
+	ctx, stop := context.WithCancel(context.Background())
+	logger := electionLogger(ctx, log).WithValues("lock", "ns/lease")
+	cancelled := fmt.Errorf("Get \"https://api/leases/lease\": %w", context.Canceled)
+
+	logger.Error(cancelled, "Error retrieving lease lock")
+	stop()
+	logger.Error(cancelled, "Error retrieving lease lock")
+	logger.Error(errors.New("etcdserver: request timed out"), "Failed to release lease")
+
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("want 3 lines, got:\n%s", out.String())
+	}
+	for i, want := range []string{"level=ERROR", "level=DEBUG", "level=ERROR"} {
+		if !strings.Contains(lines[i], want) || !strings.Contains(lines[i], "lock=ns/lease") {
+			t.Errorf("line %d: want %s with its values, got %s", i, want, lines[i])
+		}
+	}
+	if !strings.Contains(lines[1], "context canceled") {
+		t.Errorf("the demoted line lost its error: %s", lines[1])
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/core/dnsserver"
@@ -47,7 +48,7 @@ func TestParse(t *testing.T) {
 		{`global`, func(t *testing.T, c *config) {
 			if !slices.Equal(c.zones, []string{"cluster.local."}) || c.suffix != "-global" || c.ttl != 5 ||
 				c.clientConfig != nil || c.namespaces != nil || c.localSelector == nil ||
-				c.localSelector.String() != "mirror.linkerd.io/exported" || c.fall.Zones != nil {
+				c.localSelector.String() != "mirror.linkerd.io/exported" || c.fall.Zones != nil || c.handoverTimeout != time.Minute {
 				t.Errorf("defaults: %+v", c)
 			}
 		}},

@@ -52,15 +52,9 @@ func TestReadyMeansComplete(t *testing.T) {
 	// Linkerd's full shape of one linked cluster: per base a headless
 	// mirror and its slice, and an endpoint mirror (a Service and its
 	// slice) per pod; thousands of every feed's objects.
-	w := bench.World{Namespace: s.NS, Clusters: []string{"east"}}
 	const n = 1000
 	began := time.Now()
-	if err := w.Load(ctx, source.Client, 0, n, 16); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.LoadEndpointMirrors(ctx, source.Client, 0, n, 16); err != nil {
-		t.Fatal(err)
-	}
+	w := eastWorld(t, s, n, true)
 	t.Logf("wrote %d bases of Linkerd's shape (%d mirrored services) in %v", n, n*(1+bench.Pods), time.Since(began).Round(time.Millisecond))
 	bases := n
 	// addBase writes one more base, its headless mirror's slice last: the
@@ -76,13 +70,7 @@ func TestReadyMeansComplete(t *testing.T) {
 		bases++
 		return i
 	}
-	answer := func(i int) string {
-		var addrs []string
-		for p := range bench.Pods {
-			addrs = append(addrs, w.Addr(i, 0, p).String())
-		}
-		return dnsq.NoError(addrs...)
-	}
+	answer := func(i int) string { return globalAnswer(w, i) }
 
 	// complete checks a CoreDNS the moment it reported ready: base last,
 	// written just before it started, over UDP and TCP; as many globals as

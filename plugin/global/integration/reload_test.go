@@ -39,21 +39,9 @@ func TestReloadLosesNothing(t *testing.T) {
 	s := scenario.New(t, env.Cluster("source"))
 	source, ctx := s.Source, t.Context()
 
-	w := bench.World{Namespace: s.NS, Clusters: []string{"east"}}
 	const n = 2000
-	if err := w.Load(ctx, source.Client, 0, n, 16); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.LoadEndpointMirrors(ctx, source.Client, 0, n, 16); err != nil {
-		t.Fatal(err)
-	}
-	answer := func(i int) string {
-		var addrs []string
-		for p := range bench.Pods {
-			addrs = append(addrs, w.Addr(i, 0, p).String())
-		}
-		return dnsq.NoError(addrs...)
-	}
+	w := eastWorld(t, s, n, true)
+	answer := func(i int) string { return globalAnswer(w, i) }
 
 	proxy := startAPIProxy(t, source, false)
 	corefile := func(ttl int, options string) string {
@@ -276,11 +264,8 @@ func TestReloadKeepsKubernetesReady(t *testing.T) {
 	t.Parallel()
 	s := scenario.New(t, env.Cluster("source"))
 	source, ctx := s.Source, t.Context()
-	w := bench.World{Namespace: s.NS, Clusters: []string{"east"}}
 	const n = 200
-	if err := w.Load(ctx, source.Client, 0, n, 16); err != nil {
-		t.Fatal(err)
-	}
+	w := eastWorld(t, s, n, false)
 	proxy := startAPIProxy(t, source, false)
 	corefile := func(ttl int) string {
 		return run.Corefile(fmt.Sprintf(`
@@ -350,4 +335,30 @@ func TestReloadKeepsKubernetesReady(t *testing.T) {
 		}
 		return ready()
 	})
+}
+
+// eastWorld writes n bases of one linked cluster, east, into s's namespace:
+// per base a headless mirror and its slice and, with endpointMirrors, an
+// endpoint mirror (a Service and its slice) per pod: Linkerd's full shape.
+func eastWorld(t *testing.T, s *scenario.T, n int, endpointMirrors bool) bench.World {
+	t.Helper()
+	w := bench.World{Namespace: s.NS, Clusters: []string{"east"}}
+	if err := w.Load(t.Context(), s.Source.Client, 0, n, 16); err != nil {
+		t.Fatal(err)
+	}
+	if endpointMirrors {
+		if err := w.LoadEndpointMirrors(t.Context(), s.Source.Client, 0, n, 16); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w
+}
+
+// globalAnswer is the A answer of base i's global in an eastWorld.
+func globalAnswer(w bench.World, i int) string {
+	var addrs []string
+	for p := range bench.Pods {
+		addrs = append(addrs, w.Addr(i, 0, p).String())
+	}
+	return dnsq.NoError(addrs...)
 }
