@@ -101,21 +101,38 @@ func mergeSection(mdPath, jsonPath, title, next string, write func(io.Writer), f
 
 // replaceSection replaces the section of md titled title (up to the next
 // heading of its level or above) with body, or inserts body before the
-// heading next where md has none.
+// heading next where md has none. The section starts a line of its own, a
+// blank line before it and after it.
 func replaceSection(md, title, next, body string) (string, error) {
-	if i := strings.Index(md, "\n"+title+"\n"); i >= 0 {
-		rest := md[i+1+len(title):]
-		end := len(rest)
+	body = strings.Trim(body, "\n") + "\n\n"
+	start, end := headingLine(md, title), 0
+	if start >= 0 {
+		rest := md[start+len(title):]
+		end = start + len(title) + len(rest)
 		for _, h := range []string{"\n### ", "\n## ", "\n# "} {
-			if j := strings.Index(rest, h); j >= 0 && j < end {
-				end = j
+			if j := strings.Index(rest, h); j >= 0 && start+len(title)+j+1 < end {
+				end = start + len(title) + j + 1
 			}
 		}
-		return md[:i] + body + rest[end:], nil
-	}
-	i := strings.Index(md, "\n"+next+"\n")
-	if i < 0 {
+	} else if start = headingLine(md, next); start >= 0 {
+		end = start
+	} else {
 		return "", fmt.Errorf("RESULTS.md has neither %q nor %q", title, next)
 	}
-	return md[:i] + body + md[i:], nil
+	before := strings.TrimRight(md[:start], "\n")
+	if before != "" {
+		before += "\n\n"
+	}
+	return before + body + md[end:], nil
+}
+
+// headingLine is where the line that is heading starts in md, or -1.
+func headingLine(md, heading string) int {
+	if strings.HasPrefix(md, heading+"\n") {
+		return 0
+	}
+	if i := strings.Index(md, "\n"+heading+"\n"); i >= 0 {
+		return i + 1
+	}
+	return -1
 }

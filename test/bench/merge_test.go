@@ -88,6 +88,17 @@ func TestReplaceSectionInsertsWhereAbsent(t *testing.T) {
 	if want := "# r\n\n## 3. Memory\n\nm\n\n" + pagedSection + "\n\nnew\n\n## 4. Controller scale\n"; got != want {
 		t.Errorf("got\n%q\nwant\n%q", got, want)
 	}
+	// A section after a last line that lacks its blank line (a footnote) is
+	// a section of its own, and the next merge replaces it: one copy.
+	md := "# r\n\n## 6. Cold starts\n\n‡ a footnote\n## Phases\n"
+	for _, body := range []string{"## 8. Names\n\nfirst\n", "## 8. Names\n\nsecond\n"} {
+		if md, err = replaceSection(md, "## 8. Names", "## Phases", body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := "# r\n\n## 6. Cold starts\n\n‡ a footnote\n\n## 8. Names\n\nsecond\n\n## Phases\n"; md != want {
+		t.Errorf("got\n%q\nwant\n%q", md, want)
+	}
 	if _, err := replaceSection("# r\n", pagedSection, "## 4. Controller scale", "x"); err == nil {
 		t.Error("a file without either section: no error")
 	}
