@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
@@ -74,23 +75,91 @@ func NewReport(rs []Result) Report {
 	return Report{Success: !slices.ContainsFunc(rs, func(r Result) bool { return r.Result == Error }), Checks: rs}
 }
 
-// Check runs every check on cl, in order. A check that needs what an
-// earlier one did not find fails and names that one.
-func Check(ctx context.Context, cl *Cluster) []Result {
+// Check runs every check on cl, in order, handing each result to add as it
+// ends. A check that needs what an earlier one did not find fails and names
+// that one.
+func Check(ctx context.Context, cl *Cluster, add func(Result)) {
 	g := readGlobals(ctx, cl)
-	return []Result{
-		checkVersion(cl),
-		checkController(cl),
-		checkLeader(ctx, cl),
-		checkRBAC(ctx, cl, CategoryController, "controller", controllerAccounts(cl), controllerNeeds(cl)),
-		checkDNSImage(ctx, cl),
-		checkStanza(cl),
-		checkAgreement(cl),
-		checkRBAC(ctx, cl, CategoryDNS, "cluster DNS", dnsAccounts(cl), dnsNeeds(cl)),
-		checkMirrors(ctx, cl),
-		g.syncResult(),
-		g.conflictResult(),
+	for _, check := range []func() Result{
+		func() Result { return checkVersion(cl) },
+		func() Result { return checkController(cl) },
+		func() Result { return checkLeader(ctx, cl) },
+		func() Result {
+			return checkRBAC(ctx, cl, CategoryController, "controller", controllerAccounts(cl), controllerNeeds(cl))
+		},
+		func() Result { return checkDNSImage(ctx, cl) },
+		func() Result { return checkStanza(cl) },
+		func() Result { return checkAgreement(cl) },
+		func() Result { return checkRBAC(ctx, cl, CategoryDNS, "cluster DNS", dnsAccounts(cl), dnsNeeds(cl)) },
+		func() Result { return checkMirrors(ctx, cl) },
+		g.syncResult,
+		g.conflictResult,
+	} {
+		add(check())
 	}
+}
+
+// RunCheck connects and checks, and returns by ctx's deadline plus grace
+// whatever happens: a kubeconfig's credential plugin that never returns, or
+// a request that ignores its context, cannot hold it (client-go runs exec
+// plugins and transports without a deadline of their own). What did not
+// end by then is one Error saying so; a panic is one Error too. Either way
+// the report has its one shape.
+func RunCheck(ctx context.Context, grace time.Duration, connect func(context.Context) (*Cluster, error)) []Result {
+	var mu sync.Mutex
+	var rs []Result
+	connected := false
+	add := func(r Result) {
+		mu.Lock()
+		defer mu.Unlock()
+		rs = append(rs, r)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			if p := recover(); p != nil {
+				add(result(CategoryKubernetes, "globalmirror check", Error, fmt.Sprintf("internal error: %v", p),
+					"a bug of globalmirror check: please report it with this output"))
+			}
+		}()
+		cl, err := connect(ctx)
+		if err != nil {
+			add(Unreachable(err)[0])
+			return
+		}
+		mu.Lock()
+		connected = true
+		mu.Unlock()
+		Check(ctx, cl, add)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		select {
+		case <-done:
+		case <-time.After(grace):
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	select {
+	case <-done:
+		return slices.Clone(rs)
+	default:
+	}
+	if !connected {
+		return append(slices.Clone(rs), result(CategoryKubernetes, "Kubernetes API", Error,
+			"the API server: no answer before the timeout: neither the server nor the kubeconfig's credential plugin (users[].user.exec) answered",
+			"run any kubectl command with the same kubeconfig: a credential plugin waiting for a login or a device code hangs it too; else raise --timeout"))
+	}
+	category := CategoryKubernetes
+	if len(rs) > 0 {
+		category = rs[len(rs)-1].Category
+	}
+	return append(slices.Clone(rs), result(category, "checks not finished", Error,
+		fmt.Sprintf("no answer before the timeout: the check after the %d above did not end, nor the rest", len(rs)),
+		"raise --timeout, or see why the API server (or a CoreDNS pod it proxies to) is slow"))
 }
 
 // Unreachable is the report of a run whose API server did not answer.

@@ -13,6 +13,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,6 +46,11 @@ exit codes: check 0 passed (warnings allowed), 1 a check failed;
 status 0 in sync, 1 no such global, 2 out of sync, 3 could not be read;
 64 a usage error, before any request.
 `
+
+// grace is how long past --timeout a command waits for what is still
+// running to end by the timeout (each request has it too) before it reports
+// without it: --timeout holds to within a second.
+const grace = 300 * time.Millisecond
 
 // exitUsage is sysexits' EX_USAGE: apart from every code that reports on
 // the cluster.
@@ -165,13 +171,10 @@ func check(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	var rs []cli.Result
-	cl, _, err := c.connect(ctx)
-	if err != nil {
-		rs = cli.Unreachable(err)
-	} else {
-		rs = cli.Check(ctx, cl)
-	}
+	rs := cli.RunCheck(ctx, grace, func(ctx context.Context) (*cli.Cluster, error) {
+		cl, _, err := c.connect(ctx)
+		return cl, err
+	})
 	report := cli.NewReport(rs)
 	if c.output == "json" {
 		writeJSON(stdout, report)
@@ -196,19 +199,50 @@ func status(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
+	// Written only once it has ended: a status cut off by the timeout
+	// prints nothing of it.
+	var out, errOut bytes.Buffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			if p := recover(); p != nil {
+				fmt.Fprintf(&errOut, "globalmirror: internal error: %v (a bug: please report it with this output)\n", p)
+				code = 3
+			}
+		}()
+		code = c.status(ctx, operands[0], &out, &errOut)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		select {
+		case <-done:
+		case <-time.After(grace):
+			fmt.Fprintln(stderr, "globalmirror: no answer before the timeout: neither the API server nor the kubeconfig's credential plugin (users[].user.exec) answered in time")
+			return 3
+		}
+	}
+	_, _ = io.Copy(stdout, &out)
+	_, _ = io.Copy(stderr, &errOut)
+	return code
+}
+
+// status reads and writes the status of the global arg names.
+func (c *command) status(ctx context.Context, arg string, stdout, stderr io.Writer) int {
 	cl, loader, err := c.connect(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, "globalmirror:", err)
 		return 3
 	}
-	ns, name, ok := strings.Cut(operands[0], "/")
+	ns, name, ok := strings.Cut(arg, "/")
 	if !ok {
 		// As kubectl: the context's namespace, else default.
 		if ns, _, err = loader.Namespace(); err != nil {
 			fmt.Fprintln(stderr, "globalmirror:", err)
 			return 3
 		}
-		name = operands[0]
+		name = arg
 	}
 	st, err := cli.Status(ctx, cl, ns, name)
 	if err != nil {

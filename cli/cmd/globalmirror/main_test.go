@@ -134,6 +134,54 @@ func TestCheckOfAHungAPIServerEndsAtItsTimeout(t *testing.T) {
 	}
 }
 
+// A kubeconfig whose credential plugin never returns (a login waiting for
+// a device code) holds neither check nor status past --timeout and a
+// second: check reports in its one shape, status exits 3 saying why.
+// client-go runs the plugin with no deadline of its own.
+func TestAHungCredentialPluginEndsAtTheTimeout(t *testing.T) {
+	var requests atomic.Int32
+	// TLS: client-go reads a user's credentials only for a TLS server.
+	api := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { requests.Add(1); http.NotFound(w, r) }))
+	defer api.Close()
+	dir := t.TempDir()
+	plugin := filepath.Join(dir, "login")
+	if err := os.WriteFile(plugin, []byte("#!/bin/sh\nexec sleep 30 </dev/null >/dev/null 2>&1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kc := filepath.Join(dir, "kubeconfig")
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: %q, insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: %q, interactiveMode: Never}}}]
+contexts: [{name: c, context: {cluster: c, user: u, namespace: app}}]
+current-context: c
+`, api.URL, plugin)
+	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const timeout = 2 * time.Second
+	began := time.Now()
+	code, r := checkJSON(t, "--kubeconfig", kc, "--timeout", timeout.String())
+	if took := time.Since(began); took > timeout+time.Second {
+		t.Errorf("check --timeout %v returned after %v", timeout, took)
+	}
+	if code != 1 || r.Success || len(r.Checks) != 1 || r.Checks[0].Check != "Kubernetes API" ||
+		!strings.Contains(r.Checks[0].Detail, "credential plugin") || r.Checks[0].Hint == "" {
+		t.Errorf("exit %d, report %+v", code, r)
+	}
+	began = time.Now()
+	code, out, errOut := runCmd("status", "db-global", "--kubeconfig", kc, "--timeout", timeout.String())
+	if took := time.Since(began); took > timeout+time.Second {
+		t.Errorf("status --timeout %v returned after %v", timeout, took)
+	}
+	if code != 3 || out != "" || !strings.Contains(errOut, "no answer before the timeout") {
+		t.Errorf("status: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("the API server got %d requests without credentials", n)
+	}
+}
+
 // A release between the proven ones, as the API server's discovery says it:
 // the API check warns (‼) with a hint, and a warning alone fails nothing.
 func TestCheckOfAReleaseOutsideTheMatrixWarns(t *testing.T) {
