@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -206,6 +207,10 @@ func TestAPIErrorsFailTheirCheckWithTheirReason(t *testing.T) {
 		Corefiles: map[string]string{}, Service: &corev1.Service{}}
 	if r := checkStanza(&Cluster{DNS: dns}); r.Result != Error || !strings.Contains(r.Detail, "kube-system/coredns: forbidden") {
 		t.Errorf("a Corefile that could not be read: %+v", r)
+	} // client-go's rate limiter refusing a wait past the deadline is a timeout.
+	throttled := fmt.Errorf("client rate limiter Wait returned an error: %w", errors.New("rate: Wait(n=1) would exceed context deadline"))
+	if r := apiFailure(CategoryLinkerd, "mirrors", "listing", throttled, ""); r.Result != Error || !strings.Contains(r.Detail, "no answer before the timeout") || r.Hint == "" {
+		t.Errorf("a throttled request: %+v", r)
 	}
 }
 
