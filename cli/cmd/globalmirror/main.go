@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/cli"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -201,6 +202,10 @@ func status(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "globalmirror status takes one global service, [NAMESPACE/]NAME, got %d arguments\n", len(operands))
 		return exitUsage
 	}
+	if msg := invalidGlobalName(operands[0]); msg != "" {
+		fmt.Fprintf(stderr, "globalmirror status %q: %s\n", operands[0], msg)
+		return exitUsage
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	// Written only once it has ended: a status cut off by the timeout
@@ -230,6 +235,21 @@ func status(args []string, stdout, stderr io.Writer) int {
 	_, _ = io.Copy(stdout, &out)
 	_, _ = io.Copy(stderr, &errOut)
 	return code
+}
+
+// invalidGlobalName says why arg is not [NAMESPACE/]NAME of a Service, or
+// "" when it is: a namespace and a Service name are DNS labels.
+func invalidGlobalName(arg string) string {
+	ns, name, qualified := strings.Cut(arg, "/")
+	if !qualified {
+		ns, name = "", arg
+	} else if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return "the namespace: " + strings.Join(errs, "; ")
+	}
+	if errs := validation.IsDNS1035Label(name); len(errs) > 0 {
+		return "the Service name: " + strings.Join(errs, "; ")
+	}
+	return ""
 }
 
 // status reads and writes the status of the global arg names.

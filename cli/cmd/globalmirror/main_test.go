@@ -61,6 +61,7 @@ func TestUsageErrorsAreRefusedBeforeAnyRequest(t *testing.T) {
 	kc := kubeconfig(t, api.URL)
 	for _, args := range [][]string{
 		{}, {"chekc"}, {"check", "extra"}, {"status"}, {"status", "a", "b"},
+		{"status", "db_global"}, {"status", "App/db-global"}, {"status", "app/db-global/x"}, {"status", "/db-global"},
 		{"check", "-o", "yaml"}, {"check", "--timeout", "0s"}, {"check", "--dns-service", "kube-dns"}, {"check", "--no-such-flag"},
 	} {
 		if len(args) > 0 {
