@@ -7,8 +7,8 @@
 // (NAME alone: the context's namespace.) It only reads, as whoever runs it
 // (--kubeconfig, --context), and gives up after --timeout. check exits 1
 // when a check fails (a warning does not); status exits 1 when the global
-// does not exist, 2 when the controller's objects are out of sync, and 3
-// when it could not be read. Both exit 64 (EX_USAGE) on a usage error,
+// does not exist, 2 when the controller's objects are out of sync (a
+// leftover of one that is gone included), and 3 when it could not be read. Both exit 64 (EX_USAGE) on a usage error,
 // before any request.
 package main
 
@@ -44,7 +44,8 @@ commands:
 globalmirror COMMAND --help prints the command's flags.
 
 exit codes: check 0 passed (warnings allowed), 1 a check failed;
-status 0 in sync, 1 no such global, 2 out of sync, 3 could not be read;
+status 0 in sync, 1 no such global, 2 out of sync (a leftover included),
+3 could not be read;
 64 a usage error, before any request.
 `
 
@@ -281,14 +282,15 @@ func (c *command) status(ctx context.Context, arg string, stdout, stderr io.Writ
 	return statusCode(st)
 }
 
-// statusCode is status's exit code for what it found: 1 no such global, 2
-// its objects out of sync, 0 neither.
+// statusCode is status's exit code for what it found: 2 the controller's
+// objects out of sync (a leftover of a global that is gone included, which
+// the controller has yet to delete), 1 no such global, 0 neither.
 func statusCode(st *cli.GlobalStatus) int {
 	switch {
-	case !st.Exists:
-		return 1
 	case !st.InSync:
 		return 2
+	case !st.Exists:
+		return 1
 	}
 	return 0
 }

@@ -212,7 +212,7 @@ func TestStatusExitCodes(t *testing.T) {
 	for _, tc := range []struct {
 		st   cli.GlobalStatus
 		want int
-	}{{cli.GlobalStatus{Exists: true, InSync: true}, 0}, {cli.GlobalStatus{InSync: true}, 1}, {cli.GlobalStatus{Exists: true}, 2}} {
+	}{{cli.GlobalStatus{Exists: true, InSync: true}, 0}, {cli.GlobalStatus{InSync: true}, 1}, {cli.GlobalStatus{Exists: true}, 2}, {cli.GlobalStatus{}, 2}} {
 		if got := statusCode(&tc.st); got != tc.want {
 			t.Errorf("%+v: exit %d, want %d", tc.st, got, tc.want)
 		}
