@@ -17,6 +17,7 @@ import (
 	"github.com/globalmirror/globalmirror/controller/slicewriter"
 	"github.com/globalmirror/globalmirror/plugin/global"
 	"github.com/globalmirror/globalmirror/source"
+	"golang.org/x/sync/errgroup"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -522,23 +523,40 @@ func checkRBAC(ctx context.Context, cl *Cluster, category Category, component st
 	if len(accounts) == 0 || len(needs) == 0 {
 		return result(category, name, Error, "no "+component+" found", "see the checks above")
 	}
-	var denied []string
-	for _, account := range accounts {
+	// One review per account and request, asked in parallel: a stanza
+	// that watches many namespaces needs hundreds.
+	allowed := make([][]bool, len(accounts))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(reviewsInFlight)
+	for i, account := range accounts {
 		ns, sa, _ := strings.Cut(account, "/")
+		allowed[i] = make([]bool, len(needs))
+		for j, n := range needs {
+			g.Go(func() error {
+				sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+					User:   "system:serviceaccount:" + ns + ":" + sa,
+					Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+					ResourceAttributes: &authorizationv1.ResourceAttributes{
+						Namespace: n.namespace, Verb: n.verb, Group: n.group, Resource: n.resource, Name: n.name,
+					},
+				}}
+				got, err := cl.Client.AuthorizationV1().SubjectAccessReviews().Create(gctx, sar, metav1.CreateOptions{})
+				if err != nil {
+					return fmt.Errorf("%s: %w", account, err)
+				}
+				allowed[i][j] = got.Status.Allowed
+				return nil
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return apiFailure(category, name, "asking the API server what a ServiceAccount may do", err, "")
+	}
+	var denied []string
+	for i, account := range accounts {
 		var no []string
-		for _, n := range needs {
-			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-				User:   "system:serviceaccount:" + ns + ":" + sa,
-				Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-				ResourceAttributes: &authorizationv1.ResourceAttributes{
-					Namespace: n.namespace, Verb: n.verb, Group: n.group, Resource: n.resource, Name: n.name,
-				},
-			}}
-			got, err := cl.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
-			if err != nil {
-				return apiFailure(category, name, "asking the API server what "+account+" may do", err, "")
-			}
-			if !got.Status.Allowed {
+		for j, n := range needs {
+			if !allowed[i][j] {
 				where := "cluster-wide"
 				if n.namespace != "" {
 					where = "in " + n.namespace
@@ -806,15 +824,11 @@ func Index(ctx context.Context, cl *Cluster, namespaces []string) (*source.Sourc
 	if err != nil {
 		return nil, err
 	}
-	// The feeds retry a list the API server refuses, without end: ask once
-	// first, so that a refusal is reported as one.
-	for _, ns := range orAll(namespaces) {
-		if _, err := cl.Client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-			return nil, fmt.Errorf("listing Services: %w", err)
-		}
-		if _, err := cl.Client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-			return nil, fmt.Errorf("listing EndpointSlices: %w", err)
-		}
+	// The feeds retry a list or a watch the API server refuses, without
+	// end (and a list streams as a watch where the server can): ask first,
+	// so that a refusal is reported as one, naming the verb.
+	if err := mayRead(ctx, cl, namespaces); err != nil {
+		return nil, err
 	}
 	src.Start(ctx)
 	if !src.WaitForSync(ctx) {
@@ -824,6 +838,62 @@ func Index(ctx context.Context, cl *Cluster, namespaces []string) (*source.Sourc
 }
 
 // orAll is namespaces, or all of them where it is empty.
+// mayRead is nil if the user may list and watch Services and EndpointSlices
+// in each of namespaces (every namespace if none), else a Forbidden error
+// naming what is missing where. One self-review per verb, resource and
+// namespace, in parallel.
+func mayRead(ctx context.Context, cl *Cluster, namespaces []string) error {
+	type ask struct {
+		verb, namespace string
+		resource        schema.GroupResource
+	}
+	var asks []ask
+	for _, ns := range orAll(namespaces) {
+		for _, r := range []schema.GroupResource{{Resource: "services"}, {Group: "discovery.k8s.io", Resource: "endpointslices"}} {
+			for _, verb := range []string{"list", "watch"} {
+				asks = append(asks, ask{verb, ns, r})
+			}
+		}
+	}
+	allowed := make([]bool, len(asks))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(reviewsInFlight)
+	for i, a := range asks {
+		g.Go(func() error {
+			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: a.namespace, Verb: a.verb, Group: a.resource.Group, Resource: a.resource.Resource},
+			}}
+			got, err := cl.Client.AuthorizationV1().SelfSubjectAccessReviews().Create(gctx, review, metav1.CreateOptions{})
+			if err != nil {
+				return fmt.Errorf("asking the API server what you may read: %w", err)
+			}
+			allowed[i] = got.Status.Allowed
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	var no []string
+	for i, a := range asks {
+		if !allowed[i] {
+			where := "cluster-wide"
+			if a.namespace != "" {
+				where = "in " + a.namespace
+			}
+			no = append(no, fmt.Sprintf("%s %s %s", a.verb, a.resource, where))
+		}
+	}
+	if len(no) > 0 {
+		return apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "",
+			fmt.Errorf("your user may not %s", strings.Join(no, "; ")))
+	}
+	return nil
+}
+
+// reviewsInFlight bounds the access reviews a check asks at once.
+const reviewsInFlight = 16
+
 func orAll(namespaces []string) []string {
 	if len(namespaces) == 0 {
 		return []string{metav1.NamespaceAll}

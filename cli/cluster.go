@@ -14,6 +14,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/coredns/caddy/caddyfile"
 	"github.com/globalmirror/globalmirror/controller/options"
@@ -88,6 +89,19 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--controller-selector: %w", err)
 	}
 	return nil
+}
+
+// CommandConfig is cfg as the command uses it: every request bounded by
+// the run's timeout (a hung one ends with it), and kubectl's client limits
+// rather than client-go's 5 per second, which would queue a big install's
+// access reviews past the timeout; the API server's own fairness protects
+// it from a one-shot diagnostic.
+func CommandConfig(cfg *rest.Config, timeout time.Duration) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = "globalmirror-cli"
+	cfg.Timeout = timeout
+	cfg.QPS, cfg.Burst = 50, 300
+	return cfg
 }
 
 // Discover finds the installation: the API server's version, the

@@ -151,12 +151,7 @@ func (c *command) connect(ctx context.Context) (*cli.Cluster, clientcmd.ClientCo
 	if err != nil {
 		return nil, loader, err
 	}
-	cfg.UserAgent = "globalmirror-cli"
-	cfg.Timeout = c.timeout // a request that outlives the run, a hung one, ends with it
-	// kubectl's limits rather than client-go's 5 per second, which would
-	// queue a big install's permission checks past the timeout; the API
-	// server's own fairness protects it from a one-shot diagnostic.
-	cfg.QPS, cfg.Burst = 50, 300
+	cfg = cli.CommandConfig(cfg, c.timeout)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, loader, err
