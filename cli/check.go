@@ -251,6 +251,10 @@ func checkLeader(ctx context.Context, cl *Cluster) Result {
 		return result(category, name, Error, "no controller running", "see the controller running check")
 	}
 	if !c.Options.LeaderElect {
+		if replicas := ptr.Deref(c.Deployment.Spec.Replicas, 1); replicas > 1 {
+			return result(category, name, Error, fmt.Sprintf("leader election is off, with %d replicas: each writes the same global services against the others", replicas),
+				"turn leader election on (the chart's default; --leader-elect=true), or run one replica")
+		}
 		return result(category, name, OK, "leader election is off: the one replica writes", "")
 	}
 	id := c.LeaseNamespace + "/" + c.Options.LeaderElectID

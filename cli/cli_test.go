@@ -182,6 +182,24 @@ func TestLeaderCheckReadsAnyLease(t *testing.T) {
 	}
 }
 
+// Leader election off is right for one replica and wrong for more: they
+// would all write.
+func TestLeaderElectionOffWithReplicasFails(t *testing.T) {
+	ctl, err := controllerOf(controllerDeployment("--leader-elect=false"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl.Deployment.Status.ReadyReplicas = 1
+	cl := &Cluster{Client: fake.NewClientset(), Controller: ctl}
+	if r := checkLeader(t.Context(), cl); r.Result != OK {
+		t.Errorf("one replica, no election: %+v", r)
+	}
+	ctl.Deployment.Spec.Replicas = new(int32(2))
+	if r := checkLeader(t.Context(), cl); r.Result != Error || !strings.Contains(r.Detail, "2 replicas") || r.Hint == "" {
+		t.Errorf("two replicas, no election: %+v", r)
+	}
+}
+
 // An API error is the failure of the check it stopped, and says whether
 // it was a refusal: never a different finding.
 func TestAPIErrorsFailTheirCheckWithTheirReason(t *testing.T) {
