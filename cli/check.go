@@ -317,6 +317,11 @@ func checkDNSImage(ctx context.Context, cl *Cluster) Result {
 			unread = append(unread, fmt.Sprintf("%s: %v", p.Name, err))
 		case !strings.Contains(string(body), "coredns_global_"):
 			without = append(without, fmt.Sprintf("%s (%s)", p.Name, p.Spec.Containers[0].Image))
+		default:
+			if cl.DNS.metrics == nil {
+				cl.DNS.metrics = map[string]string{}
+			}
+			cl.DNS.metrics[p.Name] = string(body)
 		}
 	}
 	if len(unread) > 0 {
@@ -357,13 +362,18 @@ func stanzas(cl *Cluster) (found map[string]*global.Stanza, problems []string) {
 		}
 	}
 	for _, cm := range slices.Sorted(maps.Keys(cl.DNS.Corefiles)) {
-		_, st, err := clusterBlock(cl.DNS.Corefiles[cm])
+		b, st, err := clusterBlock(cl.DNS.Corefiles[cm])
 		switch {
 		case err != nil:
 			problems = append(problems, fmt.Sprintf("%s: %v", cm, err))
 		case st == nil:
 			problems = append(problems, cm+": no global stanza in the server block of the kubernetes plugin")
 		default:
+			if outside := zonesOutside(st.Zones, kubernetesZones(b)); len(outside) > 0 {
+				problems = append(problems, fmt.Sprintf("%s: global answers in %s, which is not the cluster's domain: the kubernetes plugin serves %s",
+					cm, strings.Join(outside, " "), strings.Join(kubernetesZones(b), " ")))
+				continue
+			}
 			found[cm] = st
 		}
 	}
@@ -382,6 +392,19 @@ func checkStanza(cl *Cluster) Result {
 	}
 	if len(found) == 0 {
 		return result(category, name, Error, "no Corefile found: the DNS pods load none from a ConfigMap volume", "")
+	}
+	// The prometheus plugin says which plugins each pod's running
+	// instance has: a stanza in the ConfigMap that a pod never loaded (no
+	// reload plugin, or a Corefile it rejected) is not there at all.
+	var unloaded []string
+	for _, pod := range slices.Sorted(maps.Keys(cl.DNS.metrics)) {
+		if !strings.Contains(cl.DNS.metrics[pod], `coredns_plugin_enabled{name="global"`) {
+			unloaded = append(unloaded, pod)
+		}
+	}
+	if len(unloaded) > 0 {
+		return result(category, name, Error, "in the Corefile, but not loaded by "+strings.Join(unloaded, ", "),
+			"CoreDNS loads an edited Corefile only with the reload plugin, and keeps the old one where it rejects the new: its log says why; restarting the pods loads it")
 	}
 	var out []string
 	for _, cm := range slices.Sorted(maps.Keys(found)) {
@@ -897,6 +920,17 @@ func mayRead(ctx context.Context, cl *Cluster, namespaces []string) error {
 
 // reviewsInFlight bounds the access reviews a check asks at once.
 const reviewsInFlight = 16
+
+// zonesOutside are those of zones that are none of served.
+func zonesOutside(zones, served []string) []string {
+	var out []string
+	for _, z := range zones {
+		if !slices.Contains(served, z) {
+			out = append(out, z)
+		}
+	}
+	return out
+}
 
 func orAll(namespaces []string) []string {
 	if len(namespaces) == 0 {

@@ -66,6 +66,33 @@ func TestClusterBlockFindsTheStanzaOfTheKubernetesServerBlock(t *testing.T) {
 	}
 }
 
+// The stanza check fails where global answers in a zone the kubernetes
+// plugin does not serve (a custom cluster domain), and where a pod's
+// running instance has not loaded the stanza its ConfigMap holds.
+func TestStanzaCheckComparesZonesAndWhatEachPodLoaded(t *testing.T) {
+	dns := func(corefile string, metrics map[string]string) *Cluster {
+		return &Cluster{DNS: &DNS{Corefiles: map[string]string{"kube-system/coredns": corefile}, metrics: metrics}}
+	}
+	loaded := map[string]string{"coredns-a": "coredns_global_globals 3\n" + `coredns_plugin_enabled{name="global",server="dns://:53",view="",zone="."} 1` + "\n"}
+	if r := checkStanza(dns(corefile, loaded)); r.Result != OK {
+		t.Errorf("the stanza loaded, in the cluster's zone: %+v", r)
+	}
+	custom := strings.Replace(corefile, "kubernetes cluster.local", "kubernetes corp.example", 1)
+	if r := checkStanza(dns(custom, loaded)); r.Result != Error || !strings.Contains(r.Detail, "global answers in cluster.local.") ||
+		!strings.Contains(r.Detail, "serves corp.example.") {
+		t.Errorf("a custom cluster domain: %+v", r)
+	}
+	// No zones on the kubernetes line: the block's keys are its zones.
+	keys := strings.Replace(strings.Replace(corefile, ".:53 {", "cluster.local:53 {", 1), "kubernetes cluster.local in-addr.arpa ip6.arpa {", "kubernetes {", 1)
+	if r := checkStanza(dns(keys, loaded)); r.Result != OK {
+		t.Errorf("the kubernetes plugin's zones from the block's keys: %+v", r)
+	}
+	stale := map[string]string{"coredns-a": loaded["coredns-a"], "coredns-b": "coredns_global_globals 0\n" + `coredns_plugin_enabled{name="kubernetes",server="dns://:53",view="",zone="."} 1` + "\n"}
+	if r := checkStanza(dns(corefile, stale)); r.Result != Error || !strings.Contains(r.Detail, "not loaded by coredns-b") || strings.Contains(r.Detail, "coredns-a") {
+		t.Errorf("a pod that has not loaded the stanza: %+v", r)
+	}
+}
+
 func controllerDeployment(args ...string) *appsv1.Deployment {
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "globalmirror", Name: "gm"},

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/coredns/caddy/caddyfile"
+	"github.com/coredns/coredns/plugin"
 	"github.com/globalmirror/globalmirror/controller/options"
 	"github.com/globalmirror/globalmirror/plugin/global"
 	"github.com/spf13/pflag"
@@ -61,6 +62,9 @@ type DNS struct {
 	// each (namespace/name); CorefileErrs, why one could not be read.
 	Corefiles    map[string]string
 	CorefileErrs map[string]error
+	// metrics are the pods' metrics (by pod name) as the image check read
+	// them, for the stanza check: which plugins each instance runs.
+	metrics map[string]string
 }
 
 // Options say where to look.
@@ -231,6 +235,20 @@ type serverBlock = caddyfile.ServerBlock
 // clusterBlock is the server block of corefile that answers the cluster
 // domain (the one with the kubernetes plugin), and the global stanza in it
 // if there is one.
+// kubernetesZones are the zones the kubernetes plugin of b serves: its
+// arguments, or else the block's keys, as the plugin reads them.
+func kubernetesZones(b *serverBlock) []string {
+	toks := b.Tokens["kubernetes"]
+	var args []string
+	for _, tok := range toks[min(1, len(toks)):] {
+		if tok.Line != toks[0].Line || tok.Text == "{" {
+			break
+		}
+		args = append(args, tok.Text)
+	}
+	return plugin.OriginsFromArgsOrServerBlock(args, b.Keys)
+}
+
 func clusterBlock(corefile string) (*serverBlock, *global.Stanza, error) {
 	blocks, err := caddyfile.Parse("Corefile", strings.NewReader(corefile), nil)
 	if err != nil {
