@@ -618,10 +618,17 @@ func checkMirrors(ctx context.Context, cl *Cluster) Result {
 	if err != nil {
 		return apiFailure(category, name, "listing Linkerd's mirrors", err, "")
 	}
-	byCluster := map[string]int{}
+	var watched []string // empty: every namespace
+	if cl.Controller != nil {
+		watched = cl.Controller.Options.Namespaces
+	}
+	byCluster, unwatched := map[string]int{}, map[string]int{}
 	for _, s := range svcs.Items {
 		if s.Spec.ClusterIP == corev1.ClusterIPNone && s.Labels[aggregate.LabelHeadlessMirrorName] == "" {
 			byCluster[s.Labels[aggregate.LabelClusterName]]++
+			if len(watched) > 0 && !slices.Contains(watched, s.Namespace) {
+				unwatched[s.Namespace]++
+			}
 		}
 	}
 	mirrors, err := cl.Client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
@@ -647,7 +654,16 @@ func checkMirrors(ctx context.Context, cl *Cluster) Result {
 	for _, c := range slices.Sorted(maps.Keys(byCluster)) {
 		per = append(per, fmt.Sprintf("%s: %d", c, byCluster[c]))
 	}
-	return result(category, name, OK, "headless mirrors by cluster: "+strings.Join(per, ", "), "")
+	detail := "headless mirrors by cluster: " + strings.Join(per, ", ")
+	if len(unwatched) > 0 {
+		var outside []string
+		for _, ns := range slices.Sorted(maps.Keys(unwatched)) {
+			outside = append(outside, fmt.Sprintf("%s: %d", ns, unwatched[ns]))
+		}
+		return result(category, name, Warning, detail+"; in namespaces the controller does not watch, so without a global: "+strings.Join(outside, ", "),
+			"where they should have one, add those namespaces to the controller's --namespaces and to the global stanza's namespaces")
+	}
+	return result(category, name, OK, detail, "")
 }
 
 func mirrorsHeadless(containers []corev1.Container) bool {

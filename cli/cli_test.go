@@ -326,4 +326,13 @@ func TestMirrorsCheckFindsAServiceMirrorWithoutHeadless(t *testing.T) {
 			}
 		})
 	}
+	// Mirrors where the controller does not watch: a warning naming where.
+	ctl, err := controllerOf(controllerDeployment("--namespaces=db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := checkMirrors(t.Context(), &Cluster{Client: fake.NewClientset(headless, mirror("east", "-enable-headless-services")), Controller: ctl})
+	if r.Result != Warning || !strings.Contains(r.Detail, "does not watch, so without a global: app: 1") || r.Hint == "" {
+		t.Errorf("mirrors outside the watched namespaces: %+v", r)
+	}
 }
