@@ -235,6 +235,10 @@ func checkController(cl *Cluster) Result {
 	}
 	d := c.Deployment
 	id := d.Namespace + "/" + d.Name
+	if len(c.Others) > 0 {
+		return result(category, name, Error, fmt.Sprintf("%d controller releases: %s", 1+len(c.Others), strings.Join(append([]string{id}, c.Others...), ", ")),
+			"each writes the global services of what it watches, against the others: keep one release (helm list -A)")
+	}
 	want := ptr.Deref(d.Spec.Replicas, 1)
 	if d.Status.ReadyReplicas < 1 {
 		return result(category, name, Error, fmt.Sprintf("%s: %d of %d replicas Ready", id, d.Status.ReadyReplicas, want),

@@ -102,6 +102,36 @@ func controllerDeployment(args ...string) *appsv1.Deployment {
 	}
 }
 
+// The default selector finds the chart's controller whatever its release
+// name and nameOverride; two releases are ✘, both named.
+func TestControllerReleasesAreFoundByTheChartsLabels(t *testing.T) {
+	release := func(ns, name, appName string) *appsv1.Deployment {
+		d := controllerDeployment()
+		d.Namespace, d.Name = ns, name
+		d.Labels = map[string]string{"app.kubernetes.io/name": appName, "app.kubernetes.io/instance": name,
+			"app.kubernetes.io/component": "controller", "app.kubernetes.io/part-of": "globalmirror"}
+		d.Status.ReadyReplicas = 1
+		return d
+	}
+	c := fake.NewClientset(release("mesh", "dns-discovery", "discovery"))
+	ctl, err := findController(t.Context(), c, DefaultOptions().ControllerSelector)
+	if err != nil || ctl == nil || ctl.Deployment.Name != "dns-discovery" {
+		t.Fatalf("a release with a nameOverride: %+v, %v", ctl, err)
+	}
+	if r := checkController(&Cluster{Controller: ctl}); r.Result != OK {
+		t.Errorf("one release: %+v", r)
+	}
+	c = fake.NewClientset(release("mesh", "dns-discovery", "discovery"), release("globalmirror", "gm", "globalmirror"))
+	ctl, err = findController(t.Context(), c, DefaultOptions().ControllerSelector)
+	if err != nil || ctl == nil {
+		t.Fatalf("two releases: %+v, %v", ctl, err)
+	}
+	if r := checkController(&Cluster{Controller: ctl}); r.Result != Error || !strings.Contains(r.Detail, "2 controller releases") ||
+		!strings.Contains(r.Detail, "mesh/dns-discovery") || !strings.Contains(r.Detail, "globalmirror/gm") {
+		t.Errorf("two releases: %+v", r)
+	}
+}
+
 func TestControllerOfReadsItsFlags(t *testing.T) {
 	c, err := controllerOf(controllerDeployment("--suffix=-all", "--namespaces=a,b", "--leader-elect-id=gm"))
 	if err != nil {

@@ -52,6 +52,9 @@ type Controller struct {
 	Options    options.Options
 	// LeaseNamespace is where its Lease is.
 	LeaseNamespace string
+	// Others are more controller Deployments (namespace/name) the selector
+	// found: other releases, each writing global services too.
+	Others []string
 }
 
 // DNS is the cluster DNS Service and the pods it selects.
@@ -79,7 +82,8 @@ type Options struct {
 // DefaultOptions are the chart's labels and kube-dns.
 func DefaultOptions() Options {
 	return Options{
-		ControllerSelector: "app.kubernetes.io/name=globalmirror,app.kubernetes.io/component=controller",
+		// part-of, not name: the chart's nameOverride changes the name.
+		ControllerSelector: "app.kubernetes.io/part-of=globalmirror,app.kubernetes.io/component=controller",
 		DNSService:         "kube-system/kube-dns",
 	}
 }
@@ -135,7 +139,13 @@ func findController(ctx context.Context, c kubernetes.Interface, selector string
 	if len(deps.Items) == 0 {
 		return nil, nil
 	}
-	return controllerOf(&deps.Items[0])
+	ctl, err := controllerOf(&deps.Items[0])
+	if ctl != nil {
+		for _, d := range deps.Items[1:] {
+			ctl.Others = append(ctl.Others, d.Namespace+"/"+d.Name)
+		}
+	}
+	return ctl, err
 }
 
 func findDNS(ctx context.Context, c kubernetes.Interface, service string) (*DNS, error) {
