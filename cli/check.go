@@ -80,23 +80,37 @@ func NewReport(rs []Result) Report {
 // ends. A check that needs what an earlier one did not find fails and names
 // that one.
 func Check(ctx context.Context, cl *Cluster, add func(Result)) {
-	g := readGlobals(ctx, cl)
-	for _, check := range []func() Result{
-		func() Result { return checkVersion(cl) },
-		func() Result { return checkController(cl) },
-		func() Result { return checkLeader(ctx, cl) },
-		func() Result {
+	// Each check may spend at most half of the time left, so that one
+	// slow pod or feed leaves the checks after it theirs.
+	budget := func() (context.Context, context.CancelFunc) {
+		if deadline, ok := ctx.Deadline(); ok {
+			return context.WithTimeout(ctx, time.Until(deadline)/2)
+		}
+		return context.WithCancel(ctx)
+	}
+	gctx, cancel := budget()
+	g := readGlobals(gctx, cl)
+	cancel()
+	for _, check := range []func(ctx context.Context) Result{
+		func(context.Context) Result { return checkVersion(cl) },
+		func(context.Context) Result { return checkController(cl) },
+		func(ctx context.Context) Result { return checkLeader(ctx, cl) },
+		func(ctx context.Context) Result {
 			return checkRBAC(ctx, cl, CategoryController, "controller", controllerAccounts(cl), controllerNeeds(cl))
 		},
-		func() Result { return checkDNSImage(ctx, cl) },
-		func() Result { return checkStanza(cl) },
-		func() Result { return checkAgreement(cl) },
-		func() Result { return checkRBAC(ctx, cl, CategoryDNS, "cluster DNS", dnsAccounts(cl), dnsNeeds(cl)) },
-		func() Result { return checkMirrors(ctx, cl) },
-		g.syncResult,
-		g.conflictResult,
+		func(ctx context.Context) Result { return checkDNSImage(ctx, cl) },
+		func(context.Context) Result { return checkStanza(cl) },
+		func(context.Context) Result { return checkAgreement(cl) },
+		func(ctx context.Context) Result {
+			return checkRBAC(ctx, cl, CategoryDNS, "cluster DNS", dnsAccounts(cl), dnsNeeds(cl))
+		},
+		func(ctx context.Context) Result { return checkMirrors(ctx, cl) },
+		func(context.Context) Result { return g.syncResult() },
+		func(context.Context) Result { return g.conflictResult() },
 	} {
-		add(check())
+		cctx, cancel := budget()
+		add(check(cctx))
+		cancel()
 	}
 }
 
@@ -311,9 +325,18 @@ func checkDNSImage(ctx context.Context, cl *Cluster) Result {
 		return result(category, name, Error, "no running pod behind the cluster DNS Service "+cl.DNS.Service.Namespace+"/"+cl.DNS.Service.Name,
 			"is this cluster's DNS elsewhere? give its Service: --dns-service=NAMESPACE/NAME")
 	}
+	// Every pod at once: one that does not answer costs the others nothing.
+	bodies, errs := make([][]byte, len(cl.DNS.Pods)), make([]error, len(cl.DNS.Pods))
+	var wg sync.WaitGroup
+	for i, p := range cl.DNS.Pods {
+		wg.Go(func() {
+			bodies[i], errs[i] = cl.Client.CoreV1().Pods(p.Namespace).ProxyGet("http", p.Name, metricsPort(&p), "metrics", nil).DoRaw(ctx)
+		})
+	}
+	wg.Wait()
 	var without, unread []string
-	for _, p := range cl.DNS.Pods {
-		body, err := cl.Client.CoreV1().Pods(p.Namespace).ProxyGet("http", p.Name, metricsPort(&p), "metrics", nil).DoRaw(ctx)
+	for i, p := range cl.DNS.Pods {
+		body, err := bodies[i], errs[i]
 		switch {
 		case apierrors.IsForbidden(err):
 			unread = append(unread, fmt.Sprintf("%s: forbidden: %s", p.Name, errMessage(err)))
