@@ -54,6 +54,9 @@ status 0 in sync, 1 no such global, 2 out of sync (a leftover included),
 // without it: --timeout holds to within a second.
 const grace = 300 * time.Millisecond
 
+// retryEvery is how often check --wait runs the checks again.
+const retryEvery = 2 * time.Second
+
 // exitUsage is sysexits' EX_USAGE: apart from every code that reports on
 // the cluster.
 const exitUsage = 64
@@ -67,6 +70,7 @@ type command struct {
 	kubeContext string
 	output      string
 	timeout     time.Duration
+	wait        time.Duration // check only
 	opts        cli.Options
 }
 
@@ -110,6 +114,10 @@ func (c *command) parse(args []string) ([]string, int, bool) {
 	}
 	if c.output != "text" && c.output != "json" {
 		fmt.Fprintf(c.fs.Output(), "-o %q: want text or json\n", c.output)
+		return nil, exitUsage, false
+	}
+	if c.wait < 0 {
+		fmt.Fprintln(c.fs.Output(), "--wait: want a duration of 0 or more")
 		return nil, exitUsage, false
 	}
 	if c.timeout <= 0 {
@@ -162,6 +170,7 @@ func (c *command) connect(ctx context.Context) (*cli.Cluster, clientcmd.ClientCo
 
 func check(args []string, stdout, stderr io.Writer) int {
 	c := newCommand("check", "check [flags]", stdout, stderr)
+	c.fs.DurationVar(&c.wait, "wait", 0, "run the checks again until every one passes, for at most this long (each run bounded by --timeout): right after an install or an upgrade")
 	operands, code, ok := c.parse(args)
 	if !ok {
 		return code
@@ -170,12 +179,22 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "globalmirror check takes no arguments, got %q\n", operands)
 		return exitUsage
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	defer cancel()
-	rs := cli.RunCheck(ctx, grace, func(ctx context.Context) (*cli.Cluster, error) {
-		cl, _, err := c.connect(ctx)
-		return cl, err
-	})
+	// --wait: a failed run again, each with its own --timeout, until one
+	// passes or the wait is over; only the last is written.
+	giveUp := time.Now().Add(c.wait)
+	var rs []cli.Result
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		rs = cli.RunCheck(ctx, grace, func(ctx context.Context) (*cli.Cluster, error) {
+			cl, _, err := c.connect(ctx)
+			return cl, err
+		})
+		cancel()
+		if cli.NewReport(rs).Success || !time.Now().Before(giveUp) {
+			break
+		}
+		time.Sleep(min(retryEvery, time.Until(giveUp)))
+	}
 	report := cli.NewReport(rs)
 	if c.output == "json" {
 		writeJSON(stdout, report)

@@ -62,7 +62,7 @@ func TestUsageErrorsAreRefusedBeforeAnyRequest(t *testing.T) {
 	for _, args := range [][]string{
 		{}, {"chekc"}, {"check", "extra"}, {"status"}, {"status", "a", "b"},
 		{"status", "db_global"}, {"status", "App/db-global"}, {"status", "app/db-global/x"}, {"status", "/db-global"},
-		{"check", "-o", "yaml"}, {"check", "--timeout", "0s"}, {"check", "--dns-service", "kube-dns"}, {"check", "--no-such-flag"},
+		{"check", "-o", "yaml"}, {"check", "--timeout", "0s"}, {"check", "--wait", "-1s"}, {"status", "db-global", "--wait", "1m"}, {"check", "--dns-service", "kube-dns"}, {"check", "--no-such-flag"},
 	} {
 		if len(args) > 0 {
 			args = append(args, "--kubeconfig", kc)
@@ -102,6 +102,29 @@ func TestCheckOfAnUnreachableAPIServer(t *testing.T) {
 	if code != 1 || r.Success || len(r.Checks) != 1 || r.Checks[0].Check != "Kubernetes API" || r.Checks[0].Result != cli.Error ||
 		!strings.Contains(r.Checks[0].Detail, "connection refused") || r.Checks[0].Hint == "" {
 		t.Errorf("exit %d, report %+v", code, r)
+	}
+}
+
+// check --wait runs a failed check again until the wait is over (here it
+// never passes), and writes the last run's report alone; without --wait
+// it runs once.
+func TestCheckWaitRunsAFailedCheckAgain(t *testing.T) {
+	var requests atomic.Int32
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		http.Error(w, "starting", http.StatusServiceUnavailable)
+	}))
+	defer api.Close()
+	kc := kubeconfig(t, api.URL)
+	code, r := checkJSON(t, "--kubeconfig", kc, "--timeout", "1s")
+	once := requests.Load()
+	if code != 1 || len(r.Checks) != 1 || once == 0 {
+		t.Fatalf("without --wait: exit %d, %d requests, report %+v", code, once, r)
+	}
+	requests.Store(0)
+	code, r = checkJSON(t, "--kubeconfig", kc, "--timeout", "1s", "--wait", "3s")
+	if n := requests.Load(); code != 1 || len(r.Checks) != 1 || n < 2*once {
+		t.Errorf("--wait 3s: exit %d, %d requests (one run sends %d), report %+v; want the checks run again and one report", code, n, once, r)
 	}
 }
 
