@@ -197,9 +197,7 @@ func apiFailure(category Category, check, what string, err error, hint string) R
 	case apierrors.IsForbidden(err):
 		return result(category, check, Error, what+": forbidden: "+errMessage(err),
 			"globalmirror check reads as you: let your user get, list and watch what it reads (a read-only ClusterRole such as view, plus pods/proxy and subjectaccessreviews)")
-	case errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) ||
-		// client-go's rate limiter refuses a wait it could not end in time.
-		strings.Contains(err.Error(), "would exceed context deadline"):
+	case errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err):
 		return result(category, check, Error, what+": no answer before the timeout: "+err.Error(), "raise --timeout, or see why the API server is slow")
 	}
 	return result(category, check, Error, what+": "+errMessage(err), hint)

@@ -23,8 +23,10 @@ import (
 	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -77,6 +79,9 @@ type Options struct {
 	ControllerSelector string
 	// DNSService is the cluster DNS Service, namespace/name.
 	DNSService string
+	// ControllerNamespace is where to look for the controller; empty:
+	// every namespace, which needs a cluster-wide list of Deployments.
+	ControllerNamespace string
 }
 
 // DefaultOptions are the chart's labels and kube-dns.
@@ -96,19 +101,23 @@ func (o Options) Validate() error {
 	if _, err := labels.Parse(o.ControllerSelector); err != nil {
 		return fmt.Errorf("--controller-selector: %w", err)
 	}
+	if errs := validation.IsDNS1123Label(o.ControllerNamespace); o.ControllerNamespace != "" && len(errs) > 0 {
+		return fmt.Errorf("--controller-namespace %q: %s", o.ControllerNamespace, strings.Join(errs, "; "))
+	}
 	return nil
 }
 
 // CommandConfig is cfg as the command uses it: every request bounded by
-// the run's timeout (a hung one ends with it), and kubectl's client limits
-// rather than client-go's 5 per second, which would queue a big install's
-// access reviews past the timeout; the API server's own fairness protects
-// it from a one-shot diagnostic.
+// the run's timeout (a hung one ends with it), and no client-side rate
+// limit (client-go's 5 per second queued a big install's access reviews
+// past the timeout): the command bounds what it has in flight itself
+// (reviewsInFlight), and the API server's fairness protects it from a
+// one-shot diagnostic.
 func CommandConfig(cfg *rest.Config, timeout time.Duration) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "globalmirror-cli"
 	cfg.Timeout = timeout
-	cfg.QPS, cfg.Burst = 50, 300
+	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil // negative: no limiter
 	return cfg
 }
 
@@ -126,13 +135,16 @@ func Discover(ctx context.Context, c kubernetes.Interface, cfg *rest.Config, o O
 	if err := json.Unmarshal(body, cl.Version); err != nil {
 		return cl, fmt.Errorf("the API server's /version: %w", err)
 	}
-	cl.Controller, cl.ControllerErr = findController(ctx, c, o.ControllerSelector)
+	cl.Controller, cl.ControllerErr = findController(ctx, c, o.ControllerNamespace, o.ControllerSelector)
 	cl.DNS, cl.DNSErr = findDNS(ctx, c, o.DNSService)
 	return cl, nil
 }
 
-func findController(ctx context.Context, c kubernetes.Interface, selector string) (*Controller, error) {
-	deps, err := c.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: selector})
+func findController(ctx context.Context, c kubernetes.Interface, namespace, selector string) (*Controller, error) {
+	deps, err := c.AppsV1().Deployments(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if apierrors.IsForbidden(err) && namespace == metav1.NamespaceAll {
+		return nil, fmt.Errorf("listing Deployments labelled %s in every namespace (give the controller's with --controller-namespace): %w", selector, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listing Deployments labelled %s: %w", selector, err)
 	}

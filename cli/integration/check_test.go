@@ -98,6 +98,49 @@ func TestAUserWhoMayListButNotWatchIsToldSo(t *testing.T) {
 	if err != nil || st.Exists || !st.InSync {
 		t.Fatalf("status with list and watch: %+v, %v; want a global that does not exist, nothing left of it", st, err)
 	}
+
+	// The controller as the user finds it: not by a cluster-wide list of
+	// Deployments, which the user may not make, but in its namespace, which
+	// the user may read.
+	const controllerNS = "narrow-controller"
+	namespace(t, admin, controllerNS)
+	controllerDeployment(t, admin, controllerNS, "--suffix=-all")
+	_, err = admin.RbacV1().Roles(controllerNS).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "reader", Namespace: controllerNS},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list"}}}}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = admin.RbacV1().RoleBindings(controllerNS).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "reader", Namespace: controllerNS},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "reader"},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "narrow"}}}, metav1.CreateOptions{})
+	must(t, err)
+	found, err := cli.Discover(ctx, client, cfg, cli.DefaultOptions())
+	if err != nil || !apierrors.IsForbidden(found.ControllerErr) || !strings.Contains(found.ControllerErr.Error(), "--controller-namespace") {
+		t.Fatalf("the controller looked for in every namespace: %v, %v; want forbidden, pointing to --controller-namespace", err, found.ControllerErr)
+	}
+	opts := cli.DefaultOptions()
+	opts.ControllerNamespace = controllerNS
+	found, err = cli.Discover(ctx, client, cfg, opts)
+	if err != nil || found.ControllerErr != nil || found.Controller == nil || found.Controller.Options.Suffix != "-all" {
+		t.Fatalf("the controller looked for in its namespace: %v, %+v", err, found)
+	}
+	if st, err := cli.Status(ctx30b, found, ns, "db-all"); err != nil || st.Exists || st.Base != "db" {
+		t.Fatalf("status with the controller's flags: %+v, %v", st, err)
+	}
+}
+
+// controllerDeployment writes the chart's controller Deployment into ns,
+// with args; nothing runs it.
+func controllerDeployment(t *testing.T, c kubernetes.Interface, ns string, args ...string) {
+	t.Helper()
+	labels := map[string]string{"app.kubernetes.io/name": "globalmirror", "app.kubernetes.io/part-of": "globalmirror", "app.kubernetes.io/component": "controller"}
+	_, err := c.AppsV1().Deployments(ns).Create(t.Context(), &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "globalmirror-controller", Namespace: ns, Labels: labels},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec: corev1.PodSpec{ServiceAccountName: "globalmirror-controller", Containers: []corev1.Container{{
+				Name: "controller", Image: "globalmirror-controller", Args: args}}}},
+		},
+	}, metav1.CreateOptions{})
+	must(t, err)
 }
 
 // A controller that watches 50 namespaces is checked inside check's default
@@ -113,16 +156,7 @@ func TestFiftyNamespacesAreCheckedInsideTheTimeout(t *testing.T) {
 		namespace(t, admin, namespaces[i])
 	}
 	namespace(t, admin, "globalmirror-system")
-	labels := map[string]string{"app.kubernetes.io/name": "globalmirror", "app.kubernetes.io/component": "controller"}
-	_, err := admin.AppsV1().Deployments("globalmirror-system").Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "globalmirror-controller", Namespace: "globalmirror-system", Labels: labels},
-		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: labels},
-			Spec: corev1.PodSpec{ServiceAccountName: "globalmirror-controller", Containers: []corev1.Container{{
-				Name: "controller", Image: "globalmirror-controller", Args: []string{"--namespaces=" + strings.Join(namespaces, ",")}}}},
-		}},
-	}, metav1.CreateOptions{})
-	must(t, err)
+	controllerDeployment(t, admin, "globalmirror-system", "--namespaces="+strings.Join(namespaces, ","))
 
 	const timeout = 30 * time.Second // check's default
 	cfg := cli.CommandConfig(env.Cluster("cli").Config, timeout)

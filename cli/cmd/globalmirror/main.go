@@ -83,6 +83,7 @@ func newCommand(name, synopsis string, stdout, stderr io.Writer) *command {
 	c.fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "give up after this long, whatever is left (like kubectl's --request-timeout, for the whole run)")
 	c.fs.StringVar(&c.opts.DNSService, "dns-service", c.opts.DNSService, "the cluster DNS Service, NAMESPACE/NAME")
 	c.fs.StringVar(&c.opts.ControllerSelector, "controller-selector", c.opts.ControllerSelector, "label selector of the controller's Deployment")
+	c.fs.StringVar(&c.opts.ControllerNamespace, "controller-namespace", "", "the controller's namespace (default: look in every namespace, which needs a cluster-wide list of Deployments)")
 	// Printed by parse: on stdout when asked for, on stderr after an error.
 	c.fs.Usage = func() {}
 	c.usage = func(w io.Writer) {
