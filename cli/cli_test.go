@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -359,5 +360,36 @@ func TestMirrorsCheckFindsAServiceMirrorWithoutHeadless(t *testing.T) {
 	r := checkMirrors(t.Context(), &Cluster{Client: fake.NewClientset(headless, mirror("east", "-enable-headless-services")), Controller: ctl})
 	if r.Result != Warning || !strings.Contains(r.Detail, "does not watch, so without a global: app: 1") || r.Hint == "" {
 		t.Errorf("mirrors outside the watched namespaces: %+v", r)
+	}
+}
+
+// Every check the command runs has its row in the README's table of what
+// each check reads, under the name it prints.
+func TestEveryCheckIsDocumented(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(readme), "What each check reads:")
+	if !ok {
+		t.Fatal("README.md has no table of what each check reads")
+	}
+	table, _, _ = strings.Cut(table, "\n\n\n")
+	var rows []string
+	for _, line := range strings.Split(table, "\n") {
+		if name, _, ok := strings.Cut(strings.TrimPrefix(line, "| "), " |"); ok && strings.HasPrefix(line, "| ") {
+			rows = append(rows, name)
+		}
+	}
+	var names []string
+	Check(t.Context(), &Cluster{Client: fake.NewClientset(), Version: &version.Info{Major: "1", Minor: "36"}, DNSErr: errors.New("none")},
+		func(r Result) { names = append(names, r.Check) })
+	if len(names) < 11 {
+		t.Fatalf("%d checks ran", len(names))
+	}
+	for _, name := range append(names, Unreachable(errors.New("x"))[0].Check) {
+		if !slices.ContainsFunc(rows, func(row string) bool { return slices.Contains(strings.Split(row, ", "), name) }) {
+			t.Errorf("check %q has no row in README.md's table (rows: %q)", name, rows)
+		}
 	}
 }
