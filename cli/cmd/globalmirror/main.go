@@ -232,8 +232,8 @@ func status(args []string, stdout, stderr io.Writer) int {
 		defer close(done)
 		defer func() {
 			if p := recover(); p != nil {
-				fmt.Fprintf(&errOut, "globalmirror: internal error: %v (a bug: please report it with this output)\n", p)
-				code = 3
+				out.Reset()
+				code = c.cannotRead(&out, &errOut, fmt.Sprintf("internal error: %v (a bug: please report it with this output)", p))
 			}
 		}()
 		code = c.status(ctx, operands[0], &out, &errOut)
@@ -244,8 +244,7 @@ func status(args []string, stdout, stderr io.Writer) int {
 		select {
 		case <-done:
 		case <-time.After(grace):
-			fmt.Fprintln(stderr, "globalmirror: no answer before the timeout: neither the API server nor the kubeconfig's credential plugin (users[].user.exec) answered in time")
-			return 3
+			return c.cannotRead(stdout, stderr, "no answer before the timeout: neither the API server nor the kubeconfig's credential plugin (users[].user.exec) answered in time")
 		}
 	}
 	_, _ = io.Copy(stdout, &out)
@@ -272,22 +271,19 @@ func invalidGlobalName(arg string) string {
 func (c *command) status(ctx context.Context, arg string, stdout, stderr io.Writer) int {
 	cl, loader, err := c.connect(ctx)
 	if err != nil {
-		fmt.Fprintln(stderr, "globalmirror:", err)
-		return 3
+		return c.cannotRead(stdout, stderr, err.Error())
 	}
 	ns, name, ok := strings.Cut(arg, "/")
 	if !ok {
 		// As kubectl: the context's namespace, else default.
 		if ns, _, err = loader.Namespace(); err != nil {
-			fmt.Fprintln(stderr, "globalmirror:", err)
-			return 3
+			return c.cannotRead(stdout, stderr, err.Error())
 		}
 		name = arg
 	}
 	st, err := cli.Status(ctx, cl, ns, name)
 	if err != nil {
-		fmt.Fprintln(stderr, "globalmirror:", err)
-		return 3
+		return c.cannotRead(stdout, stderr, err.Error())
 	}
 	if c.output == "json" {
 		writeJSON(stdout, st)
@@ -295,6 +291,17 @@ func (c *command) status(ctx context.Context, arg string, stdout, stderr io.Writ
 		st.Write(stdout)
 	}
 	return statusCode(st)
+}
+
+// cannotRead says why status could not read the global, on stderr and,
+// under -o json, as {"error": ...} on stdout too: a script that reads stdout
+// gets one JSON value whatever happened. It is status's exit code 3.
+func (c *command) cannotRead(stdout, stderr io.Writer, msg string) int {
+	fmt.Fprintln(stderr, "globalmirror:", msg)
+	if c.output == "json" {
+		writeJSON(stdout, map[string]string{"error": msg})
+	}
+	return 3
 }
 
 // statusCode is status's exit code for what it found: 2 the controller's

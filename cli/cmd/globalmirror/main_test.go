@@ -249,4 +249,10 @@ func TestStatusExitCodes(t *testing.T) {
 	if code, out, errOut := runCmd("status", "app/db-global", "--kubeconfig", kubeconfig(t, "https://"+addr)); code != 3 || out != "" || !strings.Contains(errOut, "connection refused") {
 		t.Errorf("status against no API server: exit %d, stdout %q, stderr %q; want 3", code, out, errOut)
 	}
+	// Under -o json, stdout is one JSON value on that path too.
+	code, out, _ := runCmd("status", "app/db-global", "-o", "json", "--kubeconfig", kubeconfig(t, "https://"+addr))
+	var failed struct{ Error string }
+	if err := json.Unmarshal([]byte(out), &failed); code != 3 || err != nil || !strings.Contains(failed.Error, "connection refused") {
+		t.Errorf("status -o json against no API server: exit %d, stdout %q (%v); want 3 and {\"error\": ...}", code, out, err)
+	}
 }
