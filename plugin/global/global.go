@@ -90,13 +90,16 @@ func (g *Global) Name() string { return pluginName }
 
 // ServeDNS implements plugin.Handler.
 func (g *Global) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
-	if len(r.Question) == 0 {
-		return g.next(ctx, w, r)
+	if len(r.Question) != 0 && !g.notMine(r.Question[0].Name) {
+		return g.serve(ctx, w, r)
 	}
-	if g.notMine(r.Question[0].Name) {
-		return g.next(ctx, w, r)
+	// As next does, but with no frame of next's between: the query
+	// goroutine's stack is copied each time it grows, and that frame made
+	// it grow once more for most names (0.92x kubernetes alone's QPS).
+	if g.Next != nil && ot.SpanFromContext(ctx) == nil {
+		return g.Next.ServeDNS(ctx, w, r)
 	}
-	return g.serve(ctx, w, r)
+	return g.next(ctx, w, r)
 }
 
 // serve answers a name that may be the plugin's. It is apart from ServeDNS
