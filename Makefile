@@ -67,14 +67,15 @@ export GLOBALMIRROR_IMAGE_VERSION := $(VERSION)
 # `make build` and `make image` (the Dockerfile) build with these, so the
 # binaries in bin/ and in the images are the same: static (CGO_ENABLED=0),
 # reproducible (no paths, no VCS stamp), stripped, with CoreDNS's -version
-# naming the commit.
+# naming the commit and build.Version the release (`globalmirror check` compares them).
 GO_BUILD_FLAGS := -trimpath -buildvcs=false
 # Every go command of this module (lint, tests, bench) builds as `make build`
 # does, so that a cold run compiles each package once: pure Go and -trimpath
 # are part of a package's build cache key.
 export CGO_ENABLED := 0
 export GOFLAGS     := -buildvcs=false -trimpath
-GO_LDFLAGS     := -s -w -X github.com/coredns/coredns/coremain.GitCommit=$(GIT_COMMIT)
+GO_LDFLAGS     := -s -w -X github.com/coredns/coredns/coremain.GitCommit=$(GIT_COMMIT) \
+	-X github.com/globalmirror/globalmirror/build.Version=$(VERSION)
 KUBE_LDFLAGS   := -s -w \
 	-X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 \

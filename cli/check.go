@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -93,7 +95,7 @@ func Check(ctx context.Context, cl *Cluster, add func(Result)) {
 	cancel()
 	for _, check := range []func(ctx context.Context) Result{
 		func(context.Context) Result { return checkVersion(cl) },
-		func(context.Context) Result { return checkController(cl) },
+		func(ctx context.Context) Result { return checkController(ctx, cl) },
 		func(ctx context.Context) Result { return checkLeader(ctx, cl) },
 		func(ctx context.Context) Result {
 			return checkRBAC(ctx, cl, CategoryController, "controller", controllerAccounts(cl), controllerNeeds(cl))
@@ -235,7 +237,7 @@ func checkVersion(cl *Cluster) Result {
 	return result(category, name, OK, detail, "")
 }
 
-func checkController(cl *Cluster) Result {
+func checkController(ctx context.Context, cl *Cluster) Result {
 	const category, name = CategoryController, "controller running"
 	if cl.ControllerErr != nil {
 		return apiFailure(category, name, "looking for the controller", cl.ControllerErr, "")
@@ -257,7 +259,33 @@ func checkController(cl *Cluster) Result {
 			fmt.Sprintf("start it: kubectl -n %s scale deployment %s --replicas=2; if it runs, see why it is not Ready: kubectl -n %s describe pods -l %s",
 				d.Namespace, d.Name, d.Namespace, labels.SelectorFromSet(d.Spec.Selector.MatchLabels)))
 	}
-	return result(category, name, OK, fmt.Sprintf("%s: %d of %d replicas Ready (caches synced)", id, d.Status.ReadyReplicas, want), "")
+	ok := result(category, name, OK, fmt.Sprintf("%s: %d of %d replicas Ready (caches synced)", id, d.Status.ReadyReplicas, want), "")
+	return versionSkew(ok, "globalmirror_build_info", controllerMetrics(ctx, cl))
+}
+
+// controllerMetrics are the metrics of the controller's running pods, by
+// name, read through the API server's pod proxy; a pod that could not be
+// read is left out (what it runs is then unsaid, not wrong).
+func controllerMetrics(ctx context.Context, cl *Cluster) map[string]string {
+	d := cl.Controller.Deployment
+	_, port, err := net.SplitHostPort(cl.Controller.Options.MetricsAddr)
+	if err != nil || d.Spec.Selector == nil || cl.Client == nil {
+		return nil
+	}
+	pods, err := cl.Client.CoreV1().Pods(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(d.Spec.Selector.MatchLabels).String()})
+	if err != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+			continue
+		}
+		if body, err := cl.Client.CoreV1().Pods(p.Namespace).ProxyGet("http", p.Name, port, "metrics", nil).DoRaw(ctx); err == nil {
+			out[p.Name] = string(body)
+		}
+	}
+	return out
 }
 
 func checkLeader(ctx context.Context, cl *Cluster) Result {
@@ -357,7 +385,37 @@ func checkDNSImage(ctx context.Context, cl *Cluster) Result {
 		return result(category, name, Error, "without the global plugin: "+strings.Join(without, ", "),
 			"run the globalmirror CoreDNS image as the chart's README patches it in (kubectl -n kube-system patch deployment/coredns: the image, and readiness every 2 s); the controller's Services answer through the stock plugin meanwhile, but not before it has written them, nor while it is down")
 	}
-	return result(category, name, OK, fmt.Sprintf("%d pods run an image with the global plugin (%s)", len(cl.DNS.Pods), cl.DNS.Pods[0].Spec.Containers[0].Image), "")
+	ok := result(category, name, OK, fmt.Sprintf("%d pods run an image with the global plugin (%s)", len(cl.DNS.Pods), cl.DNS.Pods[0].Spec.Containers[0].Image), "")
+	return versionSkew(ok, "coredns_global_build_info", cl.DNS.metrics)
+}
+
+// versionSkew is ok unless the metrics of some pod (by name) say, in
+// their metric's version label, a globalmirror release other than this
+// command's: a minor apart is ‼, more is ✘, and a pod whose metrics do not
+// say is ‼ (a release from before the metric).
+func versionSkew(ok Result, metric string, metrics map[string]string) Result {
+	find := regexp.MustCompile(regexp.QuoteMeta(metric) + `\{[^}]*\bversion="([^"]*)"`)
+	worst := 0 // 0 none, 1 a minor apart or unsaid, 2 more
+	var skewed []string
+	for _, pod := range slices.Sorted(maps.Keys(metrics)) {
+		m := find.FindStringSubmatch(metrics[pod])
+		if m == nil {
+			skewed, worst = append(skewed, pod+" (its release unsaid: older than "+metric+")"), max(worst, 1)
+			continue
+		}
+		if skew := build.Skew(m[1], build.Version); skew > 0 {
+			skewed, worst = append(skewed, pod+" "+m[1]), max(worst, skew)
+		}
+	}
+	if worst == 0 {
+		return ok
+	}
+	level := Warning
+	if worst > 1 {
+		level = Error
+	}
+	return result(ok.Category, ok.Check, level, fmt.Sprintf("%s; globalmirror releases other than this command's %s: %s", ok.Detail, build.Version, strings.Join(skewed, ", ")),
+		"run the globalmirror command of the release the cluster runs, or upgrade the chart: the command judges with its own release's rules, which hold one minor release apart at most")
 }
 
 func metricsPort(p *corev1.Pod) string {

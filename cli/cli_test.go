@@ -118,7 +118,7 @@ func TestControllerReleasesAreFoundByTheChartsLabels(t *testing.T) {
 	if err != nil || ctl == nil || ctl.Deployment.Name != "dns-discovery" {
 		t.Fatalf("a release with a nameOverride: %+v, %v", ctl, err)
 	}
-	if r := checkController(&Cluster{Controller: ctl}); r.Result != OK {
+	if r := checkController(t.Context(), &Cluster{Controller: ctl}); r.Result != OK {
 		t.Errorf("one release: %+v", r)
 	}
 	c = fake.NewClientset(release("mesh", "dns-discovery", "discovery"), release("globalmirror", "gm", "globalmirror"))
@@ -126,7 +126,7 @@ func TestControllerReleasesAreFoundByTheChartsLabels(t *testing.T) {
 	if err != nil || ctl == nil {
 		t.Fatalf("two releases: %+v, %v", ctl, err)
 	}
-	if r := checkController(&Cluster{Controller: ctl}); r.Result != Error || !strings.Contains(r.Detail, "2 controller releases") ||
+	if r := checkController(t.Context(), &Cluster{Controller: ctl}); r.Result != Error || !strings.Contains(r.Detail, "2 controller releases") ||
 		!strings.Contains(r.Detail, "mesh/dns-discovery") || !strings.Contains(r.Detail, "globalmirror/gm") {
 		t.Errorf("two releases: %+v", r)
 	}
@@ -275,7 +275,7 @@ func TestAPIErrorsFailTheirCheckWithTheirReason(t *testing.T) {
 	if err == nil || ctl != nil {
 		t.Fatalf("a failed list of Deployments: %v, %v", ctl, err)
 	}
-	if r := checkController(&Cluster{ControllerErr: err}); r.Result != Error || !strings.Contains(r.Detail, "connection reset") {
+	if r := checkController(t.Context(), &Cluster{ControllerErr: err}); r.Result != Error || !strings.Contains(r.Detail, "connection reset") {
 		t.Errorf("the controller could not be looked for: %+v", r)
 	}
 	dns := &DNS{CorefileErrs: map[string]error{"kube-system/coredns": apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "coredns", errors.New("no RBAC"))},
@@ -390,6 +390,33 @@ func TestEveryCheckIsDocumented(t *testing.T) {
 	for _, name := range append(names, Unreachable(errors.New("x"))[0].Check) {
 		if !slices.ContainsFunc(rows, func(row string) bool { return slices.Contains(strings.Split(row, ", "), name) }) {
 			t.Errorf("check %q has no row in README.md's table (rows: %q)", name, rows)
+		}
+	}
+}
+
+// A half of another release than the command's: a minor apart is ‼, more
+// is ✘, one that does not say is ‼; the same minor leaves the result as
+// it was.
+func TestVersionSkewOfTheHalves(t *testing.T) {
+	defer func(v string) { build.Version = v }(build.Version)
+	build.Version = "0.2.1"
+	ok := result(CategoryDNS, "cluster DNS image", OK, "2 pods run an image with the global plugin", "")
+	info := func(v string) string {
+		return `coredns_global_build_info{goversion="go1.26.8",version="` + v + `"} 1` + "\n"
+	}
+	for _, tc := range []struct {
+		metrics map[string]string
+		want    Level
+		names   string
+	}{
+		{map[string]string{"a": info("0.2.0"), "b": info("0.2.3")}, OK, ""},
+		{map[string]string{"a": info("0.2.0"), "b": info("0.1.9")}, Warning, "b 0.1.9"},
+		{map[string]string{"a": info("0.4.0"), "b": info("0.1.9")}, Error, "a 0.4.0, b 0.1.9"},
+		{map[string]string{"a": "coredns_global_globals 3\n"}, Warning, "a (its release unsaid"},
+	} {
+		r := versionSkew(ok, "coredns_global_build_info", tc.metrics)
+		if r.Result != tc.want || !strings.Contains(r.Detail, tc.names) || (tc.want == OK) != (r == ok) || (tc.want != OK && r.Hint == "") {
+			t.Errorf("%v: %+v; want %s naming %q", tc.metrics, r, tc.want, tc.names)
 		}
 	}
 }

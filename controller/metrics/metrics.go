@@ -5,7 +5,10 @@
 package metrics
 
 import (
+	"runtime"
+
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/build"
 	"github.com/globalmirror/globalmirror/kubeclient"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -73,7 +76,14 @@ func New() *Metrics {
 		aggregate.SkipInvalidRemoteName, aggregate.SkipUnknownBase} {
 		m.Skipped.WithLabelValues("Service", string(r))
 	}
+	// Always 1, labelled with the controller's release: what `globalmirror
+	// check` compares with its own and the plugin's.
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
+		Help: "Always 1: the globalmirror release of the controller (version) and the Go release it was built with (goversion)."},
+		[]string{"version", "goversion"})
+	buildInfo.WithLabelValues(build.Version, runtime.Version()).Set(1)
 	m.Registry.MustRegister(
+		buildInfo,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Syncs, m.SyncDuration, m.Globals, m.Endpoints, m.APIWrites,

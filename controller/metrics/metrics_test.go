@@ -19,7 +19,7 @@ func TestTheFeedsSeriesAreThePlugins(t *testing.T) {
 	for _, f := range families {
 		names = append(names, f.GetName())
 	}
-	for _, want := range []string{"globalmirror_lists_total", "globalmirror_held_objects_total", "globalmirror_api_heard_timestamp_seconds"} {
+	for _, want := range []string{"globalmirror_lists_total", "globalmirror_held_objects_total", "globalmirror_api_heard_timestamp_seconds", "globalmirror_build_info"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("no %s among %v", want, names)
 		}

@@ -387,7 +387,7 @@ func TestMetrics(t *testing.T) {
 			names = append(names, mf.GetName())
 		}
 	}
-	for _, want := range []string{"coredns_global_requests_total", "coredns_global_globals", "coredns_global_endpoints"} {
+	for _, want := range []string{"coredns_global_requests_total", "coredns_global_globals", "coredns_global_endpoints", "coredns_global_build_info"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("%s not registered (have %v)", want, names)
 		}

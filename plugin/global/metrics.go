@@ -1,7 +1,10 @@
 package global
 
 import (
+	"runtime"
+
 	"github.com/coredns/coredns/plugin"
+	"github.com/globalmirror/globalmirror/build"
 	"github.com/globalmirror/globalmirror/kubeclient"
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,6 +15,15 @@ import (
 // the prometheus plugin exports them.
 var (
 	// requestsTotal counts the queries this plugin answered (not those it passed on).
+	// buildInfo is always 1, labelled with the plugin's release: what
+	// `globalmirror check` compares with its own and the controller's.
+	buildInfo = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "global",
+		Name:      "build_info",
+		Help:      "Always 1: the globalmirror release of the plugin (version) and the Go release it was built with (goversion).",
+	}, []string{"version", "goversion"})
+
 	requestsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
 		Namespace: plugin.Namespace,
 		Subsystem: "global",
@@ -90,3 +102,5 @@ func typeLabel(qtype uint16) string {
 	}
 	return "other"
 }
+
+func init() { buildInfo.WithLabelValues(build.Version, runtime.Version()).Set(1) }
