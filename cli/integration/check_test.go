@@ -13,6 +13,7 @@ import (
 
 	"github.com/globalmirror/globalmirror/cli"
 	"github.com/globalmirror/globalmirror/controller/options"
+	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -92,10 +93,16 @@ func TestAUserWhoMayListButNotWatchIsToldSo(t *testing.T) {
 	}
 	_, err = admin.RbacV1().Roles(ns).Update(ctx, role, metav1.UpdateOptions{})
 	must(t, err)
+	// The API server's authorizer sees the Role's update moments later.
 	ctx30b, cancelb := context.WithTimeout(ctx, 30*time.Second)
 	defer cancelb()
-	st, err := cli.Status(ctx30b, cl, ns, "db-global")
-	if err != nil || st.Exists || !st.InSync {
+	var st *cli.GlobalStatus
+	if err := await.Poll(ctx30b, 20*time.Second, 100*time.Millisecond, func(ctx context.Context) string {
+		if st, err = cli.Status(ctx, cl, ns, "db-global"); err != nil {
+			return err.Error()
+		}
+		return ""
+	}); err != nil || st.Exists || !st.InSync {
 		t.Fatalf("status with list and watch: %+v, %v; want a global that does not exist, nothing left of it", st, err)
 	}
 
@@ -118,8 +125,15 @@ func TestAUserWhoMayListButNotWatchIsToldSo(t *testing.T) {
 	}
 	opts := cli.DefaultOptions()
 	opts.ControllerNamespace = controllerNS
-	found, err = cli.Discover(ctx, client, cfg, opts)
-	if err != nil || found.ControllerErr != nil || found.Controller == nil || found.Controller.Options.Suffix != "-all" {
+	if err := await.Poll(ctx30b, 20*time.Second, 100*time.Millisecond, func(ctx context.Context) string {
+		if found, err = cli.Discover(ctx, client, cfg, opts); err == nil && found.ControllerErr != nil {
+			err = found.ControllerErr
+		}
+		if err != nil {
+			return err.Error()
+		}
+		return ""
+	}); err != nil || found.Controller == nil || found.Controller.Options.Suffix != "-all" {
 		t.Fatalf("the controller looked for in its namespace: %v, %+v", err, found)
 	}
 	if st, err := cli.Status(ctx30b, found, ns, "db-all"); err != nil || st.Exists || st.Base != "db" {
