@@ -131,15 +131,7 @@ func RunCheck(ctx context.Context, grace time.Duration, connect func(context.Con
 		defer mu.Unlock()
 		rs = append(rs, r)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer func() {
-			if p := recover(); p != nil {
-				add(result(CategoryKubernetes, "globalmirror check", Error, fmt.Sprintf("internal error: %v", p),
-					"a bug of globalmirror check: please report it with this output"))
-			}
-		}()
+	ended, panicked := Bounded(ctx, grace, func() {
 		cl, err := connect(ctx)
 		if err != nil {
 			add(Unreachable(err)[0])
@@ -149,23 +141,16 @@ func RunCheck(ctx context.Context, grace time.Duration, connect func(context.Con
 		connected = true
 		mu.Unlock()
 		Check(ctx, cl, add)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		select {
-		case <-done:
-		case <-time.After(grace):
-		}
-	}
+	})
 	mu.Lock()
 	defer mu.Unlock()
-	select {
-	case <-done:
+	switch {
+	case panicked != nil:
+		return append(slices.Clone(rs), result(CategoryKubernetes, "globalmirror check", Error, fmt.Sprintf("internal error: %v", panicked),
+			"a bug of globalmirror check: please report it with this output"))
+	case ended:
 		return slices.Clone(rs)
-	default:
-	}
-	if !connected {
+	case !connected:
 		return append(slices.Clone(rs), result(CategoryKubernetes, "Kubernetes API", Error,
 			"the API server: no answer before the timeout: neither the server nor the kubeconfig's credential plugin (users[].user.exec) answered",
 			"run any kubectl command with the same kubeconfig: a credential plugin waiting for a login or a device code hangs it too; else raise --timeout"))
@@ -177,6 +162,29 @@ func RunCheck(ctx context.Context, grace time.Duration, connect func(context.Con
 	return append(slices.Clone(rs), result(category, "checks not finished", Error,
 		fmt.Sprintf("no answer before the timeout: the check after the %d above did not end, nor the rest", len(rs)),
 		"raise --timeout, or see why the API server (or a CoreDNS pod it proxies to) is slow"))
+}
+
+// Bounded runs fn and waits for it until ctx has ended and grace has
+// passed: whether fn returned by then, and what it panicked with if it did.
+// A fn still running is left to end on its own (client-go runs credential
+// plugins and transports with no deadline of their own).
+func Bounded(ctx context.Context, grace time.Duration, fn func()) (ended bool, panicked any) {
+	done := make(chan any, 1)
+	go func() {
+		defer func() { done <- recover() }()
+		fn()
+	}()
+	select {
+	case p := <-done:
+		return true, p
+	case <-ctx.Done():
+	}
+	select {
+	case p := <-done:
+		return true, p
+	case <-time.After(grace):
+		return false, nil
+	}
 }
 
 // Unreachable is the report of a run whose API server did not answer.

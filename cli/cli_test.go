@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"maps"
 	"os"
@@ -418,5 +419,24 @@ func TestVersionSkewOfTheHalves(t *testing.T) {
 		if r.Result != tc.want || !strings.Contains(r.Detail, tc.names) || (tc.want == OK) != (r == ok) || (tc.want != OK && r.Hint == "") {
 			t.Errorf("%v: %+v; want %s naming %q", tc.metrics, r, tc.want, tc.names)
 		}
+	}
+}
+
+// Bounded says whether fn ended by the deadline and grace, and what it
+// panicked with; RunCheck turns a panic into one ✘ of the report.
+func TestBoundedEndsByTheDeadlineAndKeepsAPanic(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	block := make(chan struct{})
+	defer close(block)
+	if ended, p := Bounded(ctx, 10*time.Millisecond, func() { <-block }); ended || p != nil {
+		t.Errorf("a fn that does not end: ended %v, panicked %v", ended, p)
+	}
+	if ended, p := Bounded(t.Context(), time.Second, func() { panic("boom") }); !ended || p != "boom" {
+		t.Errorf("a fn that panics: ended %v, panicked %v", ended, p)
+	}
+	rs := RunCheck(t.Context(), time.Second, func(context.Context) (*Cluster, error) { panic("boom") })
+	if len(rs) != 1 || rs[0].Result != Error || !strings.Contains(rs[0].Detail, "internal error: boom") {
+		t.Errorf("a panicking check: %+v", rs)
 	}
 }

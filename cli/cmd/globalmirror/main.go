@@ -227,25 +227,13 @@ func status(args []string, stdout, stderr io.Writer) int {
 	// Written only once it has ended: a status cut off by the timeout
 	// prints nothing of it.
 	var out, errOut bytes.Buffer
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer func() {
-			if p := recover(); p != nil {
-				out.Reset()
-				code = c.cannotRead(&out, &errOut, fmt.Sprintf("internal error: %v (a bug: please report it with this output)", p))
-			}
-		}()
-		code = c.status(ctx, operands[0], &out, &errOut)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		select {
-		case <-done:
-		case <-time.After(grace):
-			return c.cannotRead(stdout, stderr, "no answer before the timeout: neither the API server nor the kubeconfig's credential plugin (users[].user.exec) answered in time")
-		}
+	ended, panicked := cli.Bounded(ctx, grace, func() { code = c.status(ctx, operands[0], &out, &errOut) })
+	switch {
+	case !ended:
+		return c.cannotRead(stdout, stderr, "no answer before the timeout: neither the API server nor the kubeconfig's credential plugin (users[].user.exec) answered in time")
+	case panicked != nil:
+		out.Reset()
+		code = c.cannotRead(&out, &errOut, fmt.Sprintf("internal error: %v (a bug: please report it with this output)", panicked))
 	}
 	_, _ = io.Copy(stdout, &out)
 	_, _ = io.Copy(stderr, &errOut)
