@@ -284,16 +284,30 @@ func controllerMetrics(ctx context.Context, cl *Cluster) map[string]string {
 	if err != nil {
 		return nil
 	}
+	running := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil })
+	bodies, errs := podMetrics(ctx, cl, running, func(*corev1.Pod) string { return port })
 	out := map[string]string{}
-	for _, p := range pods.Items {
-		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
-			continue
-		}
-		if body, err := cl.Client.CoreV1().Pods(p.Namespace).ProxyGet("http", p.Name, port, "metrics", nil).DoRaw(ctx); err == nil {
-			out[p.Name] = string(body)
+	for i, p := range running {
+		if errs[i] == nil {
+			out[p.Name] = string(bodies[i])
 		}
 	}
 	return out
+}
+
+// podMetrics reads the metrics of every pod at once, through the API
+// server's pod proxy on the port port says: one that does not answer
+// costs the others nothing.
+func podMetrics(ctx context.Context, cl *Cluster, pods []corev1.Pod, port func(*corev1.Pod) string) ([][]byte, []error) {
+	bodies, errs := make([][]byte, len(pods)), make([]error, len(pods))
+	var wg sync.WaitGroup
+	for i, p := range pods {
+		wg.Go(func() {
+			bodies[i], errs[i] = cl.Client.CoreV1().Pods(p.Namespace).ProxyGet("http", p.Name, port(&p), "metrics", nil).DoRaw(ctx)
+		})
+	}
+	wg.Wait()
+	return bodies, errs
 }
 
 func checkLeader(ctx context.Context, cl *Cluster) Result {
@@ -359,15 +373,7 @@ func checkDNSImage(ctx context.Context, cl *Cluster) Result {
 		return result(category, name, Error, "no running pod behind the cluster DNS Service "+cl.DNS.Service.Namespace+"/"+cl.DNS.Service.Name,
 			"is this cluster's DNS elsewhere? give its Service: --dns-service=NAMESPACE/NAME")
 	}
-	// Every pod at once: one that does not answer costs the others nothing.
-	bodies, errs := make([][]byte, len(cl.DNS.Pods)), make([]error, len(cl.DNS.Pods))
-	var wg sync.WaitGroup
-	for i, p := range cl.DNS.Pods {
-		wg.Go(func() {
-			bodies[i], errs[i] = cl.Client.CoreV1().Pods(p.Namespace).ProxyGet("http", p.Name, metricsPort(&p), "metrics", nil).DoRaw(ctx)
-		})
-	}
-	wg.Wait()
+	bodies, errs := podMetrics(ctx, cl, cl.DNS.Pods, metricsPort)
 	var without, unread []string
 	for i, p := range cl.DNS.Pods {
 		body, err := bodies[i], errs[i]
@@ -460,9 +466,10 @@ func stanzas(cl *Cluster) (found map[string]*global.Stanza, problems []string) {
 		case st == nil:
 			problems = append(problems, cm+": no global stanza in the server block of the kubernetes plugin")
 		default:
-			if outside := zonesOutside(st.Zones, kubernetesZones(b)); len(outside) > 0 {
+			served := kubernetesZones(b)
+			if outside := zonesOutside(st.Zones, served); len(outside) > 0 {
 				problems = append(problems, fmt.Sprintf("%s: global answers in %s, which is not the cluster's domain: the kubernetes plugin serves %s",
-					cm, strings.Join(outside, " "), strings.Join(kubernetesZones(b), " ")))
+					cm, strings.Join(outside, " "), strings.Join(served, " ")))
 				continue
 			}
 			found[cm] = st
