@@ -648,50 +648,23 @@ func checkRBAC(ctx context.Context, cl *Cluster, category Category, component st
 	if len(accounts) == 0 || len(needs) == 0 {
 		return result(category, name, Error, "no "+component+" found", "see the checks above")
 	}
-	// One review per account and request, asked in parallel: a stanza
-	// that watches many namespaces needs hundreds.
-	allowed := make([][]bool, len(accounts))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(reviewsInFlight)
-	for i, account := range accounts {
-		ns, sa, _ := strings.Cut(account, "/")
-		allowed[i] = make([]bool, len(needs))
-		for j, n := range needs {
-			g.Go(func() error {
-				sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-					User:   "system:serviceaccount:" + ns + ":" + sa,
-					Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-					ResourceAttributes: &authorizationv1.ResourceAttributes{
-						Namespace: n.namespace, Verb: n.verb, Group: n.group, Resource: n.resource, Name: n.name,
-					},
-				}}
-				got, err := cl.Client.AuthorizationV1().SubjectAccessReviews().Create(gctx, sar, metav1.CreateOptions{})
-				if err != nil {
-					return fmt.Errorf("%s: %w", account, err)
-				}
-				allowed[i][j] = got.Status.Allowed
-				return nil
-			})
-		}
-	}
-	if err := g.Wait(); err != nil {
-		return apiFailure(category, name, "asking the API server what a ServiceAccount may do", err, "")
-	}
 	var denied []string
-	for i, account := range accounts {
-		var no []string
-		for j, n := range needs {
-			if !allowed[i][j] {
-				where := "cluster-wide"
-				if n.namespace != "" {
-					where = "in " + n.namespace
-				}
-				what := schema.GroupResource{Group: n.group, Resource: n.resource}.String()
-				if n.name != "" {
-					what += " " + n.name
-				}
-				no = append(no, fmt.Sprintf("%s %s %s", n.verb, what, where))
+	for _, account := range accounts {
+		ns, sa, _ := strings.Cut(account, "/")
+		no, err := refused(ctx, needs, func(ctx context.Context, n need) (bool, error) {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:               "system:serviceaccount:" + ns + ":" + sa,
+				Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+				ResourceAttributes: n.attributes(),
+			}}
+			got, err := cl.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+			if err != nil {
+				return false, fmt.Errorf("%s: %w", account, err)
 			}
+			return got.Status.Allowed, nil
+		})
+		if err != nil {
+			return apiFailure(category, name, "asking the API server what a ServiceAccount may do", err, "")
 		}
 		if len(no) > 0 {
 			denied = append(denied, fmt.Sprintf("ServiceAccount %s may not: %s", account, strings.Join(no, "; ")))
@@ -984,52 +957,69 @@ func Index(ctx context.Context, cl *Cluster, namespaces []string) (*source.Sourc
 // naming what is missing where. One self-review per verb, resource and
 // namespace, in parallel.
 func mayRead(ctx context.Context, cl *Cluster, namespaces []string) error {
-	type ask struct {
-		verb, namespace string
-		resource        schema.GroupResource
-	}
-	var asks []ask
+	var needs []need
 	for _, ns := range orAll(namespaces) {
 		for _, r := range []schema.GroupResource{{Resource: "services"}, {Group: "discovery.k8s.io", Resource: "endpointslices"}} {
 			for _, verb := range []string{"list", "watch"} {
-				asks = append(asks, ask{verb, ns, r})
+				needs = append(needs, need{namespace: ns, verb: verb, group: r.Group, resource: r.Resource})
 			}
 		}
 	}
-	allowed := make([]bool, len(asks))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(reviewsInFlight)
-	for i, a := range asks {
-		g.Go(func() error {
-			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: a.namespace, Verb: a.verb, Group: a.resource.Group, Resource: a.resource.Resource},
-			}}
-			got, err := cl.Client.AuthorizationV1().SelfSubjectAccessReviews().Create(gctx, review, metav1.CreateOptions{})
-			if err != nil {
-				return fmt.Errorf("asking the API server what you may read: %w", err)
-			}
-			allowed[i] = got.Status.Allowed
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+	no, err := refused(ctx, needs, func(ctx context.Context, n need) (bool, error) {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: n.attributes()}}
+		got, err := cl.Client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			return false, fmt.Errorf("asking the API server what you may read: %w", err)
+		}
+		return got.Status.Allowed, nil
+	})
+	if err != nil {
 		return err
-	}
-	var no []string
-	for i, a := range asks {
-		if !allowed[i] {
-			where := "cluster-wide"
-			if a.namespace != "" {
-				where = "in " + a.namespace
-			}
-			no = append(no, fmt.Sprintf("%s %s %s", a.verb, a.resource, where))
-		}
 	}
 	if len(no) > 0 {
 		return apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "",
 			fmt.Errorf("your user may not %s", strings.Join(no, "; ")))
 	}
 	return nil
+}
+
+// refused asks allowed of each of needs, reviewsInFlight at a time (a
+// stanza that watches many namespaces needs hundreds), and says those it
+// refused, in needs' order: "verb resource[ name] where".
+func refused(ctx context.Context, needs []need, allowed func(context.Context, need) (bool, error)) ([]string, error) {
+	ok := make([]bool, len(needs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(reviewsInFlight)
+	for i, n := range needs {
+		g.Go(func() (err error) {
+			ok[i], err = allowed(gctx, n)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	var no []string
+	for i, n := range needs {
+		if ok[i] {
+			continue
+		}
+		where := "cluster-wide"
+		if n.namespace != "" {
+			where = "in " + n.namespace
+		}
+		what := schema.GroupResource{Group: n.group, Resource: n.resource}.String()
+		if n.name != "" {
+			what += " " + n.name
+		}
+		no = append(no, fmt.Sprintf("%s %s %s", n.verb, what, where))
+	}
+	return no, nil
+}
+
+// attributes are what an access review asks of n.
+func (n need) attributes() *authorizationv1.ResourceAttributes {
+	return &authorizationv1.ResourceAttributes{Namespace: n.namespace, Verb: n.verb, Group: n.group, Resource: n.resource, Name: n.name}
 }
 
 // reviewsInFlight bounds the access reviews a check asks at once.
