@@ -110,6 +110,12 @@ func setup(c *caddy.Controller) error {
 	})
 
 	dnsserver.GetConfig(c).AddPlugin(func(next plugin.Handler) plugin.Handler {
+		// The kubernetes plugin's handover wrapper is for the ready plugin,
+		// which finds it in the block's registry; queries go to the plugin
+		// itself, with no frame of the wrapper's on their stack.
+		if k, ok := next.(*kubernetesHandover); ok {
+			next = k.Kubernetes
+		}
 		g.Next = next
 		return g
 	})
