@@ -44,8 +44,8 @@ type LinkerdMemoryStep struct {
 	// the machine settled (StartsQuiet).
 	Starts      []StartResult
 	StartsQuiet QuietResult
-	// Reloads are Corefile reloads of global and of the kubernetes plugin
-	// (Config.ReloadOnly).
+	// Reloads are Corefile reloads of global and of the kubernetes plugin,
+	// where the API server streams lists.
 	Reloads []ReloadResult
 }
 
@@ -110,7 +110,12 @@ func LinkerdMemory(ctx context.Context, cfg Config, sizes []int, apiserver strin
 			return step, err
 		}
 		cfg.Log("cold starts at %d bases of Linkerd's shape in %v", n, time.Since(t).Round(time.Second))
-		return step, nil
+		if !cfg.StartOnly && !res.Paged {
+			t = time.Now()
+			step.Reloads, err = w.Reloads(ctx, cfg.Dir, cluster, n, cfg.QuietLimit, env2, cfg.Log)
+			cfg.Log("reloads at %d bases of Linkerd's shape in %v", n, time.Since(t).Round(time.Second))
+		}
+		return step, err
 	}
 	for _, n := range sizes {
 		step, err := grow(w, n)

@@ -186,6 +186,13 @@ func Report(out io.Writer, r *Results) {
 	}
 
 	ReportStarts(out, r.Linkerd, r.LinkerdPaged)
+	if r.Linkerd != nil {
+		p("\n")
+		ReportReloads(out, r.Linkerd)
+	}
+	if r.PassThrough != nil {
+		ReportPassThrough(out, r.PassThrough)
+	}
 
 	p("\n## Phases\n\n| phase | time |\n|---|---:|\n")
 	for _, ph := range r.Phases {
@@ -274,6 +281,12 @@ func floors(r *Results) []floor {
 		fs = append(fs, linkerdFloors(r.LinkerdPaged, pagedLabel)...)
 	}
 	fs = append(fs, startFloors(r.Linkerd, r.LinkerdPaged)...)
+	if r.Linkerd != nil {
+		fs = append(fs, reloadFloors(r.Linkerd)...)
+	}
+	if r.PassThrough != nil {
+		fs = append(fs, passThroughFloors(r.PassThrough)...)
+	}
 	// Issue 23's memory per non-member Service.
 	const nonMember = "per local Service (with a slice) neither member nor global ≤ 40 B"
 	if bs := goBenchByPrefix(r.GoBench, "NonMemberMemory"); len(bs) > 0 {

@@ -68,6 +68,7 @@ type Results struct {
 	Linkerd    *LinkerdMemoryResult
 	// LinkerdPaged is Linkerd's shape on PagedAPIServer.
 	LinkerdPaged *LinkerdMemoryResult
+	PassThrough  *PassThroughResult
 	GoBench      []GoBench
 	Profiles     []string
 }
@@ -218,6 +219,11 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			phase("memory and relists in Linkerd's full shape, lists in pages")
 		}
 	}
+	res.PassThrough, err = PassThrough(ctx, cfg, cfg.Sizes[0])
+	if err != nil {
+		return res, err
+	}
+	phase("names that are not global")
 	res.Machine.LoadEnd = LoadAvg()
 
 	if cfg.GoBenchCount > 0 {
