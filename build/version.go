@@ -35,3 +35,10 @@ func majorMinor(v string) (major, minor int, ok bool) {
 	minor, errMinor := strconv.Atoi(parts[1])
 	return major, minor, errMajor == nil && errMinor == nil
 }
+
+// Released says whether Version is a release (MAJOR.MINOR.PATCH), which
+// has a tag of its own, rather than "dev".
+func Released() bool {
+	_, _, ok := majorMinor(Version)
+	return ok
+}

@@ -63,6 +63,8 @@ type Result struct {
 	Result   Level    `json:"result"`
 	Detail   string   `json:"detail"`
 	Hint     string   `json:"hint,omitempty"`
+	// Doc is the check's row in the README of the command's release.
+	Doc string `json:"doc"`
 }
 
 // Report is what `globalmirror check` says, in the same shape whether it
@@ -108,6 +110,7 @@ func Check(ctx context.Context, cl *Cluster, add func(Result)) {
 		},
 		func(ctx context.Context) Result { return checkMirrors(ctx, cl) },
 		func(context.Context) Result { return g.syncResult() },
+		func(ctx context.Context) Result { return checkServed(ctx, cl, g) },
 		func(context.Context) Result { return g.conflictResult() },
 	} {
 		cctx, cancel := budget()
@@ -197,7 +200,38 @@ func result(category Category, check string, level Level, detail, hint string) R
 	if level == OK {
 		hint = ""
 	}
-	return Result{Category: category, Check: check, Result: level, Detail: detail, Hint: hint}
+	return Result{Category: category, Check: check, Result: level, Detail: detail, Hint: hint, Doc: DocURL(check)}
+}
+
+// DocURL is where the README of the command's release says what check
+// reads and when it passes: its row in the table of checks, anchored
+// "check-" and the check's name in lower case, each run of other
+// characters one hyphen. A build with no release (go test, go run) links
+// to main.
+func DocURL(check string) string {
+	ref := "main"
+	if build.Released() {
+		ref = "v" + strings.TrimPrefix(build.Version, "v")
+	}
+	return "https://github.com/globalmirror/globalmirror/blob/" + ref + "/README.md#" + docAnchor(check)
+}
+
+func docAnchor(check string) string {
+	var b strings.Builder
+	b.WriteString("check")
+	hyphen := true
+	for _, r := range strings.ToLower(check) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			if hyphen {
+				b.WriteByte('-')
+			}
+			b.WriteRune(r)
+			hyphen = false
+		} else {
+			hyphen = true
+		}
+	}
+	return b.String()
 }
 
 // apiFailure is the Error of a check an API request stopped, saying why:
@@ -209,6 +243,9 @@ func apiFailure(category Category, check, what string, err error, hint string) R
 			"globalmirror check reads as you: let your user get, list and watch what it reads (a read-only ClusterRole such as view, plus pods/proxy and subjectaccessreviews)")
 	case errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err):
 		return result(category, check, Error, what+": no answer before the timeout: "+err.Error(), "raise --timeout, or see why the API server is slow")
+	}
+	if hint == "" {
+		hint = "the API server's answer above says what it refused; kubectl get --raw '/readyz?verbose' says whether it is healthy"
 	}
 	return result(category, check, Error, what+": "+errMessage(err), hint)
 }
@@ -459,10 +496,12 @@ func stanzas(cl *Cluster) (found map[string]*global.Stanza, problems []string) {
 		}
 	}
 	for _, cm := range slices.Sorted(maps.Keys(cl.DNS.Corefiles)) {
-		b, st, err := clusterBlock(cl.DNS.Corefiles[cm])
+		b, st, unread, err := clusterBlock(cl.DNS.Corefiles[cm], cl.DNS.Files[cm])
 		switch {
 		case err != nil:
 			problems = append(problems, fmt.Sprintf("%s: %v", cm, err))
+		case st == nil && len(unread) > 0:
+			problems = append(problems, fmt.Sprintf("%s: no global stanza in the server block of the kubernetes plugin, where it could be read (%s)", cm, strings.Join(unread, "; ")))
 		case st == nil:
 			problems = append(problems, cm+": no global stanza in the server block of the kubernetes plugin")
 		default:
@@ -489,7 +528,8 @@ func checkStanza(cl *Cluster) Result {
 			"add to the server block that answers cluster.local (kubectl -n kube-system edit configmap coredns): global cluster.local { ttl 5 }; the reload plugin applies it")
 	}
 	if len(found) == 0 {
-		return result(category, name, Error, "no Corefile found: the DNS pods load none from a ConfigMap volume", "")
+		return result(category, name, Error, "no Corefile found: the DNS pods load none from a ConfigMap volume",
+			"check reads the Corefile a DNS pod names with -conf from the ConfigMap volume mounted there, as kubeadm's and the chart's CoreDNS load it; are the pods behind --dns-service CoreDNS?")
 	}
 	// The prometheus plugin says which plugins each pod's running
 	// instance has: a stanza in the ConfigMap that a pod never loaded (no

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"maps"
 	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 )
 
 // kubeadm's Corefile with a global stanza, as the chart's README adds it.
@@ -49,20 +52,20 @@ const corefile = `.:53 {
 
 func TestClusterBlockFindsTheStanzaOfTheKubernetesServerBlock(t *testing.T) {
 	other := "example.org:53 {\n    global example.org {\n        suffix -x\n    }\n}\n"
-	_, st, err := clusterBlock(other + corefile)
+	_, st, _, err := clusterBlock(other+corefile, nil)
 	if err != nil || st == nil {
 		t.Fatalf("stanza %v, err %v", st, err)
 	}
 	if st.Suffix != aggregate.DefaultSuffix || len(st.Namespaces) != 0 || strings.Join(st.Zones, " ") != "cluster.local." {
 		t.Errorf("stanza %+v: want the cluster block's, with the plugin's defaults", st)
 	}
-	if _, st, err := clusterBlock(strings.Replace(corefile, "global cluster.local {\n        ttl 5\n    }\n", "", 1)); err != nil || st != nil {
+	if _, st, _, err := clusterBlock(strings.Replace(corefile, "global cluster.local {\n        ttl 5\n    }\n", "", 1), nil); err != nil || st != nil {
 		t.Errorf("without the stanza: %v, %v", st, err)
 	}
-	if _, _, err := clusterBlock(strings.Replace(corefile, "ttl 5", "ttl five", 1)); err == nil {
+	if _, _, _, err := clusterBlock(strings.Replace(corefile, "ttl 5", "ttl five", 1), nil); err == nil {
 		t.Error("a stanza CoreDNS refuses is no error")
 	}
-	if _, _, err := clusterBlock("example.org:53 {\n    forward . 1.1.1.1\n}\n"); err == nil {
+	if _, _, _, err := clusterBlock("example.org:53 {\n    forward . 1.1.1.1\n}\n", nil); err == nil {
 		t.Error("no kubernetes server block is no error")
 	}
 }
@@ -200,11 +203,12 @@ func TestVersionAgainstTheMatrix(t *testing.T) {
 	}
 }
 
-func TestResultsAreWrittenByCategoryWithMarksAndHints(t *testing.T) {
+func TestResultsAreWrittenByCategoryWithMarksHintsAndLinks(t *testing.T) {
 	var out strings.Builder
 	rs := []Result{result("a", "one", OK, "fine", "unused"), result("a", "two", Warning, "unproven", "know it"), result("b", "three", Error, "broken", "fix it")}
 	WriteResults(&out, rs)
-	want := "a\n-\n✔ one: fine\n‼ two: unproven\n    hint: know it\n\nb\n-\n✘ three: broken\n    hint: fix it\n\n✘ 3 checks: 1 ✔, 1 ‼, 1 ✘\n"
+	see := "    see: https://github.com/globalmirror/globalmirror/blob/main/README.md#check-"
+	want := "a\n-\n✔ one: fine\n‼ two: unproven\n    hint: know it\n" + see + "two\n\nb\n-\n✘ three: broken\n    hint: fix it\n" + see + "three\n\n✘ 3 checks: 1 ✔, 1 ‼, 1 ✘\n"
 	if out.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
 	}
@@ -376,21 +380,33 @@ func TestEveryCheckIsDocumented(t *testing.T) {
 		t.Fatal("README.md has no table of what each check reads")
 	}
 	table, _, _ = strings.Cut(table, "\n\n\n")
-	var rows []string
+	rows := map[string]string{} // by each check it names: its first cell, anchors and all
+	anchor := regexp.MustCompile(`^(?:<a id="[^"]+"></a>)*`)
 	for _, line := range strings.Split(table, "\n") {
-		if name, _, ok := strings.Cut(strings.TrimPrefix(line, "| "), " |"); ok && strings.HasPrefix(line, "| ") {
-			rows = append(rows, name)
+		if cell, _, ok := strings.Cut(strings.TrimPrefix(line, "| "), " |"); ok && strings.HasPrefix(line, "| ") {
+			for _, name := range strings.Split(anchor.ReplaceAllString(cell, ""), ", ") {
+				rows[name] = cell
+			}
 		}
 	}
-	var names []string
+	var results []Result
 	Check(t.Context(), &Cluster{Client: fake.NewClientset(), Version: &version.Info{Major: "1", Minor: "36"}, DNSErr: errors.New("none")},
-		func(r Result) { names = append(names, r.Check) })
-	if len(names) < 11 {
-		t.Fatalf("%d checks ran", len(names))
+		func(r Result) { results = append(results, r) })
+	if len(results) < 12 {
+		t.Fatalf("%d checks ran", len(results))
 	}
-	for _, name := range append(names, Unreachable(errors.New("x"))[0].Check) {
-		if !slices.ContainsFunc(rows, func(row string) bool { return slices.Contains(strings.Split(row, ", "), name) }) {
-			t.Errorf("check %q has no row in README.md's table (rows: %q)", name, rows)
+	for _, r := range append(results, Unreachable(errors.New("x"))[0]) {
+		cell, ok := rows[r.Check]
+		if !ok {
+			t.Errorf("check %q has no row in README.md's table (rows: %q)", r.Check, slices.Sorted(maps.Keys(rows)))
+			continue
+		}
+		_, fragment, _ := strings.Cut(r.Doc, "#")
+		if !strings.HasPrefix(r.Doc, "https://github.com/globalmirror/globalmirror/blob/main/README.md#") || !strings.Contains(cell, `<a id="`+fragment+`"></a>`) {
+			t.Errorf("check %q links to %q, which its row %q does not anchor", r.Check, r.Doc, cell)
+		}
+		if r.Result != OK && r.Hint == "" {
+			t.Errorf("check %q: %s with no hint: %s", r.Check, r.Result, r.Detail)
 		}
 	}
 }
@@ -438,5 +454,100 @@ func TestBoundedEndsByTheDeadlineAndKeepsAPanic(t *testing.T) {
 	rs := RunCheck(t.Context(), time.Second, func(context.Context) (*Cluster, error) { panic("boom") })
 	if len(rs) != 1 || rs[0].Result != Error || !strings.Contains(rs[0].Detail, "internal error: boom") {
 		t.Errorf("a panicking check: %+v", rs)
+	}
+}
+
+// Each half's gauge against what should exist: every DNS pod's, and the
+// controller's leader's (the largest); a pod without the gauge differs,
+// a controller not read is not judged.
+func TestServedDifferences(t *testing.T) {
+	dns := func(n string) string {
+		return "# TYPE coredns_global_globals gauge\ncoredns_global_globals " + n + "\n"
+	}
+	ctrl := func(n string) string { return "globalmirror_globals " + n + "\nglobalmirror_globals_other 9\n" }
+	for _, tc := range []struct {
+		dns, ctrl map[string]string
+		want      []string
+	}{
+		{map[string]string{"a": dns("3"), "b": dns("3")}, map[string]string{"l": ctrl("3"), "s": ctrl("0")}, nil},
+		{map[string]string{"a": dns("3")}, nil, nil},
+		{map[string]string{"a": dns("3"), "b": dns("2")}, map[string]string{"l": ctrl("3")}, []string{"DNS pod b answers for 2"}},
+		{map[string]string{"a": "coredns_global_endpoints 3\n"}, map[string]string{"l": ctrl("4"), "s": ctrl("0")},
+			[]string{"a exports no coredns_global_globals", "the controller writes 4"}},
+		{map[string]string{"a": dns("3")}, map[string]string{"l": "other 3\n"}, []string{"no controller pod exports globalmirror_globals"}},
+	} {
+		if got := servedDifferences(3, tc.dns, tc.ctrl); !slices.Equal(got, tc.want) {
+			t.Errorf("%v %v: %q, want %q", tc.dns, tc.ctrl, got, tc.want)
+		}
+	}
+}
+
+// A Corefile's imports are read as the pod reads them, from its ConfigMap
+// volumes (AKS's relative custom/*.override, k3s's absolute one, its
+// coredns-custom optional and absent), never from the operator's own
+// files; one from another kind of volume is said plainly.
+func TestImportsAreReadFromThePodsConfigMaps(t *testing.T) {
+	withoutStanza := strings.Replace(corefile, "global cluster.local {\n        ttl 5\n    }\n", "", 1)
+	// The operator's own files: a stanza the pod cannot see.
+	local := filepath.Join(t.TempDir(), "global.override")
+	if err := os.WriteFile(local, []byte("global cluster.local\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(filepath.Dir(local))
+	custom := func(source corev1.VolumeSource) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "coredns-1", Labels: map[string]string{"k8s-app": "kube-dns"}},
+			Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Args: []string{"-conf", "/etc/coredns/Corefile"}, VolumeMounts: []corev1.VolumeMount{
+					{Name: "config-volume", MountPath: "/etc/coredns"}, {Name: "custom", MountPath: "/etc/coredns/custom"}}}},
+				Volumes: []corev1.Volume{
+					{Name: "config-volume", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "coredns"}}}},
+					{Name: "custom", VolumeSource: source},
+				},
+			},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning},
+		}
+	}
+	customConfigMap := corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "coredns-custom"}, Optional: ptr.To(true)}}
+	withStanza := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "coredns-custom"},
+		Data: map[string]string{"global.override": "global cluster.local {\n    suffix -imported\n}\n"}}
+	for _, tc := range []struct {
+		name, imports string
+		pod           *corev1.Pod
+		custom        *corev1.ConfigMap
+		found         bool
+		problem       string
+	}{
+		{"AKS: relative, in the block and after it", "    import custom/*.override\n", custom(customConfigMap), withStanza, true, ""},
+		{"k3s: absolute", "    import /etc/coredns/custom/*.override\n", custom(customConfigMap), withStanza, true, ""},
+		{"k3s: its optional ConfigMap absent", "    import /etc/coredns/custom/*.override\n", custom(customConfigMap), nil, false, "no global stanza in the server block of the kubernetes plugin"},
+		{"a Secret", "    import custom/*.override\n", custom(corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s"}}), withStanza, false,
+			"/etc/coredns/Corefile: import custom/*.override reads a volume that is no ConfigMap (custom)"},
+		{"the operator's file, by its absolute path", "    import " + local + "\n", custom(customConfigMap), nil, false, "reads the image's own filesystem"},
+		{"the operator's file, by a relative path", "    import ../../../../../../../../" + local + "\n", custom(customConfigMap), nil, false, "reads the image's own filesystem"},
+		{"the operator's file, from the working directory", "    import global.override\n", custom(customConfigMap), nil, false, "File to import not found: /etc/coredns/global.override"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			text := strings.Replace(withoutStanza, "    kubernetes cluster.local", tc.imports+"    kubernetes cluster.local", 1) + "import custom/*.server\n"
+			objs := []runtime.Object{
+				&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-dns"}, Spec: corev1.ServiceSpec{Selector: map[string]string{"k8s-app": "kube-dns"}}},
+				&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "coredns"}, Data: map[string]string{"Corefile": text}},
+				tc.pod,
+			}
+			if tc.custom != nil {
+				objs = append(objs, tc.custom)
+			}
+			dns, err := findDNS(t.Context(), fake.NewClientset(objs...), "kube-system/kube-dns")
+			if err != nil {
+				t.Fatal(err)
+			}
+			found, problems := stanzas(&Cluster{DNS: dns})
+			if st := found["kube-system/coredns"]; (st != nil) != tc.found || (st != nil && st.Suffix != "-imported") {
+				t.Errorf("stanza %+v, problems %q", st, problems)
+			}
+			if got := strings.Join(problems, "; "); (tc.problem == "") != (got == "") || !strings.Contains(got, tc.problem) {
+				t.Errorf("problems %q, want %q", got, tc.problem)
+			}
+		})
 	}
 }

@@ -9,17 +9,12 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/coredns/caddy/caddyfile"
-	"github.com/coredns/coredns/plugin"
 	"github.com/globalmirror/globalmirror/controller/options"
-	"github.com/globalmirror/globalmirror/plugin/global"
 	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -67,6 +62,9 @@ type DNS struct {
 	// each (namespace/name); CorefileErrs, why one could not be read.
 	Corefiles    map[string]string
 	CorefileErrs map[string]error
+	// Files are what the first pod loading each Corefile sees of its
+	// volumes, for the Corefile's imports.
+	Files map[string]*podFiles
 	// metrics are the pods' metrics (by pod name) as the image check read
 	// them, for the stanza check: which plugins each instance runs.
 	metrics map[string]string
@@ -166,10 +164,23 @@ func findDNS(ctx context.Context, c kubernetes.Interface, service string) (*DNS,
 	if err != nil {
 		return nil, fmt.Errorf("the cluster DNS Service %s: %w", service, err)
 	}
-	dns := &DNS{Service: svc, Corefiles: map[string]string{}, CorefileErrs: map[string]error{}}
+	dns := &DNS{Service: svc, Corefiles: map[string]string{}, CorefileErrs: map[string]error{}, Files: map[string]*podFiles{}}
 	pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
 	if err != nil {
 		return nil, fmt.Errorf("the pods of %s: %w", service, err)
+	}
+	type got struct {
+		cm  *corev1.ConfigMap
+		err error
+	}
+	configMaps := map[string]got{} // each read once
+	get := func(name string) (*corev1.ConfigMap, error) {
+		g, ok := configMaps[name]
+		if !ok {
+			g.cm, g.err = c.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+			configMaps[name] = g
+		}
+		return g.cm, g.err
 	}
 	for _, p := range pods.Items {
 		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
@@ -181,12 +192,13 @@ func findDNS(ctx context.Context, c kubernetes.Interface, service string) (*DNS,
 		if _, seen := dns.Corefiles[key]; cm == "" || seen || dns.CorefileErrs[key] != nil {
 			continue
 		}
-		m, err := c.CoreV1().ConfigMaps(p.Namespace).Get(ctx, cm, metav1.GetOptions{})
+		m, err := get(cm)
 		if err != nil {
 			dns.CorefileErrs[key] = err
 			continue
 		}
 		dns.Corefiles[key] = m.Data[file]
+		dns.Files[key] = readPodFiles(&p, get)
 	}
 	return dns, nil
 }
@@ -211,85 +223,4 @@ func controllerOf(d *appsv1.Deployment) (*Controller, error) {
 		ctl.LeaseNamespace = d.Namespace // the pod's namespace, which it defaults to
 	}
 	return ctl, nil
-}
-
-// corefileOf is the ConfigMap and key of the Corefile a CoreDNS pod loads
-// (its -conf, in a ConfigMap volume).
-func corefileOf(p *corev1.Pod) (configMap, key string) {
-	if len(p.Spec.Containers) == 0 {
-		return "", ""
-	}
-	c := p.Spec.Containers[0]
-	conf := "Corefile" // CoreDNS's default, in its working directory
-	args := append(slices.Clone(c.Command), c.Args...)
-	for i, a := range args {
-		if (a == "-conf" || a == "--conf") && i+1 < len(args) {
-			conf = args[i+1]
-		} else if v, ok := strings.CutPrefix(a, "-conf="); ok {
-			conf = v
-		}
-	}
-	dir, file := path.Split(conf)
-	for _, m := range c.VolumeMounts {
-		if path.Clean(m.MountPath) != path.Clean(dir) {
-			continue
-		}
-		for _, v := range p.Spec.Volumes {
-			if v.Name != m.Name || v.ConfigMap == nil {
-				continue
-			}
-			key := file
-			for _, it := range v.ConfigMap.Items {
-				if it.Path == file {
-					key = it.Key
-				}
-			}
-			return v.ConfigMap.Name, key
-		}
-	}
-	return "", ""
-}
-
-// serverBlock is one server block of a Corefile: its keys and the tokens
-// of each of its plugins.
-type serverBlock = caddyfile.ServerBlock
-
-// clusterBlock is the server block of corefile that answers the cluster
-// domain (the one with the kubernetes plugin), and the global stanza in it
-// if there is one.
-// kubernetesZones are the zones the kubernetes plugin of b serves: its
-// arguments, or else the block's keys, as the plugin reads them.
-func kubernetesZones(b *serverBlock) []string {
-	toks := b.Tokens["kubernetes"]
-	var args []string
-	for _, tok := range toks[min(1, len(toks)):] {
-		if tok.Line != toks[0].Line || tok.Text == "{" {
-			break
-		}
-		args = append(args, tok.Text)
-	}
-	return plugin.OriginsFromArgsOrServerBlock(args, b.Keys)
-}
-
-func clusterBlock(corefile string) (*serverBlock, *global.Stanza, error) {
-	blocks, err := caddyfile.Parse("Corefile", strings.NewReader(corefile), nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	for i := range blocks {
-		b := &blocks[i]
-		if _, ok := b.Tokens["kubernetes"]; !ok {
-			continue
-		}
-		toks, ok := b.Tokens["global"]
-		if !ok {
-			return b, nil, nil
-		}
-		st, err := global.ParseStanza(b.Keys, toks)
-		if err != nil {
-			return b, nil, err
-		}
-		return b, &st, nil
-	}
-	return nil, nil, errors.New("no server block with the kubernetes plugin")
 }

@@ -267,6 +267,9 @@ func WriteResults(out io.Writer, rs []Result) {
 		if r.Result != OK && r.Hint != "" {
 			fmt.Fprintf(out, "    hint: %s\n", r.Hint)
 		}
+		if r.Result != OK && r.Doc != "" {
+			fmt.Fprintf(out, "    see: %s\n", r.Doc)
+		}
 	}
 	fmt.Fprintf(out, "\n%s %d checks: %d %s, %d %s, %d %s\n", marks[worst(rs)], len(rs), counts[OK], marks[OK], counts[Warning], marks[Warning], counts[Error], marks[Error])
 }

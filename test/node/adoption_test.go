@@ -184,6 +184,7 @@ func TestAdoptionOnANode(t *testing.T) {
 			"cluster DNS image":           "patch deployment/coredns",
 			"global stanza":               "global cluster.local",
 			"plugin and controller agree": "global stanza check",
+			"both halves serve them":      "cluster DNS image check",
 		})
 	})
 
