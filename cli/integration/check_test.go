@@ -1,6 +1,7 @@
 // Package integration runs the globalmirror command's reads against a real
-// API server: as a user with less than cluster-admin, and on an install
-// that watches many namespaces.
+// API server: as a user with less than cluster-admin, on an install that
+// watches many namespaces, with two releases, and with a Corefile as AKS
+// lays it out.
 package integration
 
 import (
@@ -142,10 +143,12 @@ func TestAUserWhoMayListButNotWatchIsToldSo(t *testing.T) {
 }
 
 // controllerDeployment writes the chart's controller Deployment into ns,
-// with args; nothing runs it.
+// with args; nothing runs it. Its labels are the chart's, and "test" set
+// to the test's name.
 func controllerDeployment(t *testing.T, c kubernetes.Interface, ns string, args ...string) {
 	t.Helper()
-	labels := map[string]string{"app.kubernetes.io/name": "globalmirror", "app.kubernetes.io/part-of": "globalmirror", "app.kubernetes.io/component": "controller"}
+	labels := map[string]string{"app.kubernetes.io/name": "globalmirror", "app.kubernetes.io/part-of": "globalmirror",
+		"app.kubernetes.io/component": "controller", "test": strings.ToLower(t.Name())}
 	_, err := c.AppsV1().Deployments(ns).Create(t.Context(), &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "globalmirror-controller", Namespace: ns, Labels: labels},
 		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
@@ -191,5 +194,94 @@ func TestFiftyNamespacesAreCheckedInsideTheTimeout(t *testing.T) {
 	// Its ServiceAccount has no rights: each namespace's missing ones named.
 	if rbac == nil || rbac.Result != cli.Error || !strings.Contains(rbac.Detail, "in tenant-49") {
 		t.Errorf("the controller's RBAC check: %+v", rbac)
+	}
+}
+
+// checkAs runs every check of opts' installation as the cluster's admin and
+// returns the results by check.
+func checkAs(t *testing.T, opts cli.Options) map[string]cli.Result {
+	t.Helper()
+	cfg := cli.CommandConfig(env.Cluster("cli").Config, 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	out := map[string]cli.Result{}
+	for _, r := range cli.RunCheck(ctx, time.Second, func(ctx context.Context) (*cli.Cluster, error) {
+		return cli.Discover(ctx, kubernetes.NewForConfigOrDie(cfg), cfg, opts)
+	}) {
+		out[r.Check] = r
+	}
+	return out
+}
+
+// Two releases of the controller, each in its namespace, are both named.
+func TestTwoReleasesAreBothNamed(t *testing.T) {
+	needsControlPlane(t)
+	admin := env.Cluster("cli").Client
+	for _, ns := range []string{"release-a", "release-b"} {
+		namespace(t, admin, ns)
+		controllerDeployment(t, admin, ns)
+	}
+	opts := cli.DefaultOptions()
+	opts.ControllerSelector += ",test=" + strings.ToLower(t.Name())
+	r := checkAs(t, opts)["controller running"]
+	if r.Result != cli.Error || !strings.Contains(r.Detail, "2 controller releases: release-a/globalmirror-controller, release-b/globalmirror-controller") || r.Hint == "" {
+		t.Errorf("%+v; want an error naming both releases, with a hint", r)
+	}
+}
+
+// The Corefile is judged as the cluster's CoreDNS pods load it: its stanza
+// imported from an optional coredns-custom ConfigMap (AKS's layout), and
+// its zones against the kubernetes plugin's under a custom cluster domain.
+func TestTheStanzaIsReadAsThePodsLoadIt(t *testing.T) {
+	needsControlPlane(t)
+	admin := env.Cluster("cli").Client
+	ctx := t.Context()
+	const ns = "custom-dns"
+	namespace(t, admin, ns)
+	labels := map[string]string{"k8s-app": "kube-dns"}
+	_, err := admin.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: ns},
+		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}}}}, metav1.CreateOptions{})
+	must(t, err)
+	corefile := ".:53 {\n    errors\n    import custom/*.override\n    kubernetes example.corp in-addr.arpa ip6.arpa\n    forward . /etc/resolv.conf\n}\nimport custom/*.server\n"
+	_, err = admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "coredns", Namespace: ns},
+		Data: map[string]string{"Corefile": corefile}}, metav1.CreateOptions{})
+	must(t, err)
+	custom := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "coredns-custom", Namespace: ns},
+		Data: map[string]string{"global.override": "global cluster.local\n"}}
+	custom, err = admin.CoreV1().ConfigMaps(ns).Create(ctx, custom, metav1.CreateOptions{})
+	must(t, err)
+	optional := true
+	pod, err := admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "coredns-0", Namespace: ns, Labels: labels},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "coredns", Image: "coredns", Args: []string{"-conf", "/etc/coredns/Corefile"},
+				VolumeMounts: []corev1.VolumeMount{{Name: "config-volume", MountPath: "/etc/coredns"}, {Name: "custom-config-volume", MountPath: "/etc/coredns/custom"}}}},
+			Volumes: []corev1.Volume{
+				{Name: "config-volume", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "coredns"}, Items: []corev1.KeyToPath{{Key: "Corefile", Path: "Corefile"}}}}},
+				{Name: "custom-config-volume", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "coredns-custom"}, Optional: &optional}}},
+			},
+		}}, metav1.CreateOptions{})
+	must(t, err)
+	// No kubelet runs it: its status says it runs.
+	pod.Status.Phase = corev1.PodRunning
+	_, err = admin.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	must(t, err)
+	opts := cli.DefaultOptions()
+	opts.DNSService = ns + "/kube-dns"
+
+	r := checkAs(t, opts)["global stanza"]
+	if r.Result != cli.Error || !strings.Contains(r.Detail, "global answers in cluster.local., which is not the cluster's domain: the kubernetes plugin serves example.corp.") {
+		t.Errorf("the imported stanza in another domain than the cluster's: %+v", r)
+	}
+	custom.Data["global.override"] = "global example.corp\n"
+	_, err = admin.CoreV1().ConfigMaps(ns).Update(ctx, custom, metav1.UpdateOptions{})
+	must(t, err)
+	if r := checkAs(t, opts)["global stanza"]; r.Result != cli.OK || !strings.Contains(r.Detail, "zones example.corp.") {
+		t.Errorf("the imported stanza in the cluster's domain: %+v", r)
+	}
+	must(t, admin.CoreV1().ConfigMaps(ns).Delete(ctx, custom.Name, metav1.DeleteOptions{}))
+	if r := checkAs(t, opts)["global stanza"]; r.Result != cli.Error || !strings.Contains(r.Detail, "no global stanza") {
+		t.Errorf("the optional ConfigMap gone: %+v", r)
 	}
 }
