@@ -196,6 +196,16 @@ func TestAdoptionOnANode(t *testing.T) {
 	step("2. kubeadm's CoreDNS: the globalmirror image", kubeadmPodsEnd, func() {
 		s.patchKubeadmCoreDNS(n.Images["coredns"], patchedReadinessPeriod)
 	})
+	step("2. checked: the stanza in a Corefile CoreDNS rejects", strict, func() {
+		// An unknown plugin: the reload plugin keeps the running instance,
+		// which has no global, while the ConfigMap has the stanza.
+		rejected := patchedCorefile(t, stockCorefile)
+		if !strings.Contains(rejected, "    reload\n") {
+			t.Fatalf("no reload line in the patched Corefile:\n%s", rejected)
+		}
+		s.writeCorefile(strings.Replace(rejected, "    reload\n", "    nosuchplugin\n    reload\n", 1))
+		s.expectCheck(map[string]string{"global stanza": "keeps the old one where it rejects the new", "both halves serve them": "behind or stuck"})
+	})
 	step("2. kubeadm's CoreDNS: the global stanza in its Corefile", strict, func() {
 		s.setCorefile(patchedCorefile(t, stockCorefile), true)
 		s.expectCheck(nil)

@@ -338,12 +338,7 @@ func (s *install) setCorefile(corefile string, withGlobal bool) {
 		}
 		before[p.Name] = reloadHash(m)
 	}
-	cm, err := s.c.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(s.ctx, "coredns", metav1.GetOptions{})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	cm.Data["Corefile"] = corefile
-	s.must(s.c.CoreV1().ConfigMaps(metav1.NamespaceSystem).Update(s.ctx, cm, metav1.UpdateOptions{}))
+	s.writeCorefile(corefile)
 	s.eventually("the new Corefile in every CoreDNS pod", func(context.Context) string {
 		for _, p := range s.kubeadmPods() {
 			m, err := s.podMetrics(p)
@@ -359,6 +354,17 @@ func (s *install) setCorefile(corefile string, withGlobal bool) {
 		}
 		return ""
 	})
+}
+
+// writeCorefile writes corefile into kubeadm's CoreDNS ConfigMap.
+func (s *install) writeCorefile(corefile string) {
+	s.t.Helper()
+	cm, err := s.c.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(s.ctx, "coredns", metav1.GetOptions{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cm.Data["Corefile"] = corefile
+	s.must(s.c.CoreV1().ConfigMaps(metav1.NamespaceSystem).Update(s.ctx, cm, metav1.UpdateOptions{}))
 }
 
 // kubeadmPods are kubeadm's CoreDNS pods.
