@@ -1,0 +1,189 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/plugin/global"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// checkDNSImage asks each cluster DNS pod's metrics (through the API
+// server's pod proxy) for the global plugin's: an image with the plugin
+// compiled in exports them, whatever its Corefile.
+func checkDNSImage(ctx context.Context, cl *Cluster) Result {
+	const category, name = CategoryDNS, "cluster DNS image"
+	if cl.DNSErr != nil {
+		return apiFailure(category, name, "reading the cluster DNS", cl.DNSErr, "is this cluster's DNS elsewhere? give its Service: --dns-service=NAMESPACE/NAME")
+	}
+	if len(cl.DNS.Pods) == 0 {
+		return result(category, name, Error, "no running pod behind the cluster DNS Service "+cl.DNS.Service.Namespace+"/"+cl.DNS.Service.Name,
+			"is this cluster's DNS elsewhere? give its Service: --dns-service=NAMESPACE/NAME")
+	}
+	bodies, errs := podMetrics(ctx, cl, cl.DNS.Pods, metricsPort)
+	var without, unread []string
+	for i, p := range cl.DNS.Pods {
+		body, err := bodies[i], errs[i]
+		switch {
+		case apierrors.IsForbidden(err):
+			unread = append(unread, fmt.Sprintf("%s: forbidden: %s", p.Name, errMessage(err)))
+		case err != nil:
+			unread = append(unread, fmt.Sprintf("%s: %v", p.Name, err))
+		case !strings.Contains(string(body), "coredns_global_"):
+			without = append(without, fmt.Sprintf("%s (%s)", p.Name, p.Spec.Containers[0].Image))
+		default:
+			if cl.DNS.metrics == nil {
+				cl.DNS.metrics = map[string]string{}
+			}
+			cl.DNS.metrics[p.Name] = string(body)
+		}
+	}
+	if len(unread) > 0 {
+		return result(category, name, Error, "could not read the metrics of "+strings.Join(unread, "; "),
+			"check reads each DNS pod's metrics through the API server: let your user get pods/proxy in "+cl.DNS.Service.Namespace+", and see that the pods serve metrics (the prometheus plugin)")
+	}
+	if len(without) > 0 {
+		return result(category, name, Error, "without the global plugin: "+strings.Join(without, ", "),
+			"run the globalmirror CoreDNS image as the chart's README patches it in (kubectl -n kube-system patch deployment/coredns: the image, and readiness every 2 s); the controller's Services answer through the stock plugin meanwhile, but not before it has written them, nor while it is down")
+	}
+	ok := result(category, name, OK, fmt.Sprintf("%d pods run an image with the global plugin (%s)", len(cl.DNS.Pods), cl.DNS.Pods[0].Spec.Containers[0].Image), "")
+	return versionSkew(ok, "coredns_global_build_info", cl.DNS.metrics)
+}
+
+func metricsPort(p *corev1.Pod) string {
+	for _, c := range p.Spec.Containers {
+		for _, port := range c.Ports {
+			if port.Name == "metrics" {
+				return strconv.Itoa(int(port.ContainerPort))
+			}
+		}
+	}
+	return "9153"
+}
+
+// stanzas are the global stanzas of the cluster DNS's Corefiles, by
+// ConfigMap, and what keeps the others from being read.
+func stanzas(cl *Cluster) (found map[string]*global.Stanza, problems []string) {
+	found = map[string]*global.Stanza{}
+	if cl.DNS == nil {
+		return found, nil
+	}
+	for _, cm := range slices.Sorted(maps.Keys(cl.DNS.CorefileErrs)) {
+		err := cl.DNS.CorefileErrs[cm]
+		if apierrors.IsForbidden(err) {
+			problems = append(problems, fmt.Sprintf("%s: forbidden: %s", cm, errMessage(err)))
+		} else {
+			problems = append(problems, fmt.Sprintf("%s: %v", cm, err))
+		}
+	}
+	for _, cm := range slices.Sorted(maps.Keys(cl.DNS.Corefiles)) {
+		b, st, unread, err := clusterBlock(cl.DNS.Corefiles[cm], cl.DNS.Files[cm])
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("%s: %v", cm, err))
+		case st == nil && len(unread) > 0:
+			problems = append(problems, fmt.Sprintf("%s: no global stanza in the server block of the kubernetes plugin, where it could be read (%s)", cm, strings.Join(unread, "; ")))
+		case st == nil:
+			problems = append(problems, cm+": no global stanza in the server block of the kubernetes plugin")
+		default:
+			served := kubernetesZones(b)
+			if outside := zonesOutside(st.Zones, served); len(outside) > 0 {
+				problems = append(problems, fmt.Sprintf("%s: global answers in %s, which is not the cluster's domain: the kubernetes plugin serves %s",
+					cm, strings.Join(outside, " "), strings.Join(served, " ")))
+				continue
+			}
+			found[cm] = st
+		}
+	}
+	return found, problems
+}
+
+func checkStanza(cl *Cluster) Result {
+	const category, name = CategoryDNS, "global stanza"
+	if cl.DNSErr != nil {
+		return result(category, name, Error, "the cluster DNS could not be read", "see the cluster DNS image check")
+	}
+	found, problems := stanzas(cl)
+	if len(problems) > 0 {
+		return result(category, name, Error, strings.Join(problems, "; "),
+			"add to the server block that answers cluster.local (kubectl -n kube-system edit configmap coredns): global cluster.local { ttl 5 }; the reload plugin applies it")
+	}
+	if len(found) == 0 {
+		return result(category, name, Error, "no Corefile found: the DNS pods load none from a ConfigMap volume",
+			"check reads the Corefile a DNS pod names with -conf from the ConfigMap volume mounted there, as kubeadm's and the chart's CoreDNS load it; are the pods behind --dns-service CoreDNS?")
+	}
+	// The prometheus plugin says which plugins each pod's running
+	// instance has: a stanza in the ConfigMap that a pod never loaded (no
+	// reload plugin, or a Corefile it rejected) is not there at all.
+	var unloaded []string
+	for _, pod := range slices.Sorted(maps.Keys(cl.DNS.metrics)) {
+		if !strings.Contains(cl.DNS.metrics[pod], `coredns_plugin_enabled{name="global"`) {
+			unloaded = append(unloaded, pod)
+		}
+	}
+	if len(unloaded) > 0 {
+		return result(category, name, Error, "in the Corefile, but not loaded by "+strings.Join(unloaded, ", "),
+			"CoreDNS loads an edited Corefile only with the reload plugin, and keeps the old one where it rejects the new: its log says why; restarting the pods loads it")
+	}
+	var out []string
+	for _, cm := range slices.Sorted(maps.Keys(found)) {
+		out = append(out, fmt.Sprintf("%s: zones %s", cm, strings.Join(found[cm].Zones, " ")))
+	}
+	return result(category, name, OK, strings.Join(out, "; "), "")
+}
+
+// checkAgreement compares what the global stanzas and the controller's
+// flags say: both halves compute the same global services only so.
+func checkAgreement(cl *Cluster) Result {
+	const category, name = CategoryDNS, "plugin and controller agree"
+	found, _ := stanzas(cl)
+	if cl.Controller == nil || len(found) == 0 {
+		return result(category, name, Error, "no controller or no global stanza to compare", "see the controller running and global stanza checks")
+	}
+	o := cl.Controller.Options
+	sel := func(s string) string {
+		p, err := aggregate.ParseLocalSelector(s)
+		if err != nil {
+			return s
+		}
+		if p == nil {
+			return aggregate.NoLocalSelector
+		}
+		return p.String()
+	}
+	var diffs []string
+	for _, cm := range slices.Sorted(maps.Keys(found)) {
+		st := found[cm]
+		if st.Suffix != o.Suffix {
+			diffs = append(diffs, fmt.Sprintf("%s: suffix %q, the controller's --suffix %q", cm, st.Suffix, o.Suffix))
+		}
+		if a, b := slices.Sorted(slices.Values(st.Namespaces)), slices.Sorted(slices.Values(o.Namespaces)); !slices.Equal(a, b) {
+			diffs = append(diffs, fmt.Sprintf("%s: namespaces %v, the controller's --namespaces %v (empty: all)", cm, a, b))
+		}
+		if a, b := sel(st.LocalSelector), sel(o.LocalSelector); a != b {
+			diffs = append(diffs, fmt.Sprintf("%s: local_selector %q, the controller's --local-selector %q", cm, a, b))
+		}
+	}
+	if len(diffs) > 0 {
+		return result(category, name, Error, strings.Join(diffs, "; "),
+			"give the stanza and the controller the same suffix, namespaces and local selector (the chart sets both from its values)")
+	}
+	return result(category, name, OK, fmt.Sprintf("suffix %q, namespaces %v (empty: all), local selector %q", o.Suffix, o.Namespaces, sel(o.LocalSelector)), "")
+}
+
+// zonesOutside are those of zones that are none of served.
+func zonesOutside(zones, served []string) []string {
+	var out []string
+	for _, z := range zones {
+		if !slices.Contains(served, z) {
+			out = append(out, z)
+		}
+	}
+	return out
+}

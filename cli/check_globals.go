@@ -1,0 +1,229 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/controller"
+	"github.com/globalmirror/globalmirror/controller/slicewriter"
+	"github.com/globalmirror/globalmirror/source"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// globals is what the global services check and the name conflicts check
+// found: every base judged by aggregate.GlobalVerdict, as the controller
+// judges it.
+type globals struct {
+	err       error
+	total     int
+	stuck     []string
+	kinds     map[string]bool
+	conflicts []string
+}
+
+// readGlobals judges every base in the index of the namespaces the
+// controller watches. A base whose objects differ from its verdict is
+// judged again, twice, 2 s apart: a change may be on its way.
+func readGlobals(ctx context.Context, cl *Cluster) globals {
+	if cl.Controller == nil {
+		return globals{err: errNoController}
+	}
+	ctx, stop := context.WithCancel(ctx) // the index's watches end with the check
+	defer stop()
+	idx, err := Index(ctx, cl, cl.Controller.Options.Namespaces)
+	if err != nil {
+		return globals{err: err}
+	}
+	var g globals
+	for attempt := range 3 {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return globals{err: ctx.Err()}
+			case <-time.After(2 * time.Second):
+			}
+		}
+		owned, err := ownedSlices(ctx, cl, cl.Controller.Options.Namespaces)
+		if err != nil {
+			return globals{err: err}
+		}
+		g = globals{kinds: map[string]bool{}}
+		for _, k := range idx.Keys() {
+			j := judge(idx, k, owned)
+			if j.verdict == aggregate.VerdictBuild {
+				g.total++
+			}
+			if j.verdict == aggregate.VerdictConflict {
+				g.conflicts = append(g.conflicts, fmt.Sprintf("%s/%s (owned by a Service globalmirror did not create; mirrors of %s exist)", k.Namespace, j.name, k.Base))
+			}
+			if len(j.diffs) > 0 {
+				var kinds []string
+				for _, d := range j.diffs {
+					g.kinds[d.Kind] = true
+					kinds = append(kinds, d.String())
+				}
+				g.stuck = append(g.stuck, fmt.Sprintf("%s/%s: %s", k.Namespace, j.name, strings.Join(kinds, "; ")))
+			}
+		}
+		if len(g.stuck) == 0 {
+			break
+		}
+	}
+	slices.Sort(g.stuck)
+	slices.Sort(g.conflicts)
+	return g
+}
+
+var errNoController = errors.New("no controller: its flags say what a global is")
+
+func (g globals) syncResult() Result {
+	const category, name = CategoryGlobals, "global services in sync"
+	if g.err != nil {
+		return globalsFailure(name, g.err)
+	}
+	if len(g.stuck) > 0 {
+		return result(category, name, Error, fmt.Sprintf("%d out of sync for 4 s: %s", len(g.stuck), strings.Join(g.stuck, ". ")),
+			fmt.Sprintf("the controller has not written their %s: is it running and leading? read its log (sync failed) and globalmirror_syncs_total{result=\"error\"}; globalmirror status NAMESPACE/NAME shows one",
+				strings.Join(slices.Sorted(maps.Keys(g.kinds)), ", ")))
+	}
+	return result(category, name, OK, fmt.Sprintf("%d global services, each with what its members give (addresses, hostnames, readiness, ports), none left to remove", g.total), "")
+}
+
+func (g globals) conflictResult() Result {
+	const category, name = CategoryGlobals, "global names free"
+	if g.err != nil {
+		return globalsFailure(name, g.err)
+	}
+	if len(g.conflicts) > 0 {
+		return result(category, name, Error, "name conflicts: "+strings.Join(g.conflicts, ", "),
+			"rename or delete the Service that owns the global name (globalmirror never touches a Service it did not create); until then the name answers from that Service, not from the mirrors")
+	}
+	return result(category, name, OK, "no Service of anyone else owns a global name", "")
+}
+
+func globalsFailure(name string, err error) Result {
+	if errors.Is(err, errNoController) {
+		return result(CategoryGlobals, name, Error, err.Error(), "see the controller running check")
+	}
+	return apiFailure(CategoryGlobals, name, "reading the mirrors and global services", err, "")
+}
+
+// judgement is one base's verdict, and how its objects differ from it.
+type judgement struct {
+	name    string
+	verdict aggregate.Verdict
+	diffs   []slicewriter.Difference
+}
+
+// judge compares one base's global (and its native-name slices) with what
+// the controller writes for it: the verdict, the Service, the slices.
+func judge(idx *source.Source, k source.Key, owned map[string][]*discoveryv1.EndpointSlice) judgement {
+	in := idx.Input(k)
+	name := aggregate.GlobalName(k.Base, in.Suffix)
+	owner := idx.Service(k.Namespace, name)
+	j := judgement{name: name, verdict: aggregate.GlobalVerdict(in, owner)}
+	add := func(kind, format string, args ...any) {
+		j.diffs = append(j.diffs, slicewriter.Difference{Kind: kind, Detail: fmt.Sprintf(format, args...)})
+	}
+	globalSlices := owned[k.Namespace+"/"+name]
+	switch j.verdict {
+	case aggregate.VerdictBuild:
+		view := aggregate.Aggregate(in)
+		if owner == nil {
+			add("service", "no Service %s", name)
+			break
+		}
+		if controller.ServiceDiffers(owner, view) {
+			add(slicewriter.DiffPorts, "the Service's ports or labels are not its members'")
+		}
+		j.diffs = append(j.diffs, slicewriter.Differences(owner, view, globalSlices)...)
+	case aggregate.VerdictRemove:
+		add("removal", "no headless mirror of %s is left, yet the global Service remains", k.Base)
+	case aggregate.VerdictNone:
+		if len(globalSlices) > 0 {
+			add("removal", "%d EndpointSlices of a removed global remain", len(globalSlices))
+		}
+	}
+	nativeSlices := owned[k.Namespace+"/"+k.Base]
+	if aggregate.Native(in) {
+		for _, m := range in.Members {
+			if m.Local() {
+				for _, d := range slicewriter.Differences(m.Service, aggregate.Aggregate(in).Mirrored(), nativeSlices) {
+					add(d.Kind, "native names: %s", d.Detail)
+				}
+			}
+		}
+	} else if len(nativeSlices) > 0 {
+		add("native names", "%d native-name EndpointSlices of %s remain, though it no longer opts in", len(nativeSlices), k.Base)
+	}
+	return j
+}
+
+// ownedSlices lists, once, every EndpointSlice globalmirror wrote in the
+// namespaces (empty: all), by namespace/service.
+func ownedSlices(ctx context.Context, cl *Cluster, namespaces []string) (map[string][]*discoveryv1.EndpointSlice, error) {
+	sel := discoveryv1.LabelManagedBy + "=" + aggregate.EndpointSliceManagedBy
+	var all []discoveryv1.EndpointSlice
+	for _, ns := range orAll(namespaces) {
+		l, err := cl.Client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, l.Items...)
+	}
+	return byService(all), nil
+}
+
+// byService keeps the slices globalmirror wrote, by namespace/service.
+func byService(items []discoveryv1.EndpointSlice) map[string][]*discoveryv1.EndpointSlice {
+	out := map[string][]*discoveryv1.EndpointSlice{}
+	for i := range items {
+		if s := &items[i]; slicewriter.Owns(s) {
+			key := s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]
+			out[key] = append(out[key], s)
+		}
+	}
+	return out
+}
+
+// Index builds the index both halves build, of namespaces (empty: all),
+// as the controller's flags say, with the UIDs the controller keeps (its
+// slices' owner is its Service's UID). It follows the cluster until ctx is done,
+// and fails when its first lists have not ended by then.
+func Index(ctx context.Context, cl *Cluster, namespaces []string) (*source.Source, error) {
+	o := cl.Controller.Options
+	sel, err := aggregate.ParseLocalSelector(o.LocalSelector)
+	if err != nil {
+		return nil, err
+	}
+	src, err := source.New(source.Config{Client: cl.Client, API: cl.Config, Namespaces: namespaces, Suffix: o.Suffix, LocalSelector: sel})
+	if err != nil {
+		return nil, err
+	}
+	// The feeds retry a list or a watch the API server refuses, without
+	// end (and a list streams as a watch where the server can): ask first,
+	// so that a refusal is reported as one, naming the verb.
+	if err := mayRead(ctx, cl, namespaces); err != nil {
+		return nil, err
+	}
+	src.Start(ctx)
+	if !src.WaitForSync(ctx) {
+		return nil, fmt.Errorf("listing the mirrors did not end: %w", ctx.Err())
+	}
+	return src, nil
+}
+
+func orAll(namespaces []string) []string {
+	if len(namespaces) == 0 {
+		return []string{metav1.NamespaceAll}
+	}
+	return namespaces
+}
