@@ -295,12 +295,21 @@ func startAPIProxy(t *testing.T, c *localkube.Cluster, noStreams bool) *apiProxy
 		t.Fatal(err)
 	}
 	p := &apiProxy{noStreams: noStreams}
+	// Every request, a watch included, ends once the proxy stops:
+	// httptest's Close waits for the requests in flight, and a CoreDNS that
+	// still runs opens a new watch as soon as its connection is closed, which
+	// the API server would hold open for up to an hour.
+	stopped, stop := context.WithCancel(context.Background())
 	forward := &httputil.ReverseProxy{
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
 		Transport:     transport,
 		FlushInterval: -1, // watches stream
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(stopped, cancel)()
+		r = r.WithContext(ctx)
 		q := r.URL.Query()
 		watch := q.Get("watch") == "true"
 		streamed := localkube.IsStreamedList(r)
@@ -327,7 +336,8 @@ func startAPIProxy(t *testing.T, c *localkube.Cluster, noStreams bool) *apiProxy
 		forward.ServeHTTP(w, r)
 	}))
 	t.Cleanup(func() {
-		srv.CloseClientConnections() // the watches of a CoreDNS still running
+		stop()
+		srv.CloseClientConnections()
 		srv.Close()
 	})
 	cfg := clientcmdapi.NewConfig()
