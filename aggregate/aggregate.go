@@ -33,6 +33,9 @@ type Input struct {
 	// endpoint's endpoint mirror has slices, they decide its readiness (see
 	// MirrorEndpointReady).
 	EndpointMirrors map[string][]*discoveryv1.EndpointSlice
+	// Drains are the drained clusters, by name (the Links' AnnotationDrain);
+	// the local service's drain is its own annotation.
+	Drains map[string]Drain
 }
 
 // Endpoint is one endpoint of the global service.
@@ -43,9 +46,16 @@ type Endpoint struct {
 	// Hostname is the global per-pod name; empty when the member endpoint had
 	// none or lost it (collision, invalid name).
 	Hostname string
-	Ready    bool
-	// ReadyBy says what decided Ready.
+	// Ready: answered by the shared names and written ready; false while
+	// its cluster is drained.
+	Ready bool
+	// ReadyBy says what decided the readiness the endpoint has undrained.
 	ReadyBy Readiness
+	// NameReady: its own per-pod names (and PTR) answer. Ready, or ready
+	// but drained at DrainShared.
+	NameReady bool
+	// Drained is its cluster's drain.
+	Drained Drain
 	// Cluster is the remote cluster the endpoint came from; empty for local ones.
 	Cluster string
 	// Ports are the member slice's ports, shared, never modified.
@@ -154,7 +164,11 @@ func Aggregate(in Input) View {
 
 	v.Ports = unionPorts(members)
 	for _, m := range members {
-		v.addMember(m, in.EndpointMirrors)
+		drain, problem := drainOf(m, in.Drains, in.Namespace)
+		if problem != nil {
+			v.Problems = append(v.Problems, *problem)
+		}
+		v.addMember(m, in.EndpointMirrors, drain)
 	}
 	v.resolveCollisions()
 	v.dedupe()
@@ -172,6 +186,7 @@ func (v *View) dedupe() {
 		k := string(ep.AddressType) + "|" + ep.Hostname + "|" + strings.Join(ep.Addresses, ",")
 		if i, dup := seen[k]; dup {
 			out[i].Ready = out[i].Ready || ep.Ready
+			out[i].NameReady = out[i].NameReady || ep.NameReady
 			continue
 		}
 		seen[k] = len(out)
@@ -180,7 +195,7 @@ func (v *View) dedupe() {
 	v.Endpoints = out
 }
 
-func (v *View) addMember(m Member, endpointMirrors map[string][]*discoveryv1.EndpointSlice) {
+func (v *View) addMember(m Member, endpointMirrors map[string][]*discoveryv1.EndpointSlice, drain Drain) {
 	slices := slices.Clone(m.Slices)
 	// Deterministic order whatever the feed gave us.
 	sortSlices(slices)
@@ -224,6 +239,10 @@ func (v *View) addMember(m Member, endpointMirrors map[string][]*discoveryv1.End
 						v.Namespace + "/" + v.Name + ": hostname " + quote(ep.Hostname) + " from " + memberName(m) + ": " + errs[0]})
 					ep.Hostname = ""
 				}
+			}
+			ep.NameReady = ep.Ready && drain != DrainAll
+			if drain != NotDrained {
+				ep.Ready, ep.Drained = false, drain
 			}
 			v.Endpoints = append(v.Endpoints, ep)
 		}
