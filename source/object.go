@@ -65,11 +65,22 @@ type serviceRare struct {
 	uid               types.UID
 	remoteFQName      string // Linkerd's remote-svc-fq-name annotation
 	includeMirrors    string // globalmirror's include-mirrors annotation
+	drain             string // globalmirror's drain annotation
 	selector          map[string]string
 	deletionTimestamp *metav1.Time
 }
 
 func (c *cachedService) namespace() string { return c.shape.namespace }
+
+// label is the value of the kept label key, "" where it has none.
+func (c *cachedService) label(key string) string {
+	for i := 0; i+1 < len(c.shape.labels); i += 2 {
+		if c.shape.labels[i] == key {
+			return labelValue(c.shape.labels[i+1], c.name)
+		}
+	}
+	return ""
+}
 
 // present reports whether c is a Service in the index (an entry's is empty
 // where the entry has only slices).
@@ -90,13 +101,16 @@ func (c *cachedService) service() *corev1.Service {
 	}
 	if r := c.rare; r != nil {
 		svc.UID, svc.DeletionTimestamp, svc.Spec.Selector = r.uid, r.deletionTimestamp, r.selector
-		if r.remoteFQName != "" || r.includeMirrors != "" {
+		if r.remoteFQName != "" || r.includeMirrors != "" || r.drain != "" {
 			svc.Annotations = map[string]string{}
 			if r.remoteFQName != "" {
 				svc.Annotations[aggregate.AnnotationRemoteFQName] = r.remoteFQName
 			}
 			if r.includeMirrors != "" {
 				svc.Annotations[aggregate.AnnotationIncludeMirrors] = r.includeMirrors
+			}
+			if r.drain != "" {
+				svc.Annotations[aggregate.AnnotationDrain] = r.drain
 			}
 		}
 	}
@@ -156,6 +170,9 @@ func (in *interner) stripService(svc *corev1.Service, keys []string, suffix stri
 		sh.ports, portsKey = in.servicePorts(svc.Spec.Ports)
 		r.selector = svc.Spec.Selector
 		r.includeMirrors = svc.Annotations[aggregate.AnnotationIncludeMirrors]
+		if svc.Labels[aggregate.LabelMirroredService] != "true" {
+			r.drain = svc.Annotations[aggregate.AnnotationDrain] // a local service's (aggregate.Drain)
+		}
 		if svc.Labels[aggregate.LabelMirroredService] == "true" {
 			r.uid = "" // a headless mirror is neither owned nor deleted by uid
 		}
@@ -167,7 +184,7 @@ func (in *interner) stripService(svc *corev1.Service, keys []string, suffix stri
 	if shared {
 		c.shape = in.serviceShape(sh, labelsKey+"\x01"+portsKey)
 	}
-	if r.uid != "" || r.remoteFQName != "" || r.includeMirrors != "" || r.deletionTimestamp != nil || r.selector != nil {
+	if r.uid != "" || r.remoteFQName != "" || r.includeMirrors != "" || r.drain != "" || r.deletionTimestamp != nil || r.selector != nil {
 		c.rare = &r
 	}
 	return c

@@ -18,11 +18,13 @@
 package source
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/maphash"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/kubeclient"
@@ -32,7 +34,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
@@ -65,6 +69,13 @@ type Config struct {
 	// and makes no garbage for the rest. Nil: through Client's lists and
 	// watches (client-go's fakes, in unit tests).
 	API *rest.Config
+	// Links reads the metadata of Linkerd's Links, whose drain annotations
+	// drain clusters (aggregate.AnnotationDrain); nil: no Link drains
+	// anything. Its group's version is found through Client's discovery.
+	Links metadata.Interface
+	// LinksPoll is how often to look for the Link resource while it is
+	// absent; 0 is DefaultLinksPoll.
+	LinksPoll time.Duration
 	// Counters, when set, are the counters of the feeds of resource
 	// ("services", "endpointslices"), for the process's metrics.
 	Counters func(resource string) kubeclient.Counters
@@ -93,6 +104,9 @@ type Source struct {
 	skipped      map[nsName]skipped
 	serviceSinks map[string]*serviceSink // by watched namespace; "" for all
 	slices       []*sliceSink
+	links        *linkFeed                  // nil without Config.Links
+	drains       map[string]ClusterDrain    // by cluster, from the Links
+	levels       map[string]aggregate.Drain // drains' levels, shared by every Input; replaced, never written
 }
 
 // notEndpointMirrors selects every Service but Linkerd's endpoint mirrors.
@@ -133,7 +147,33 @@ func New(cfg Config) (*Source, error) {
 			s.addFeed("endpointslices "+ns+" "+sel.String(), apis.slices(ns, sel.String()), sink, "endpointslices")
 		}
 	}
+	if cfg.Links != nil {
+		s.links = &linkFeed{s: s, meta: cfg.Links, absentPoll: cmp.Or(cfg.LinksPoll, DefaultLinksPoll),
+			groups: func() (string, error) { return LinkVersion(cfg.Client.Discovery()) }}
+	}
 	return s, nil
+}
+
+// LinkVersion is the version of Linkerd's Links the API server prefers, ""
+// where it serves none.
+func LinkVersion(d discovery.DiscoveryInterface) (string, error) {
+	groups, err := d.ServerGroups()
+	if err != nil {
+		return "", err
+	}
+	for _, g := range groups.Groups {
+		if g.Name == LinkGroup {
+			return cmp.Or(g.PreferredVersion.Version, firstVersion(g.Versions)), nil
+		}
+	}
+	return "", nil
+}
+
+func firstVersion(vs []metav1.GroupVersionForDiscovery) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[0].Version
 }
 
 // labelKeysRead are the Service label keys Classify, WrittenByGlobalmirror
@@ -237,10 +277,18 @@ func (s *Source) AddHandler(h Handler) {
 }
 
 // Start runs the feeds until ctx is done.
-func (s *Source) Start(ctx context.Context) { s.feeds.Start(ctx) }
+func (s *Source) Start(ctx context.Context) {
+	s.feeds.Start(ctx)
+	if s.links != nil {
+		go s.links.run(ctx)
+	}
+}
 
-// HasSynced reports whether every feed has listed once.
-func (s *Source) HasSynced() bool { return s.feeds.HasSynced() }
+// HasSynced reports whether every feed has listed once, the Links' having
+// listed them or found them absent.
+func (s *Source) HasSynced() bool {
+	return s.feeds.HasSynced() && (s.links == nil || s.links.synced.Load())
+}
 
 // WaitForSync blocks until HasSynced or ctx is done.
 func (s *Source) WaitForSync(ctx context.Context) bool {
@@ -300,7 +348,7 @@ func (s *Source) Keys() []Key {
 func (s *Source) Input(k Key) aggregate.Input {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	in := aggregate.Input{Namespace: k.Namespace, Base: k.Base, Suffix: s.cfg.Suffix}
+	in := aggregate.Input{Namespace: k.Namespace, Base: k.Base, Suffix: s.cfg.Suffix, Drains: s.levels}
 	for _, c := range s.bases.get(k.Namespace, k.Base) {
 		svc := c.service()
 		cl, _ := aggregate.Classify(svc, s.cfg.LocalSelector)

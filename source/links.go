@@ -1,0 +1,326 @@
+package source
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/globalmirror/globalmirror/aggregate"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/metadata"
+	"k8s.io/klog/v2"
+)
+
+// Linkerd's Link: one per linked cluster, named after it. Only its metadata
+// is read (the drain annotation), so every version Linkerd has shipped
+// serves; the version asked for is the group's preferred one.
+const (
+	LinkGroup    = "multicluster.linkerd.io"
+	LinkResource = "links"
+	LinkKind     = "Link"
+)
+
+// ClusterDrain is a cluster drained by the annotation on its Link.
+type ClusterDrain struct {
+	Cluster string
+	Level   aggregate.Drain
+	// Since is when the annotation was last written, as the Link's managed
+	// fields record it; else when this process first saw it.
+	Since time.Time
+	// Link is the Link's namespace/name.
+	Link string
+}
+
+// linkFeed lists and watches the Links' metadata into the source's drains.
+// Unlike the Service and EndpointSlice feeds it keeps going where its
+// resource is absent (Linkerd's CRD not installed, or not readable): it
+// counts as synced, drains nothing, and looks again every absentPoll, so a
+// cluster without Linkerd's multicluster extension costs one discovery
+// request a poll.
+type linkFeed struct {
+	s          *Source
+	meta       metadata.Interface
+	groups     func() (string, error) // the preferred version of LinkGroup; "" if it is not served
+	absentPoll time.Duration
+
+	synced  atomic.Bool
+	absent  atomic.Bool // the last look found no Link resource to read
+	version string      // the version of LinkGroup last listed
+	links   map[nsName]linkState
+}
+
+// linkState is one Link's drain as last read.
+type linkState struct {
+	level aggregate.Drain
+	since time.Time
+	rv    string
+}
+
+// errLinksAbsent: no Link resource is served, or none may be read.
+var errLinksAbsent = errors.New("no Link resource to read")
+
+// DefaultLinksPoll is how often a source looks for Linkerd's Link resource
+// while it is absent.
+const DefaultLinksPoll = 30 * time.Second
+
+func (l *linkFeed) run(ctx context.Context) {
+	log := klog.FromContext(ctx).WithValues("feed", "links")
+	retry := &wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 20, Cap: 30 * time.Second}
+	var wasAbsent bool
+	for ctx.Err() == nil {
+		began := time.Now()
+		err := l.listAndWatch(ctx, log)
+		pause := time.Duration(0)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, errLinksAbsent):
+			l.replace(nil, log)
+			l.absent.Store(true)
+			l.synced.Store(true)
+			if !wasAbsent {
+				log.Info("No drains: Linkerd's Link resource is not there to read; looking again every poll", "reason", err, "poll", l.absentPoll)
+			}
+			wasAbsent = true
+			pause = l.absentPoll
+		case err != nil:
+			log.Error(err, "Listing or watching Links failed")
+			pause = retry.Step()
+		default:
+			wasAbsent = false
+			if time.Since(began) >= time.Minute {
+				retry = &wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 20, Cap: 30 * time.Second}
+			}
+			pause = retry.Step() // a watch that ends at once must not make a loop of lists
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
+	}
+}
+
+// listAndWatch lists the Links, replacing every drain, then applies their
+// changes until the watch ends.
+func (l *linkFeed) listAndWatch(ctx context.Context, log klog.Logger) error {
+	version, err := l.groups()
+	if err != nil {
+		return fmt.Errorf("discovering %s: %w", LinkGroup, err)
+	}
+	if version == "" {
+		return fmt.Errorf("%w: the API server serves no %s", errLinksAbsent, LinkGroup)
+	}
+	l.version = version
+	res := l.meta.Resource(schema.GroupVersionResource{Group: LinkGroup, Version: version, Resource: LinkResource})
+	list, err := res.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+			return fmt.Errorf("%w: %w", errLinksAbsent, err)
+		}
+		return err
+	}
+	l.absent.Store(false)
+	l.replace(list.Items, log)
+	l.synced.Store(true)
+	w, err := res.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		switch ev.Type {
+		case watch.Added, watch.Modified, watch.Deleted:
+			m, ok := ev.Object.(*metav1.PartialObjectMetadata)
+			if !ok {
+				continue
+			}
+			next := maps.Clone(l.links)
+			if next == nil {
+				next = map[nsName]linkState{}
+			}
+			id := nsName{m.Namespace, m.Name}
+			delete(next, id)
+			if ev.Type != watch.Deleted {
+				l.read(next, m, log)
+			}
+			l.set(next)
+		case watch.Error:
+			return apierrors.FromObject(ev.Object)
+		}
+	}
+	return nil
+}
+
+// replace sets the drains to those of links.
+func (l *linkFeed) replace(links []metav1.PartialObjectMetadata, log klog.Logger) {
+	next := make(map[nsName]linkState, len(links))
+	for i := range links {
+		l.read(next, &links[i], log)
+	}
+	l.set(next)
+}
+
+// read adds m's drain to links, if it is drained; an unknown value drains
+// nothing and is reported once per version of the Link.
+func (l *linkFeed) read(links map[nsName]linkState, m *metav1.PartialObjectMetadata, log klog.Logger) {
+	id := nsName{m.Namespace, m.Name}
+	level, since, err := LinkDrain(m)
+	if err != nil {
+		if old, ok := l.links[id]; !ok || old.rv != m.ResourceVersion {
+			m = m.DeepCopy() // for the event: its object is the Link
+			m.APIVersion, m.Kind = LinkGroup+"/"+l.version, LinkKind
+			l.s.skippedLink(m, aggregate.Skip{Reason: aggregate.SkipInvalidDrain, Detail: err.Error()})
+		}
+		links[id] = linkState{rv: m.ResourceVersion} // remembered, so reported once
+		return
+	}
+	if level == aggregate.NotDrained {
+		return
+	}
+	if old, ok := l.links[id]; ok && old.level == level && (since.IsZero() || !old.since.IsZero() && since.Equal(old.since)) {
+		since = old.since
+	}
+	if since.IsZero() {
+		since = time.Now()
+	}
+	links[id] = linkState{level: level, since: since, rv: m.ResourceVersion}
+}
+
+// LinkDrain is the drain a Link's metadata declares, and when its
+// annotation was last written (zero where its managed fields do not say).
+func LinkDrain(m *metav1.PartialObjectMetadata) (aggregate.Drain, time.Time, error) {
+	level, err := aggregate.ParseDrain(m.Annotations[aggregate.AnnotationDrain])
+	if err != nil || level == aggregate.NotDrained {
+		return aggregate.NotDrained, time.Time{}, err
+	}
+	return level, annotatedAt(m), nil
+}
+
+// annotatedAt is when the drain annotation was last written, as the managed
+// fields of the manager that owns it say; zero where none does.
+func annotatedAt(m *metav1.PartialObjectMetadata) time.Time {
+	field := []byte(`"f:` + aggregate.AnnotationDrain + `"`)
+	for _, mf := range m.ManagedFields {
+		if mf.Time != nil && mf.FieldsV1 != nil && bytes.Contains(mf.FieldsV1.GetRawBytes(), field) {
+			return mf.Time.Time
+		}
+	}
+	return time.Time{}
+}
+
+// set makes links the drains, and tells the handlers about every base with
+// a member of a cluster whose drain changed.
+func (l *linkFeed) set(links map[nsName]linkState) {
+	l.links = links
+	drains := map[string]ClusterDrain{}
+	for id, st := range links {
+		if st.level == aggregate.NotDrained {
+			continue
+		}
+		// Two Links of one name (two multicluster installs): the stronger
+		// drain holds.
+		if d, ok := drains[id.name]; !ok || st.level > d.Level {
+			drains[id.name] = ClusterDrain{Cluster: id.name, Level: st.level, Since: st.since, Link: id.namespace + "/" + id.name}
+		}
+	}
+	l.s.setDrains(drains)
+}
+
+// setDrains makes drains the clusters' drains and tells the handlers about
+// the bases of every cluster whose level changed.
+func (s *Source) setDrains(drains map[string]ClusterDrain) {
+	s.write(func() []Key {
+		var changed []string
+		for c, d := range drains {
+			if s.drains[c].Level != d.Level {
+				changed = append(changed, c)
+			}
+		}
+		for c := range s.drains {
+			if _, ok := drains[c]; !ok {
+				changed = append(changed, c)
+			}
+		}
+		s.drains = drains
+		s.levels = nil
+		if len(drains) > 0 {
+			s.levels = make(map[string]aggregate.Drain, len(drains))
+			for c, d := range drains {
+				s.levels[c] = d.Level
+			}
+		}
+		return s.clusterKeys(changed)
+	})
+	now := s.Drains()
+	for _, h := range s.handlers {
+		if d, ok := h.(DrainHandler); ok {
+			d.Drained(now)
+		}
+	}
+}
+
+// DrainHandler is a Handler told the drained clusters whenever the Links
+// are read, for its metrics.
+type DrainHandler interface {
+	Drained([]ClusterDrain)
+}
+
+// clusterKeys are the bases with a headless mirror of one of clusters;
+// called with the lock held.
+func (s *Source) clusterKeys(clusters []string) []Key {
+	if len(clusters) == 0 {
+		return nil
+	}
+	var keys []Key
+	s.bases.each(func(namespace, base string, cs []*cachedService) {
+		for _, c := range cs {
+			if c.memberBase != "" && slices.Contains(clusters, c.label(aggregate.LabelClusterName)) {
+				keys = append(keys, Key{namespace, base})
+				return
+			}
+		}
+	})
+	return keys
+}
+
+// Drains are the clusters drained by their Links, by name.
+func (s *Source) Drains() []ClusterDrain {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]ClusterDrain, 0, len(s.drains))
+	for _, d := range s.drains {
+		out = append(out, d)
+	}
+	slices.SortFunc(out, func(a, b ClusterDrain) int { return compare(a.Cluster, b.Cluster) })
+	return out
+}
+
+// LinksAbsent reports whether the last look for Links found none to read
+// (Linkerd's CRD not installed, or no right to read it); false without a
+// feed of Links.
+func (s *Source) LinksAbsent() bool { return s.links != nil && s.links.absent.Load() }
+
+// skippedLink reports a Link whose drain annotation is unknown.
+func (s *Source) skippedLink(m *metav1.PartialObjectMetadata, skip aggregate.Skip) {
+	for _, h := range s.handlers {
+		h.Skipped(m, LinkKind, skip)
+	}
+}
+
+// LinkRules are what reading the Links' drains needs, cluster-wide: a Link
+// lives where Linkerd's multicluster extension is installed. Without them
+// no cluster is drained and nothing else changes, so neither half's checks
+// require them; the chart grants them to both.
+func LinkRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{{APIGroups: []string{LinkGroup}, Resources: []string{LinkResource}, Verbs: []string{"list", "watch"}}}
+}
