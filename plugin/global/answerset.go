@@ -55,6 +55,10 @@ type answerRare struct {
 	// absent: the global does not exist, but globalmirror's Service for it
 	// still does; every name under it is NXDOMAIN.
 	absent bool
+	// named has the records only their own names answer: of endpoints
+	// ready but drained at aggregate.DrainShared. No shared name selects
+	// them; a host is looked up here where the shared records lack it.
+	named *answerSet
 }
 
 // rec is one ready endpoint address.
@@ -113,6 +117,11 @@ func newAnswerSet(v aggregate.View) *answerSet { return newNamedAnswerSet(v, v.N
 // service, its records named by hostOf.
 func newNamedAnswerSet(v aggregate.View, service string, hostOf hostNaming) *answerSet {
 	s := &answerSet{key: service + "." + v.Namespace}
+	if drained := drainedNamed(v); len(drained.Endpoints) > 0 {
+		named := newNamedAnswerSet(drained, service, hostOf)
+		named.endpoints = 0 // no shared answer has them
+		s.rare = &answerRare{named: named}
+	}
 	if !v.TriggerTime.IsZero() {
 		s.trigger = v.TriggerTime.UnixNano()
 	}
@@ -234,7 +243,10 @@ func newNamedAnswerSet(v aggregate.View, service string, hostOf hostNaming) *ans
 		}
 	}
 	if keys != nil {
-		s.rare = &answerRare{keys: keys}
+		if s.rare == nil {
+			s.rare = &answerRare{}
+		}
+		s.rare.keys = keys
 	}
 
 	if len(v.Problems) > 0 {
@@ -247,6 +259,27 @@ func newNamedAnswerSet(v aggregate.View, service string, hostOf hostNaming) *ans
 		}
 	}
 	return s
+}
+
+// drainedNamed is v with only the endpoints drained at aggregate.DrainShared
+// that their own names answer, as ready, and none of v's problems.
+func drainedNamed(v aggregate.View) aggregate.View {
+	out := aggregate.View{Namespace: v.Namespace, Base: v.Base, Name: v.Name}
+	for _, ep := range v.Endpoints {
+		if !ep.Ready && ep.NameReady {
+			ep.Ready = true
+			out.Endpoints = append(out.Endpoints, ep)
+		}
+	}
+	return out
+}
+
+// named is the set of s's records only their own names answer, or nil.
+func (s *answerSet) named() *answerSet {
+	if s == nil || s.rare == nil {
+		return nil
+	}
+	return s.rare.named
 }
 
 // absentSet answers NXDOMAIN for every name under the global name.namespace.
@@ -289,7 +322,8 @@ func sameAnswers(a, b *answerSet) bool {
 		return (a == nil || len(a.recs) == 0) && (b == nil || len(b.recs) == 0)
 	}
 	return a.n4 == b.n4 && string(a.slab) == string(b.slab) && a.names == b.names &&
-		slices.Equal(a.recs, b.recs) && slices.EqualFunc(a.ports.list(), b.ports.list(), slices.Equal)
+		slices.Equal(a.recs, b.recs) && slices.EqualFunc(a.ports.list(), b.ports.list(), slices.Equal) &&
+		sameAnswers(a.named(), b.named())
 }
 
 // portKey identifies an endpoint's ports.

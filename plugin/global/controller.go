@@ -13,6 +13,7 @@ import (
 	"github.com/globalmirror/globalmirror/source"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -64,6 +65,10 @@ type dnsController struct {
 	globals, endpoints int
 	// ptrOf is what each global put into ptr, by global key.
 	ptrOf map[string][]ptrEntry
+
+	// drains are the drained clusters last told (Drained), for its log lines.
+	drainsMu sync.Mutex
+	drains   map[string]aggregate.Drain
 
 	opts controllerOptions
 
@@ -121,6 +126,32 @@ func (dc *dnsController) Changed(k source.Key) {
 func (dc *dnsController) Skipped(obj metav1.Object, kind string, skip aggregate.Skip) {
 	skippedTotal.WithLabelValues(kind, string(skip.Reason)).Inc()
 	log.Warningf("Ignoring %s %s/%s: %s: %s", kind, obj.GetNamespace(), obj.GetName(), skip.Reason, skip.Detail)
+}
+
+// Drained implements source.DrainHandler.
+func (dc *dnsController) Drained(drains []source.ClusterDrain) {
+	counts := map[aggregate.Drain]int{}
+	for _, d := range drains {
+		counts[d.Level]++
+	}
+	for _, l := range []aggregate.Drain{aggregate.DrainShared, aggregate.DrainAll} {
+		drainedGauge.WithLabelValues(l.String()).Set(float64(counts[l]))
+	}
+	dc.drainsMu.Lock()
+	defer dc.drainsMu.Unlock()
+	now := make(map[string]aggregate.Drain, len(drains))
+	for _, d := range drains {
+		now[d.Cluster] = d.Level
+		if dc.drains[d.Cluster] != d.Level {
+			log.Infof("Cluster %s drained (%s) by Link %s", d.Cluster, d.Level, d.Link)
+		}
+	}
+	for c := range dc.drains {
+		if _, ok := now[c]; !ok {
+			log.Infof("Cluster %s undrained", c)
+		}
+	}
+	dc.drains = now
 }
 
 // get returns the answer set of the global "name.namespace", or nil.
@@ -366,7 +397,15 @@ func newFromClient(cfg *config, client kubernetes.Interface) (*Global, error) {
 
 // newController builds the index the stanza asks for (not yet started) on client.
 func newController(cfg *config, client kubernetes.Interface) (*dnsController, error) {
+	var links metadata.Interface
+	if cfg.api != nil {
+		var err error
+		if links, err = metadata.NewForConfig(cfg.api); err != nil {
+			return nil, err
+		}
+	}
 	src, err := source.New(source.Config{
+		Links:         links,
 		Client:        client,
 		Namespaces:    cfg.namespaces,
 		Suffix:        cfg.suffix,

@@ -181,14 +181,17 @@ func (g *Global) serve(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 
 	// Which entries does the name select? (nil: the name does not exist.)
 	var sel *selection
+	var host selection
 	if set != nil {
 		switch {
 		case q.extra == 0:
 			sel = &selection{s: set}
 		case q.extra == 1 && !clusterset:
-			sel = hostSelection(set, q.first)
+			hostSelection(&host, set, q.first)
+			sel = &host
 		case clusterset && q.clustersetHostQuery():
-			sel = hostSelection(set, q.both)
+			hostSelection(&host, set, q.both)
+			sel = &host
 		case q.extra == 2:
 			sel = &selection{s: set}
 			if port, proto := stripUnderscore(q.first), stripUnderscore(q.second); port != "" || proto != "" {
@@ -208,6 +211,11 @@ func (g *Global) serve(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 		return g.negative(ctx, state, zi, zone, dns.RcodeSuccess)
 	}
 	if sel == nil || sel.empty() {
+		if sel != nil && !sel.one && !sel.filter && set.named() != nil {
+			// Every endpoint is drained, and per-pod names below still
+			// answer: the name exists, with no records (RFC 8020).
+			return g.negative(ctx, state, zi, zone, dns.RcodeSuccess)
+		}
 		return g.nameError(ctx, state, zi, zone, synced)
 	}
 

@@ -54,6 +54,13 @@ var (
 		NativeHistogramBucketFactor: plugin.NativeHistogramBucketFactor,
 	})
 
+	drainedGauge = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "global",
+		Name:      "drained_clusters",
+		Help:      "Number of linked clusters drained by the globalmirror.io/drain annotation of their Link, by level (shared, all).",
+	}, []string{"level"})
+
 	skippedTotal = promauto.NewCounterVec(prometheus.CounterOpts{
 		Namespace: plugin.Namespace,
 		Subsystem: "global",

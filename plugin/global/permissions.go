@@ -4,7 +4,8 @@ import rbacv1 "k8s.io/api/rbac/v1"
 
 // Rules are the permissions the global plugin needs in every namespace its
 // stanza names (cluster-wide without one): it lists and watches Services and
-// EndpointSlices, nothing more. The chart's ClusterRole for CoreDNS grants
+// EndpointSlices, and reads the Links' drains if it may (source.LinkRules),
+// nothing more. The chart's ClusterRole for CoreDNS grants
 // them (with the kubernetes plugin's), tested so, and `globalmirror check`
 // asks the API server for each.
 func Rules() []rbacv1.PolicyRule {

@@ -108,13 +108,14 @@ type ptrEntry struct {
 	name string
 }
 
-// ptrEntries are the addresses of the view's ready endpoints that have a
-// per-pod name, each with that name in zone. Endpoints without a hostname,
-// or that lost it (collisions, invalid names), have none.
+// ptrEntries are the addresses of the view's endpoints whose per-pod name
+// answers (ready, or drained at the shared level only), each with that
+// name in zone. Endpoints without a hostname, or that lost it (collisions,
+// invalid names), have none.
 func ptrEntries(v aggregate.View, zone string) []ptrEntry {
 	var out []ptrEntry
 	for _, ep := range v.Endpoints {
-		if !ep.Ready || ep.Hostname == "" {
+		if !ep.NameReady || ep.Hostname == "" {
 			continue
 		}
 		name := ep.Hostname + "." + v.Name + "." + v.Namespace + ".svc." + zone

@@ -33,10 +33,17 @@ func (sel *selection) rec(k int) *rec {
 	return &sel.s.recs[k]
 }
 
-// hostSelection selects the records of host (lower case).
-func hostSelection(s *answerSet, host string) *selection {
+// hostSelection sets sel to the records of host (lower case): the shared
+// records', else those only its own name answers (a drained endpoint's).
+// It fills the caller's selection, which then stays off the heap.
+func hostSelection(sel *selection, s *answerSet, host string) {
 	lo, hi := s.hostRecords(host)
-	return &selection{s: s, one: true, lo: lo, hi: hi}
+	if named := s.named(); lo == hi && named != nil {
+		if nlo, nhi := named.hostRecords(host); nlo < nhi {
+			s, lo, hi = named, nlo, nhi
+		}
+	}
+	*sel = selection{s: s, one: true, lo: lo, hi: hi}
 }
 
 // selects reports whether the selection has entry p (of one of its records).

@@ -1,0 +1,117 @@
+package global
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/coredns/coredns/plugin/test"
+	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/source"
+	"github.com/globalmirror/globalmirror/test/fixture"
+	"github.com/miekg/dns"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// startLinked starts the plugin of stanza on objs and an API server that
+// serves Linkerd's Links, links.
+func startLinked(t *testing.T, stanza string, links []runtime.Object, objs ...runtime.Object) *Global {
+	t.Helper()
+	cfg := configFrom(t, stanza)
+	client := fake.NewClientset(objs...)
+	fixture.ServeLinks(client)
+	src, err := source.New(source.Config{Client: client, Links: fixture.LinkClient(links...), Namespaces: cfg.namespaces,
+		Suffix: cfg.suffix, LocalSelector: cfg.localSelector, NoUIDs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGlobal(cfg, newDNSController(src, cfg.controllerOptions()))
+	g.Next = test.NextHandler(passedOn, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := g.ctrl.start(ctx)
+	t.Cleanup(func() { cancel(); <-stopped })
+	waitFor(t, 10*time.Second, "index built", g.ctrl.ready)
+	return g
+}
+
+// TestDrainLevels: east drained at each level, through its Link, in every
+// view; the local cluster drained through its service's annotation.
+func TestDrainLevels(t *testing.T) {
+	const (
+		db       = "db-global.ns.svc.cluster.local."
+		nohost   = "nohost-global.ns.svc.cluster.local."
+		cs       = "db.ns.svc.clusterset.local."
+		stanza   = "global {\n clusterset home\n reverse\n}"
+		nxdomain = "NXDOMAIN +soa"
+		nodata   = "NOERROR +soa"
+	)
+	localShared := testWorld()
+	for _, o := range localShared {
+		if svc, ok := o.(interface{ GetName() string }); ok && svc.GetName() == "db" {
+			m := o.(metav1.Object)
+			m.SetAnnotations(map[string]string{aggregate.AnnotationDrain: "shared"})
+		}
+	}
+	now := time.Now()
+	type q struct {
+		name  string
+		qtype uint16
+		want  string
+	}
+	for _, tc := range []struct {
+		name  string
+		links []runtime.Object
+		world []runtime.Object
+		want  []q
+	}{
+		{"east shared", []runtime.Object{fixture.Link("east", "shared", now), fixture.Link("west", "", now)}, testWorld(), []q{
+			// Out of every shared answer...
+			{db, dns.TypeA, "NOERROR 192.0.2.1,192.0.2.22"},
+			{db, dns.TypeSRV, "NOERROR 7000 db-0.db-global.ns.svc.cluster.local.,7000 db-2-west.db-global.ns.svc.cluster.local.,7946 db-2-west.db-global.ns.svc.cluster.local.,8080 db-0.db-global.ns.svc.cluster.local.,8080 db-2-west.db-global.ns.svc.cluster.local."},
+			{"_peer._tcp." + db, dns.TypeSRV, "NOERROR 7000 db-0.db-global.ns.svc.cluster.local.,7000 db-2-west.db-global.ns.svc.cluster.local."},
+			{cs, dns.TypeA, "NOERROR 192.0.2.1,192.0.2.22"},
+			// ... its pods' own names still answer, the dashed ones too ...
+			{"db-0-east." + db, dns.TypeA, "NOERROR 192.0.2.10"},
+			{"db-1-east." + db, dns.TypeSRV, "NOERROR 7000 db-1-east.db-global.ns.svc.cluster.local.,8080 db-1-east.db-global.ns.svc.cluster.local."},
+			{"db-1-east." + db, dns.TypeAAAA, nodata},
+			{"db-0.east." + cs, dns.TypeA, "NOERROR 192.0.2.10"},
+			{"10.2.0.192.in-addr.arpa.", dns.TypePTR, "NOERROR db-0-east.db-global.ns.svc.cluster.local."},
+			{"192-0-2-30." + nohost, dns.TypeA, "NOERROR 192.0.2.30"},
+			// ... so a global all of whose endpoints are drained exists
+			// (its per-pod names are below it), with no records.
+			{nohost, dns.TypeA, nodata},
+			{nohost, dns.TypeSRV, nodata},
+			{"nope." + nohost, dns.TypeA, nxdomain},
+		}},
+		{"east all", []runtime.Object{fixture.Link("east", "all", now)}, testWorld(), []q{
+			{db, dns.TypeA, "NOERROR 192.0.2.1,192.0.2.22"},
+			{"db-0-east." + db, dns.TypeA, nxdomain},
+			{"db-0.east." + cs, dns.TypeA, nxdomain},
+			{"10.2.0.192.in-addr.arpa.", dns.TypePTR, "next:" + strconv.Itoa(passedOn)},
+			{nohost, dns.TypeA, nxdomain},
+			{"192-0-2-30." + nohost, dns.TypeA, nxdomain},
+			{"db-2-west." + db, dns.TypeA, "NOERROR 192.0.2.22"},
+		}},
+		{"local shared", nil, localShared, []q{
+			{db, dns.TypeA, "NOERROR 192.0.2.10,192.0.2.11,192.0.2.22"},
+			{db, dns.TypeAAAA, nodata},
+			{"db-0." + db, dns.TypeA, "NOERROR 192.0.2.1"},
+			{"db-0." + db, dns.TypeAAAA, "NOERROR 2001:db8::1"},
+			{"db-1." + db, dns.TypeA, nxdomain}, // not ready, drained or not
+			{"db-0.home." + cs, dns.TypeA, "NOERROR 192.0.2.1"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := startLinked(t, stanza, tc.links, tc.world...)
+			if len(tc.links) > 0 {
+				waitFor(t, 5*time.Second, "drains read", func() bool { return len(g.ctrl.src.Drains()) > 0 })
+			}
+			for _, q := range tc.want {
+				eventually(t, g, q.name, q.qtype, q.want)
+			}
+		})
+	}
+}
