@@ -216,6 +216,8 @@ func (h handler) Skipped(obj metav1.Object, kind string, skip aggregate.Skip) {
 	h.c.report.skipped(obj, kind, skip)
 }
 
+func (h handler) Drained(drains []source.ClusterDrain) { h.c.report.drained(drains) }
+
 func waitFor(ctx context.Context, cond func() bool) bool {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()

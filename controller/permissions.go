@@ -8,7 +8,8 @@ import rbacv1 "k8s.io/api/rbac/v1"
 // global ones it owns, and reports collisions as Events (client-go's
 // recorder creates and patches core/v1 Events; events.k8s.io is the same
 // resource through the newer API). The chart's Roles are tested equal to
-// these, and `globalmirror check` asks the API server for each.
+// these, and `globalmirror check` asks the API server for each. Besides
+// them it reads the Links cluster-wide (source.LinkRules), if it may.
 func Rules() []rbacv1.PolicyRule {
 	write := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 	return []rbacv1.PolicyRule{

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
+	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/controller/metrics"
@@ -34,6 +35,7 @@ type reporter struct {
 	mu        sync.Mutex
 	reported  map[source.Key]map[aggregate.Problem]bool // problems last reported
 	conflicts map[source.Key]types.UID                  // the conflicting Service reported
+	drains    map[string]aggregate.Drain                // the drains last reported, by cluster
 }
 
 func newReporter(rec record.EventRecorder, m *metrics.Metrics, log *slog.Logger, leading func() bool) *reporter {
@@ -122,5 +124,38 @@ func (r *reporter) skipped(obj metav1.Object, kind string, skip aggregate.Skip) 
 	r.log.Warn("ignoring malformed object", "kind", kind, "object", obj.GetNamespace()+"/"+obj.GetName(), "reason", skip.Reason, "detail", skip.Detail)
 	if ro, ok := obj.(runtime.Object); ok && r.leading() {
 		r.recorder.Event(ro, corev1.EventTypeWarning, string(skip.Reason), "globalmirror ignores this "+kind+": "+skip.Detail)
+	}
+}
+
+// drained sets the drain gauges to drains and logs each drain that began,
+// ended or changed level since the last call.
+func (r *reporter) drained(drains []source.ClusterDrain) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := make(map[string]aggregate.Drain, len(drains))
+	counts := map[aggregate.Drain]int{}
+	var oldest time.Time
+	for _, d := range drains {
+		now[d.Cluster] = d.Level
+		counts[d.Level]++
+		if oldest.IsZero() || d.Since.Before(oldest) {
+			oldest = d.Since
+		}
+		if r.drains[d.Cluster] != d.Level {
+			r.log.Info("cluster drained", "cluster", d.Cluster, "level", d.Level.String(), "link", d.Link, "since", d.Since)
+		}
+	}
+	for c := range r.drains {
+		if _, ok := now[c]; !ok {
+			r.log.Info("cluster undrained", "cluster", c)
+		}
+	}
+	r.drains = now
+	r.metrics.OldestDrain.Set(0)
+	if !oldest.IsZero() {
+		r.metrics.OldestDrain.Set(float64(oldest.UnixMilli()) / 1000)
+	}
+	for _, l := range []aggregate.Drain{aggregate.DrainShared, aggregate.DrainAll} {
+		r.metrics.Drained.WithLabelValues(l.String()).Set(float64(counts[l]))
 	}
 }

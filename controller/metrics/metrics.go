@@ -38,6 +38,8 @@ type Metrics struct {
 	ConflictsTotal prometheus.Counter       // conflicts seen appearing
 	Problems       *prometheus.CounterVec   // {reason}
 	Skipped        *prometheus.CounterVec   // {kind,reason}
+	Drained        *prometheus.GaugeVec     // {level}: clusters drained now
+	OldestDrain    prometheus.Gauge         // when the oldest drain in force began; 0 for none
 	Feeds          *kubeclient.FeedMetrics  // the index's feeds'
 	histogramOpts  prometheus.HistogramOpts // template for the adapters' latency histograms
 }
@@ -63,7 +65,11 @@ func New() *Metrics {
 			Help: "Name conflicts seen appearing."}),
 		Problems: counterVec("problems_total",
 			"Problems found in the members of a base (collisions, invalid hostnames, invalid addresses), counted when first seen.", "reason"),
-		Skipped:       counterVec("skipped_objects_total", "Malformed objects ignored, by kind and reason.", "kind", "reason"),
+		Skipped: counterVec("skipped_objects_total", "Malformed objects ignored, by kind and reason.", "kind", "reason"),
+		Drained: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "drained_clusters",
+			Help: "Linked clusters drained by the globalmirror.io/drain annotation of their Link, by level (shared, all)."}, []string{"level"}),
+		OldestDrain: gauge("oldest_drain_timestamp_seconds",
+			"When the oldest drain in force was declared (its Link's managed fields), in Unix seconds; 0 while no cluster is drained."),
 		histogramOpts: prometheus.HistogramOpts{Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)},
 	}
 	// Every result and reason from zero, so that an alert on their
@@ -76,6 +82,10 @@ func New() *Metrics {
 		aggregate.SkipInvalidRemoteName, aggregate.SkipUnknownBase} {
 		m.Skipped.WithLabelValues("Service", string(r))
 	}
+	m.Skipped.WithLabelValues("Link", string(aggregate.SkipInvalidDrain))
+	for _, l := range []aggregate.Drain{aggregate.DrainShared, aggregate.DrainAll} {
+		m.Drained.WithLabelValues(l.String())
+	}
 	// Always 1, labelled with the controller's release: what `globalmirror
 	// check` compares with its own and the plugin's.
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
@@ -87,7 +97,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Syncs, m.SyncDuration, m.Globals, m.Endpoints, m.APIWrites,
-		m.Conflicts, m.ConflictsTotal, m.Problems, m.Skipped,
+		m.Conflicts, m.ConflictsTotal, m.Problems, m.Skipped, m.Drained, m.OldestDrain,
 	)
 	m.Feeds = kubeclient.NewFeedMetrics(m.Registry, namespace, "")
 	return m

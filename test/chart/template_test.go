@@ -12,6 +12,7 @@ import (
 
 	"github.com/globalmirror/globalmirror/controller"
 	"github.com/globalmirror/globalmirror/plugin/global"
+	"github.com/globalmirror/globalmirror/source"
 	"github.com/globalmirror/globalmirror/test/helmtest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -84,7 +85,7 @@ func TestTemplateDefaults(t *testing.T) {
 	var role rbacv1.ClusterRole
 	helmtest.Typed(t, m.MustGet(t, "ClusterRole", "", helmtest.Controller), &role)
 	// The permissions are written once, in Go, beside the code that uses them.
-	if got, want := toYAML(t, role.Rules), toYAML(t, controller.Rules()); got != want {
+	if got, want := toYAML(t, role.Rules), toYAML(t, append(controller.Rules(), source.LinkRules()...)); got != want {
 		t.Errorf("controller ClusterRole rules:\n%s\nwant:\n%s", got, want)
 	}
 	var lease rbacv1.Role
@@ -134,6 +135,17 @@ serviceMonitor:
 		if got, want := toYAML(t, role.Rules), toYAML(t, controller.Rules()); got != want {
 			t.Errorf("controller Role in %s:\n%s\nwant:\n%s", ns, got, want)
 		}
+	}
+	// The Links, cluster-wide whatever it watches.
+	var links rbacv1.ClusterRole
+	helmtest.Typed(t, m.MustGet(t, "ClusterRole", "", helmtest.Controller+"-links"), &links)
+	if got, want := toYAML(t, links.Rules), toYAML(t, source.LinkRules()); got != want {
+		t.Errorf("controller links ClusterRole:\n%s\nwant:\n%s", got, want)
+	}
+	var linksBinding rbacv1.ClusterRoleBinding
+	helmtest.Typed(t, m.MustGet(t, "ClusterRoleBinding", "", helmtest.Controller+"-links"), &linksBinding)
+	if linksBinding.RoleRef.Name != helmtest.Controller+"-links" || linksBinding.Subjects[0].Name != helmtest.Controller || linksBinding.Subjects[0].Namespace != helmtest.Namespace {
+		t.Errorf("controller links ClusterRoleBinding %+v", linksBinding)
 	}
 	var d appsv1.Deployment
 	helmtest.Typed(t, m.MustGet(t, "Deployment", helmtest.Namespace, helmtest.Controller), &d)
@@ -213,8 +225,9 @@ serviceMonitor:
 			t.Errorf("CoreDNS may only list and watch: %+v", r)
 		}
 	}
-	// What the global plugin needs, as it says (beside the kubernetes plugin's).
-	for _, need := range global.Rules() {
+	// What the global plugin needs, as it says (beside the kubernetes
+	// plugin's), and the Links for their drains.
+	for _, need := range append(global.Rules(), source.LinkRules()...) {
 		for _, g := range need.APIGroups {
 			for _, res := range need.Resources {
 				for _, v := range need.Verbs {

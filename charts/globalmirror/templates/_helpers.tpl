@@ -154,9 +154,9 @@ namespaces {{ join " " . }}
 {{- end }}
 
 {{/*
-What the controller does with the API, and nothing more: it watches Services
-and EndpointSlices, writes the global ones it owns, and reports collisions as
-Events (client-go's recorder creates and patches core/v1 Events; events.k8s.io
+What the controller does with the API in the namespaces it watches, and
+nothing more: it watches Services and EndpointSlices, writes the global ones
+it owns, and reports collisions as Events (client-go's recorder creates and patches core/v1 Events; events.k8s.io
 is the same resource through the newer API).
 */}}
 {{- define "globalmirror.controller.rules" -}}
@@ -172,4 +172,15 @@ is the same resource through the newer API).
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+{{- end }}
+
+{{/*
+The Links' metadata, read cluster-wide whatever namespaces the controller
+watches: a Link lives where Linkerd's multicluster extension is installed,
+and its drain annotation drains that cluster in every namespace.
+*/}}
+{{- define "globalmirror.links.rules" -}}
+- apiGroups: ["multicluster.linkerd.io"]
+  resources: ["links"]
+  verbs: ["list", "watch"]
 {{- end }}

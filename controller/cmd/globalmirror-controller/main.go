@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
@@ -95,8 +96,13 @@ func serve(ctx context.Context, opts options.Options, log *slog.Logger) error {
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
 
+	links, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
 	src, err := source.New(source.Config{
 		Client:        client,
+		Links:         links,
 		Namespaces:    opts.Namespaces,
 		Suffix:        opts.Suffix,
 		LocalSelector: opts.Selector(),
