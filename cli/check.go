@@ -94,6 +94,7 @@ func Check(ctx context.Context, cl *Cluster, add func(Result)) {
 			return checkRBAC(ctx, cl, CategoryDNS, "cluster DNS", dnsAccounts(cl), dnsNeeds(cl))
 		},
 		func(ctx context.Context) Result { return checkMirrors(ctx, cl) },
+		func(context.Context) Result { return g.drainResult(time.Now()) },
 		func(context.Context) Result { return g.syncResult() },
 		func(ctx context.Context) Result { return checkServed(ctx, cl, g) },
 		func(context.Context) Result { return g.conflictResult() },

@@ -16,6 +16,7 @@ import (
 	"github.com/globalmirror/globalmirror/controller/slicewriter"
 	"github.com/globalmirror/globalmirror/source"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/metadata"
 )
 
 // globals is what the global services check and the name conflicts check
@@ -27,6 +28,12 @@ type globals struct {
 	stuck     []string
 	kinds     map[string]bool
 	conflicts []string
+	// drains are the clusters drained by their Links, and local (by
+	// namespace/service) the local member services drained by their own
+	// annotation; linksAbsent: no Link could be read.
+	drains      []source.ClusterDrain
+	local       map[string]string
+	linksAbsent bool
 }
 
 // readGlobals judges every base in the index of the namespaces the
@@ -55,8 +62,13 @@ func readGlobals(ctx context.Context, cl *Cluster) globals {
 		if err != nil {
 			return globals{err: err}
 		}
-		g = globals{kinds: map[string]bool{}}
+		g = globals{kinds: map[string]bool{}, drains: idx.Drains(), linksAbsent: idx.LinksAbsent(), local: map[string]string{}}
 		for _, k := range idx.Keys() {
+			for _, m := range idx.Input(k).Members {
+				if v := m.Service.Annotations[aggregate.AnnotationDrain]; m.Local() && v != "" {
+					g.local[k.Namespace+"/"+m.Service.Name] = v
+				}
+			}
 			j := judge(idx, k, owned)
 			if j.verdict == aggregate.VerdictBuild {
 				g.total++
@@ -107,6 +119,35 @@ func (g globals) conflictResult() Result {
 			"rename or delete the Service that owns the global name (globalmirror never touches a Service it did not create); until then the name answers from that Service, not from the mirrors")
 	}
 	return result(category, name, OK, "no Service of anyone else owns a global name", "")
+}
+
+// drainResult lists every drained cluster and local service: a warning,
+// since a drain is meant to end.
+func (g globals) drainResult(now time.Time) Result {
+	const category, name = CategoryLinkerd, "drained clusters"
+	if g.err != nil {
+		return globalsFailure(name, g.err)
+	}
+	var drained []string
+	for _, d := range g.drains {
+		drained = append(drained, fmt.Sprintf("%s: %s since %s (%s ago, Link %s)", d.Cluster, d.Level, d.Since.UTC().Format(time.RFC3339),
+			now.Sub(d.Since).Round(time.Minute), d.Link))
+	}
+	for _, svc := range slices.Sorted(maps.Keys(g.local)) {
+		level := g.local[svc]
+		if _, err := aggregate.ParseDrain(level); err != nil {
+			level = fmt.Sprintf("%q, an unknown level that drains nothing", level)
+		}
+		drained = append(drained, fmt.Sprintf("the local pods of %s: %s", svc, level))
+	}
+	if len(drained) > 0 {
+		return result(category, name, Warning, strings.Join(drained, "; "),
+			"when the maintenance is over: globalmirror undrain CLUSTER (or --service NAMESPACE/NAME)")
+	}
+	if g.linksAbsent {
+		return result(category, name, OK, "none: Linkerd's Links are not there to read (no multicluster extension, or no right to list links.multicluster.linkerd.io), so no cluster is drained", "")
+	}
+	return result(category, name, OK, "none", "")
 }
 
 func globalsFailure(name string, err error) Result {
@@ -204,7 +245,15 @@ func Index(ctx context.Context, cl *Cluster, namespaces []string) (*source.Sourc
 	if err != nil {
 		return nil, err
 	}
-	src, err := source.New(source.Config{Client: cl.Client, API: cl.Config, Namespaces: namespaces, Suffix: o.Suffix, LocalSelector: sel})
+	// The Links too, as both halves read them: a drained endpoint is
+	// written not ready.
+	var links metadata.Interface
+	if cl.Config != nil {
+		if links, err = metadata.NewForConfig(cl.Config); err != nil {
+			return nil, err
+		}
+	}
+	src, err := source.New(source.Config{Client: cl.Client, API: cl.Config, Links: links, Namespaces: namespaces, Suffix: o.Suffix, LocalSelector: sel})
 	if err != nil {
 		return nil, err
 	}

@@ -48,6 +48,8 @@ type MemberStatus struct {
 	// ReadyBy says what decided its endpoints' readiness: their own
 	// condition, their endpoint mirrors, or the headless mirror.
 	ReadyBy []string `json:"readyBy"`
+	// Drained is its cluster's drain level (shared, all), "" for none.
+	Drained string `json:"drained,omitempty"`
 }
 
 // EndpointRow is one endpoint of the global.
@@ -138,6 +140,7 @@ func status(idx *source.Source, k source.Key, all []discoveryv1.EndpointSlice) *
 			if by := e.ReadyBy.String(); !slices.Contains(m.ReadyBy, by) {
 				m.ReadyBy = append(m.ReadyBy, by)
 			}
+			m.Drained = e.Drained.String()
 		}
 	}
 	st.LastChange = lastChange(in, all)
@@ -147,6 +150,10 @@ func status(idx *source.Source, k source.Key, all []discoveryv1.EndpointSlice) *
 // why says what decided an endpoint's readiness.
 func why(e aggregate.Endpoint) string {
 	switch {
+	case e.Drained == aggregate.DrainShared && e.NameReady:
+		return "drained (shared): out of the shared names, its own names answering"
+	case e.Drained == aggregate.DrainAll:
+		return "drained (all): out of every name"
 	case e.ReadyBy == aggregate.ByEndpointMirror && !e.Ready:
 		return "its endpoint mirror " + e.Hostname + " is not ready: the pod, or the gateway of " + e.Cluster + " (Linkerd's probe)"
 	case e.ReadyBy == aggregate.ByHeadlessMirror && !e.Ready:
@@ -206,7 +213,11 @@ func (st *GlobalStatus) Write(out io.Writer) {
 		if c == "" {
 			c = "local"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", c, m.Service, m.Endpoints, m.Ready, strings.Join(m.ReadyBy, ", "))
+		by := strings.Join(m.ReadyBy, ", ")
+		if m.Drained != "" {
+			by += "; drained (" + m.Drained + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", c, m.Service, m.Endpoints, m.Ready, by)
 	}
 	tw.Flush()
 	fmt.Fprintln(out)

@@ -3,10 +3,14 @@
 //
 //	globalmirror check [flags]
 //	globalmirror status [flags] [NAMESPACE/]NAME
+//	globalmirror drain [flags] CLUSTER | --service NAMESPACE/NAME
+//	globalmirror undrain [flags] CLUSTER | --service NAMESPACE/NAME
 //
-// (NAME alone: the context's namespace.) It only reads, as whoever runs it
-// (--kubeconfig, --context), and gives up after --timeout. check exits 1
-// when a check fails (a warning does not); status exits 1 when the global
+// (NAME alone: the context's namespace.) check and status only read, as
+// whoever runs it (--kubeconfig, --context); drain and undrain write one
+// annotation with the same rights. Each gives up after --timeout. check exits 1
+// when a check fails (a warning does not); drain and undrain exit 1 when
+// they could not write; status exits 1 when the global
 // does not exist, 2 when the controller's objects are out of sync (a
 // leftover of one that is gone included), and 3 when it could not be read. Both exit 64 (EX_USAGE) on a usage error,
 // before any request.
@@ -24,9 +28,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/cli"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -40,12 +46,16 @@ commands:
   check                      judge the installation: the controller, the cluster DNS,
                              Linkerd's mirrors and every global service
   status [NAMESPACE/]NAME    one global service, member by member
+  drain CLUSTER              take a linked cluster's pods out of the shared names for
+                             maintenance (--level all: out of every name); --service
+                             NAMESPACE/NAME drains the local pods of one service
+  undrain CLUSTER            undo drain
 
 globalmirror COMMAND --help prints the command's flags.
 
 exit codes: check 0 passed (warnings allowed), 1 a check failed;
 status 0 in sync, 1 no such global, 2 out of sync (a leftover included),
-3 could not be read;
+3 could not be read; drain and undrain 0 written (or already so), 1 not;
 64 a usage error, before any request.
 `
 
@@ -145,22 +155,40 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return check(args[1:], stdout, stderr)
 	case "status":
 		return status(args[1:], stdout, stderr)
+	case "drain":
+		return drain(args[1:], true, stdout, stderr)
+	case "undrain":
+		return drain(args[1:], false, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "globalmirror: unknown command %q\n\n%s", args[0], usage)
 	return exitUsage
 }
 
+// loader loads the kubeconfig and context the flags name.
+func (c *command) loader() clientcmd.ClientConfig {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = c.kubeconfig
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.kubeContext})
+}
+
+// restConfig is the kubeconfig's client configuration, every request
+// bounded by the timeout.
+func (c *command) restConfig() (*rest.Config, error) {
+	cfg, err := c.loader().ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	return cli.CommandConfig(cfg, c.timeout), nil
+}
+
 // connect loads the kubeconfig, bounds every request by the timeout, and
 // finds the installation; an error means the API server did not answer.
 func (c *command) connect(ctx context.Context) (*cli.Cluster, clientcmd.ClientConfig, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = c.kubeconfig
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.kubeContext})
-	cfg, err := loader.ClientConfig()
+	loader := c.loader()
+	cfg, err := c.restConfig()
 	if err != nil {
 		return nil, loader, err
 	}
-	cfg = cli.CommandConfig(cfg, c.timeout)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, loader, err
@@ -301,6 +329,74 @@ func statusCode(st *cli.GlobalStatus) int {
 		return 2
 	case !st.Exists:
 		return 1
+	}
+	return 0
+}
+
+// drain writes, or with on false removes, the drain annotation of a Link
+// or a local member service.
+func drain(args []string, on bool, stdout, stderr io.Writer) int {
+	name := map[bool]string{true: "drain", false: "undrain"}[on]
+	c := newCommand(name, name+" [flags] CLUSTER | --service NAMESPACE/NAME", stdout, stderr)
+	target := cli.DrainTarget{}
+	level := aggregate.DrainSharedValue
+	if on {
+		c.fs.StringVar(&level, "level", level, "shared: out of every shared name, each pod's own names still answering; all: out of every name, as if unlinked")
+	}
+	c.fs.StringVar(&target.LinkNamespace, "link-namespace", cli.DefaultLinkNamespace, "the namespace of Linkerd's Links")
+	c.fs.StringVar(&target.Service, "service", "", "a local member service, NAMESPACE/NAME, whose local pods to "+name+" instead of a linked cluster")
+	operands, code, ok := c.parse(args)
+	if !ok {
+		return code
+	}
+	d, err := aggregate.ParseDrain(level)
+	if err != nil || d == aggregate.NotDrained {
+		fmt.Fprintf(stderr, "--level %q: want %s or %s\n", level, aggregate.DrainSharedValue, aggregate.DrainAllValue)
+		return exitUsage
+	}
+	if !on {
+		d = aggregate.NotDrained
+	}
+	switch {
+	case target.Service != "" && len(operands) > 0:
+		fmt.Fprintf(stderr, "globalmirror %s: a CLUSTER or --service, not both\n", name)
+		return exitUsage
+	case target.Service != "":
+		if ns, svc, ok := strings.Cut(target.Service, "/"); !ok || invalidGlobalName(target.Service) != "" || ns == "" || svc == "" {
+			fmt.Fprintf(stderr, "globalmirror %s --service %q: want NAMESPACE/NAME of a Service\n", name, target.Service)
+			return exitUsage
+		}
+	case len(operands) != 1:
+		fmt.Fprintf(stderr, "globalmirror %s takes one linked cluster's name, got %d arguments\n", name, len(operands))
+		return exitUsage
+	default:
+		if errs := validation.IsDNS1123Label(operands[0]); len(errs) > 0 {
+			fmt.Fprintf(stderr, "globalmirror %s %q: a cluster name is a DNS label: %s\n", name, operands[0], strings.Join(errs, "; "))
+			return exitUsage
+		}
+		target.Cluster = operands[0]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	cfg, err := c.restConfig()
+	if err != nil {
+		fmt.Fprintln(stderr, "globalmirror:", err)
+		return 1
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "globalmirror:", err)
+		return 1
+	}
+	written, err := cli.Drain(ctx, client, cfg, target, d)
+	if err != nil {
+		fmt.Fprintf(stderr, "globalmirror %s: %v\n", name, err)
+		return 1
+	}
+	if c.output == "json" {
+		writeJSON(stdout, written)
+	} else {
+		written.Write(stdout, target)
 	}
 	return 0
 }
