@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/cli"
 	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/localkube"
@@ -84,6 +85,7 @@ func TestDifferential(t *testing.T) {
 	userOwnedGlobal(ctx, t, w.Source, w.NS)
 	collidingPod(ctx, t, w.Source, w.NS, "db-0", "db-0-east", "192.0.2.30")
 
+	w.Links = true // Linkerd's Links, for east's drain
 	w.Link(env.Cluster("east"))
 	w.Link(env.Cluster("west"))
 	w.startController()
@@ -105,6 +107,27 @@ func TestDifferential(t *testing.T) {
 
 	w.Link(env.Cluster("north"))
 	w.converge(ctx, "north linked", globals(14, 2))
+
+	// east drained: at shared, its ready pods' own names answer from the
+	// plugin alone (the stock plugin answers no name of a pod written not
+	// ready), and kv-global, east's only, is NODATA there (its per-pod
+	// names exist below it) where the stock plugin has NXDOMAIN; every
+	// other answer is the same. At all, every answer is.
+	drain := func(level aggregate.Drain) {
+		t.Helper()
+		target := cli.DrainTarget{Cluster: "east", LinkNamespace: cli.DefaultLinkNamespace}
+		if _, err := cli.Drain(ctx, w.Source.Client, w.Source.Config, target, level); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drain(aggregate.DrainShared)
+	w.drainedShared = "east"
+	w.converge(ctx, "east drained (shared)", globals(14, 2))
+	drain(aggregate.DrainAll)
+	w.drainedShared = ""
+	w.converge(ctx, "east drained (all)", globals(14, 2))
+	drain(aggregate.NotDrained)
+	w.converge(ctx, "east undrained", globals(14, 2))
 
 	if err := w.Sim.SetGatewayAlive("east", false); err != nil {
 		t.Fatal(err)
@@ -135,8 +158,13 @@ func (w *world) converge(ctx context.Context, phase string, want map[string]int)
 			return err.Error()
 		}
 		before := w.answered()
-		if diff := mapDiff(w.answers(w.kube, questions), w.answers(w.global, questions)); diff != "" {
+		kube, global := w.answers(w.kube, questions), w.answers(w.global, questions)
+		drained := w.drainedDifferences(kube, global)
+		if diff := mapDiff(kube, global); diff != "" {
 			return "the stock plugin (-) and the global plugin (+) still differ:\n" + diff
+		}
+		if w.drainedShared != "" && drained == 0 {
+			return "no drained pod's own name answered by the global plugin alone"
 		}
 		// The plugin counts a query once its answer is written, so the last
 		// counts may trail the answers by a moment; and the questions come
@@ -152,6 +180,11 @@ func (w *world) converge(ctx context.Context, phase string, want map[string]int)
 		if counted != nil {
 			return fmt.Sprintf("the global plugin answered %v queries, want the %d about names it owns", got, owned)
 		}
+		if drained > 0 {
+			w.t.Logf("%s: %d questions, identical answers but %d of a drained pod's own names or of a global of drained pods only, answered by global alone (%d answered by global)",
+				phase, len(questions), drained, owned)
+			return ""
+		}
 		w.t.Logf("%s: %d questions, identical answers (%d answered by global)", phase, len(questions), owned)
 		return ""
 	})
@@ -165,6 +198,24 @@ type question struct {
 	qtype uint16
 }
 
+// drainedDifferences drops from both answer sets the questions where the
+// global plugin may differ from the stock plugin while a cluster is
+// drained at the shared level, and does: the stock plugin's NXDOMAIN, the
+// global plugin's NOERROR, for a drained pod's own names and for a global
+// all of whose answered pods are drained (w.mayDiffer). It returns how many.
+func (w *world) drainedDifferences(kube, global map[string]string) int {
+	n := 0
+	for k, a := range kube {
+		_, name, _ := strings.Cut(k[strings.IndexByte(k, ' ')+1:], " ")
+		if b := global[k]; a != b && w.mayDiffer[strings.ToLower(name)] && strings.HasPrefix(a, "NXDOMAIN ") && strings.HasPrefix(b, "NOERROR ") {
+			delete(kube, k)
+			delete(global, k)
+			n++
+		}
+	}
+	return n
+}
+
 // everyQuestion is derived from the controller's objects: every global, every
 // per-pod name (hostnames and dashed IPs), SRV on every port, and wrong names.
 // owned counts the answers (UDP and TCP) due from the global plugin.
@@ -172,6 +223,17 @@ func (w *world) everyQuestion(ctx context.Context, want map[string]int) (qs []qu
 	svcs, err := w.Source.Client.CoreV1().Services(w.NS).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, 0, err
+	}
+	// A drained cluster's endpoints are its endpoint mirrors' cluster IPs.
+	w.mayDiffer = map[string]bool{}
+	drainedIPs := map[string]bool{}
+	for _, svc := range svcs.Items {
+		if w.drainedShared != "" && svc.Labels[aggregate.LabelClusterName] == w.drainedShared && svc.Labels[aggregate.LabelHeadlessMirrorName] != "" {
+			drainedIPs[svc.Spec.ClusterIP] = true
+		}
+	}
+	isDrained := func(addrs []string) bool {
+		return slices.ContainsFunc(addrs, func(a string) bool { return drainedIPs[a] })
 	}
 	// own: under a global the plugin answers for.
 	add := func(name string, own bool, types ...uint16) {
@@ -216,7 +278,7 @@ func (w *world) everyQuestion(ctx context.Context, want map[string]int) (qs []qu
 		if err != nil {
 			return nil, 0, err
 		}
-		count := 0
+		count, ready, drained := 0, 0, 0
 		ports := map[string]bool{}
 		for _, s := range slices.Items {
 			for _, p := range s.Ports {
@@ -226,14 +288,24 @@ func (w *world) everyQuestion(ctx context.Context, want map[string]int) (qs []qu
 			}
 			for _, e := range s.Endpoints {
 				count++
+				if aggregate.EndpointReady(&e) {
+					ready++
+				}
+				d := isDrained(e.Addresses)
+				if d {
+					drained++
+				}
 				for _, a := range e.Addresses {
 					add(dashed(a)+"."+g, true, dns.TypeA, dns.TypeAAAA)
+					w.mayDiffer[dashed(a)+"."+g] = d
 				}
 				if e.Hostname != nil {
 					add(*e.Hostname+"."+g, true, all...)
+					w.mayDiffer[*e.Hostname+"."+g] = d
 				}
 			}
 		}
+		w.mayDiffer[g] = ready == 0 && drained > 0
 		if count != n {
 			return nil, 0, fmt.Errorf("%s has %d endpoints in its slices, want %d", svc.Name, count, n)
 		}

@@ -40,6 +40,11 @@ type world struct {
 	ctrl         *run.Controller
 	dns          *run.CoreDNS
 	global, kube string // DNS addresses: production order, stock plugin alone
+	// drainedShared is a cluster drained at the shared level, and mayDiffer
+	// the names (lower case) everyQuestion found the two plugins may answer
+	// differently for while it is (drainedDifferences).
+	drainedShared string
+	mayDiffer     map[string]bool
 }
 
 // newWorld is the test's world in namespace ns of source, with east linked
@@ -134,6 +139,9 @@ func TestLinkerdBehaviours(t *testing.T) {
 	t.Run("GatewayOutageHeals", func(t *testing.T) { testGatewayOutageHeals(t, env) })
 	t.Run("ReverseAndClustersetViews", func(t *testing.T) { testViews(t, env) })
 	t.Run("NativeNames", func(t *testing.T) { testNativeNames(t, env) })
+	t.Run("BootstrapBeforeReady", func(t *testing.T) { testBootstrapBeforeReady(t, env) })
+	// Last: its Link to east stays in the source cluster, shared by every world.
+	t.Run("Drain", func(t *testing.T) { testDrain(t, env) })
 }
 
 // testUnexportWhileControllerDown: with the controller stopped, a service is

@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -58,6 +59,9 @@ type Options struct {
 	ClusterDomain string
 	// Namespace limits mirroring to one namespace; default all.
 	Namespace string
+	// Links installs Linkerd's Link CRD in the source cluster and keeps a
+	// Link for each linked cluster (links.go).
+	Links bool
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -118,6 +122,8 @@ type Simulator struct {
 	opts   Options
 	log    *slog.Logger
 	source kubernetes.Interface
+	// dynamic writes the source's Links; nil without Options.Links.
+	dynamic dynamic.Interface
 	// The source's mirrors: Services and Endpoints labelled with a cluster name.
 	mirrorServices  corelisters.ServiceLister
 	mirrorEndpoints corelisters.EndpointsLister
@@ -206,6 +212,14 @@ func Start(ctx context.Context, source *rest.Config, opts Options) (*Simulator, 
 	var err error
 	if s.source, err = newClient(source); err != nil {
 		return nil, fmt.Errorf("mirrorsim: source: %w", err)
+	}
+	if opts.Links {
+		if err := InstallLinkCRD(ctx, source); err != nil {
+			return nil, err
+		}
+		if s.dynamic, err = dynamic.NewForConfig(source); err != nil {
+			return nil, fmt.Errorf("mirrorsim: source: %w", err)
+		}
 	}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	s.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -319,6 +333,11 @@ func (s *Simulator) Link(ctx context.Context, name string, target *rest.Config, 
 		return fmt.Errorf("mirrorsim: target %s: caches did not sync", name)
 	}
 	s.enqueueLink(name)
+	if s.dynamic != nil {
+		if err := s.writeLink(ctx, name); err != nil {
+			return fmt.Errorf("mirrorsim: the Link to %s: %w", name, err)
+		}
+	}
 	s.log.Info("linked", "cluster", name, "host", target.Host)
 	return nil
 }
@@ -351,6 +370,9 @@ func (s *Simulator) Unlink(ctx context.Context, name string) error {
 	}
 	for _, ep := range eps.Items {
 		errs = append(errs, deleteObject(ctx, s.source.CoreV1().Endpoints(ep.Namespace), "endpoints", ep.Namespace, ep.Name))
+	}
+	if s.dynamic != nil {
+		errs = append(errs, s.deleteLink(ctx, name))
 	}
 	s.log.Info("unlinked", "cluster", name, "services", len(svcs.Items), "endpoints", len(eps.Items))
 	return errors.Join(errs...)

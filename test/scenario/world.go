@@ -41,6 +41,10 @@ type World struct {
 	Sim *mirrorsim.Simulator
 	// Logger receives the simulator's messages; nil: warnings to stderr.
 	Logger *slog.Logger
+	// Links: the simulator keeps Linkerd's Links too (mirrorsim's
+	// Options.Links), in the source cluster's linkerd-multicluster, which
+	// every world of the cluster shares: set by one test at a time.
+	Links bool
 
 	mu      sync.Mutex
 	procs   []*run.Process
@@ -62,7 +66,7 @@ func (w *World) Link(ctx context.Context, c *localkube.Cluster, opts ...mirrorsi
 // starting the simulator on the first call.
 func (w *World) LinkAs(ctx context.Context, name string, c *localkube.Cluster, opts ...mirrorsim.LinkOption) error {
 	if w.Sim == nil {
-		sim, err := mirrorsim.Start(context.Background(), w.Source.Config, mirrorsim.Options{Namespace: w.NS, Logger: cmp.Or(w.Logger, localkube.StderrLogger(false))})
+		sim, err := mirrorsim.Start(context.Background(), w.Source.Config, mirrorsim.Options{Namespace: w.NS, Links: w.Links, Logger: cmp.Or(w.Logger, localkube.StderrLogger(false))})
 		if err != nil {
 			return err
 		}

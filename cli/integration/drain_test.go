@@ -1,0 +1,135 @@
+package integration
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/cli"
+	"github.com/globalmirror/globalmirror/source"
+	"github.com/globalmirror/globalmirror/test/mirrorsim"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+)
+
+// drain drains (level) or undrains (NotDrained) cluster as user.
+func drain(t *testing.T, user, cluster string, level aggregate.Drain) (*cli.Drained, error) {
+	t.Helper()
+	client, cfg := as(user)
+	return cli.Drain(t.Context(), client, cfg, cli.DrainTarget{Cluster: cluster, LinkNamespace: mirrorsim.LinkNamespace}, level)
+}
+
+// A drain writes the one annotation on the Link, with the user's own
+// rights, as the user the API server names, and nothing else; undrain
+// removes it; a user who may not patch Links changes nothing; and check
+// names the drained cluster with its level and since when.
+func TestDrainWritesOnlyItsAnnotationAsTheUser(t *testing.T) {
+	needsControlPlane(t)
+	ctx := t.Context()
+	cfg := env.Cluster("cli").Config
+	admin := env.Cluster("cli").Client
+	must(t, mirrorsim.InstallLinkCRD(ctx, cfg))
+	links := dynamic.NewForConfigOrDie(cfg).Resource(mirrorsim.LinkResource).Namespace(mirrorsim.LinkNamespace)
+	for _, name := range []string{"east", "west"} {
+		_, err := links.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": mirrorsim.LinkResource.GroupVersion().String(), "kind": "Link",
+			"metadata": map[string]any{"name": name, "labels": map[string]any{"kept": "yes"}},
+			"spec":     map[string]any{"targetClusterName": name, "gatewayAddress": "192.0.2.254"},
+		}}, metav1.CreateOptions{})
+		must(t, err)
+	}
+	_, err := admin.RbacV1().Roles(mirrorsim.LinkNamespace).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "drainer"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{source.LinkGroup}, Resources: []string{source.LinkResource}, Verbs: []string{"get", "list", "patch"}}},
+	}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = admin.RbacV1().RoleBindings(mirrorsim.LinkNamespace).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "drainer"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "drainer"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "operator"}},
+	}, metav1.CreateOptions{})
+	must(t, err)
+	before, err := links.Get(ctx, "east", metav1.GetOptions{})
+	must(t, err)
+
+	d, err := drain(t, "operator", "east", aggregate.DrainShared)
+	if err != nil || !d.Written || d.As != "operator" || d.Level != "shared" || d.Was != "" || d.Object != "Link linkerd-multicluster/east" {
+		t.Fatalf("drain: %+v, %v", d, err)
+	}
+	var out bytes.Buffer
+	d.Write(&out, cli.DrainTarget{Cluster: "east", LinkNamespace: mirrorsim.LinkNamespace})
+	if !strings.Contains(out.String(), "as operator with your own rights") || !strings.Contains(out.String(), "Undo: globalmirror undrain east") {
+		t.Errorf("drain says:\n%s", out.String())
+	}
+	after, err := links.Get(ctx, "east", metav1.GetOptions{})
+	must(t, err)
+	if after.GetAnnotations()[aggregate.AnnotationDrain] != "shared" || after.GetLabels()["kept"] != "yes" {
+		t.Errorf("annotations %v, labels %v", after.GetAnnotations(), after.GetLabels())
+	}
+	if !equalSpec(before, after) {
+		t.Errorf("the spec changed: %v -> %v", before.Object["spec"], after.Object["spec"])
+	}
+	var mine []string
+	for _, mf := range after.GetManagedFields() {
+		if mf.Manager == cli.FieldManager {
+			mine = append(mine, mf.FieldsV1.GetRawString())
+		}
+	}
+	if want := `{"f:metadata":{"f:annotations":{".":{},"f:` + aggregate.AnnotationDrain + `":{}}}}`; len(mine) != 1 || mine[0] != want {
+		t.Errorf("the command's managed fields %q, want only the annotation %s", mine, want)
+	}
+	m, err := metadata.NewForConfigOrDie(cfg).Resource(mirrorsim.LinkResource).Namespace(mirrorsim.LinkNamespace).Get(ctx, "east", metav1.GetOptions{})
+	must(t, err)
+	if level, since, err := source.LinkDrain(m); err != nil || level != aggregate.DrainShared || time.Since(since) > time.Minute || time.Since(since) < 0 {
+		t.Errorf("read back: %v since %v, %v", level, since, err)
+	}
+
+	if d, err := drain(t, "operator", "east", aggregate.DrainShared); err != nil || d.Written {
+		t.Errorf("drain again: %+v, %v; want nothing written", d, err)
+	}
+	if _, err := drain(t, "operator", "north", aggregate.DrainShared); err == nil || !strings.Contains(err.Error(), "the clusters linked there are east, west") {
+		t.Errorf("drain of a cluster with no Link: %v", err)
+	}
+	if _, err := drain(t, "viewer", "west", aggregate.DrainAll); !apierrors.IsForbidden(err) {
+		t.Errorf("drain by a user who may not: %v, want forbidden", err)
+	}
+	if w, err := links.Get(ctx, "west", metav1.GetOptions{}); err != nil || len(w.GetAnnotations()) != 0 {
+		t.Errorf("west after a forbidden drain: %v, %v", w.GetAnnotations(), err)
+	}
+
+	// check: east drained, a warning that says since when.
+	namespace(t, admin, "drain-release")
+	controllerDeployment(t, admin, "drain-release")
+	opts := cli.DefaultOptions()
+	opts.ControllerSelector += ",test=" + strings.ToLower(t.Name())
+	r := checkAs(t, opts)["drained clusters"]
+	if r.Result != cli.Warning || !strings.Contains(r.Detail, "east: shared since ") || !strings.Contains(r.Detail, "Link linkerd-multicluster/east") || !strings.Contains(r.Hint, "undrain") {
+		t.Errorf("check: %+v", r)
+	}
+
+	if d, err := drain(t, "operator", "east", aggregate.NotDrained); err != nil || !d.Written || d.Was != "shared" {
+		t.Fatalf("undrain: %+v, %v", d, err)
+	}
+	after, err = links.Get(ctx, "east", metav1.GetOptions{})
+	must(t, err)
+	if _, ok := after.GetAnnotations()[aggregate.AnnotationDrain]; ok || !equalSpec(before, after) {
+		t.Errorf("undrained: annotations %v, spec %v", after.GetAnnotations(), after.Object["spec"])
+	}
+	if r := checkAs(t, opts)["drained clusters"]; r.Result != cli.OK || r.Detail != "none" {
+		t.Errorf("check, undrained: %+v", r)
+	}
+}
+
+// equalSpec reports whether a and b have the same, present, spec.
+func equalSpec(a, b *unstructured.Unstructured) bool {
+	sa, _, _ := unstructured.NestedMap(a.Object, "spec")
+	sb, _, _ := unstructured.NestedMap(b.Object, "spec")
+	return len(sa) > 0 && reflect.DeepEqual(sa, sb)
+}

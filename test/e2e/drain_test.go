@@ -1,0 +1,87 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+
+	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/cli"
+	"github.com/globalmirror/globalmirror/test/dnsq"
+	"github.com/globalmirror/globalmirror/test/localkube"
+	"github.com/miekg/dns"
+)
+
+// testDrain: east, mirrored by the simulator with its Link, drained at
+// each level and undrained, its gateway failing and recovering while it is
+// drained at the shared level. The shared name loses east's pods and gets
+// them back; their own names answer throughout but while the gateway is
+// dead (a drained pod is a pod not ready: gateway readiness holds); the
+// controller's slices follow (globalmirror status in sync), and the stock
+// plugin over them agrees on the shared name.
+func testDrain(t *testing.T, env *localkube.Env) {
+	// Links first: the simulator, started by the first link, installs
+	// Linkerd's Link CRD and writes east's Link.
+	w := newWorldIn(t, env.Cluster("source"), "drain")
+	w.east, w.Links = env.Cluster("east"), true
+	w.Link(w.east)
+	ctx := t.Context()
+	local := w.Workload(w.Source, "db", 1, "192.0.2.96/27")
+	w.Workload(w.east, "db", 2, "198.51.100.192/26")
+	w.startController()
+	w.startCoreDNS(linkerdCorefile)
+	db, pod0 := w.FQDN("db-global"), "db-0-east."+w.FQDN("db-global")
+	everyone := dnsq.NoError(w.PodIP(local, 0), w.ClusterIP("db-0-east"), w.ClusterIP("db-1-east"))
+	localOnly := dnsq.NoError(w.PodIP(local, 0))
+	w.await("db-global", w.global, db, dns.TypeA, everyone)
+	w.await("db-global from the controller's objects", w.kube, db, dns.TypeA, everyone)
+
+	drain := func(level aggregate.Drain) time.Time {
+		t.Helper()
+		d, err := cli.Drain(ctx, w.Source.Client, w.Source.Config, cli.DrainTarget{Cluster: "east", LinkNamespace: cli.DefaultLinkNamespace}, level)
+		if err != nil || !d.Written {
+			t.Fatalf("drain %v: %+v, %v", level, d, err)
+		}
+		return time.Now()
+	}
+	// Shared: out of the shared name, in by its own.
+	at := drain(aggregate.DrainShared)
+	w.await("db-global, east drained (shared)", w.global, db, dns.TypeA, localOnly)
+	t.Logf("drain shared: the plugin answered without east %v after the write", time.Since(at).Round(time.Millisecond))
+	w.await("db-global from the controller's objects, east drained (shared)", w.kube, db, dns.TypeA, localOnly)
+	t.Logf("drain shared: the controller's slices without east %v after the write", time.Since(at).Round(time.Millisecond))
+	w.await("db-0-east, drained (shared)", w.global, pod0, dns.TypeA, dnsq.NoError(w.ClusterIP("db-0-east")))
+	w.expectStatus(map[string]string{"db-0": "ready", "db-0-east": "drained (shared)", "db-1-east": "drained (shared)"})
+
+	// The gateway fails and recovers while east is drained: its pods' own
+	// names go and come back, the shared name stays without them.
+	if err := w.Sim.SetGatewayAlive("east", false); err != nil {
+		t.Fatal(err)
+	}
+	w.await("db-0-east, drained, gateway down", w.global, pod0, dns.TypeA, "NXDOMAIN +soa")
+	w.expectStatus(map[string]string{"db-0": "ready", "db-0-east": "gateway of east", "db-1-east": "gateway of east"})
+	if err := w.Sim.SetGatewayAlive("east", true); err != nil {
+		t.Fatal(err)
+	}
+	w.await("db-0-east, drained, gateway back", w.global, pod0, dns.TypeA, dnsq.NoError(w.ClusterIP("db-0-east")))
+	if got := dnsq.Answer("udp", w.global, db, dns.TypeA); got != localOnly {
+		t.Errorf("db-global, drained, gateway back: %q, want %q", got, localOnly)
+	}
+
+	// All: out of every name; nothing deleted.
+	drain(aggregate.DrainAll)
+	w.await("db-0-east, drained (all)", w.global, pod0, dns.TypeA, "NXDOMAIN +soa")
+	w.expectStatus(map[string]string{"db-0": "ready", "db-0-east": "drained (all)", "db-1-east": "drained (all)"})
+	w.await("db-east, Linkerd's own mirror, drained (all)", w.global, w.FQDN("db-east"), dns.TypeA,
+		dnsq.NoError(w.ClusterIP("db-0-east"), w.ClusterIP("db-1-east")))
+
+	// Undrained: back in every name, in both halves.
+	at = drain(aggregate.NotDrained)
+	w.await("db-global, undrained", w.global, db, dns.TypeA, everyone)
+	t.Logf("undrain: the plugin answered with east %v after the write", time.Since(at).Round(time.Millisecond))
+	w.await("db-global from the controller's objects, undrained", w.kube, db, dns.TypeA, everyone)
+	w.expectStatus(map[string]string{"db-0": "ready", "db-0-east": "ready by its endpoint mirror", "db-1-east": "ready by its endpoint mirror"})
+	qs := w.questions("db-global", "db-0", "db-0-east", "db-1-east")
+	if diff := mapDiff(w.answers(w.kube, qs), w.answers(w.global, qs)); diff != "" {
+		t.Errorf("undrained, the stock plugin over the controller's slices (-) and the global plugin (+) differ:\n%s", diff)
+	}
+}
