@@ -79,13 +79,13 @@ func (l *linkFeed) run(ctx context.Context) {
 	var wasAbsent bool
 	for ctx.Err() == nil {
 		began := time.Now()
-		err := l.listAndWatch(ctx, log)
+		err := l.listAndWatch(ctx)
 		pause := time.Duration(0)
 		switch {
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, errLinksAbsent):
-			l.replace(nil, log)
+			l.replace(nil)
 			l.absent.Store(true)
 			l.synced.Store(true)
 			if !wasAbsent {
@@ -112,7 +112,7 @@ func (l *linkFeed) run(ctx context.Context) {
 
 // listAndWatch lists the Links, replacing every drain, then applies their
 // changes until the watch ends.
-func (l *linkFeed) listAndWatch(ctx context.Context, log klog.Logger) error {
+func (l *linkFeed) listAndWatch(ctx context.Context) error {
 	version, err := l.groups()
 	if err != nil {
 		return fmt.Errorf("discovering %s: %w", LinkGroup, err)
@@ -130,7 +130,7 @@ func (l *linkFeed) listAndWatch(ctx context.Context, log klog.Logger) error {
 		return err
 	}
 	l.absent.Store(false)
-	l.replace(list.Items, log)
+	l.replace(list.Items)
 	l.synced.Store(true)
 	w, err := res.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true})
 	if err != nil {
@@ -151,7 +151,7 @@ func (l *linkFeed) listAndWatch(ctx context.Context, log klog.Logger) error {
 			id := nsName{m.Namespace, m.Name}
 			delete(next, id)
 			if ev.Type != watch.Deleted {
-				l.read(next, m, log)
+				l.read(next, m)
 			}
 			l.set(next)
 		case watch.Error:
@@ -162,17 +162,17 @@ func (l *linkFeed) listAndWatch(ctx context.Context, log klog.Logger) error {
 }
 
 // replace sets the drains to those of links.
-func (l *linkFeed) replace(links []metav1.PartialObjectMetadata, log klog.Logger) {
+func (l *linkFeed) replace(links []metav1.PartialObjectMetadata) {
 	next := make(map[nsName]linkState, len(links))
 	for i := range links {
-		l.read(next, &links[i], log)
+		l.read(next, &links[i])
 	}
 	l.set(next)
 }
 
 // read adds m's drain to links, if it is drained; an unknown value drains
 // nothing and is reported once per version of the Link.
-func (l *linkFeed) read(links map[nsName]linkState, m *metav1.PartialObjectMetadata, log klog.Logger) {
+func (l *linkFeed) read(links map[nsName]linkState, m *metav1.PartialObjectMetadata) {
 	id := nsName{m.Namespace, m.Name}
 	level, since, err := LinkDrain(m)
 	if err != nil {
