@@ -319,7 +319,8 @@ func (s *answerSet) counts() (globals, endpoints int) {
 // No set and a set without records both answer nothing.
 func sameAnswers(a, b *answerSet) bool {
 	if a == nil || b == nil {
-		return (a == nil || len(a.recs) == 0) && (b == nil || len(b.recs) == 0)
+		empty := func(s *answerSet) bool { return s == nil || len(s.recs) == 0 && s.named() == nil }
+		return empty(a) && empty(b)
 	}
 	return a.n4 == b.n4 && string(a.slab) == string(b.slab) && a.names == b.names &&
 		slices.Equal(a.recs, b.recs) && slices.EqualFunc(a.ports.list(), b.ports.list(), slices.Equal) &&

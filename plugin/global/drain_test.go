@@ -11,6 +11,7 @@ import (
 	"github.com/globalmirror/globalmirror/source"
 	"github.com/globalmirror/globalmirror/test/fixture"
 	"github.com/miekg/dns"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -113,5 +114,32 @@ func TestDrainLevels(t *testing.T) {
 				eventually(t, g, q.name, q.qtype, q.want)
 			}
 		})
+	}
+}
+
+// A set whose every record only its own name answers answers something:
+// a change to or from it is a change (the programming metric observes it).
+func TestSameAnswersSeesRecordsOnlyTheirNamesAnswer(t *testing.T) {
+	ep := func(drained aggregate.Drain) aggregate.View {
+		return aggregate.View{Namespace: "ns", Name: "db-global", Endpoints: []aggregate.Endpoint{{Addresses: []string{"192.0.2.1"},
+			AddressType: discoveryv1.AddressTypeIPv4, Hostname: "db-0-east", Ready: drained == aggregate.NotDrained,
+			NameReady: drained != aggregate.DrainAll, Drained: drained, Cluster: "east"}}}
+	}
+	shared, all, none := newAnswerSet(ep(aggregate.DrainShared)), newAnswerSet(ep(aggregate.DrainAll)), newAnswerSet(ep(aggregate.NotDrained))
+	for _, tc := range []struct {
+		name string
+		a, b *answerSet
+		same bool
+	}{
+		{"drained (shared) and none", shared, nil, false},
+		{"none and drained (shared)", nil, shared, false},
+		{"drained (all) and none", all, nil, true},
+		{"drained (shared) and (all)", shared, all, false},
+		{"drained (shared) and not", shared, none, false},
+		{"drained (shared) twice", shared, newAnswerSet(ep(aggregate.DrainShared)), true},
+	} {
+		if got := sameAnswers(tc.a, tc.b); got != tc.same {
+			t.Errorf("%s: same %v, want %v", tc.name, got, tc.same)
+		}
 	}
 }
