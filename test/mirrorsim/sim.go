@@ -105,6 +105,11 @@ const Behaviours = `Linkerd behaviours reproduced (edge-26.8.3, multicluster/ser
     trigger-time, so neither do the slices mirrored from them.
   - Unlinking deletes all of a cluster's mirrors. (cluster_watcher.go:
     cleanupMirroredResources)
+  - With Options.Links: the Link CRD is installed (v1alpha1 to v1alpha3,
+    v1alpha3 stored) and each linked cluster has a Link named after it in
+    linkerd-multicluster, deleted on unlink, as linkerd multicluster
+    install and link write them. (charts/linkerd-multicluster/templates/
+    link-crd.yaml; cmd/link.go)
 `
 
 // LinkStatus describes one link.
