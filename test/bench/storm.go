@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -13,13 +14,18 @@ import (
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/dnsq"
+	"github.com/globalmirror/globalmirror/test/mirrorsim"
 	"github.com/miekg/dns"
 	"golang.org/x/sync/errgroup"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // The storms run in the largest Linkerd users' shape: ten linked clusters,
@@ -104,6 +110,12 @@ func Storm(ctx context.Context, cfg Config, kubeconfig string, client kubernetes
 	if err := w.LoadEndpointMirrors(ctx, client, 0, bases, cfg.LoadWorkers); err != nil {
 		return rep, err
 	}
+	// Linkerd's Links, one per cluster, for the drains: before either half
+	// starts, so that both read them from their first list.
+	drainLink, err := w.writeLinks(ctx, kubeconfig)
+	if err != nil {
+		return rep, err
+	}
 	rep.Loading = time.Since(t)
 	cfg.Log("storm world: %d clusters × %d services × %d pods, %d objects loaded in %v", rep.Clusters, bases, Pods, rep.Objects, rep.Loading.Round(time.Second))
 
@@ -131,18 +143,24 @@ func Storm(ctx context.Context, cfg Config, kubeconfig string, client kubernetes
 		what  string
 		want  int
 		write func(context.Context, kubernetes.Interface, int, int) error
-		count int
+		count int // writes per base; 0: one write in all (calls write once)
 	}{
 		{"gateway of " + name + " down", records - Pods, w.setGateway(false), Pods},
 		{"gateway of " + name + " back", records, w.setGateway(true), Pods},
 		{"unlink of " + name, records - Pods, w.unlink, 2 + Pods},
 		{"link of " + name + " again", records, w.link, 2 + Pods},
+		{DrainStorm + " of " + name, records - Pods, drainLink(aggregate.DrainShared), 0},
+		{UndrainStorm + " of " + name, records, drainLink(aggregate.NotDrained), 0},
 	} {
-		res, err := w.stormOnce(ctx, addr, client, bases, c, phase.want, cfg.LoadWorkers, phase.write)
+		calls, writes := bases, bases*phase.count
+		if phase.count == 0 {
+			calls, writes = 1, 1
+		}
+		res, err := w.stormOnce(ctx, addr, client, bases, calls, c, phase.want, cfg.LoadWorkers, phase.write)
 		if err != nil {
 			return rep, fmt.Errorf("%s: %w", phase.what, err)
 		}
-		res.What, res.Writes = phase.what, bases*phase.count
+		res.What, res.Writes = phase.what, writes
 		cfg.Log("storm, %s: %d writes in %v; every global right %v after the last (p50 %v); the controller wrote %d slices, the last %v after",
 			res.What, res.Writes, res.Writing.Round(time.Millisecond), DurationQuantile(res.After, 1).Round(time.Millisecond),
 			DurationQuantile(res.After, .5).Round(time.Millisecond), res.ControllerWrites, res.ControllerAfter.Round(time.Millisecond))
@@ -229,10 +247,11 @@ func (w World) sweepAll(ctx context.Context, addr string, bases, want int, timeo
 	return w.sweep(ctx, addr, bases, want)()
 }
 
-// stormOnce writes, for every base, what write writes for cluster c, up to
+// stormOnce writes, for each of calls bases (every base, or one for a write
+// that changes every base at once), what write writes for cluster c, up to
 // workers at a time, while the sweepers wait for every global to answer
 // want records and a watch notes the controller's writes of its slices.
-func (w World) stormOnce(ctx context.Context, addr string, client kubernetes.Interface, bases, c, want, workers int,
+func (w World) stormOnce(ctx context.Context, addr string, client kubernetes.Interface, bases, calls, c, want, workers int,
 	write func(context.Context, kubernetes.Interface, int, int) error) (*StormResult, error) {
 	res := &StormResult{Globals: bases, Writers: workers, After: make([]time.Duration, bases)}
 	writes, stopWatching, err := w.watchControllerSlices(ctx, client)
@@ -250,7 +269,7 @@ func (w World) stormOnce(ctx context.Context, addr string, client kubernetes.Int
 	var last time.Time
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers)
-	for i := range bases {
+	for i := range calls {
 		g.Go(func() error {
 			if err := write(gctx, client, i, c); err != nil {
 				return err
@@ -285,6 +304,46 @@ func (w World) stormOnce(ctx context.Context, addr string, client kubernetes.Int
 	n, at := writes()
 	res.ControllerWrites, res.ControllerAfter = n, max(0, at.Sub(last))
 	return res, nil
+}
+
+// The drain storms' names, for their floors.
+const (
+	DrainStorm   = "drain (shared)"
+	UndrainStorm = "undrain"
+)
+
+// writeLinks installs Linkerd's Link CRD and writes a Link for each of the
+// world's clusters, and returns the write that drains (or, NotDrained,
+// undrains) cluster c: one merge patch of its Link's annotation.
+func (w World) writeLinks(ctx context.Context, kubeconfig string) (func(aggregate.Drain) func(context.Context, kubernetes.Interface, int, int) error, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	if err := mirrorsim.InstallLinkCRD(ctx, rc); err != nil {
+		return nil, err
+	}
+	links := dynamic.NewForConfigOrDie(rc).Resource(mirrorsim.LinkResource).Namespace(mirrorsim.LinkNamespace)
+	for _, c := range w.clusters() {
+		link := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": mirrorsim.LinkResource.GroupVersion().String(), "kind": "Link",
+			"metadata": map[string]any{"name": c}, "spec": map[string]any{"targetClusterName": c},
+		}}
+		if _, err := links.Create(ctx, link, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+	}
+	return func(level aggregate.Drain) func(context.Context, kubernetes.Interface, int, int) error {
+		value := any(nil)
+		if level != aggregate.NotDrained {
+			value = level.String()
+		}
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{aggregate.AnnotationDrain: value}}})
+		return func(ctx context.Context, _ kubernetes.Interface, _, c int) error {
+			_, err := links.Patch(ctx, w.clusters()[c], types.MergePatchType, patch, metav1.PatchOptions{})
+			return err
+		}
+	}, nil
 }
 
 // setGateway marks every endpoint mirror of base i from cluster c ready or
