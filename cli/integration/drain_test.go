@@ -11,6 +11,7 @@ import (
 	"github.com/globalmirror/globalmirror/cli"
 	"github.com/globalmirror/globalmirror/source"
 	"github.com/globalmirror/globalmirror/test/mirrorsim"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -132,4 +133,48 @@ func equalSpec(a, b *unstructured.Unstructured) bool {
 	sa, _, _ := unstructured.NestedMap(a.Object, "spec")
 	sb, _, _ := unstructured.NestedMap(b.Object, "spec")
 	return len(sa) > 0 && reflect.DeepEqual(sa, sb)
+}
+
+// --service drains a local member service by its own annotation, and
+// refuses a Service that is not one (a Linkerd mirror, globalmirror's own).
+func TestDrainOfALocalServiceAnnotatesOnlyIt(t *testing.T) {
+	needsControlPlane(t)
+	ctx := t.Context()
+	admin := env.Cluster("cli").Client
+	const ns = "drain-local"
+	namespace(t, admin, ns)
+	for _, svc := range []*corev1.Service{
+		{ObjectMeta: metav1.ObjectMeta{Name: "db", Labels: map[string]string{aggregate.LabelExported: "true"}}, Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "db-east", Labels: map[string]string{aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: "east"}},
+			Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}},
+	} {
+		_, err := admin.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+		must(t, err)
+	}
+	drainService := func(name string, level aggregate.Drain) (*cli.Drained, error) {
+		cfg := env.Cluster("cli").Config
+		return cli.Drain(ctx, admin, cfg, cli.DrainTarget{Service: ns + "/" + name}, level)
+	}
+	if d, err := drainService("db", aggregate.DrainAll); err != nil || !d.Written || d.Object != "Service "+ns+"/db" {
+		t.Fatalf("drain --service: %+v, %v", d, err)
+	}
+	svc, err := admin.CoreV1().Services(ns).Get(ctx, "db", metav1.GetOptions{})
+	must(t, err)
+	if svc.Annotations[aggregate.AnnotationDrain] != "all" || svc.Labels[aggregate.LabelExported] != "true" {
+		t.Errorf("db: annotations %v, labels %v", svc.Annotations, svc.Labels)
+	}
+	if _, err := drainService("db-east", aggregate.DrainShared); err == nil || !strings.Contains(err.Error(), "not a local member service") {
+		t.Errorf("drain of Linkerd's mirror: %v", err)
+	}
+	if mirror, err := admin.CoreV1().Services(ns).Get(ctx, "db-east", metav1.GetOptions{}); err != nil || len(mirror.Annotations) != 0 {
+		t.Errorf("db-east after a refused drain: %v, %v", mirror.Annotations, err)
+	}
+	if d, err := drainService("db", aggregate.NotDrained); err != nil || !d.Written || d.Was != "all" {
+		t.Fatalf("undrain --service: %+v, %v", d, err)
+	}
+	svc, err = admin.CoreV1().Services(ns).Get(ctx, "db", metav1.GetOptions{})
+	must(t, err)
+	if _, ok := svc.Annotations[aggregate.AnnotationDrain]; ok {
+		t.Errorf("db undrained: annotations %v", svc.Annotations)
+	}
 }

@@ -41,7 +41,7 @@ func runCmd(args ...string) (code int, stdout, stderr string) {
 
 // Help is asked for where users type it, and answered on stdout with 0.
 func TestHelpOfEachCommand(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"check", "--help"}, {"status", "-h"}, {"status", "db-global", "--help"}} {
+	for _, args := range [][]string{{"--help"}, {"check", "--help"}, {"status", "-h"}, {"status", "db-global", "--help"}, {"drain", "--help"}, {"undrain", "-h"}} {
 		code, out, errOut := runCmd(args...)
 		if code != 0 || !strings.Contains(out, "usage: globalmirror") || errOut != "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
@@ -63,6 +63,8 @@ func TestUsageErrorsAreRefusedBeforeAnyRequest(t *testing.T) {
 		{}, {"chekc"}, {"check", "extra"}, {"status"}, {"status", "a", "b"},
 		{"status", "db_global"}, {"status", "App/db-global"}, {"status", "app/db-global/x"}, {"status", "/db-global"},
 		{"check", "-o", "yaml"}, {"check", "--timeout", "0s"}, {"check", "--wait", "-1s"}, {"status", "db-global", "--wait", "1m"}, {"check", "--dns-service", "kube-dns"}, {"check", "--no-such-flag"},
+		{"drain"}, {"drain", "east", "west"}, {"drain", "East_1"}, {"drain", "east", "--level", "none"}, {"drain", "east", "--level", ""},
+		{"drain", "--service", "db"}, {"drain", "--service", "app/db", "east"}, {"undrain"}, {"undrain", "east", "--level", "all"},
 	} {
 		if len(args) > 0 {
 			args = append(args, "--kubeconfig", kc)
