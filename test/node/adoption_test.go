@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/globalmirror/globalmirror/cli"
 	"github.com/globalmirror/globalmirror/test/helmtest"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/node"
@@ -108,6 +109,7 @@ func TestAdoptionOnANode(t *testing.T) {
 			Labels: map[string]string{workload.ExportedLabel: "true"},
 			IPv4:   netip.MustParsePrefix(prefix),
 		}))
+		world.Links = true // Linkerd's Links, for the drain
 		s.must(world.Link(ctx, remote))
 	}
 	want := s.expectations()
@@ -320,8 +322,8 @@ func TestAdoptionOnANode(t *testing.T) {
 	step("the Corefile edited at 18,000 mirrored endpoints (each pod reloads it, none replaced)", strict, func() {
 		pods := dnsRelease.podsOf(s, "coredns")
 		began := time.Now()
-		s.editCorefile(dnsRelease, "ttl 5\n", "ttl 6\n")
-		s.awaitTTL(pods, 6)
+		s.editCorefile(dnsRelease, "ttl 5\n", fmt.Sprintf("ttl %d\n", editedTTL))
+		s.awaitTTL(pods, editedTTL)
 		t.Logf("Corefile edit at 18,000 mirrored endpoints: every pod answering from its reloaded instance after %v", time.Since(began).Round(time.Second))
 		if now := dnsRelease.podsOf(s, "coredns"); !samePods(pods, now) {
 			t.Errorf("the edit replaced or restarted CoreDNS's pods: %s, now %s", podNames(pods), podNames(now))
@@ -341,6 +343,26 @@ func TestAdoptionOnANode(t *testing.T) {
 		// container with SIGTERM, so the leader may release the Lease (a
 		// standby leads within its retry period) or not (once it expires).
 		s.expectLeader(controllerRelease, leader.UID)
+	})
+	// A maintenance of east: its pods out of db-global and its SRV records,
+	// their own names and PTR answering throughout; then back. Each answer
+	// follows within a second of the write plus the TTL CoreDNS's cache
+	// keeps an answer for: past that, the old one is wrong.
+	step("globalmirror drain east (shared), then undrain east", strict, func() {
+		const follows = time.Second + editedTTL*time.Second
+		for _, d := range []struct {
+			args []string
+			want answers
+		}{{[]string{"drain", "east"}, want.drained}, {[]string{"undrain", "east"}, want.reverse}} {
+			tr.now(d.want)
+			var wrote cli.Drained
+			if _, code, err := s.globalmirror(ctx, &wrote, d.args...); err != nil || code != 0 || !wrote.Written {
+				t.Fatalf("globalmirror %s: exit %d, %+v, %v", strings.Join(d.args, " "), code, wrote, err)
+			}
+			time.Sleep(follows)
+			tr.settled()
+			s.awaitAnswers("client", d.want)
+		}
 	})
 	// globalmirror check, each of its failures made by breaking one thing,
 	// then healed; every other check stays ✔.
@@ -486,6 +508,10 @@ func (s *install) adoptForHelm(namespace, service string, r chartRelease) {
 
 // TestTheDocsSayWhatTheNodeTestHolds holds the chart's README and DESIGN.md
 // to the thresholds TestAdoptionOnANode judges by and the patch it applies.
+// editedTTL is the global stanza's TTL once the Corefile edit set it, for
+// which CoreDNS's cache keeps an answer after a drain.
+const editedTTL = 6
+
 func TestTheDocsSayWhatTheNodeTestHolds(t *testing.T) {
 	if slowLookup != time.Second {
 		t.Errorf("slowLookup is %v; the docs say a second", slowLookup)
@@ -508,6 +534,7 @@ func TestTheDocsSayWhatTheNodeTestHolds(t *testing.T) {
 			"in that step; none in a step that ends no pod",
 			`the "answer orphaned" column; at most one for each such pod`,
 			fmt.Sprintf("at most %d lookups may be lost, each slow by one retry at most (%d s) or refused by the ended pod, orphaned answers included", maxKubeadmLost, retry),
+			fmt.Sprintf("each answer follows within a second of the write plus the TTL (%d s since the Corefile edit) CoreDNS's cache keeps an answer", editedTTL),
 		},
 		"../../DESIGN.md": {
 			fmt.Sprintf("at least %d lookups a second each", minRate),

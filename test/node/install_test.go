@@ -782,6 +782,10 @@ type expectations struct {
 	// globalmirror; with the global service (from the controller's slices
 	// or the plugin); with the plugin's reverse names on.
 	before, global, reverse answers
+	// drained is reverse with east drained at the shared level: east's
+	// pods out of db-global and its SRV records, their own names (and
+	// PTR) answering.
+	drained answers
 	// podNames are the global per-pod names (db-1, db-0-east) and the
 	// address of each.
 	podNames map[string]string
@@ -817,14 +821,24 @@ func (s *install) expectations() expectations {
 		}
 		return ""
 	})
-	var all, srv []string
+	var all, srv, undrained, undrainedSRV []string
 	for host, addr := range addrs {
 		all = append(all, addr)
 		srv = append(srv, "0 "+weight(len(addrs))+" 5432 "+host+"."+fqdn("db-global")+".")
+		if !strings.HasSuffix(host, "-east") {
+			undrained = append(undrained, addr)
+		}
+	}
+	for host := range addrs {
+		if !strings.HasSuffix(host, "-east") {
+			undrainedSRV = append(undrainedSRV, "0 "+weight(len(undrained))+" 5432 "+host+"."+fqdn("db-global")+".")
+		}
 	}
 	slices.Sort(all)
 	slices.Sort(srv)
-	e := expectations{podNames: addrs, before: answers{}, global: answers{}, reverse: answers{}}
+	slices.Sort(undrained)
+	slices.Sort(undrainedSRV)
+	e := expectations{podNames: addrs, before: answers{}, global: answers{}, reverse: answers{}, drained: answers{}}
 	nodata := "AAAA/" + fqdn("db-global") + "." // a name with IPv4 addresses only
 	mirrorPTR, localPTR := "PTR/"+addrs["db-0-east"], "PTR/"+addrs["db-1"]
 	e.asked = []string{"host/db-global", "host/" + fqdn("db-global"), "host/db-0-east.db-global", "host/db-1.db-global",
@@ -867,9 +881,13 @@ func (s *install) expectations() expectations {
 		e.global[q(localPTR)] = result{Any: [][]string{{byDB}, {byGlobal}, {byGlobal, byDB}}}
 		e.reverse[q(localPTR)] = result{Records: []string{"db-1." + fqdn("db-global") + dot}}
 		e.reverse[q(mirrorPTR)] = result{Records: []string{"db-0-east." + fqdn("db-global") + dot}}
+		maps.Copy(e.drained, e.reverse)
+		e.drained[q("host/db-global")] = result{Records: undrained}
+		e.drained[q("host/"+fqdn("db-global"))] = result{Records: undrained}
+		e.drained[q("SRV/_db._tcp.db-global")] = result{Records: undrainedSRV}
 	}
 	// The fleet is not there until a step writes it.
-	e.before, e.global, e.reverse = withFleet(e.before, 0), withFleet(e.global, 0), withFleet(e.reverse, 0)
+	e.before, e.global, e.reverse, e.drained = withFleet(e.before, 0), withFleet(e.global, 0), withFleet(e.reverse, 0), withFleet(e.drained, 0)
 	return e
 }
 
