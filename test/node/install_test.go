@@ -881,10 +881,13 @@ func (s *install) expectations() expectations {
 		e.global[q(localPTR)] = result{Any: [][]string{{byDB}, {byGlobal}, {byGlobal, byDB}}}
 		e.reverse[q(localPTR)] = result{Records: []string{"db-1." + fqdn("db-global") + dot}}
 		e.reverse[q(mirrorPTR)] = result{Records: []string{"db-0-east." + fqdn("db-global") + dot}}
-		maps.Copy(e.drained, e.reverse)
-		e.drained[q("host/db-global")] = result{Records: undrained}
-		e.drained[q("host/"+fqdn("db-global"))] = result{Records: undrained}
-		e.drained[q("SRV/_db._tcp.db-global")] = result{Records: undrainedSRV}
+	}
+	// Drained: reverse, but for the shared names, of either library.
+	maps.Copy(e.drained, e.reverse)
+	for _, lib := range []string{"glibc", "go"} {
+		e.drained[lib+"/host/db-global"] = result{Records: undrained}
+		e.drained[lib+"/host/"+fqdn("db-global")] = result{Records: undrained}
+		e.drained[lib+"/SRV/_db._tcp.db-global"] = result{Records: undrainedSRV}
 	}
 	// The fleet is not there until a step writes it.
 	e.before, e.global, e.reverse, e.drained = withFleet(e.before, 0), withFleet(e.global, 0), withFleet(e.reverse, 0), withFleet(e.drained, 0)
