@@ -207,8 +207,11 @@ func (s *install) nameConflict(east *localkube.Cluster) (heal func()) {
 // heal deletes it and its namespace.
 func (s *install) serviceMirrorWithoutHeadless() (heal func()) {
 	s.t.Helper()
+	// Linkerd's extension namespace, which holds the simulator's Links.
 	const mns = "linkerd-multicluster"
-	s.createNamespace(mns, nil)
+	if _, err := s.c.CoreV1().Namespaces().Get(s.ctx, mns, metav1.GetOptions{}); err != nil {
+		s.t.Fatalf("the Links' namespace: %v", err)
+	}
 	labels := map[string]string{"app": "service-mirror-north"}
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: mns, Name: "linkerd-service-mirror-north",
@@ -220,7 +223,7 @@ func (s *install) serviceMirrorWithoutHeadless() (heal func()) {
 	s.must(s.c.AppsV1().Deployments(mns).Create(s.ctx, d, metav1.CreateOptions{}))
 	return func() {
 		s.t.Helper()
-		s.must(s.c.CoreV1().Namespaces().Delete(s.ctx, mns, metav1.DeleteOptions{}))
+		s.must(s.c.AppsV1().Deployments(mns).Delete(s.ctx, d.Name, metav1.DeleteOptions{}))
 	}
 }
 
