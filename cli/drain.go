@@ -53,14 +53,7 @@ type Drained struct {
 // it), with the user's own rights and nothing else: a merge patch of that
 // one annotation.
 func Drain(ctx context.Context, client kubernetes.Interface, cfg *rest.Config, target DrainTarget, level aggregate.Drain) (*Drained, error) {
-	value := any(nil) // null removes it
-	if level != aggregate.NotDrained {
-		value = level.String()
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{aggregate.AnnotationDrain: value}}})
-	if err != nil {
-		return nil, err
-	}
+	patch := DrainPatch(level)
 	out := &Drained{Level: level.String(), As: whoAmI(ctx, client)}
 	opts := metav1.PatchOptions{FieldManager: FieldManager}
 	if target.Service != "" {
@@ -107,6 +100,17 @@ func Drain(ctx context.Context, client kubernetes.Interface, cfg *rest.Config, t
 	return out, err
 }
 
+// DrainPatch is the merge patch that sets the drain annotation to level, or
+// removes it (NotDrained): all a drain writes.
+func DrainPatch(level aggregate.Drain) []byte {
+	value := any(nil) // null removes it
+	if level != aggregate.NotDrained {
+		value = level.String()
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{aggregate.AnnotationDrain: value}}}) // maps of strings: no error
+	return patch
+}
+
 // linkedClusters names the Links of a namespace, for an error that names
 // the wrong one.
 func linkedClusters(ctx context.Context, links metadata.ResourceInterface) string {
@@ -150,14 +154,14 @@ func (d *Drained) Write(w interface{ Write([]byte) (int, error) }, target DrainT
 		return
 	case d.Level == "":
 		fmt.Fprintf(w, "%s: %s removed, as %s with your own rights; nothing else was changed.\n", d.Object, aggregate.AnnotationDrain, d.As)
-		fmt.Fprintf(w, "%s answer every name again within a second.\n", who)
+		fmt.Fprintf(w, "%s answer every name again: the global plugin at once, the controller's slices after it.\n", who)
 		return
 	}
 	fmt.Fprintf(w, "%s: %s=%s, as %s with your own rights; nothing else was changed.\n", d.Object, aggregate.AnnotationDrain, d.Level, d.As)
 	if d.Level == aggregate.DrainSharedValue {
-		fmt.Fprintf(w, "Within a second %s leave every shared name (each global's own name, its SRV records, the clusterset and native names, and the global EndpointSlices); their own per-pod names keep answering.\n", who)
+		fmt.Fprintf(w, "At once %s leave every shared name the global plugin answers (each global's own name, its SRV records, the clusterset and native names), their own per-pod names answering; the controller then writes them not ready in the global EndpointSlices.\n", who)
 	} else {
-		fmt.Fprintf(w, "Within a second %s leave every name, as if unlinked; nothing is deleted.\n", who)
+		fmt.Fprintf(w, "At once %s leave every name, as if unlinked; nothing is deleted.\n", who)
 	}
 	undo := "globalmirror undrain " + target.Cluster
 	if target.LinkNamespace != DefaultLinkNamespace {

@@ -2,6 +2,8 @@ package source
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -156,5 +158,20 @@ func TestLinksForbiddenDrainNothing(t *testing.T) {
 	src, _ := startWithLinks(t, true, meta)
 	if !src.LinksAbsent() || len(src.Drains()) != 0 {
 		t.Fatalf("absent %v, drains %q", src.LinksAbsent(), drainsOf(src))
+	}
+}
+
+// The READMEs and DESIGN.md say how often an absent Link resource is looked
+// for again: DefaultLinksPoll.
+func TestTheDocsSayHowOftenLinksAreLookedFor(t *testing.T) {
+	want := fmt.Sprintf("%d s", int(DefaultLinksPoll.Seconds()))
+	for _, f := range []string{"../README.md", "../plugin/global/README.md", "../DESIGN.md"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text := strings.Join(strings.Fields(string(data)), " "); !strings.Contains(text, "within "+want) && !strings.Contains(text, "every "+want) {
+			t.Errorf("%s does not say the Links are looked for again every %s", f, want)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
+	"github.com/globalmirror/globalmirror/cli"
 	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/mirrorsim"
@@ -334,11 +334,7 @@ func (w World) writeLinks(ctx context.Context, kubeconfig string) (func(aggregat
 		}
 	}
 	return func(level aggregate.Drain) func(context.Context, kubernetes.Interface, int, int) error {
-		value := any(nil)
-		if level != aggregate.NotDrained {
-			value = level.String()
-		}
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{aggregate.AnnotationDrain: value}}})
+		patch := cli.DrainPatch(level)
 		return func(ctx context.Context, _ kubernetes.Interface, _, c int) error {
 			_, err := links.Patch(ctx, w.clusters()[c], types.MergePatchType, patch, metav1.PatchOptions{})
 			return err
