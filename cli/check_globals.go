@@ -64,12 +64,12 @@ func readGlobals(ctx context.Context, cl *Cluster) globals {
 		}
 		g = globals{kinds: map[string]bool{}, drains: idx.Drains(), linksAbsent: idx.LinksAbsent(), local: map[string]string{}}
 		for _, k := range idx.Keys() {
-			for _, m := range idx.Input(k).Members {
+			j := judge(idx, k, owned)
+			for _, m := range j.in.Members {
 				if v := m.Service.Annotations[aggregate.AnnotationDrain]; m.Local() && v != "" {
 					g.local[k.Namespace+"/"+m.Service.Name] = v
 				}
 			}
-			j := judge(idx, k, owned)
 			if j.verdict == aggregate.VerdictBuild {
 				g.total++
 			}
@@ -159,6 +159,7 @@ func globalsFailure(name string, err error) Result {
 
 // judgement is one base's verdict, and how its objects differ from it.
 type judgement struct {
+	in      aggregate.Input // what it was judged from
 	name    string
 	verdict aggregate.Verdict
 	diffs   []slicewriter.Difference
@@ -170,7 +171,7 @@ func judge(idx *source.Source, k source.Key, owned map[string][]*discoveryv1.End
 	in := idx.Input(k)
 	name := aggregate.GlobalName(k.Base, in.Suffix)
 	owner := idx.Service(k.Namespace, name)
-	j := judgement{name: name, verdict: aggregate.GlobalVerdict(in, owner)}
+	j := judgement{in: in, name: name, verdict: aggregate.GlobalVerdict(in, owner)}
 	add := func(kind, format string, args ...any) {
 		j.diffs = append(j.diffs, slicewriter.Difference{Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	}

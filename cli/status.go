@@ -100,9 +100,9 @@ func Status(ctx context.Context, cl *Cluster, namespace, name string) (*GlobalSt
 }
 
 func status(idx *source.Source, k source.Key, all []discoveryv1.EndpointSlice) *GlobalStatus {
-	in := idx.Input(k)
-	v := aggregate.Aggregate(in)
 	j := judge(idx, k, byService(all))
+	in := j.in
+	v := aggregate.Aggregate(in)
 	st := &GlobalStatus{Namespace: k.Namespace, Name: j.name, Base: k.Base, Exists: aggregate.Exists(in),
 		Verdict: verdicts[j.verdict], Differences: j.diffs}
 	if j.verdict == aggregate.VerdictConflict {
