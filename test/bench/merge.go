@@ -47,12 +47,20 @@ func MergeStarts(mdPath, jsonPath string, streamed, paged *LinkerdMemoryResult, 
 		startFloors(streamed, paged), startFloorPrefix, started, command)
 }
 
+// MergeStorms puts the storms measured on their own (bench -storm -merge)
+// into the last full run's results.
+func MergeStorms(mdPath, jsonPath string, rep *StormReport, started time.Time) error {
+	return mergeSection(mdPath, jsonPath, stormSection, pagedSection, func(b io.Writer) { ReportStorm(b, rep) },
+		stormFloors(rep), "storm", started, "bench -storm -merge")
+}
+
 // mergeSection puts a part measured on its own into the last full run's
 // results: its section of mdPath (titled title; where absent, inserted
 // before the heading next) replaced by what write writes, opened by when
 // and by which command it was measured, apart from the full run around it;
 // its floors in jsonPath replaced by name or added, each dated with when it
-// was measured. Where the part's floors are named by sizes or shapes a run
+// was measured; the floors table of mdPath written again from them all, so
+// that it never shows a figure results.json has replaced. Where the part's floors are named by sizes or shapes a run
 // may leave out, stale is the prefix of every one of them: those of an
 // earlier run go first.
 func mergeSection(mdPath, jsonPath, title, next string, write func(io.Writer), fs []floor, stale string, started time.Time, command string) error {
@@ -67,9 +75,6 @@ func mergeSection(mdPath, jsonPath, title, next string, write func(io.Writer), f
 	opened := strings.Replace(body.String(), title+"\n\n", title+"\n\n"+alone, 1)
 	merged, err := replaceSection(string(md), title, next, opened)
 	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(mdPath, []byte(merged), 0o644); err != nil {
 		return err
 	}
 
@@ -96,7 +101,15 @@ func mergeSection(mdPath, jsonPath, title, next string, write func(io.Writer), f
 	if err := writeResults(&out, results); err != nil {
 		return err
 	}
-	return os.WriteFile(jsonPath, out.Bytes(), 0o644)
+	if err := os.WriteFile(jsonPath, out.Bytes(), 0o644); err != nil {
+		return err
+	}
+	if headingLine(merged, floorsSection) >= 0 {
+		if merged, err = replaceSection(merged, floorsSection, "", floorsTable(results.Floors)); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(mdPath, []byte(merged), 0o644)
 }
 
 // replaceSection replaces the section of md titled title (up to the next

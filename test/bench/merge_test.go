@@ -156,3 +156,55 @@ func TestMergeDropsTheStaleFloorsOfThePart(t *testing.T) {
 		t.Errorf("floors %q, want %q", names, want)
 	}
 }
+
+// Storms measured on their own replace every storm floor of the full run
+// (their names carry the phase, which a run may rename) and go once before
+// the paged run; a drain whose controller writes its last slice late holds
+// everything but that floor.
+func TestMergeStormsReplacesEveryStormFloor(t *testing.T) {
+	old := 1.0
+	md, js := fixture(t, "# r\n\n"+floorsSection+"\n\nold storm figures\n\n### Linkerd's full shape, through a real API server\n\nstreamed\n\n"+pagedSection+"\n\npaged\n",
+		[]floor{{Name: "streamed floor", Measured: &old, Holds: true}, {Name: "storm, an old phase", Measured: &old, Holds: true}})
+	ms := func(n ...int) []time.Duration {
+		var ds []time.Duration
+		for _, v := range n {
+			ds = append(ds, time.Duration(v)*time.Millisecond)
+		}
+		return ds
+	}
+	rep := &StormReport{Clusters: 10, Bases: 2, Storms: []StormResult{{
+		What: DrainStorm + " of c09", Globals: 2, Writes: 1, Writers: 16, After: ms(100, 200),
+		ControllerWrites: 2, ControllerFirst: 30 * time.Millisecond, ControllerAfter: ms(400, 1400), ControllerBusy: .97,
+	}}}
+	started := time.Date(2026, 11, 29, 2, 0, 0, 0, time.UTC)
+	for range 2 {
+		if err := MergeStorms(md, js, rep, started); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, res := readResults(t, md, js)
+	if strings.Contains(s, "old storm figures") || !strings.Contains(s, "| storm, "+DrainStorm+" of c09 (10 clusters × 2 services × 3 pods): one slice write per affected global | 2 slice writes for 2 globals; measured on its own, 2026-11-29 | yes |") {
+		t.Errorf("the floors table is not every floor of results.json:\n%s", s)
+	}
+	if strings.Count(s, stormSection) != 1 || strings.Index(s, stormSection) > strings.Index(s, pagedSection) || !strings.Contains(s, "| 97% |") {
+		t.Errorf("the storm section is not once before the paged run, with its CPUs:\n%s", s)
+	}
+	holds := map[string]bool{}
+	for _, f := range res.Floors {
+		holds[f.Name] = f.Holds
+	}
+	if _, ok := holds["storm, an old phase"]; ok || !holds["streamed floor"] || len(res.Floors) != 5 {
+		t.Fatalf("want the streamed floor and the drain's four: %+v", res.Floors)
+	}
+	shape := " (10 clusters × 2 services × 3 pods): "
+	for name, want := range map[string]bool{
+		"every affected global right ≤ 1 s after the annotation's write, p99":              true,
+		"the controller sees it, its first slice write ≤ 1 s after the annotation's write": true,
+		"every affected global's slice written ≤ 1 s after the annotation's write, p99":    false,
+		"one slice write per affected global":                                              true,
+	} {
+		if got, ok := holds["storm, "+DrainStorm+" of c09"+shape+name]; !ok || got != want {
+			t.Errorf("%s: present %v, holds %v; want %v", name, ok, got, want)
+		}
+	}
+}

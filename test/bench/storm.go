@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -67,10 +69,17 @@ type StormResult struct {
 	// first right answer; zero where it was right before.
 	After []time.Duration
 	// ControllerWrites are the controller's writes of its global slices in
-	// the storm, and ControllerAfter when the last of them was seen, after
-	// the simulator's last write (zero if before).
+	// the storm; ControllerFirst when the first of them was seen and
+	// ControllerAfter, per global written, when its last was, after the
+	// last write (zero if before).
 	ControllerWrites int
-	ControllerAfter  time.Duration
+	ControllerFirst  time.Duration
+	ControllerAfter  []time.Duration
+	// ControllerBusy is the share of the machine's CPUs busy from the first
+	// write to the controller's last: near 1, the writes wait for CPU (the
+	// API server's, on a machine that runs everything), not for the
+	// controller.
+	ControllerBusy float64
 }
 
 // RestartResult is how long a half takes to answer, and to converge, once
@@ -161,9 +170,10 @@ func Storm(ctx context.Context, cfg Config, kubeconfig string, client kubernetes
 			return rep, fmt.Errorf("%s: %w", phase.what, err)
 		}
 		res.What, res.Writes = phase.what, writes
-		cfg.Log("storm, %s: %d writes in %v; every global right %v after the last (p50 %v); the controller wrote %d slices, the last %v after",
+		cfg.Log("storm, %s: %d writes in %v; every global right %v after the last (p50 %v); the controller wrote %d slices, the first %v after, the last %v (CPUs %.0f%% busy)",
 			res.What, res.Writes, res.Writing.Round(time.Millisecond), DurationQuantile(res.After, 1).Round(time.Millisecond),
-			DurationQuantile(res.After, .5).Round(time.Millisecond), res.ControllerWrites, res.ControllerAfter.Round(time.Millisecond))
+			DurationQuantile(res.After, .5).Round(time.Millisecond), res.ControllerWrites, res.ControllerFirst.Round(time.Millisecond),
+			DurationQuantile(res.ControllerAfter, 1).Round(time.Millisecond), 100*res.ControllerBusy)
 		rep.Storms = append(rep.Storms, *res)
 	}
 
@@ -264,6 +274,10 @@ func (w World) stormOnce(ctx context.Context, addr string, client kubernetes.Int
 	defer stopSweeping()
 	swept := w.sweep(sweepCtx, addr, bases, want)
 
+	ticks, err := cpuTicks()
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	var mu sync.Mutex
 	var last time.Time
@@ -294,15 +308,21 @@ func (w World) stormOnce(ctx context.Context, addr string, client kubernetes.Int
 	}
 	// The controller is done when its slices have been still for a while.
 	if err := await.Poll(ctx, 2*time.Minute, 100*time.Millisecond, func(context.Context) string {
-		if n, at := writes(); n < bases || time.Since(at) < 3*time.Second {
-			return fmt.Sprintf("%d slice writes seen, the last at %v", n, at.Format(time.StampMilli))
+		if s := writes(); s.n < bases || time.Since(s.last) < 3*time.Second {
+			return fmt.Sprintf("%d slice writes seen, the last at %v", s.n, s.last.Format(time.StampMilli))
 		}
 		return ""
 	}); err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
-	n, at := writes()
-	res.ControllerWrites, res.ControllerAfter = n, max(0, at.Sub(last))
+	s := writes()
+	res.ControllerWrites, res.ControllerFirst = s.n, max(0, s.first.Sub(last))
+	for _, t := range s.byGlobal {
+		res.ControllerAfter = append(res.ControllerAfter, max(0, t.Sub(last)))
+	}
+	if span := s.last.Sub(start); span > 0 {
+		res.ControllerBusy = float64(s.lastTicks-ticks) / clockTicks / span.Seconds() / float64(runtime.NumCPU())
+	}
 	return res, nil
 }
 
@@ -394,10 +414,19 @@ func (w World) link(ctx context.Context, client kubernetes.Interface, i, c int) 
 	return nil
 }
 
+// sliceWrites is what a watch of the controller's slices saw: how many
+// writes, when the first and the last, when each global's slices were last
+// written, and the machine's busy CPU time at the last (cpuTicks).
+type sliceWrites struct {
+	n           int
+	first, last time.Time
+	lastTicks   int64
+	byGlobal    map[string]time.Time
+}
+
 // watchControllerSlices watches globalmirror's EndpointSlices in the world's
-// namespace from now on: count is how many writes of them it saw, and when
-// the last; stop ends the watch.
-func (w World) watchControllerSlices(ctx context.Context, client kubernetes.Interface) (count func() (int, time.Time), stop func(), err error) {
+// namespace from now on: seen is what it saw so far; stop ends the watch.
+func (w World) watchControllerSlices(ctx context.Context, client kubernetes.Interface) (seen func() sliceWrites, stop func(), err error) {
 	api := client.DiscoveryV1().EndpointSlices(w.Namespace)
 	sel := discoveryv1.LabelManagedBy + "=" + aggregate.EndpointSliceManagedBy
 	list, err := api.List(ctx, metav1.ListOptions{LabelSelector: sel, Limit: 1})
@@ -409,25 +438,36 @@ func (w World) watchControllerSlices(ctx context.Context, client kubernetes.Inte
 		return nil, nil, err
 	}
 	var mu sync.Mutex
-	var n int
-	var last time.Time
+	s := sliceWrites{byGlobal: map[string]time.Time{}}
 	go func() {
 		for ev := range wi.ResultChan() {
-			switch ev.Type {
-			case watch.Added, watch.Modified, watch.Deleted:
-				mu.Lock()
-				n++
-				last = time.Now()
-				mu.Unlock()
+			slice, ok := ev.Object.(*discoveryv1.EndpointSlice)
+			if !ok || (ev.Type != watch.Added && ev.Type != watch.Modified && ev.Type != watch.Deleted) {
+				continue
 			}
+			now := time.Now()
+			ticks, _ := cpuTicks()
+			mu.Lock()
+			s.n++
+			if s.first.IsZero() {
+				s.first = now
+			}
+			s.last, s.lastTicks = now, ticks
+			s.byGlobal[slice.Labels[discoveryv1.LabelServiceName]] = now
+			mu.Unlock()
 		}
 	}()
-	return func() (int, time.Time) {
+	return func() sliceWrites {
 		mu.Lock()
 		defer mu.Unlock()
-		return n, last
+		c := s
+		c.byGlobal = maps.Clone(s.byGlobal)
+		return c
 	}, wi.Stop, nil
 }
+
+// stormSection titles the storms in RESULTS.md.
+const stormSection = "### Storms in the largest users' shape"
 
 // ReportStorm writes the storm world's results.
 func ReportStorm(out io.Writer, rep *StormReport) {
@@ -436,18 +476,21 @@ func ReportStorm(out io.Writer, rep *StormReport) {
 	}
 	p := func(format string, a ...any) { fmt.Fprintf(out, format, a...) }
 	rs := rep.Storms
-	p("\nStorms in the largest users' shape: %d linked clusters × %s headless services × %d pods in Linkerd's full shape, "+
+	p("\n%s\n\n%d linked clusters × %s headless services × %d pods in Linkerd's full shape, "+
 		"but for the endpoint mirrors' Services, which neither half receives (%s objects, loaded in %v). The controller and CoreDNS with `global` alone run; one cluster changes at once, "+
 		"written by %d concurrent clients as fast as the API server takes them; %d clients ask for every global in turn until "+
 		"each answers right, so a global's time is late by up to one sweep of its client. Time from the last write answered to "+
-		"each global's first right answer, and the controller's writes of its slices (one per global is the least it can do) "+
-		"and when the last was seen:\n\n",
-		rep.Clusters, thousands(rep.Bases), Pods, thousands(rep.Objects), rep.Loading.Round(time.Second), rs[0].Writers, stormSweepers)
-	p("| storm | globals | writes | writing took | p50 | p99 | p100 | controller's writes | its last after |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		"each global's first right answer; the controller's writes of its slices (one per global is the least it can do), "+
+		"when the first was seen and, per global, its last; and the share of the machine's CPUs busy from the first write to the controller's last "+
+		"(near 100%%, every write waits for CPU on this machine, which runs the API server, etcd, both halves and the askers):\n\n",
+		stormSection, rep.Clusters, thousands(rep.Bases), Pods, thousands(rep.Objects), rep.Loading.Round(time.Second), rs[0].Writers, stormSweepers)
+	p("| storm | globals | writes | writing took | p50 | p99 | p100 | controller's writes | its first after | its p99 | its p100 | CPUs busy |\n" +
+		"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
-		p("| %s | %s | %s | %v | %s | %s | %s | %s | %s |\n", r.What, thousands(r.Globals), thousands(r.Writes), r.Writing.Round(time.Millisecond),
+		p("| %s | %s | %s | %v | %s | %s | %s | %s | %s | %s | %s | %.0f%% |\n", r.What, thousands(r.Globals), thousands(r.Writes), r.Writing.Round(time.Millisecond),
 			millis(DurationQuantile(r.After, .5)), millis(DurationQuantile(r.After, .99)), millis(DurationQuantile(r.After, 1)),
-			thousands(r.ControllerWrites), millis(r.ControllerAfter))
+			thousands(r.ControllerWrites), millis(r.ControllerFirst), millis(DurationQuantile(r.ControllerAfter, .99)),
+			millis(DurationQuantile(r.ControllerAfter, 1)), 100*r.ControllerBusy)
 	}
 	if len(rep.Restarts) > 0 {
 		p("\nRestarts in that world: from the start of the process.\n\n| restarted | first right answer (controller: ready) | every global right (controller: converged) | controller's writes |\n|---|---:|---:|---:|\n")

@@ -67,7 +67,7 @@ func main() {
 	passOnly := flag.Bool("passthrough", false, "only measure the names that are not global through global in front of kubernetes and through kubernetes alone, at the first -sizes, print it and exit")
 	reloadOnly := flag.Bool("reload", false, "only measure Corefile reloads of global and of the kubernetes plugin in Linkerd's shape at -linkerd-sizes and -linkerd-large (streamed), print them and exit")
 	startOnly := flag.Bool("start", false, "only measure cold starts of CoreDNS in Linkerd's shape at -linkerd-sizes and -linkerd-large, streamed and on -paged-apiserver, print them and exit")
-	merge := flag.Bool("merge", false, "with -linkerd-memory -linkerd-paged, -transport, -start, -reload or -passthrough: replace that part's section of -out and its floors in results.json (dated) with this run's")
+	merge := flag.Bool("merge", false, "with -linkerd-memory -linkerd-paged, -transport, -start, -reload, -passthrough or -storm: replace that part's section of -out and its floors in results.json (dated) with this run's")
 	flag.Parse()
 	resultsJSON := filepath.Join(filepath.Dir(*out), "results.json") // the floors, beside -out
 	startsJSON := filepath.Join(filepath.Dir(*out), "starts.json")   // the cold starts test/benchplot draws
@@ -173,6 +173,9 @@ func main() {
 		rep, err := bench.StormAlone(ctx, cfg)
 		bench.ReportStorm(os.Stdout, rep)
 		checkRun(err)
+		if *merge {
+			merged(bench.MergeStorms(*out, resultsJSON, rep, start))
+		}
 	case *curveOnly:
 		check(bench.CompileTests(ctx, cfg.GoCmd, cfg.Dir, "./plugin/global"))
 		bs, err := bench.RunGoBench(ctx, cfg.Dir, bench.CurveSpec)
