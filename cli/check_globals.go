@@ -65,16 +65,16 @@ func readGlobals(ctx context.Context, cl *Cluster) globals {
 		g = globals{kinds: map[string]bool{}, drains: idx.Drains(), linksAbsent: idx.LinksAbsent(), local: map[string]string{}}
 		for _, k := range idx.Keys() {
 			j := judge(idx, k, owned)
-			for _, m := range j.in.Members {
+			for _, m := range j.Input.Members {
 				if v := m.Service.Annotations[aggregate.AnnotationDrain]; m.Local() && v != "" {
 					g.local[k.Namespace+"/"+m.Service.Name] = v
 				}
 			}
-			if j.verdict == aggregate.VerdictBuild {
+			if j.Verdict == aggregate.VerdictBuild {
 				g.total++
 			}
-			if j.verdict == aggregate.VerdictConflict {
-				g.conflicts = append(g.conflicts, fmt.Sprintf("%s/%s (owned by a Service globalmirror did not create; mirrors of %s exist)", k.Namespace, j.name, k.Base))
+			if j.Verdict == aggregate.VerdictConflict {
+				g.conflicts = append(g.conflicts, fmt.Sprintf("%s/%s (owned by a Service globalmirror did not create; mirrors of %s exist)", k.Namespace, j.Name, k.Base))
 			}
 			if len(j.diffs) > 0 {
 				var kinds []string
@@ -82,7 +82,7 @@ func readGlobals(ctx context.Context, cl *Cluster) globals {
 					g.kinds[d.Kind] = true
 					kinds = append(kinds, d.String())
 				}
-				g.stuck = append(g.stuck, fmt.Sprintf("%s/%s: %s", k.Namespace, j.name, strings.Join(kinds, "; ")))
+				g.stuck = append(g.stuck, fmt.Sprintf("%s/%s: %s", k.Namespace, j.Name, strings.Join(kinds, "; ")))
 			}
 		}
 		if len(g.stuck) == 0 {
@@ -157,56 +157,17 @@ func globalsFailure(name string, err error) Result {
 	return apiFailure(CategoryGlobals, name, "reading the mirrors and global services", err, "")
 }
 
-// judgement is one base's verdict, and how its objects differ from it.
+// judgement is one base's plan, and how its objects differ from it.
 type judgement struct {
-	in      aggregate.Input // what it was judged from
-	name    string
-	verdict aggregate.Verdict
-	diffs   []slicewriter.Difference
+	controller.Plan
+	diffs []slicewriter.Difference
 }
 
-// judge compares one base's global (and its native-name slices) with what
-// the controller writes for it: the verdict, the Service, the slices.
+// judge compares one base's global (and its native-name slices) with the
+// plan the controller writes for it.
 func judge(idx *source.Source, k source.Key, owned map[string][]*discoveryv1.EndpointSlice) judgement {
-	in := idx.Input(k)
-	name := aggregate.GlobalName(k.Base, in.Suffix)
-	owner := idx.Service(k.Namespace, name)
-	j := judgement{in: in, name: name, verdict: aggregate.GlobalVerdict(in, owner)}
-	add := func(kind, format string, args ...any) {
-		j.diffs = append(j.diffs, slicewriter.Difference{Kind: kind, Detail: fmt.Sprintf(format, args...)})
-	}
-	globalSlices := owned[k.Namespace+"/"+name]
-	switch j.verdict {
-	case aggregate.VerdictBuild:
-		view := aggregate.Aggregate(in)
-		if owner == nil {
-			add("service", "no Service %s", name)
-			break
-		}
-		if controller.ServiceDiffers(owner, view) {
-			add(slicewriter.DiffPorts, "the Service's ports or labels are not its members'")
-		}
-		j.diffs = append(j.diffs, slicewriter.Differences(owner, view, globalSlices)...)
-	case aggregate.VerdictRemove:
-		add("removal", "no headless mirror of %s is left, yet the global Service remains", k.Base)
-	case aggregate.VerdictNone:
-		if len(globalSlices) > 0 {
-			add("removal", "%d EndpointSlices of a removed global remain", len(globalSlices))
-		}
-	}
-	nativeSlices := owned[k.Namespace+"/"+k.Base]
-	if aggregate.Native(in) {
-		for _, m := range in.Members {
-			if m.Local() {
-				for _, d := range slicewriter.Differences(m.Service, aggregate.Aggregate(in).Mirrored(), nativeSlices) {
-					add(d.Kind, "native names: %s", d.Detail)
-				}
-			}
-		}
-	} else if len(nativeSlices) > 0 {
-		add("native names", "%d native-name EndpointSlices of %s remain, though it no longer opts in", len(nativeSlices), k.Base)
-	}
-	return j
+	p := controller.PlanOf(idx, k)
+	return judgement{Plan: p, diffs: p.Differences(owned[k.Namespace+"/"+p.Name], owned[k.Namespace+"/"+k.Base])}
 }
 
 // ownedSlices lists, once, every EndpointSlice globalmirror wrote in the

@@ -101,11 +101,10 @@ func Status(ctx context.Context, cl *Cluster, namespace, name string) (*GlobalSt
 
 func status(idx *source.Source, k source.Key, all []discoveryv1.EndpointSlice) *GlobalStatus {
 	j := judge(idx, k, byService(all))
-	in := j.in
-	v := aggregate.Aggregate(in)
-	st := &GlobalStatus{Namespace: k.Namespace, Name: j.name, Base: k.Base, Exists: aggregate.Exists(in),
-		Verdict: verdicts[j.verdict], Differences: j.diffs}
-	if j.verdict == aggregate.VerdictConflict {
+	in, v := j.Input, j.View
+	st := &GlobalStatus{Namespace: k.Namespace, Name: j.Name, Base: k.Base, Exists: aggregate.Exists(in),
+		Verdict: verdicts[j.Verdict], Differences: j.diffs}
+	if j.Verdict == aggregate.VerdictConflict {
 		st.Differences = append(st.Differences, slicewriter.Difference{Kind: "conflict", Detail: "a Service globalmirror did not create owns the name"})
 	}
 	st.InSync = len(st.Differences) == 0

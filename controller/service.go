@@ -53,12 +53,6 @@ func serviceDiffers(cur, want *corev1.Service) bool {
 		!slices.EqualFunc(cur.Spec.Ports, want.Spec.Ports, func(a, b corev1.ServicePort) bool { return normalPort(a) == normalPort(b) })
 }
 
-// ServiceDiffers reports whether the global Service svc lacks what the
-// controller writes into it for view: its labels, ports, no selector.
-func ServiceDiffers(svc *corev1.Service, view aggregate.View) bool {
-	return serviceDiffers(svc, desiredService(view))
-}
-
 // normalPort is p as the API server stores it, minus what it allocates.
 func normalPort(p corev1.ServicePort) corev1.ServicePort {
 	p.Protocol = cmp.Or(p.Protocol, corev1.ProtocolTCP)

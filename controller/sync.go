@@ -12,13 +12,13 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
-// sync makes the objects of one base match its members: its global Service
-// and slices, and the native-name slices of its local service. It returns the
-// result label for the syncs metric.
+// sync makes the objects of one base match its plan: its global Service
+// and slices, and the native-name slices of its local service. It returns
+// the result label for the syncs metric.
 func (c *Controller) sync(ctx context.Context, key source.Key) (string, error) {
-	in := c.src.Input(key)
-	result, err := c.syncGlobal(ctx, key, in)
-	if nerr := c.syncNative(ctx, key, in); nerr != nil && err == nil {
+	p := PlanOf(c.src, key)
+	result, err := c.syncGlobal(ctx, p)
+	if nerr := c.syncNative(ctx, p); nerr != nil && err == nil {
 		return c.result(nerr)
 	}
 	return result, err
@@ -28,41 +28,34 @@ func (c *Controller) sync(ctx context.Context, key source.Key) (string, error) {
 // into native names: its global's mirror endpoints, as slices of the local
 // service (owned by it, managed by globalmirror), next to the slices
 // Kubernetes writes for its own pods, which are never touched.
-func (c *Controller) syncNative(ctx context.Context, key source.Key, in aggregate.Input) error {
-	existing := c.owned.forService(key.Namespace, key.Base)
-	if !aggregate.Native(in) {
+func (c *Controller) syncNative(ctx context.Context, p Plan) error {
+	existing := c.owned.forService(p.Key.Namespace, p.Key.Base)
+	if p.Local == nil {
 		if len(slicewriter.Owned(existing)) == 0 {
 			return nil
 		}
-		_, err := c.writer.DeleteAll(ctx, key.Namespace, key.Base, existing)
+		_, err := c.writer.DeleteAll(ctx, p.Key.Namespace, p.Key.Base, existing)
 		return err
 	}
-	var local *corev1.Service
-	for _, m := range in.Members {
-		if m.Local() {
-			local = m.Service
-		}
-	}
-	_, err := c.writer.Reconcile(ctx, local, aggregate.Aggregate(in).Mirrored(), existing)
+	_, err := c.writer.Reconcile(ctx, p.Local, p.Native, existing)
 	return err
 }
 
-// syncGlobal makes the global Service and slices of one base match its members.
-func (c *Controller) syncGlobal(ctx context.Context, key source.Key, in aggregate.Input) (string, error) {
-	name := aggregate.GlobalName(key.Base, c.suffix)
-	cached := c.src.Service(key.Namespace, name)
+// syncGlobal makes the global Service and slices of one base match its plan.
+func (c *Controller) syncGlobal(ctx context.Context, p Plan) (string, error) {
+	key, name, cached := p.Key, p.Name, p.Owner
 	if deleted := c.deletedService(key); deleted != "" && (cached == nil || cached.UID != deleted) {
-		c.setDeletedService(key, "") // the cache has seen the deletion
+		c.setDeletedService(key, "") // the index has seen the deletion
 	}
 
-	verdict := aggregate.GlobalVerdict(in, cached)
-	if verdict == aggregate.VerdictYield || verdict == aggregate.VerdictConflict {
+	switch p.Verdict {
+	case aggregate.VerdictYield, aggregate.VerdictConflict:
 		// Someone else's Service owns the name: leave the base alone entirely.
 		// The slices of an earlier global of ours are owned by a Service that is
 		// gone; the garbage collector removes them.
 		c.setManaged(key, 0, false)
 		c.report.forget(key)
-		if verdict == aggregate.VerdictConflict {
+		if p.Verdict == aggregate.VerdictConflict {
 			c.report.conflict(key, cached)
 			return metrics.ResultConflict, nil
 		}
@@ -70,30 +63,25 @@ func (c *Controller) syncGlobal(ctx context.Context, key source.Key, in aggregat
 		return metrics.ResultSuccess, nil
 	}
 	c.report.noConflict(key)
-	if verdict != aggregate.VerdictBuild {
+	if p.Verdict != aggregate.VerdictBuild {
 		// VerdictRemove, or VerdictNone with slices of ours possibly left.
 		if err := c.deleteGlobal(ctx, key, name, cached); err != nil {
 			return c.result(err)
 		}
 		// Mirrors without a global: the name is invalid (a base too long for
 		// the suffix). Say so once; otherwise this clears what was reported.
-		var problems []aggregate.Problem
-		if in.HasMirror() {
-			problems = aggregate.Aggregate(in).Problems
-		}
-		c.report.problems(key, nil, problems)
+		c.report.problems(key, nil, p.Problems())
 		return metrics.ResultSuccess, nil
 	}
-	view := aggregate.Aggregate(in)
-	svc, err := c.ensureService(ctx, view, cached)
+	svc, err := c.ensureService(ctx, p.View, cached)
 	if errors.Is(err, errNameTaken) {
 		return metrics.ResultConflict, nil // the feed will tell us who took it
 	}
 	if err != nil {
 		return c.result(err)
 	}
-	c.report.problems(key, svc, view.Problems)
-	endpoints, err := c.writer.Reconcile(ctx, svc, view, c.owned.forService(key.Namespace, name))
+	c.report.problems(key, svc, p.Problems())
+	endpoints, err := c.writer.Reconcile(ctx, svc, p.View, c.owned.forService(key.Namespace, name))
 	if err == nil {
 		c.setManaged(key, endpoints, true)
 	}
