@@ -78,7 +78,7 @@ func newController(t *testing.T, client *fake.Clientset, events record.EventReco
 	if err != nil {
 		t.Fatal(err)
 	}
-	owned, err := NewOwnedSlices(client, nil, nil)
+	owned, err := NewOwnedSlices(source.Config{Client: client})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,6 +500,8 @@ func TestNativeNames(t *testing.T) {
 // members waits to be written.
 func TestStaleBaseSyncsOnTheEcho(t *testing.T) {
 	global, slice := ourGlobal()
+	// As the controller writes it, so that nothing but the echo queues db.
+	global.Spec.Ports = []corev1.ServicePort{{Name: pg.Name, Port: pg.Port, Protocol: pg.Protocol}}
 	east := mirror("db", "east")
 	client := fake.NewClientset(global, slice, east, memberSlice(east, "db-0", "198.51.100.1"))
 	c := newController(t, client, record.NewFakeRecorder(10), metrics.New())

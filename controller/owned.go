@@ -12,8 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -34,10 +32,12 @@ type OwnedSlices struct {
 // or deleted.
 type sliceEvent func(s *discoveryv1.EndpointSlice, deleted bool)
 
-// NewOwnedSlices builds the feeds of the global EndpointSlices in
-// namespaces (empty: all), read through api where it is set (else client:
-// client-go's fakes); New adds its handler, Controller.Start runs them.
-func NewOwnedSlices(client kubernetes.Interface, api *rest.Config, namespaces []string) (*OwnedSlices, error) {
+// NewOwnedSlices builds the feeds of the global EndpointSlices in the
+// namespaces cfg's feeds read (empty: all), through its API and counted
+// by its Counters as they are; New adds its handler, Controller.Start runs
+// them.
+func NewOwnedSlices(cfg source.Config) (*OwnedSlices, error) {
+	namespaces := cfg.Namespaces
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
@@ -46,11 +46,11 @@ func NewOwnedSlices(client kubernetes.Interface, api *rest.Config, namespaces []
 		store: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{indexService: byServiceName}),
 	}
 	for _, ns := range namespaces {
-		sliceAPI, err := source.EndpointSlices(source.Config{Client: client, API: api}, ns, sel)
+		f, err := source.NewFeed(cfg, source.EndpointSlices, ns, sel, &ownedSink{o: o, namespace: ns})
 		if err != nil {
 			return nil, err
 		}
-		o.feeds = append(o.feeds, kubeclient.NewFeed("global endpointslices "+ns, sliceAPI, &ownedSink{o: o, namespace: ns}))
+		o.feeds = append(o.feeds, f)
 	}
 	return o, nil
 }

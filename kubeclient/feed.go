@@ -4,18 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -25,7 +19,9 @@ import (
 // the objects are the API's, decoded for this call only.
 type Sink interface {
 	// Listing starts a full list (the first, or a relist after the
-	// watch's version was lost).
+	// watch's version was lost). It may come again before Listed: a list
+	// that failed part way, or a paged list that starts over in one
+	// response, starts anew, and only the last Listing counts.
 	Listing()
 	// Upsert is an object as it now is.
 	Upsert(obj runtime.Object)
@@ -169,8 +165,11 @@ func (f *Feed) HasSynced() bool { return f.synced.Load() }
 // list the world in a loop.
 const healthy = time.Minute
 
-// Run lists and watches until ctx is done. It logs through ctx's logger
-// (klog.FromContext), so that its lines name the process's component.
+// Run lists and watches until ctx is done; nothing else ends it. Every
+// error is logged and tried again: a list refused (a 403 included, until
+// the rights are granted), a watch that cannot be read, a version gone. It
+// logs through ctx's logger (klog.FromContext), so that its lines name the
+// process's component.
 //
 // Two waits, each a jittered exponential backoff as client-go's reflector
 // keeps: one before a list that failed is tried again, short (a failed list
@@ -235,12 +234,8 @@ func relistWait() *wait.Backoff {
 // lists through the list API where it does not; the log says when the path changes.
 func (f *Feed) list(ctx context.Context) (string, error) {
 	began := time.Now()
-	path := Paged
-	rv, err := "", errStreamUnsupported
-	if f.API.Stream != nil {
-		path = Streamed
-		rv, err = f.stream(ctx)
-	}
+	path := Streamed
+	rv, err := f.stream(ctx)
 	if errors.Is(err, errStreamUnsupported) {
 		path = Paged
 		rv, err = f.pages(ctx)
@@ -287,136 +282,10 @@ func (f *Feed) take(p *Peeked, decode func() (runtime.Object, error)) error {
 	return nil
 }
 
-// follow delivers the watch's events from version rv until the version is
-// gone (nil: list again), the watch fails, or ctx is done. An object still
-// encoded (EncodedClient) is decoded only where it is not current in
-// the sink (or it was deleted); one that cannot be decoded ends the watch,
-// as client-go's watch decoder does.
-func (f *Feed) follow(ctx context.Context, rv string) error {
-	w, err := resumingWatch(ctx, f.heardFrom(f.API.Watch), rv)
-	if err != nil {
-		return err
-	}
-	defer w.Stop()
-	for {
-		var ev watch.Event
-		var ok bool
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok = <-w.ResultChan():
-		}
-		if !ok {
-			return nil // the watch gave up: list again
-		}
-		var p *Peeked
-		decode := func() (runtime.Object, error) { return ev.Object, nil }
-		if e, ok := ev.Object.(*Encoded); ok {
-			p, decode = e.Peeked(), e.Decode
-		}
-		if _, err := f.handle(false, ev.Type, p, decode); err != nil {
-			if isExpired(err) {
-				return nil
-			}
-			return err
-		}
-	}
-}
-
-// handle hands one event to the sink, of a streamed list (listing) or of
-// the watch after a list: the one path of both, as client-go's reflector
-// has one. An object added or modified is decoded and upserted unless it
-// is current in the sink (p, read in place); one deleted is decoded
-// and deleted; a bookmark annotated as the end of the initial events ends
-// the list, while listing: the sink is told, and the list's version
-// returned, from which the watch goes on; any other bookmark is progress,
-// which the feed does not need; an error is the API server's, returned.
-// decode decodes the event's object.
-func (f *Feed) handle(listing bool, typ watch.EventType, p *Peeked, decode func() (runtime.Object, error)) (listed string, err error) {
-	switch typ {
-	case watch.Added, watch.Modified:
-		return "", f.take(p, decode)
-	case watch.Deleted, watch.Bookmark, watch.Error:
-	default:
-		return "", fmt.Errorf("a %s event of type %q", f.API.Kind, typ)
-	}
-	obj, err := decode()
-	if err != nil {
-		return "", err
-	}
-	switch typ {
-	case watch.Deleted:
-		f.Sink.Delete(obj)
-	case watch.Bookmark:
-		m, err := meta.Accessor(obj)
-		if err != nil || !listing || m.GetAnnotations()[metav1.InitialEventsAnnotationKey] != "true" {
-			return "", err
-		}
-		if m.GetResourceVersion() == "" {
-			return "", errors.New("a streamed list ended without a version to watch from")
-		}
-		f.Sink.Listed()
-		return m.GetResourceVersion(), nil
-	case watch.Error:
-		return "", apierrors.FromObject(obj)
-	}
-	return "", nil
-}
-
 func (f *Feed) heard() {
 	if f.Counters.Heard != nil {
 		f.Counters.Heard.SetToCurrentTime()
 	}
-}
-
-// heardFrom is watchFn whose every event, bookmarks included (which
-// RetryWatcher keeps to itself), counts as heard.
-func (f *Feed) heardFrom(watchFn WatchFunc) WatchFunc {
-	if f.Counters.Heard == nil {
-		return watchFn
-	}
-	return func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		w, err := watchFn(ctx, o)
-		if err != nil {
-			return nil, err
-		}
-		return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
-			f.heard()
-			return ev, true
-		}), nil
-	}
-}
-
-// resumingWatch watches from version rv and, where the stream ends (an API
-// server restarting closes every watch), starts it again from the last
-// version it delivered (client-go's RetryWatcher). Where that version is
-// gone, the watch delivers the 410 and ends.
-func resumingWatch(ctx context.Context, watchFn WatchFunc, rv string) (watch.Interface, error) {
-	return watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.AllowWatchBookmarks = true
-			w, err := watchFn(ctx, o)
-			if isExpired(err) {
-				// RetryWatcher would retry a refused start forever; as
-				// an event, it ends the watch and the feed lists again.
-				return errorWatch(err), nil
-			}
-			return w, err
-		},
-	})
-}
-
-// errorWatch is a watch that delivers err, a 410, as its only event.
-func errorWatch(err error) watch.Interface {
-	ch := make(chan watch.Event, 1)
-	status := metav1.Status{Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired, Message: err.Error()}
-	var api apierrors.APIStatus
-	if errors.As(err, &api) {
-		status = api.Status()
-	}
-	ch <- watch.Event{Type: watch.Error, Object: &status}
-	close(ch)
-	return watch.NewProxyWatcher(ch)
 }
 
 // isExpired reports whether err is the API server saying that a version is

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -109,13 +108,15 @@ func watchFrames(t testing.TB, evs ...watch.Event) []byte {
 }
 
 // scriptedAPI answers a Feed's pages, streamed lists and watches: each call
-// gets the next of its kind's script, and each call is written down.
+// gets the next of its kind's script, and each call is written down. A
+// streamed list not scripted is refused (422), as an API server that does
+// not stream refuses it; a watch not scripted stays quiet until stopped.
 type scriptedAPI struct {
 	mu      sync.Mutex
 	calls   []string
 	pages   []func() (runtime.Object, error)
 	streams []func() ([]byte, error)
-	watches []func() (watch.Interface, error)
+	watches []func(context.Context) (io.ReadCloser, error)
 }
 
 func (a *scriptedAPI) record(call string) {
@@ -136,9 +137,9 @@ func next[T any](a *scriptedAPI, script *[]T) (T, bool) {
 	return n, true
 }
 
-// api is a's Pods; streams: whether it offers streamed lists at all.
-func (a *scriptedAPI) api(streams bool) API {
-	api := API{Kind: "Pod", New: func() runtime.Object { return &corev1.Pod{} },
+// api is a's Pods.
+func (a *scriptedAPI) api() API {
+	return API{Kind: "Pod", New: func() runtime.Object { return &corev1.Pod{} },
 		Page: func(_ context.Context, o metav1.ListOptions) (io.ReadCloser, error) {
 			a.record(fmt.Sprintf("page limit=%d continue=%s", o.Limit, o.Continue))
 			page, ok := next(a, &a.pages)
@@ -152,27 +153,24 @@ func (a *scriptedAPI) api(streams bool) API {
 			body, err := EncodeProtobuf(list)
 			return io.NopCloser(bytes.NewReader(body)), err
 		},
-		Watch: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		Watch: func(ctx context.Context, o metav1.ListOptions) (io.ReadCloser, error) {
+			if o.SendInitialEvents != nil {
+				a.record(fmt.Sprintf("stream initial=%v", *o.SendInitialEvents))
+				s, ok := next(a, &a.streams)
+				if !ok {
+					s = refused
+				}
+				body, err := s()
+				return io.NopCloser(bytes.NewReader(body)), err
+			}
 			a.record("watch rv=" + o.ResourceVersion)
 			w, ok := next(a, &a.watches)
 			if !ok {
-				return watch.NewFake(), nil // quiet until stopped
+				return quiet(ctx), nil
 			}
-			return w()
+			return w(ctx)
 		},
 	}
-	if streams {
-		api.Stream = func(_ context.Context, o metav1.ListOptions) (io.ReadCloser, error) {
-			a.record(fmt.Sprintf("stream initial=%v", *o.SendInitialEvents))
-			s, ok := next(a, &a.streams)
-			if !ok {
-				return nil, fmt.Errorf("unscripted stream")
-			}
-			body, err := s()
-			return io.NopCloser(bytes.NewReader(body)), err
-		}
-	}
-	return api
 }
 
 func (a *scriptedAPI) called() []string {
@@ -181,15 +179,29 @@ func (a *scriptedAPI) called() []string {
 	return slices.Clone(a.calls)
 }
 
+// quiet is a watch's body that sends nothing until ctx is done.
+func quiet(ctx context.Context) io.ReadCloser {
+	r, w := io.Pipe()
+	context.AfterFunc(ctx, func() { w.CloseWithError(ctx.Err()) })
+	return r
+}
+
 // events is a watch that delivers evs, then stays open.
-func events(evs ...watch.Event) func() (watch.Interface, error) {
-	return func() (watch.Interface, error) {
-		w := watch.NewFakeWithChanSize(len(evs), false)
-		for _, ev := range evs {
-			w.Action(ev.Type, ev.Object)
-		}
-		return w, nil
+func events(t testing.TB, evs ...watch.Event) func(context.Context) (io.ReadCloser, error) {
+	body := watchFrames(t, evs...)
+	return func(ctx context.Context) (io.ReadCloser, error) {
+		return struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(body), quiet(ctx)), io.NopCloser(nil)}, nil
 	}
+}
+
+// ended is a watch that delivers evs, then ends, as every watch does when
+// its API server restarts.
+func ended(t testing.TB, evs ...watch.Event) func(context.Context) (io.ReadCloser, error) {
+	body := watchFrames(t, evs...)
+	return func(context.Context) (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 }
 
 // frames is a streamed list of evs.
@@ -266,13 +278,13 @@ func TestFeedStreamsTheListThenFollowsFromItsVersion(t *testing.T) {
 			watch.Event{Type: watch.Added, Object: pod("b", "5")},
 			watch.Event{Type: watch.Bookmark, Object: bookmark("7", true)},
 		)},
-		watches: []func() (watch.Interface, error){events(
+		watches: []func(context.Context) (io.ReadCloser, error){events(t,
 			watch.Event{Type: watch.Modified, Object: pod("a", "8")},
 			watch.Event{Type: watch.Deleted, Object: pod("b", "9")},
 		)},
 	}
 	sink := &recordingSink{}
-	f := runFeed(t, api.api(true), sink)
+	f := runFeed(t, api.api(), sink)
 	sinkSees(t, sink, "listing", "upsert a@3", "upsert b@5", "listed", "upsert a@8", "delete b@9")
 	if !f.HasSynced() || f.lastPath() != Streamed {
 		t.Errorf("synced %v, path %q after a streamed list", f.HasSynced(), f.lastPath())
@@ -296,11 +308,11 @@ func TestFeedListsInPagesWhereTheAPIServerDoesNotStreamAndAsksAgainAtEachList(t 
 			page("", "10", *pod("a", "3"), *pod("b", "4"), *pod("c", "6")),
 			page("", "20", *pod("a", "11")), // the relist after 410
 		},
-		watches: []func() (watch.Interface, error){events(gone()), events(gone())},
+		watches: []func(context.Context) (io.ReadCloser, error){events(t, gone()), events(t, gone())},
 	}
 	streamed, paged := &counter{}, &counter{}
 	sink := &recordingSink{}
-	f := &Feed{Name: "test", API: api.api(true), Sink: sink, PageSize: 2, Counters: Counters{Streamed: streamed, Paged: paged}}
+	f := &Feed{Name: "test", API: api.api(), Sink: sink, PageSize: 2, Counters: Counters{Streamed: streamed, Paged: paged}}
 	go f.Run(t.Context())
 	sinkSees(t, sink, "listing", "upsert a@3", "upsert b@4", "listing", "upsert a@3", "upsert b@4", "upsert c@6", "listed",
 		"listing", "upsert a@11", "listed", "listing", "upsert a@21", "listed")
@@ -312,17 +324,6 @@ func TestFeedListsInPagesWhereTheAPIServerDoesNotStreamAndAsksAgainAtEachList(t 
 	}
 }
 
-func TestFeedListsInPagesOnlyWhereTheAPICannotStream(t *testing.T) {
-	api := &scriptedAPI{pages: []func() (runtime.Object, error){page("", "5", *pod("a", "3"))}}
-	sink := &recordingSink{}
-	f := runFeed(t, api.api(false), sink)
-	sinkSees(t, sink, "listing", "upsert a@3", "listed")
-	apiCalled(t, api, "page limit=2 continue=", "watch rv=5") // a page, then a watch from its version
-	if f.lastPath() != Paged {
-		t.Errorf("path %q after a paged list", f.lastPath())
-	}
-}
-
 // A watch whose version is gone (410) lists again; the sink is told where
 // the list starts and ends, to drop what the list no longer has.
 func TestFeedListsAgainWhenTheVersionIsGone(t *testing.T) {
@@ -331,60 +332,63 @@ func TestFeedListsAgainWhenTheVersionIsGone(t *testing.T) {
 			frames(t, watch.Event{Type: watch.Added, Object: pod("a", "3")}, watch.Event{Type: watch.Bookmark, Object: bookmark("5", true)}),
 			frames(t, watch.Event{Type: watch.Added, Object: pod("b", "8")}, watch.Event{Type: watch.Bookmark, Object: bookmark("9", true)}),
 		},
-		watches: []func() (watch.Interface, error){events(watch.Event{Type: watch.Modified, Object: pod("a", "6")}, gone())},
+		watches: []func(context.Context) (io.ReadCloser, error){events(t, watch.Event{Type: watch.Modified, Object: pod("a", "6")}, gone())},
 	}
 	sink := &recordingSink{}
-	runFeed(t, api.api(true), sink)
+	runFeed(t, api.api(), sink)
 	sinkSees(t, sink, "listing", "upsert a@3", "listed", "upsert a@6", "listing", "upsert b@8", "listed")
 }
 
 // A watch that ends (an API server restarting) is started again from the
-// last version delivered, and the feed goes on without listing.
+// version of the last event delivered, a deletion's or a bookmark's too
+// (each event is read afresh: nothing of the one before), and the feed goes
+// on without listing.
 func TestFeedResumesAWatchFromTheLastVersion(t *testing.T) {
 	api := &scriptedAPI{
 		pages: []func() (runtime.Object, error){page("", "4")},
-		watches: []func() (watch.Interface, error){
-			func() (watch.Interface, error) {
-				w := watch.NewFakeWithChanSize(1, false)
-				w.Add(pod("a", "5"))
-				w.Stop() // the stream ends
-				return w, nil
-			},
-			events(watch.Event{Type: watch.Modified, Object: pod("a", "6")}),
+		watches: []func(context.Context) (io.ReadCloser, error){
+			ended(t, watch.Event{Type: watch.Added, Object: pod("a", "5")}),
+			ended(t, watch.Event{Type: watch.Added, Object: pod("b", "6")}, watch.Event{Type: watch.Deleted, Object: pod("b", "7")}),
+			ended(t, watch.Event{Type: watch.Added, Object: pod("c", "8")}, watch.Event{Type: watch.Bookmark, Object: bookmark("9", false)}),
+			events(t, watch.Event{Type: watch.Modified, Object: pod("a", "10")}),
 		},
 	}
 	sink := &recordingSink{}
-	runFeed(t, api.api(false), sink)
-	sinkSees(t, sink, "listing", "listed", "upsert a@5", "upsert a@6")
-	apiCalled(t, api, "page limit=2 continue=", "watch rv=4", "watch rv=5") // the watch resumed from version 5
+	runFeed(t, api.api(), sink)
+	sinkSees(t, sink, "listing", "listed", "upsert a@5", "upsert b@6", "delete b@7", "upsert c@8", "upsert a@10")
+	apiCalled(t, api, "stream initial=true", "page limit=2 continue=", "watch rv=4", "watch rv=5", "watch rv=7", "watch rv=9")
 }
 
 // A version compacted away ends the watch with 410 Gone, whether the API
-// server says so in the stream or when the watch starts.
+// server says so in the stream or when the watch starts: the feed lists
+// again. Any other refusal is retried, from the same version.
 func TestACompactedVersionEndsTheWatch(t *testing.T) {
-	refusedWatch := func(context.Context, metav1.ListOptions) (watch.Interface, error) {
-		return nil, apierrors.NewResourceExpired("too old resource version: 4 (9)")
-	}
-	w, err := resumingWatch(t.Context(), refusedWatch, "4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	select {
-	case ev := <-w.ResultChan():
-		if st, ok := ev.Object.(*metav1.Status); ev.Type != watch.Error || !ok || st.Code != http.StatusGone {
-			t.Fatalf("got %v %v, want an Error event with 410", ev.Type, ev.Object)
+	expired := apierrors.NewResourceExpired("too old resource version: 4 (9)")
+	for name, watches := range map[string][]func(context.Context) (io.ReadCloser, error){
+		"refused":     {func(context.Context) (io.ReadCloser, error) { return nil, expired }},
+		"in the body": {events(t, gone())},
+		"after a refusal": {
+			func(context.Context) (io.ReadCloser, error) {
+				return nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", nil)
+			},
+			func(context.Context) (io.ReadCloser, error) { return nil, expired },
+		},
+	} {
+		api := &scriptedAPI{watches: watches}
+		f := &Feed{Name: "test", API: api.api(), Sink: &recordingSink{}}
+		done := make(chan error, 1)
+		go func() { done <- f.follow(t.Context(), "4") }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s: %v; want nil, to list again", name, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s: the watch went on after 410", name)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no event")
-	}
-	select {
-	case _, ok := <-w.ResultChan():
-		if ok {
-			t.Error("the watch went on after 410")
+		if want := strings.Repeat("watch rv=4 ", len(watches)); strings.Join(api.called(), " ")+" " != want {
+			t.Errorf("%s: calls %v, want %q", name, api.called(), want)
 		}
-	case <-time.After(10 * time.Second):
-		t.Error("the watch did not end after 410")
 	}
 }
 
@@ -394,14 +398,14 @@ type heardGauge struct{ atomic.Int64 }
 func (g *heardGauge) SetToCurrentTime() { g.Add(1) }
 
 // A feed hears from the API server at each list and at each event of its
-// watch, bookmarks included, which RetryWatcher keeps from the feed.
+// watch, bookmarks included.
 func TestFeedHearsFromListsAndBookmarks(t *testing.T) {
 	api := &scriptedAPI{
 		pages:   []func() (runtime.Object, error){page("", "4")},
-		watches: []func() (watch.Interface, error){events(watch.Event{Type: watch.Bookmark, Object: bookmark("5", false)})},
+		watches: []func(context.Context) (io.ReadCloser, error){events(t, watch.Event{Type: watch.Bookmark, Object: bookmark("5", false)})},
 	}
 	heard := &heardGauge{}
-	f := &Feed{Name: "test", API: api.api(false), Sink: &recordingSink{}, PageSize: 2, Counters: Counters{Heard: heard}}
+	f := &Feed{Name: "test", API: api.api(), Sink: &recordingSink{}, PageSize: 2, Counters: Counters{Heard: heard}}
 	go f.Run(t.Context())
 	if err := await.Poll(t.Context(), 5*time.Second, 5*time.Millisecond, func(context.Context) string {
 		if n := heard.Load(); n < 2 {
@@ -474,7 +478,11 @@ func TestFeedListsABoundedNumberOfTimesAMinuteWhereEveryVersionIsGone(t *testing
 					body, err := EncodeProtobuf(list)
 					return io.NopCloser(bytes.NewReader(body)), err
 				},
-				Watch: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+				Watch: func(_ context.Context, o metav1.ListOptions) (io.ReadCloser, error) {
+					if o.SendInitialEvents != nil {
+						_, err := refused()
+						return nil, err
+					}
 					call("watch")
 					return nil, gone
 				},

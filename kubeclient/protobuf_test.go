@@ -16,12 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 )
 
-// bodyAPI is Pods whose every page and streamed list reads body.
+// bodyAPI is Pods whose every page and watch reads body.
 func bodyAPI(body []byte) API {
 	read := func(context.Context, metav1.ListOptions) (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(body)), nil
 	}
-	return API{Kind: "Pod", New: func() runtime.Object { return &corev1.Pod{} }, Page: read, Stream: read}
+	return API{Kind: "Pod", New: func() runtime.Object { return &corev1.Pod{} }, Page: read, Watch: read}
 }
 
 func TestAStreamedListDecodesOnlyWhatItsSinkFindsNotCurrent(t *testing.T) {

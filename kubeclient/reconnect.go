@@ -1,15 +1,19 @@
-// Package kubeclient adjusts the Kubernetes client both halves share.
+// Package kubeclient is how both halves read and reach the API server:
+// Feed lists and watches one resource into a Sink, reading the API server's
+// protobuf itself (watch.go follows an event from the socket to the sink;
+// pages.go reads a list that does not stream); Configure sets up their
+// clients; QuickReconnect retries a refused connection at once.
 //
-// client-go's reflectors back off exponentially on "connection refused"
-// (0.8 s doubling, jittered up to twice, capped at 30 s, reset only after two
-// quiet minutes), which is right for thousands of kubelets but leaves a DNS
-// server answering from a stale cache for up to a minute after an API server
-// that restarted a few times is back. The backoff is not configurable through
-// informer factories (kubernetes/kubernetes#136943), so QuickReconnect works
-// below them: a GET refused at connect never reached the server and is sent
-// again a moment later, within the caller's context; the reflector sees a
-// slow request rather than an error, and resumes within half a second of the
-// API server's return.
+// client-go's own reflectors back off exponentially on "connection
+// refused" (0.8 s doubling, jittered up to twice, capped at 30 s, reset only
+// after two quiet minutes), which is right for thousands of kubelets but
+// leaves a DNS server answering from a stale index for up to a minute after
+// an API server that restarted a few times is back. QuickReconnect works
+// below every client of the process (the feeds, leader election, writes):
+// a GET refused at connect never reached the server and is sent again a
+// moment later, within the caller's context; the caller sees a slow request
+// rather than an error, and resumes within half a second of the API
+// server's return.
 package kubeclient
 
 import (

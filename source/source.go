@@ -32,8 +32,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -62,9 +60,8 @@ type Config struct {
 	// deletes anything by one (the plugin).
 	NoUIDs bool
 	// API is the configuration Client was made with: the feeds read the
-	// API server's lists themselves (kubeclient.RESTAPI) and watch with
-	// clients that leave each object encoded (kubeclient.EncodedClient),
-	// and ask their sinks whether an object is current at the version sent
+	// API server's lists and watches themselves (kubeclient.RESTAPI), and
+	// ask their sinks whether an object is current at the version sent
 	// before they decode it, so that a relist decodes only what changed
 	// and makes no garbage for the rest. Nil: through Client's lists and
 	// watches (client-go's fakes, in unit tests).
@@ -127,15 +124,13 @@ func New(cfg Config) (*Source, error) {
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
-	apis, err := newAPIs(cfg)
-	if err != nil {
-		return nil, err
-	}
 	mirrorSel := labels.SelectorFromSet(labels.Set{aggregate.LabelMirroredService: "true"})
 	for _, ns := range namespaces {
 		svcs := &serviceSink{s: s}
 		s.serviceSinks[ns] = svcs
-		s.addFeed("services "+ns+" "+notEndpointMirrors, apis.services(ns, notEndpointMirrors), svcs, "services")
+		if err := s.addFeed(Services, ns, notEndpointMirrors, svcs); err != nil {
+			return nil, err
+		}
 
 		selectors := []labels.Selector{mirrorSel}
 		if cfg.LocalSelector != nil && !cfg.LocalSelector.Empty() {
@@ -144,7 +139,9 @@ func New(cfg Config) (*Source, error) {
 		for kind, sel := range selectors {
 			sink := newSliceSink(s, sel, ns, uint8(kind))
 			s.slices = append(s.slices, sink)
-			s.addFeed("endpointslices "+ns+" "+sel.String(), apis.slices(ns, sel.String()), sink, "endpointslices")
+			if err := s.addFeed(EndpointSlices, ns, sel.String(), sink); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if cfg.Links != nil {
@@ -190,84 +187,6 @@ func labelKeysRead(local labels.Selector) []string {
 		}
 	}
 	return keys
-}
-
-// addFeed adds a feed of resource through api into sink, counted where the
-// process counts (Config.Counters).
-func (s *Source) addFeed(name string, api kubeclient.API, sink kubeclient.Sink, resource string) {
-	f := kubeclient.NewFeed(name, api, sink)
-	if s.cfg.Counters != nil {
-		f.Counters = s.cfg.Counters(resource)
-	}
-	s.feeds = append(s.feeds, f)
-}
-
-// EndpointSlices is the API of the EndpointSlices of ns selected by sel as
-// the source's feeds read them (through cfg.API where it is set, else
-// cfg.Client): for a feed of slices of its own, the controller's.
-func EndpointSlices(cfg Config, ns, sel string) (kubeclient.API, error) {
-	a, err := newAPIs(cfg)
-	if err != nil {
-		return kubeclient.API{}, err
-	}
-	return a.slices(ns, sel), nil
-}
-
-// apis make the feeds' APIs: through clients of the feeds' own
-// (kubeclient.EncodedClient) where the configuration is known (Config.API),
-// else through the typed client's lists and watches (client-go's fakes).
-type apis struct {
-	services, slices func(ns, sel string) kubeclient.API
-}
-
-func newAPIs(cfg Config) (apis, error) {
-	newService := func() runtime.Object { return &corev1.Service{} }
-	newSlice := func() runtime.Object { return &discoveryv1.EndpointSlice{} }
-	if cfg.API == nil {
-		c := cfg.Client
-		return apis{
-			services: func(ns, sel string) kubeclient.API {
-				api := c.CoreV1().Services(ns)
-				return kubeclient.TypedAPI("Service", newService, listOf(sel, api.List), watchOf(sel, api.Watch))
-			},
-			slices: func(ns, sel string) kubeclient.API {
-				api := c.DiscoveryV1().EndpointSlices(ns)
-				return kubeclient.TypedAPI("EndpointSlice", newSlice, listOf(sel, api.List), watchOf(sel, api.Watch))
-			},
-		}, nil
-	}
-	core, err := kubeclient.EncodedClient(cfg.API, corev1.SchemeGroupVersion, "/api", "Service")
-	if err != nil {
-		return apis{}, fmt.Errorf("source: %w", err)
-	}
-	discovery, err := kubeclient.EncodedClient(cfg.API, discoveryv1.SchemeGroupVersion, "/apis", "EndpointSlice")
-	if err != nil {
-		return apis{}, fmt.Errorf("source: %w", err)
-	}
-	return apis{
-		services: func(ns, sel string) kubeclient.API {
-			return kubeclient.RESTAPI(core, ns, "services", "Service", sel, newService)
-		},
-		slices: func(ns, sel string) kubeclient.API {
-			return kubeclient.RESTAPI(discovery, ns, "endpointslices", "EndpointSlice", sel, newSlice)
-		},
-	}, nil
-}
-
-// listOf and watchOf are a typed client's List and Watch with label
-// selector sel.
-func listOf[L runtime.Object](sel string, list func(context.Context, metav1.ListOptions) (L, error)) kubeclient.ListFunc {
-	return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		o.LabelSelector = sel
-		return list(ctx, o)
-	}
-}
-
-func watchOf(sel string, w kubeclient.WatchFunc) kubeclient.WatchFunc {
-	return func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		o.LabelSelector = sel
-		return w(ctx, o)
-	}
 }
 
 // AddHandler tells h about every base whose inputs may change, as the feeds

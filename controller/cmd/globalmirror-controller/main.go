@@ -100,7 +100,7 @@ func serve(ctx context.Context, opts options.Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	src, err := source.New(source.Config{
+	feeds := source.Config{
 		Client:        client,
 		Links:         links,
 		Namespaces:    opts.Namespaces,
@@ -108,11 +108,12 @@ func serve(ctx context.Context, opts options.Options, log *slog.Logger) error {
 		LocalSelector: opts.Selector(),
 		API:           cfg,
 		Counters:      m.Feeds.Counters,
-	})
+	}
+	src, err := source.New(feeds)
 	if err != nil {
 		return err
 	}
-	owned, err := controller.NewOwnedSlices(client, cfg, opts.Namespaces)
+	owned, err := controller.NewOwnedSlices(feeds)
 	if err != nil {
 		return err
 	}
