@@ -61,7 +61,7 @@ type Controller struct {
 	log      *slog.Logger
 	mu       sync.Mutex
 	managed  map[source.Key]int // endpoints per managed global, for the gauges
-	// deleted has the UIDs of global Services deleted while the cache may
+	// deleted has the UIDs of global Services deleted while the index may
 	// still show them, so that each deletion is sent once.
 	deleted map[source.Key]types.UID
 	leading bool                                             // events only from the leader; guarded by mu

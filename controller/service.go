@@ -17,7 +17,7 @@ import (
 )
 
 // errNameTaken: a Service globalmirror did not create appeared under the global
-// name between the cache read and the write.
+// name between the index's read and the write.
 var errNameTaken = errors.New("global name taken by a Service globalmirror did not create")
 
 // errBeingDeleted: the managed global is being deleted; it is recreated once gone.
@@ -64,11 +64,11 @@ func normalPort(p corev1.ServicePort) corev1.ServicePort {
 }
 
 // ensureService creates or repairs the global Service and returns it as stored.
-// cached is the index's (stripped) copy, nil when the index has none.
-func (c *Controller) ensureService(ctx context.Context, view aggregate.View, cached *corev1.Service) (*corev1.Service, error) {
+// indexed is the index's (stripped) copy, nil when the index has none.
+func (c *Controller) ensureService(ctx context.Context, view aggregate.View, indexed *corev1.Service) (*corev1.Service, error) {
 	want := desiredService(view)
 	api := c.client.CoreV1().Services(view.Namespace)
-	cur := cached
+	cur := indexed
 	if cur == nil {
 		// The index may not show our own create yet: ask before creating.
 		got, err := api.Get(ctx, view.Name, metav1.GetOptions{})
@@ -122,32 +122,32 @@ func (c *Controller) ensureService(ctx context.Context, view aggregate.View, cac
 }
 
 // deleteService deletes the global Service if globalmirror created it, and
-// only the very object the cache showed (UID precondition). A Service it
-// deleted already, which a lagging cache still shows, is not deleted again.
-func (c *Controller) deleteService(ctx context.Context, key source.Key, cached *corev1.Service) error {
-	if cached == nil || !aggregate.WrittenByGlobalmirror(cached.Labels) || cached.DeletionTimestamp != nil {
+// only the very object the index showed (UID precondition). A Service it
+// deleted already, which a lagging index still shows, is not deleted again.
+func (c *Controller) deleteService(ctx context.Context, key source.Key, indexed *corev1.Service) error {
+	if indexed == nil || !aggregate.WrittenByGlobalmirror(indexed.Labels) || indexed.DeletionTimestamp != nil {
 		return nil
 	}
-	if c.deletedService(key) == cached.UID {
+	if c.deletedService(key) == indexed.UID {
 		return nil
 	}
 	c.metrics.Write("services", "delete")
-	err := c.client.CoreV1().Services(cached.Namespace).Delete(ctx, cached.Name,
-		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cached.UID}})
+	err := c.client.CoreV1().Services(indexed.Namespace).Delete(ctx, indexed.Name,
+		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &indexed.UID}})
 	switch {
 	case apierrors.IsNotFound(err):
-		c.log.Info("global Service already gone", "service", cached.Namespace+"/"+cached.Name)
+		c.log.Info("global Service already gone", "service", indexed.Namespace+"/"+indexed.Name)
 	case err != nil:
-		return fmt.Errorf("delete Service %s/%s: %w", cached.Namespace, cached.Name, err)
+		return fmt.Errorf("delete Service %s/%s: %w", indexed.Namespace, indexed.Name, err)
 	default:
-		c.log.Info("deleted global Service: no headless mirror left", "service", cached.Namespace+"/"+cached.Name)
+		c.log.Info("deleted global Service: no headless mirror left", "service", indexed.Namespace+"/"+indexed.Name)
 	}
-	c.setDeletedService(key, cached.UID)
+	c.setDeletedService(key, indexed.UID)
 	return nil
 }
 
 // deletedService is the UID of the global Service of key this controller
-// deleted and the cache may still show; empty when there is none.
+// deleted and the index may still show; empty when there is none.
 func (c *Controller) deletedService(key source.Key) types.UID {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -43,8 +43,8 @@ func (c *Controller) syncNative(ctx context.Context, p Plan) error {
 
 // syncGlobal makes the global Service and slices of one base match its plan.
 func (c *Controller) syncGlobal(ctx context.Context, p Plan) (string, error) {
-	key, name, cached := p.Key, p.Name, p.Owner
-	if deleted := c.deletedService(key); deleted != "" && (cached == nil || cached.UID != deleted) {
+	key, name, indexed := p.Key, p.Name, p.Owner
+	if deleted := c.deletedService(key); deleted != "" && (indexed == nil || indexed.UID != deleted) {
 		c.setDeletedService(key, "") // the index has seen the deletion
 	}
 
@@ -56,7 +56,7 @@ func (c *Controller) syncGlobal(ctx context.Context, p Plan) (string, error) {
 		c.setManaged(key, 0, false)
 		c.report.forget(key)
 		if p.Verdict == aggregate.VerdictConflict {
-			c.report.conflict(key, cached)
+			c.report.conflict(key, indexed)
 			return metrics.ResultConflict, nil
 		}
 		c.report.noConflict(key)
@@ -65,7 +65,7 @@ func (c *Controller) syncGlobal(ctx context.Context, p Plan) (string, error) {
 	c.report.noConflict(key)
 	if p.Verdict != aggregate.VerdictBuild {
 		// VerdictRemove, or VerdictNone with slices of ours possibly left.
-		if err := c.deleteGlobal(ctx, key, name, cached); err != nil {
+		if err := c.deleteGlobal(ctx, key, name, indexed); err != nil {
 			return c.result(err)
 		}
 		// Mirrors without a global: the name is invalid (a base too long for
@@ -73,7 +73,7 @@ func (c *Controller) syncGlobal(ctx context.Context, p Plan) (string, error) {
 		c.report.problems(key, nil, p.Problems())
 		return metrics.ResultSuccess, nil
 	}
-	svc, err := c.ensureService(ctx, p.View, cached)
+	svc, err := c.ensureService(ctx, p.View, indexed)
 	if errors.Is(err, errNameTaken) {
 		return metrics.ResultConflict, nil // the feed will tell us who took it
 	}
@@ -89,11 +89,11 @@ func (c *Controller) syncGlobal(ctx context.Context, p Plan) (string, error) {
 }
 
 // deleteGlobal removes the global of a base that has no headless mirror left.
-func (c *Controller) deleteGlobal(ctx context.Context, key source.Key, name string, cached *corev1.Service) error {
+func (c *Controller) deleteGlobal(ctx context.Context, key source.Key, name string, indexed *corev1.Service) error {
 	if _, err := c.writer.DeleteAll(ctx, key.Namespace, name, c.owned.forService(key.Namespace, name)); err != nil {
 		return err
 	}
-	if err := c.deleteService(ctx, key, cached); err != nil {
+	if err := c.deleteService(ctx, key, indexed); err != nil {
 		return err
 	}
 	c.setManaged(key, 0, false)

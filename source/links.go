@@ -282,7 +282,7 @@ func (s *Source) clusterKeys(clusters []string) []Key {
 		return nil
 	}
 	var keys []Key
-	s.bases.each(func(namespace, base string, cs []*cachedService) {
+	s.bases.each(func(namespace, base string, cs []*indexedService) {
 		for _, c := range cs {
 			if c.memberBase != "" && slices.Contains(clusters, c.label(aggregate.LabelClusterName)) {
 				keys = append(keys, Key{namespace, base})

@@ -32,7 +32,7 @@ import (
 // nsName names an object in the index.
 type nsName struct{ namespace, name string }
 
-// cachedService is what the index keeps of a Service: what Classify,
+// indexedService is what the index keeps of a Service: what Classify,
 // WrittenByGlobalmirror and the controller's ownership checks read. Of its
 // labels, only those keys (key, value pairs: a map of its own costs several
 // times that); ports and selector only of headless Services (members and
@@ -41,7 +41,7 @@ type nsName struct{ namespace, name string }
 // cluster IP "None", ports) is one interned serviceShape; what Linkerd's
 // headless mirrors never have is in rare, nil for them. Stored in its
 // Service's entry (store.go), whose key its name shares.
-type cachedService struct {
+type indexedService struct {
 	name  string
 	shape *serviceShape
 	rare  *serviceRare
@@ -70,10 +70,10 @@ type serviceRare struct {
 	deletionTimestamp *metav1.Time
 }
 
-func (c *cachedService) namespace() string { return c.shape.namespace }
+func (c *indexedService) namespace() string { return c.shape.namespace }
 
 // label is the value of the kept label key, "" where it has none.
-func (c *cachedService) label(key string) string {
+func (c *indexedService) label(key string) string {
 	for i := 0; i+1 < len(c.shape.labels); i += 2 {
 		if c.shape.labels[i] == key {
 			return labelValue(c.shape.labels[i+1], c.name)
@@ -84,10 +84,10 @@ func (c *cachedService) label(key string) string {
 
 // present reports whether c is a Service in the index (an entry's is empty
 // where the entry has only slices).
-func (c *cachedService) present() bool { return c.shape != nil }
+func (c *indexedService) present() bool { return c.shape != nil }
 
 // service is c as a sparse Service; read-only, like everything from the index.
-func (c *cachedService) service() *corev1.Service {
+func (c *indexedService) service() *corev1.Service {
 	sh := c.shape
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: sh.namespace},
@@ -119,7 +119,7 @@ func (c *cachedService) service() *corev1.Service {
 
 // sameAs reports whether c keeps what o keeps: a relist or an update of
 // something not kept changes nothing.
-func (c *cachedService) sameAs(o *cachedService) bool {
+func (c *indexedService) sameAs(o *indexedService) bool {
 	a, b := *c, *o
 	a.gen, b.gen, a.rv, b.rv = 0, 0, 0, 0
 	return reflect.DeepEqual(a, b)
@@ -144,7 +144,7 @@ func labelValue(v, name string) string {
 // stripService is what the index keeps of svc, a Service whose globals'
 // names end in suffix; with keepUID, its UID where anything owns or deletes
 // by it.
-func (in *interner) stripService(svc *corev1.Service, keys []string, suffix string, keepUID bool) *cachedService {
+func (in *interner) stripService(svc *corev1.Service, keys []string, suffix string, keepUID bool) *indexedService {
 	// Shared only where it is like others': a cluster IP or a label value
 	// of its own (a global's base) would fill the interner with entries
 	// used by one Service each.
@@ -180,7 +180,7 @@ func (in *interner) stripService(svc *corev1.Service, keys []string, suffix stri
 	if !keepUID {
 		r.uid = ""
 	}
-	c := &cachedService{name: svc.Name, shape: &sh, rv: kubeclient.ParseVersion(svc.ResourceVersion)}
+	c := &indexedService{name: svc.Name, shape: &sh, rv: kubeclient.ParseVersion(svc.ResourceVersion)}
 	if shared {
 		c.shape = in.serviceShape(sh, labelsKey+"\x01"+portsKey)
 	}
@@ -206,11 +206,11 @@ func remoteFQName(svc *corev1.Service) string {
 	return fq
 }
 
-// cachedSlice is what the index keeps of a member's EndpointSlice (not an
+// indexedSlice is what the index keeps of a member's EndpointSlice (not an
 // endpoint mirror's: mirrorSlice), in its service's entry (whose key is the
 // service's name for it). What many slices share (namespace, family, ports,
 // cluster) is one interned sliceShape; what few have is in rare.
-type cachedSlice struct {
+type indexedSlice struct {
 	shape *sliceShape
 	// data has, in order: the slice's name, or, where it is named for
 	// its service ("<service>-<tail>", as generated names are), its tail
@@ -229,7 +229,7 @@ type cachedSlice struct {
 	flags     sliceFlags
 }
 
-// sliceFlags are a cachedSlice's bits.
+// sliceFlags are a indexedSlice's bits.
 type sliceFlags uint8
 
 const (
@@ -238,14 +238,14 @@ const (
 )
 
 // kind is the kind of the feed that delivered c: mirrorFeed or localFeed.
-func (c *cachedSlice) kind() uint8 {
+func (c *indexedSlice) kind() uint8 {
 	if c.flags&fromLocalFeed != 0 {
 		return localFeed
 	}
 	return mirrorFeed
 }
 
-func (c *cachedSlice) setKind(kind uint8) {
+func (c *indexedSlice) setKind(kind uint8) {
 	c.flags &^= fromLocalFeed
 	if kind == localFeed {
 		c.flags |= fromLocalFeed
@@ -275,11 +275,11 @@ type sliceRare struct {
 	globalNamed []string
 }
 
-func (c *cachedSlice) namespace() string { return c.shape.namespace }
-func (c *cachedSlice) cluster() string   { return c.shape.cluster }
+func (c *indexedSlice) namespace() string { return c.shape.namespace }
+func (c *indexedSlice) cluster() string   { return c.shape.cluster }
 
 // nameKept is what data or rare keeps of the slice's name: all of it, or its tail (tailOnly).
-func (c *cachedSlice) nameKept() string {
+func (c *indexedSlice) nameKept() string {
 	if c.rare != nil && c.rare.name != "" {
 		return c.rare.name
 	}
@@ -287,7 +287,7 @@ func (c *cachedSlice) nameKept() string {
 }
 
 // name is the name of c, a slice of service.
-func (c *cachedSlice) name(service string) string {
+func (c *indexedSlice) name(service string) string {
 	if c.flags&tailOnly != 0 {
 		return service + "-" + c.nameKept()
 	}
@@ -295,7 +295,7 @@ func (c *cachedSlice) name(service string) string {
 }
 
 // named reports whether name is the name of c, a slice of service.
-func (c *cachedSlice) named(service, name string) bool {
+func (c *indexedSlice) named(service, name string) bool {
 	if c.flags&tailOnly == 0 {
 		return c.nameKept() == name
 	}
@@ -311,9 +311,9 @@ func namedFor(name, service string) bool {
 }
 
 // body is data past the name: the endpoints.
-func (c *cachedSlice) body() string { return c.data[c.nameLen:] }
+func (c *indexedSlice) body() string { return c.data[c.nameLen:] }
 
-func (c *cachedSlice) globalNamed() []string {
+func (c *indexedSlice) globalNamed() []string {
 	if c.rare == nil {
 		return nil
 	}
@@ -333,16 +333,16 @@ const (
 	isReady                   // and true
 )
 
-func (c *cachedSlice) sameAs(o *cachedSlice) bool {
+func (c *indexedSlice) sameAs(o *indexedSlice) bool {
 	a, b := *c, *o
 	a.gen, b.gen, a.rv, b.rv = 0, 0, 0, 0
 	return reflect.DeepEqual(a, b)
 }
 
 // stripSlice is what the index keeps of a member's slice of service.
-func (in *interner) stripSlice(sl *discoveryv1.EndpointSlice, service, suffix string) *cachedSlice {
+func (in *interner) stripSlice(sl *discoveryv1.EndpointSlice, service, suffix string) *indexedSlice {
 	sh := sliceShape{namespace: in.str(sl.Namespace), addressType: discoveryv1.AddressType(in.str(string(sl.AddressType)))}
-	c := &cachedSlice{rv: kubeclient.ParseVersion(sl.ResourceVersion)}
+	c := &indexedSlice{rv: kubeclient.ParseVersion(sl.ResourceVersion)}
 	name := sl.Name
 	if namedFor(name, service) {
 		name, c.flags = name[len(service)+1:], tailOnly
@@ -439,7 +439,7 @@ func triggerTime(s string) int64 {
 }
 
 // packAddresses is the n addresses of sl's endpoints packed (see
-// cachedSlice.data), or as they came where one does not come back as it
+// indexedSlice.data), or as they came where one does not come back as it
 // was from its bytes: not of the slice's family, not canonical, zoned.
 func packAddresses(sl *discoveryv1.EndpointSlice, n int) ([]byte, []string) {
 	size := 0
@@ -468,7 +468,7 @@ func packAddresses(sl *discoveryv1.EndpointSlice, n int) ([]byte, []string) {
 
 // address is the slice's i-th address, its packed addresses starting at at
 // in its body.
-func (c *cachedSlice) address(body string, i, at int) string {
+func (c *indexedSlice) address(body string, i, at int) string {
 	if c.rare != nil && c.rare.raw != nil {
 		return c.rare.raw[i]
 	}
@@ -484,7 +484,7 @@ func (c *cachedSlice) address(body string, i, at int) string {
 
 // slice is c, a slice of service, as a sparse EndpointSlice: what the
 // aggregation reads.
-func (c *cachedSlice) slice(service string) *discoveryv1.EndpointSlice {
+func (c *indexedSlice) slice(service string) *discoveryv1.EndpointSlice {
 	sh := c.shape
 	sl := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Name: c.name(service), Namespace: sh.namespace},

@@ -96,8 +96,8 @@ type Source struct {
 	mu           sync.RWMutex
 	intern       *interner
 	hash         nameHash
-	entries      nsMap[*entry]           // by Service name (store.go)
-	bases        nsMap[[]*cachedService] // members and globals of ours, by base
+	entries      nsMap[*entry]            // by Service name (store.go)
+	bases        nsMap[[]*indexedService] // members and globals of ours, by base
 	skipped      map[nsName]skipped
 	serviceSinks map[string]*serviceSink // by watched namespace; "" for all
 	slices       []*sliceSink
@@ -118,7 +118,7 @@ func New(cfg Config) (*Source, error) {
 		cfg.Suffix = aggregate.DefaultSuffix
 	}
 	s := &Source{cfg: cfg, labelKeys: labelKeysRead(cfg.LocalSelector), intern: newInterner(),
-		hash: nameHash(maphash.MakeSeed()), entries: nsMap[*entry]{}, bases: nsMap[[]*cachedService]{}, skipped: map[nsName]skipped{},
+		hash: nameHash(maphash.MakeSeed()), entries: nsMap[*entry]{}, bases: nsMap[[]*indexedService]{}, skipped: map[nsName]skipped{},
 		serviceSinks: map[string]*serviceSink{}}
 	namespaces := cfg.Namespaces
 	if len(namespaces) == 0 {
@@ -257,7 +257,7 @@ func (s *Source) Keys() []Key {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	keys := make([]Key, 0, s.bases.len())
-	s.bases.each(func(namespace, base string, _ []*cachedService) {
+	s.bases.each(func(namespace, base string, _ []*indexedService) {
 		keys = append(keys, Key{namespace, base})
 	})
 	return keys

@@ -114,7 +114,7 @@ func (k *serviceSink) Current(p *kubeclient.Peeked) bool {
 
 // current reports whether old, the Service id present, is at version rv; if
 // so, the current list has delivered it. Called with the lock held.
-func (k *serviceSink) current(old *cachedService, id nsName, rv string) bool {
+func (k *serviceSink) current(old *indexedService, id nsName, rv string) bool {
 	if old == nil || !old.rv.Is(rv) {
 		return false
 	}
@@ -183,13 +183,13 @@ func (s *Source) keeps(svc *corev1.Service, member bool) bool {
 // struct per Service, not a map per kind. Its Service's name is the map's
 // key, the one string of it stored.
 type entry struct {
-	svc     cachedService // named always; present where it has a shape
-	members []*cachedSlice
+	svc     indexedService // named always; present where it has a shape
+	members []*indexedSlice
 	mirrors []mirrorSlice // sorted by key
 }
 
 // service is the Service namespace/name if present, else nil.
-func (s *Source) service(namespace, name string) *cachedService {
+func (s *Source) service(namespace, name string) *indexedService {
 	if e := s.entries.get(namespace, name); e != nil && e.svc.present() {
 		return &e.svc
 	}
@@ -204,7 +204,7 @@ func (s *Source) entryFor(namespace, name string) *entry {
 		return e
 	}
 	name = strings.Clone(name)
-	e := &entry{svc: cachedService{name: name}}
+	e := &entry{svc: indexedService{name: name}}
 	s.entries.set(namespace, name, e)
 	return e
 }
@@ -217,7 +217,7 @@ func (s *Source) dropIfEmpty(namespace, name string, e *entry) {
 }
 
 // addService stores c in its entry, and returns it as stored there.
-func (s *Source) addService(c *cachedService) *cachedService {
+func (s *Source) addService(c *indexedService) *indexedService {
 	e := s.entryFor(c.namespace(), c.name)
 	name := e.svc.name
 	e.svc = *c
@@ -233,13 +233,13 @@ func (s *Source) addService(c *cachedService) *cachedService {
 
 // removeService drops the present Service c, and appends every base it could
 // affect to keys.
-func (s *Source) removeService(c *cachedService, keys []Key) []Key {
+func (s *Source) removeService(c *indexedService, keys []Key) []Key {
 	keys = s.serviceKeys(c, keys)
 	namespace := c.namespace()
 	if k, ok := s.baseKey(c); ok {
 		removeFrom(s.bases, k.Namespace, k.Base, c)
 	}
-	*c = cachedService{name: c.name}
+	*c = indexedService{name: c.name}
 	if e := s.entries.get(namespace, c.name); e != nil {
 		s.dropIfEmpty(namespace, c.name, e)
 	}
@@ -248,7 +248,7 @@ func (s *Source) removeService(c *cachedService, keys []Key) []Key {
 
 // baseKey is the base a present Service is filed under: members under their
 // base, globals of ours under theirs.
-func (s *Source) baseKey(c *cachedService) (Key, bool) {
+func (s *Source) baseKey(c *indexedService) (Key, bool) {
 	if c.memberBase != "" {
 		return Key{c.namespace(), c.memberBase}, true
 	}
@@ -260,7 +260,7 @@ func (s *Source) baseKey(c *cachedService) (Key, bool) {
 }
 
 // serviceKeys appends every base c can affect.
-func (s *Source) serviceKeys(c *cachedService, keys []Key) []Key {
+func (s *Source) serviceKeys(c *indexedService, keys []Key) []Key {
 	if c.memberBase != "" {
 		keys = append(keys, Key{c.namespace(), c.memberBase})
 	}
@@ -298,7 +298,7 @@ const (
 // globalNamedBy is a headless mirror's slice carrying the name of an
 // endpoint mirror named like a global, and that headless mirror.
 type globalNamedBy struct {
-	slice    *cachedSlice
+	slice    *indexedSlice
 	headless string
 }
 
@@ -346,7 +346,7 @@ func (k *sliceSink) upsert(sl *discoveryv1.EndpointSlice) []Key {
 	}
 	service := sliceService(sl)
 	e, filed, i := k.findMember(sl.Namespace, sl.Name, service)
-	var old *cachedSlice
+	var old *indexedSlice
 	if e != nil {
 		old = e.members[i]
 		if filed == service && k.currentAt(old, sl.ResourceVersion) {
@@ -420,7 +420,7 @@ func (k *sliceSink) Current(p *kubeclient.Peeked) bool {
 
 // currentAt reports whether member slice m is at version rv; if so, the
 // current list has delivered it. Called with the lock held.
-func (k *sliceSink) currentAt(m *cachedSlice, rv string) bool {
+func (k *sliceSink) currentAt(m *indexedSlice, rv string) bool {
 	if !m.rv.Is(rv) {
 		return false
 	}
@@ -543,7 +543,7 @@ func (k *sliceSink) memberOf(namespace, service, name string) (*entry, int) {
 	if e == nil {
 		return nil, -1
 	}
-	i := slices.IndexFunc(e.members, func(m *cachedSlice) bool { return m.kind() == k.kind && m.named(service, name) })
+	i := slices.IndexFunc(e.members, func(m *indexedSlice) bool { return m.kind() == k.kind && m.named(service, name) })
 	if i < 0 {
 		return nil, -1
 	}
@@ -551,7 +551,7 @@ func (k *sliceSink) memberOf(namespace, service, name string) (*entry, int) {
 }
 
 // addMember files c under its service's entry, and tells its bases.
-func (k *sliceSink) addMember(namespace, service string, c *cachedSlice, changed []Key) []Key {
+func (k *sliceSink) addMember(namespace, service string, c *indexedSlice, changed []Key) []Key {
 	e := k.s.entryFor(namespace, service)
 	e.members = append(e.members, c)
 	if c.flags&tailOnly == 0 {
@@ -586,7 +586,7 @@ func (k *sliceSink) removeMember(namespace, service string, e *entry, i int, cha
 // service's, and those of the endpoint mirrors of its endpoints named like
 // a global (the name is owned: Source.Service). A slice whose service is not
 // present yet maps to nothing: the service's own arrival covers it.
-func (k *sliceSink) memberKeys(service string, c *cachedSlice, keys []Key) []Key {
+func (k *sliceSink) memberKeys(service string, c *indexedSlice, keys []Key) []Key {
 	for _, n := range c.globalNamed() {
 		if base, ok := aggregate.BaseOf(n, k.s.cfg.Suffix); ok {
 			keys = append(keys, Key{c.namespace(), base})

@@ -85,7 +85,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"How long the leader keeps trying to renew before it gives up leadership (and exits).")
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "How often candidates try to acquire or renew the Lease.")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", o.MetricsAddr,
-		"host:port serving /metrics, /healthz and /readyz (ready once the caches are synced, on leaders and standbys alike).")
+		"host:port serving /metrics, /healthz and /readyz (ready once every feed has listed, on leaders and standbys alike).")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "Log format: text or json.")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "Lowest level logged: debug, info, warn or error.")
 }

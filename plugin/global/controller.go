@@ -314,7 +314,7 @@ func (dc *dnsController) processNext() bool {
 // rebuild recomputes the answer set of one base from the index (source).
 func (dc *dnsController) rebuild(k source.Key) {
 	defer rebuildsTotal.Inc() // once done: tests wait on it
-	// Before reading the caches: a change delivered from here on is built
+	// Before reading the index: a change delivered from here on is built
 	// by the next rebuild and timed from its own delivery.
 	delivered, wasDelivered := dc.takePending(k)
 	synced := dc.synced.Load()

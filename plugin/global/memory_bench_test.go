@@ -21,8 +21,7 @@ import (
 // BenchmarkIndexMemory reports the heap the plugin keeps per ready endpoint,
 // built through its real path: source's feeds listing from a clientset, its
 // compact index, the work queue and the answer sets. answers is the answer
-// sets alone, informers (the metric's name since the index was informers)
-// source's index, total both. Run with -benchtime 1x: each iteration
+// sets alone, index source's index, total both. Run with -benchtime 1x: each iteration
 // builds the whole index again.
 func BenchmarkIndexMemory(b *testing.B) {
 	for _, shape := range []struct {
@@ -35,7 +34,7 @@ func BenchmarkIndexMemory(b *testing.B) {
 					total, answers, endpoints, _ := indexMemory(b, largeEndpoints(globals), largeWorld(globals, shape.endpointMirrors))
 					b.ReportMetric(float64(total)/float64(endpoints), "total-B/endpoint")
 					b.ReportMetric(float64(answers)/float64(endpoints), "answers-B/endpoint")
-					b.ReportMetric(float64(total-answers)/float64(endpoints), "informers-B/endpoint")
+					b.ReportMetric(float64(total-answers)/float64(endpoints), "index-B/endpoint")
 				}
 			})
 		}

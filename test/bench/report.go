@@ -122,12 +122,12 @@ func Report(out io.Writer, r *Results) {
 		p("Heap the plugin keeps, built through its real path (fake clientset → source's feeds → its index → answer sets), after GC " +
 			"(`BenchmarkIndexMemory` in plugin/global), in two shapes of world: headless mirrors only, and Linkerd's full " +
 			"shape, with an endpoint mirror (a ClusterIP Service and its slice) per mirrored pod. The fake clientset's " +
-			"objects share their strings with the index, so a real API server's decoded objects cost more:\n\n")
+			"lists and watches reach the feeds encoded in protobuf, as an API server's do:\n\n")
 		p("| world | endpoints | answer sets, B/endpoint | source's index, B/endpoint | total, B/endpoint |\n|---|---:|---:|---:|---:|\n")
 		for _, b := range mem {
 			shape, endpoints := indexMemoryCase(b.Name)
 			p("| %s | %s | %.0f | %.0f | %.0f |\n", shape, endpoints,
-				b.Values["answers-B/endpoint"], b.Values["informers-B/endpoint"], b.Values["total-B/endpoint"])
+				b.Values["answers-B/endpoint"], b.Values["index-B/endpoint"], b.Values["total-B/endpoint"])
 		}
 	}
 	if s := r.RSS; s != nil {
