@@ -79,6 +79,7 @@ const (
 	ByHeadlessMirror
 )
 
+// String names r as status and the logs show it.
 func (r Readiness) String() string {
 	switch r {
 	case ByEndpointMirror:

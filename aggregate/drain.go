@@ -36,6 +36,7 @@ const (
 	DrainAllValue    = "all"
 )
 
+// String is the annotation's value that declares d ("" for none).
 func (d Drain) String() string {
 	switch d {
 	case DrainShared:

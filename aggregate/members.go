@@ -60,6 +60,7 @@ const (
 	RoleLocal
 )
 
+// String names r as logs and status show it.
 func (r Role) String() string {
 	switch r {
 	case RoleHeadlessMirror:

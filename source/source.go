@@ -45,6 +45,7 @@ type Key struct {
 	Base      string
 }
 
+// String is "namespace/base".
 func (k Key) String() string { return k.Namespace + "/" + k.Base }
 
 // Config says what to watch.

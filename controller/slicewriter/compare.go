@@ -31,6 +31,7 @@ type Difference struct {
 	Detail string `json:"detail"`
 }
 
+// String is "kind: detail", as check prints it.
 func (d Difference) String() string { return d.Kind + ": " + d.Detail }
 
 // Differences compares the slices among existing that the writer owns with
