@@ -3,8 +3,8 @@
 // the CoreDNS plugin build on it, so they see the same members the same way.
 //
 // Its index is built from the watch events themselves (kubeclient.Feed into
-// the sinks of store.go), keeping compact entries (object.go) and only what
-// is read. Services are watched whole but for Linkerd's endpoint mirrors
+// the sinks of servicesink.go and slicesink.go), keeping compact entries
+// (service.go, slice.go, mirror.go) and only what is read. Services are watched whole but for Linkerd's endpoint mirrors
 // (one per mirrored pod, which nothing reads: their slices carry readiness):
 // a Service named like a global that globalmirror did not write has no label
 // to select it by, and both halves must see it to leave it alone. Of the
@@ -231,7 +231,7 @@ func (s *Source) Watches(namespace string) bool {
 	return len(s.cfg.Namespaces) == 0 || slices.Contains(s.cfg.Namespaces, namespace)
 }
 
-// Service returns the present Service as a sparse API object (see object.go),
+// Service returns the present Service as a sparse API object (see service.go),
 // or nil. An endpoint mirror named like a global, which the index keeps no
 // Service of, is returned as such: a Service globalmirror did not write.
 func (s *Source) Service(namespace, name string) *corev1.Service {
