@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/globalmirror/globalmirror/test/await"
+	"github.com/globalmirror/globalmirror/test/fakeapi"
 	"github.com/globalmirror/globalmirror/test/fixture"
 	"log/slog"
 	"maps"
@@ -73,12 +74,12 @@ func start(t *testing.T, objs ...runtime.Object) *env {
 // newController builds a Controller over feeds of client, as main does.
 func newController(t *testing.T, client *fake.Clientset, events record.EventRecorder, m *metrics.Metrics) *Controller {
 	t.Helper()
-	src, err := source.New(source.Config{Client: client, Suffix: aggregate.DefaultSuffix,
+	src, err := source.New(source.Config{Client: client, APIs: fakeapi.For(client), Suffix: aggregate.DefaultSuffix,
 		LocalSelector: labels.SelectorFromSet(labels.Set{aggregate.LabelExported: "true"})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	owned, err := NewOwnedSlices(source.Config{Client: client})
+	owned, err := NewOwnedSlices(source.Config{Client: client, APIs: fakeapi.For(client)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"fmt"
+	"github.com/globalmirror/globalmirror/test/fakeapi"
 	"os"
 	"slices"
 	"strings"
@@ -41,7 +42,7 @@ func startWithLinks(t *testing.T, served bool, meta *metafake.FakeMetadataClient
 		create(t, client, o)
 	}
 	rec := &recorder{changed: map[Key]int{}}
-	src, err := New(Config{Client: client, Links: meta, LinksPoll: 20 * time.Millisecond})
+	src, err := New(Config{Client: client, APIs: fakeapi.For(client), Links: meta, LinksPoll: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

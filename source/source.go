@@ -64,9 +64,11 @@ type Config struct {
 	// API server's lists and watches themselves (kubeclient.RESTAPI), and
 	// ask their sinks whether an object is current at the version sent
 	// before they decode it, so that a relist decodes only what changed
-	// and makes no garbage for the rest. Nil: through Client's lists and
-	// watches (client-go's fakes, in unit tests).
+	// and makes no garbage for the rest.
 	API *rest.Config
+	// APIs, where set, are the feeds' APIs instead (unit tests serve them
+	// from client-go's fakes: test/fakeapi).
+	APIs func(r kubeclient.Resource, namespace, sel string) (kubeclient.API, error)
 	// Links reads the metadata of Linkerd's Links, whose drain annotations
 	// drain clusters (aggregate.AnnotationDrain); nil: no Link drains
 	// anything. Its group's version is found through Client's discovery.

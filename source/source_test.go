@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"fmt"
+	"github.com/globalmirror/globalmirror/test/fakeapi"
 	"slices"
 	"strings"
 	"sync"
@@ -76,7 +77,7 @@ func start(t *testing.T, objs ...any) (*Source, *fake.Clientset, *recorder) {
 	}
 	sel, _ := labels.Parse(aggregate.DefaultLocalSelector)
 	rec := &recorder{changed: map[Key]int{}}
-	src, err := New(Config{Client: client, LocalSelector: sel})
+	src, err := New(Config{Client: client, APIs: fakeapi.For(client), LocalSelector: sel})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +220,8 @@ func TestMalformedMirrorIsSkippedAndReported(t *testing.T) {
 // would (not started: no feed runs).
 func indexOf(objs ...runtime.Object) *Source {
 	sel, _ := labels.Parse(aggregate.DefaultLocalSelector)
-	s, err := New(Config{Client: fake.NewClientset(), LocalSelector: sel})
+	c := fake.NewClientset()
+	s, err := New(Config{Client: c, APIs: fakeapi.For(c), LocalSelector: sel})
 	if err != nil {
 		panic(err)
 	}

@@ -2,6 +2,7 @@ package source
 
 import (
 	"fmt"
+	"github.com/globalmirror/globalmirror/test/fakeapi"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -35,7 +36,8 @@ func TestASliceStoredSparselyIsStoredAsTheWholeOne(t *testing.T) {
 	}
 	sel, _ := labels.Parse(aggregate.DefaultLocalSelector)
 	index := func() (*Source, *recorder) {
-		s, err := New(Config{Client: fake.NewClientset(), LocalSelector: sel})
+		c := fake.NewClientset()
+		s, err := New(Config{Client: c, APIs: fakeapi.For(c), LocalSelector: sel})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -412,6 +412,7 @@ func newController(cfg *config, client kubernetes.Interface) (*dnsController, er
 		LocalSelector: cfg.localSelector,
 		NoUIDs:        true, // the plugin owns and deletes nothing
 		API:           cfg.api,
+		APIs:          cfg.apis,
 		Counters:      feedMetrics.Counters,
 	})
 	if err != nil {

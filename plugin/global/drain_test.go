@@ -2,6 +2,7 @@ package global
 
 import (
 	"context"
+	"github.com/globalmirror/globalmirror/test/fakeapi"
 	"strconv"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func startLinked(t *testing.T, stanza string, links []runtime.Object, objs ...ru
 	cfg := configFrom(t, stanza)
 	client := fake.NewClientset(objs...)
 	fixture.ServeLinks(client)
-	src, err := source.New(source.Config{Client: client, Links: fixture.LinkClient(links...), Namespaces: cfg.namespaces,
+	src, err := source.New(source.Config{Client: client, APIs: fakeapi.For(client), Links: fixture.LinkClient(links...), Namespaces: cfg.namespaces,
 		Suffix: cfg.suffix, LocalSelector: cfg.localSelector, NoUIDs: true})
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"github.com/globalmirror/globalmirror/test/await"
+	"github.com/globalmirror/globalmirror/test/fakeapi"
 	"github.com/globalmirror/globalmirror/test/fixture"
+	clientset "k8s.io/client-go/kubernetes"
 	"sort"
 	"strings"
 	"testing"
@@ -151,7 +153,7 @@ type harness struct {
 func startHarness(t testing.TB, cfg *config, objs ...runtime.Object) *harness {
 	t.Helper()
 	client := fake.NewClientset(objs...)
-	g, err := newFromClient(cfg, client)
+	g, err := newFromFake(cfg, client)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,3 +422,10 @@ func normalize(m *dns.Msg) string {
 }
 
 func sourceKey(ns, base string) source.Key { return source.Key{Namespace: ns, Base: base} }
+
+// newFromFake is newFromClient on one of client-go's fakes, its feeds
+// served from it (test/fakeapi).
+func newFromFake(cfg *config, client clientset.Interface) (*Global, error) {
+	cfg.apis = fakeapi.For(client)
+	return newFromClient(cfg, client)
+}

@@ -159,7 +159,7 @@ func startLarge(b *testing.B, world []k8sruntime.Object, baseline func()) (g *Gl
 	if baseline != nil {
 		baseline()
 	}
-	if g, err = newFromClient(cfg, client); err != nil {
+	if g, err = newFromFake(cfg, client); err != nil {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

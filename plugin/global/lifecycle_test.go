@@ -67,7 +67,7 @@ func TestNotSyncedServfail(t *testing.T) {
 		lists.Add(1)
 		return true, nil, errors.New("API server unavailable")
 	})
-	g, err := newFromClient(defaultConfig(), client)
+	g, err := newFromFake(defaultConfig(), client)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestNotSyncedServfail(t *testing.T) {
 func TestSyncThenAnswer(t *testing.T) {
 	// Not started: SERVFAIL; started: answers, Ready.
 	client := fake.NewClientset(testWorld()...)
-	g, err := newFromClient(defaultConfig(), client)
+	g, err := newFromFake(defaultConfig(), client)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func TestReadyOnceListening(t *testing.T) {
 
 // notSynced is a plugin whose index has not synced.
 func notSynced(t *testing.T) *Global {
-	g, err := newFromClient(defaultConfig(), fake.NewClientset())
+	g, err := newFromFake(defaultConfig(), fake.NewClientset())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestAnIndexIsSharedUntilItsLastHolderLeaves(t *testing.T) {
 	builds := 0
 	build := func() (*dnsController, error) {
 		builds++
-		g, err := newFromClient(defaultConfig(), fake.NewClientset())
+		g, err := newFromFake(defaultConfig(), fake.NewClientset())
 		if err != nil {
 			return nil, err
 		}

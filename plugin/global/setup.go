@@ -2,6 +2,7 @@ package global
 
 import (
 	"fmt"
+	"github.com/globalmirror/globalmirror/kubeclient"
 	"slices"
 	"strconv"
 	"strings"
@@ -140,8 +141,11 @@ type config struct {
 	kubeconfig string
 	context    string
 	// api is the configuration the client was made with, for the feeds'
-	// own clients (source.Config.API); nil with a fake client.
+	// own clients (source.Config.API).
 	api *rest.Config
+	// apis, where set, are the feeds' APIs instead (source.Config.APIs):
+	// unit tests' fakes.
+	apis func(r kubeclient.Resource, namespace, sel string) (kubeclient.API, error)
 	// clientConfig loads the kubeconfig when the client is made; nil: the
 	// in-cluster configuration.
 	clientConfig clientcmd.ClientConfig
@@ -211,110 +215,118 @@ func parseStanza(c *caddy.Controller) (*config, error) {
 			return nil, c.Errf("option '%s' given more than once", opt)
 		}
 		seen[opt] = true
-		args := c.RemainingArgs()
-		switch opt {
-		case "suffix":
-			if len(args) != 1 {
-				return nil, c.ArgErr()
-			}
-			if err := aggregate.ValidateSuffix(args[0]); err != nil {
-				return nil, c.Errf("invalid suffix '%s': %v", args[0], err)
-			}
-			cfg.suffix = args[0]
-		case "kubeconfig":
-			if len(args) != 1 && len(args) != 2 {
-				return nil, c.ArgErr()
-			}
-			cfg.kubeconfig = args[0]
-			if len(args) == 2 {
-				cfg.context = args[1]
-			}
-			cfg.clientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-				&clientcmd.ClientConfigLoadingRules{ExplicitPath: cfg.kubeconfig},
-				&clientcmd.ConfigOverrides{CurrentContext: cfg.context})
-			cfg.kubeconfigAt = fmt.Sprintf("%s:%d", c.File(), c.Line())
-		case "namespaces":
-			if len(args) == 0 {
-				return nil, c.ArgErr()
-			}
-			for _, ns := range args {
-				if err := aggregate.ValidateNamespace(ns); err != nil {
-					return nil, c.Errf("invalid namespace '%s': %v", ns, err)
-				}
-			}
-			cfg.namespaces = args
-		case "local_selector":
-			if len(args) == 0 {
-				return nil, c.ArgErr()
-			}
-			s := strings.Join(args, " ")
-			sel, err := aggregate.ParseLocalSelector(s)
-			if err != nil {
-				return nil, c.Errf("invalid local_selector '%s': %v", s, err)
-			}
-			cfg.localSelector = sel
-		case "ttl":
-			if len(args) != 1 {
-				return nil, c.ArgErr()
-			}
-			t, err := strconv.Atoi(args[0])
-			if err != nil || t < 0 || t > maxTTL {
-				return nil, c.Errf("ttl must be an integer in range [0, %d]: '%s'", maxTTL, args[0])
-			}
-			cfg.ttl = uint32(t)
-		case "fallthrough":
-			for _, z := range args {
-				if _, err := parseAnyZone(z); err != nil {
-					return nil, c.Errf("fallthrough: %v", err)
-				}
-			}
-			cfg.fall.SetZonesFromArgs(args)
-		case "reverse":
-			if len(args) == 0 {
-				args = []string{"in-addr.arpa.", "ip6.arpa."}
-			}
-			for _, z := range args {
-				zone, err := parseAnyZone(z)
-				if err == nil && !isReverseZone(zone) {
-					err = fmt.Errorf("'%s' is not a reverse zone (in-addr.arpa or ip6.arpa, or below)", z)
-				}
-				if err != nil {
-					return nil, c.Errf("reverse: %v", err)
-				}
-				cfg.reverseZones = append(cfg.reverseZones, zone)
-			}
-		case "clusterset":
-			if len(args) != 1 && len(args) != 2 {
-				return nil, c.ArgErr()
-			}
-			if errs := validation.IsDNS1123Label(args[0]); len(errs) > 0 {
-				return nil, c.Errf("clusterset: cluster id '%s' is not a DNS label: %s", args[0], errs[0])
-			}
-			cfg.clusterID, cfg.clustersetZone = args[0], clustersetZone
-			if len(args) == 2 {
-				zone, err := parseZone(args[1])
-				if err != nil {
-					return nil, c.Errf("clusterset: %v", err)
-				}
-				cfg.clustersetZone = zone
-			}
-			if slices.Contains(cfg.zones, cfg.clustersetZone) {
-				return nil, c.Errf("clusterset: zone '%s' is also one of the cluster zones", cfg.clustersetZone)
-			}
-		case "handover_timeout":
-			if len(args) != 1 {
-				return nil, c.ArgErr()
-			}
-			d, err := time.ParseDuration(args[0])
-			if err != nil || d < 0 || d > maxHandoverTimeout {
-				return nil, c.Errf("handover_timeout must be a duration in range [0s, %s]: '%s'", maxHandoverTimeout, args[0])
-			}
-			cfg.handoverTimeout = d
-		default:
-			return nil, c.Errf("unknown property '%s'", opt)
+		if err := cfg.parseOption(c, opt, c.RemainingArgs()); err != nil {
+			return nil, err
 		}
 	}
 	return cfg, nil
+}
+
+// parseOption sets option opt of the stanza from its args; its errors name
+// the Corefile's line (c's).
+func (cfg *config) parseOption(c *caddy.Controller, opt string, args []string) error {
+	switch opt {
+	case "suffix":
+		if len(args) != 1 {
+			return c.ArgErr()
+		}
+		if err := aggregate.ValidateSuffix(args[0]); err != nil {
+			return c.Errf("invalid suffix '%s': %v", args[0], err)
+		}
+		cfg.suffix = args[0]
+	case "kubeconfig":
+		if len(args) != 1 && len(args) != 2 {
+			return c.ArgErr()
+		}
+		cfg.kubeconfig = args[0]
+		if len(args) == 2 {
+			cfg.context = args[1]
+		}
+		cfg.clientConfig = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+			&clientcmd.ClientConfigLoadingRules{ExplicitPath: cfg.kubeconfig},
+			&clientcmd.ConfigOverrides{CurrentContext: cfg.context})
+		cfg.kubeconfigAt = fmt.Sprintf("%s:%d", c.File(), c.Line())
+	case "namespaces":
+		if len(args) == 0 {
+			return c.ArgErr()
+		}
+		for _, ns := range args {
+			if err := aggregate.ValidateNamespace(ns); err != nil {
+				return c.Errf("invalid namespace '%s': %v", ns, err)
+			}
+		}
+		cfg.namespaces = args
+	case "local_selector":
+		if len(args) == 0 {
+			return c.ArgErr()
+		}
+		s := strings.Join(args, " ")
+		sel, err := aggregate.ParseLocalSelector(s)
+		if err != nil {
+			return c.Errf("invalid local_selector '%s': %v", s, err)
+		}
+		cfg.localSelector = sel
+	case "ttl":
+		if len(args) != 1 {
+			return c.ArgErr()
+		}
+		t, err := strconv.Atoi(args[0])
+		if err != nil || t < 0 || t > maxTTL {
+			return c.Errf("ttl must be an integer in range [0, %d]: '%s'", maxTTL, args[0])
+		}
+		cfg.ttl = uint32(t)
+	case "fallthrough":
+		for _, z := range args {
+			if _, err := parseAnyZone(z); err != nil {
+				return c.Errf("fallthrough: %v", err)
+			}
+		}
+		cfg.fall.SetZonesFromArgs(args)
+	case "reverse":
+		if len(args) == 0 {
+			args = []string{"in-addr.arpa.", "ip6.arpa."}
+		}
+		for _, z := range args {
+			zone, err := parseAnyZone(z)
+			if err == nil && !isReverseZone(zone) {
+				err = fmt.Errorf("'%s' is not a reverse zone (in-addr.arpa or ip6.arpa, or below)", z)
+			}
+			if err != nil {
+				return c.Errf("reverse: %v", err)
+			}
+			cfg.reverseZones = append(cfg.reverseZones, zone)
+		}
+	case "clusterset":
+		if len(args) != 1 && len(args) != 2 {
+			return c.ArgErr()
+		}
+		if errs := validation.IsDNS1123Label(args[0]); len(errs) > 0 {
+			return c.Errf("clusterset: cluster id '%s' is not a DNS label: %s", args[0], errs[0])
+		}
+		cfg.clusterID, cfg.clustersetZone = args[0], clustersetZone
+		if len(args) == 2 {
+			zone, err := parseZone(args[1])
+			if err != nil {
+				return c.Errf("clusterset: %v", err)
+			}
+			cfg.clustersetZone = zone
+		}
+		if slices.Contains(cfg.zones, cfg.clustersetZone) {
+			return c.Errf("clusterset: zone '%s' is also one of the cluster zones", cfg.clustersetZone)
+		}
+	case "handover_timeout":
+		if len(args) != 1 {
+			return c.ArgErr()
+		}
+		d, err := time.ParseDuration(args[0])
+		if err != nil || d < 0 || d > maxHandoverTimeout {
+			return c.Errf("handover_timeout must be a duration in range [0s, %s]: '%s'", maxHandoverTimeout, args[0])
+		}
+		cfg.handoverTimeout = d
+	default:
+		return c.Errf("unknown property '%s'", opt)
+	}
+	return nil
 }
 
 // parseZone checks and normalizes a zone argument, a forward zone.
