@@ -151,16 +151,62 @@ func (g *Global) serve(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	if !ok {
 		return g.next(ctx, w, r)
 	}
-	qtype := state.QType()
+	var sel selection
+	found, synced, pass := g.lookup(q, clusterset, &sel)
+	if pass {
+		return g.next(ctx, w, r)
+	}
 
+	// The records of the question's type, NODATA where the name exists
+	// without them, a name error where it does not.
+	qtype := state.QType()
+	switch qtype {
+	case dns.TypeAXFR, dns.TypeIXFR:
+		requestsTotal.WithLabelValues(metrics.WithServer(ctx), typeLabel(qtype), dns.RcodeToString[dns.RcodeRefused]).Inc()
+		return dns.RcodeRefused, nil
+	case dns.TypeSOA:
+		// The kubernetes plugin answers SOA only at the apex: NODATA below it.
+		return g.negative(ctx, state, zi, zone, dns.RcodeSuccess)
+	}
+	if !found || sel.empty() {
+		if found && !sel.one && !sel.filter && sel.s.named() != nil {
+			// Every endpoint is drained, and per-pod names below still
+			// answer: the name exists, with no records (RFC 8020).
+			return g.negative(ctx, state, zi, zone, dns.RcodeSuccess)
+		}
+		return g.nameError(ctx, state, zi, zone, synced)
+	}
+
+	var m *dns.Msg
+	switch qtype {
+	case dns.TypeA:
+		m = addrReply(&sel, r, qname, g.ttl, true, setA)
+	case dns.TypeAAAA:
+		m = addrReply(&sel, r, qname, g.ttl, false, setAAAA)
+	case dns.TypeSRV:
+		m = srvReply(&sel, r, qname, zone, g.ttl)
+	}
+	if m == nil {
+		return g.negative(ctx, state, zi, zone, dns.RcodeSuccess)
+	}
+	w.WriteMsg(m)
+	requestsTotal.WithLabelValues(metrics.WithServer(ctx), typeLabel(qtype), dns.RcodeToString[dns.RcodeSuccess]).Inc()
+	return dns.RcodeSuccess, nil
+}
+
+// lookup finds what a parsed name selects, into sel: its answer set and the
+// records of it the name selects; found false where the name does not exist
+// (or, before the first sync, synced false: it may). pass: the name is the
+// next plugin's. sel is the caller's, so that it stays on the query's stack.
+func (g *Global) lookup(q query, clusterset bool, sel *selection) (found, synced, pass bool) {
 	var set *answerSet
-	synced := g.ctrl.ready() // once: the answer below must agree with it
+	synced = g.ctrl.ready() // once: the answer must agree with it
 	switch {
 	case q.native:
 		// Any other service's name is the kubernetes plugin's, before the
 		// first sync too, unless its local service opted into native names.
 		if set = g.ctrl.getNative(q.key); set == nil {
-			return g.next(ctx, w, r)
+			return false, synced, true
 		}
 		synced = true
 	case synced:
@@ -175,65 +221,31 @@ func (g *Global) serve(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 		// have of a global the controller just deleted (they may lag the
 		// API by client-go's backoff after API-server restarts).
 		if set == nil && (clusterset || g.ctrl.othersOwn(q.key)) {
-			return g.next(ctx, w, r)
+			return false, synced, true
 		}
 	}
-
-	// Which entries does the name select? (nil: the name does not exist.)
-	var sel *selection
-	var host selection
-	if set != nil {
-		switch {
-		case q.extra == 0:
-			sel = &selection{s: set}
-		case q.extra == 1 && !clusterset:
-			hostSelection(&host, set, q.first)
-			sel = &host
-		case clusterset && q.clustersetHostQuery():
-			hostSelection(&host, set, q.both)
-			sel = &host
-		case q.extra == 2:
-			sel = &selection{s: set}
-			if port, proto := stripUnderscore(q.first), stripUnderscore(q.second); port != "" || proto != "" {
-				sel.filter, sel.port, sel.proto = true, port, proto
-			}
+	if set == nil {
+		return false, synced, false
+	}
+	found = true
+	switch {
+	case q.extra == 0:
+		*sel = selection{s: set}
+	case q.extra == 1 && !clusterset:
+		hostSelection(sel, set, q.first)
+	case clusterset && q.clustersetHostQuery():
+		hostSelection(sel, set, q.both)
+	case q.extra == 2:
+		*sel = selection{s: set}
+		if port, proto := stripUnderscore(q.first), stripUnderscore(q.second); port != "" || proto != "" {
+			sel.filter, sel.port, sel.proto = true, port, proto
 		}
+	default:
 		// Anything else does not exist: in the clusterset zone, among
 		// others, a cluster's own name "<clusterid>.<service>...".
+		found = false
 	}
-
-	switch qtype {
-	case dns.TypeAXFR, dns.TypeIXFR:
-		requestsTotal.WithLabelValues(metrics.WithServer(ctx), typeLabel(qtype), dns.RcodeToString[dns.RcodeRefused]).Inc()
-		return dns.RcodeRefused, nil
-	case dns.TypeSOA:
-		// The kubernetes plugin answers SOA only at the apex: NODATA below it.
-		return g.negative(ctx, state, zi, zone, dns.RcodeSuccess)
-	}
-	if sel == nil || sel.empty() {
-		if sel != nil && !sel.one && !sel.filter && set.named() != nil {
-			// Every endpoint is drained, and per-pod names below still
-			// answer: the name exists, with no records (RFC 8020).
-			return g.negative(ctx, state, zi, zone, dns.RcodeSuccess)
-		}
-		return g.nameError(ctx, state, zi, zone, synced)
-	}
-
-	var m *dns.Msg
-	switch qtype {
-	case dns.TypeA:
-		m = addrReply(sel, r, qname, g.ttl, true, setA)
-	case dns.TypeAAAA:
-		m = addrReply(sel, r, qname, g.ttl, false, setAAAA)
-	case dns.TypeSRV:
-		m = srvReply(sel, r, qname, zone, g.ttl)
-	}
-	if m == nil {
-		return g.negative(ctx, state, zi, zone, dns.RcodeSuccess)
-	}
-	w.WriteMsg(m)
-	requestsTotal.WithLabelValues(metrics.WithServer(ctx), typeLabel(qtype), dns.RcodeToString[dns.RcodeSuccess]).Inc()
-	return dns.RcodeSuccess, nil
+	return found, synced, false
 }
 
 // nameError answers for a name that does not exist: NXDOMAIN, or the next
