@@ -99,13 +99,13 @@ func (r firstRead) Read(b []byte) (int, error) {
 }
 
 // follow delivers the watch's events from version rv until the version is
-// gone (nil: list again), the watch fails, or ctx is done. Where the watch's
-// body ends (the API server closes every watch now and then, and all of them
-// when it restarts) or the API server refuses to start one but with a 410,
-// it watches again from the last version delivered, after a wait that grows
-// to a second while the watches deliver nothing: a 403 is retried so,
-// without end, as client-go's RetryWatcher retries it. An event that cannot
-// be read ends it with an error, as client-go's watch decoder does.
+// gone (nil: list again), an event cannot be read (its error, as
+// client-go's watch decoder ends a watch), or ctx is done. Where the
+// watch's body ends (the API server closes every watch now and then, and
+// all of them when it restarts), or the API server answers with any error
+// but a 410, it watches again from the last version delivered, after a
+// wait that grows to a second while the watches deliver nothing: a 403 is
+// retried so, without end, as client-go's RetryWatcher retries it.
 func (f *Feed) follow(ctx context.Context, rv string) error {
 	restart := listRetry()
 	for {
