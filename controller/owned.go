@@ -45,8 +45,9 @@ func NewOwnedSlices(cfg source.Config) (*OwnedSlices, error) {
 	o := &OwnedSlices{
 		store: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{indexService: byServiceName}),
 	}
+	feeds := source.NewFeeds(cfg)
 	for _, ns := range namespaces {
-		f, err := source.NewFeed(cfg, source.EndpointSlices, ns, sel, &ownedSink{o: o, namespace: ns})
+		f, err := feeds.New(source.EndpointSlices, ns, sel, &ownedSink{o: o, namespace: ns})
 		if err != nil {
 			return nil, err
 		}

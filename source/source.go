@@ -127,11 +127,12 @@ func New(cfg Config) (*Source, error) {
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
+	feeds := NewFeeds(cfg)
 	mirrorSel := labels.SelectorFromSet(labels.Set{aggregate.LabelMirroredService: "true"})
 	for _, ns := range namespaces {
 		svcs := &serviceSink{s: s}
 		s.serviceSinks[ns] = svcs
-		if err := s.addFeed(Services, ns, notEndpointMirrors, svcs); err != nil {
+		if err := s.addFeed(feeds, Services, ns, notEndpointMirrors, svcs); err != nil {
 			return nil, err
 		}
 
@@ -142,7 +143,7 @@ func New(cfg Config) (*Source, error) {
 		for kind, sel := range selectors {
 			sink := newSliceSink(s, sel, ns, uint8(kind))
 			s.slices = append(s.slices, sink)
-			if err := s.addFeed(EndpointSlices, ns, sel.String(), sink); err != nil {
+			if err := s.addFeed(feeds, EndpointSlices, ns, sel.String(), sink); err != nil {
 				return nil, err
 			}
 		}
