@@ -67,7 +67,7 @@ func (f *Feed) stream(ctx context.Context) (string, error) {
 	var quiet atomic.Bool
 	timer := time.AfterFunc(streamQuiet, func() { quiet.Store(true); cancel() })
 	defer timer.Stop()
-	rv, err := f.events(ctx, firstRead{body, func() { timer.Stop() }}, true, nil)
+	rv, err := f.events(firstRead{body, func() { timer.Stop() }}, true, nil)
 	var ended bodyEnded
 	switch {
 	case err == nil:
@@ -112,7 +112,7 @@ func (f *Feed) follow(ctx context.Context, rv string) error {
 		body, err := f.API.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
 		if err == nil {
 			from := rv
-			_, err = f.events(ctx, body, false, &rv)
+			_, err = f.events(body, false, &rv)
 			body.Close()
 			if rv != from {
 				restart = listRetry()
@@ -150,7 +150,7 @@ func (e bodyEnded) Unwrap() error { return e.error }
 // its version returned), the body ends (bodyEnded), or an event is an error
 // or cannot be read. Watching, *rv follows the version of the last event
 // delivered and every event counts as heard from.
-func (f *Feed) events(ctx context.Context, body io.Reader, listing bool, rv *string) (string, error) {
+func (f *Feed) events(body io.Reader, listing bool, rv *string) (string, error) {
 	var head [4]byte
 	var frame []byte
 	p := new(Peeked) // one for the whole body: the sink is asked through an interface, so it lives on the heap
