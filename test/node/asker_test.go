@@ -187,6 +187,14 @@ const (
 	// maxKubeadmLost lookups may be lost so, answers orphaned included,
 	// each proven by the wire (dnsWire.cause).
 	kubeadmPodsEnd
+	// reloads: CoreDNS reloads its Corefile in place. The instance being
+	// replaced shuts its TCP connections at once, so one it took but had
+	// not answered yet is closed under its asker (CoreDNS's server, with or
+	// without global), and glibc fails the lookup where the close comes as
+	// a FIN. Such a failed TCP lookup is excused where the wire shows the
+	// pod closing the connection first (dnsWire.closedFirst), one lookup for
+	// each pod at most.
+	reloads
 )
 
 const maxKubeadmLost = 3
@@ -254,9 +262,12 @@ type tally struct {
 	// None is counted failed, wrong or slow: each is proven by a packet
 	// (Excused says which).
 	Orphaned, Refused, Lost int
-	Excused                 []string
-	Slowest                 time.Duration
-	Samples                 []string // of the failed, wrong and slow lookups
+	// Closed lookups failed over TCP because a reloading pod closed their
+	// connection first; also proven by a packet.
+	Closed  int
+	Excused []string
+	Slowest time.Duration
+	Samples []string // of the failed, wrong and slow lookups
 	// FirstBad is when the first of them was asked; firstBad is that lookup.
 	FirstBad time.Time
 	firstBad lookup
@@ -276,7 +287,8 @@ func (t tally) lowestRate() float64 {
 
 // problems are what the span's lookups did that allows does not allow:
 // any failed, wrong or slow lookup (judge has excused at most one orphaned
-// answer for each ended pod, and outside kubeadm's steps nothing else);
+// answer for each ended pod, in a reload one closed connection for each
+// pod, and nothing else outside kubeadm's steps);
 // where kubeadm's pods end, more than maxKubeadmLost excused.
 func (t tally) problems(allows allowance) []string {
 	var out []string
@@ -300,6 +312,9 @@ func (t tally) String() string {
 	if n := t.Orphaned + t.Refused + t.Lost; n > 0 {
 		excused = fmt.Sprintf(", %d orphaned, %d refused and %d lost by the %d CoreDNS pods that ended", t.Orphaned, t.Refused, t.Lost, t.Ended)
 	}
+	if t.Closed > 0 {
+		excused += fmt.Sprintf(", %d closed by a reload", t.Closed)
+	}
 	out := fmt.Sprintf("%s: %d lookups (%v), %d failed, %d wrong, %d slow (over %v)%s, the slowest %v, in %v",
 		t.Step, t.Asked, t.By, t.Failed, t.Wrong, t.Slow, slowLookup, excused, t.Slowest.Round(time.Millisecond), t.Took.Round(100*time.Millisecond))
 	if bad := append(slices.Clone(t.Samples), t.Excused...); len(bad) > 0 {
@@ -311,25 +326,31 @@ func (t tally) String() string {
 // markdown is the tallies as the chart's README shows them.
 func markdown(ts []tally) string {
 	var b strings.Builder
-	b.WriteString("| step | lookups | a second, fewest of the four | failed | wrong | slow | answer orphaned | refused | lost | pods ended | slowest | took |\n" +
-		"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| step | lookups | a second, fewest of the four | failed | wrong | slow | answer orphaned | refused | lost | pods ended | closed by a reload | slowest | took |\n" +
+		"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, t := range ts {
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %d | %d | %d | %d | %d | %d | %d | %v | %v |\n", t.Step, t.Asked, t.lowestRate(), t.Failed, t.Wrong, t.Slow,
-			t.Orphaned, t.Refused, t.Lost, t.Ended, t.Slowest.Round(time.Millisecond), t.Took.Round(100*time.Millisecond))
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %d | %d | %d | %d | %d | %d | %d | %d | %v | %v |\n", t.Step, t.Asked, t.lowestRate(), t.Failed, t.Wrong, t.Slow,
+			t.Orphaned, t.Refused, t.Lost, t.Ended, t.Closed, t.Slowest.Round(time.Millisecond), t.Took.Round(100*time.Millisecond))
 	}
 	return b.String()
 }
 
-// orphanedAnswer names the excuse kube-proxy's conntrack cleanup makes: one
-// lookup at most for each pod that ended.
-const orphanedAnswer = "answer orphaned"
+// The excuses allowed one lookup at most for each pod: kube-proxy's
+// conntrack cleanup orphans an answer once for each pod that ended, and a
+// reload closes the asker's one TCP connection to a pod once.
+const (
+	orphanedAnswer = "answer orphaned"
+	closedByReload = "closed by a reload"
+)
 
 // judge tallies the lookups asked in [from, to). A lookup that went wrong
 // over UDP is excused only by what the wire proves befell it through a pod
 // in ended (dnsWire.cause): an orphaned answer (slow by one retry) in any
 // span, one lookup for each such pod; a refusal (failed, or Go's not-found
 // that follows one) or a query lost (slow by one retry) only where allows
-// says kubeadm's pods end (problems bounds those).
+// says kubeadm's pods end (problems bounds those); over TCP, a connection a
+// pod closed first (failed) only where allows says CoreDNS reloads, one
+// lookup for each pod.
 func (a *askerLog) judge(tr *truth, wire *dnsWire, ended map[netip.Addr]time.Time, allows allowance, step string, from, to time.Time) tally {
 	t := tally{Step: step, Took: to.Sub(from), By: map[string]int{}, Ended: len(ended)}
 	sample := func(l lookup, desc string) {
@@ -340,13 +361,13 @@ func (a *askerLog) judge(tr *truth, wire *dnsWire, ended map[netip.Addr]time.Tim
 			t.Samples = append(t.Samples, desc)
 		}
 	}
-	orphanedBy := map[netip.Addr]bool{}
+	oncePerPod := map[string]map[netip.Addr]bool{orphanedAnswer: {}, closedByReload: {}}
 	excuse := func(e *evidence, what string, n *int, desc string) bool {
-		if e == nil || what == orphanedAnswer && orphanedBy[e.pod] {
+		if e == nil || oncePerPod[what][e.pod] {
 			return false
 		}
-		if what == orphanedAnswer {
-			orphanedBy[e.pod] = true
+		if once := oncePerPod[what]; once != nil {
+			once[e.pod] = true
 		}
 		*n++
 		t.Excused = append(t.Excused, fmt.Sprintf("%s: %s: %s", what, desc, e.packet))
@@ -365,18 +386,21 @@ func (a *askerLog) judge(tr *truth, wire *dnsWire, ended map[netip.Addr]time.Tim
 		if right && l.took() <= slowLookup {
 			continue
 		}
-		var orphaned, refused, lost *evidence
+		var orphaned, refused, lost, closed *evidence
 		if l.network == "udp" {
 			orphaned, refused, lost = wire.cause(l, ended)
 			if allows != kubeadmPodsEnd {
 				refused, lost = nil, nil
 			}
+		} else if allows == reloads {
+			closed = wire.closedFirst(l)
 		}
 		byOneRetry := l.took() <= oneRetry
 		switch {
 		case !right && l.took() < slowLookup && excuse(refused, "refused", &t.Refused, desc):
 		case right && byOneRetry && excuse(orphaned, orphanedAnswer, &t.Orphaned, desc):
 		case right && byOneRetry && excuse(lost, "query lost", &t.Lost, desc):
+		case l.Err != "" && excuse(closed, closedByReload, &t.Closed, desc):
 		case l.Err != "":
 			t.Failed++
 			sample(l, "failed: "+desc+": "+l.Err)

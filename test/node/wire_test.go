@@ -12,14 +12,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// dnsWire is what the node's interfaces carried of the asker's DNS over UDP:
-// its queries and the answers to them, on the asker's own link and on the
-// CoreDNS pods' side of kube-proxy's NAT, and every ICMP error sent to it.
-// It is the evidence an excused lookup is matched to: an answer the node
-// orphaned (a reply from a pod's own address delivered to the asker, which
-// asked the Service's), a refusal (a pod's ICMP port unreachable), a query
-// lost to a pod that ended. The test runs in the node's network namespace,
-// so one packet socket sees every interface of it.
+// dnsWire is what the node's interfaces carried of the asker's DNS: over
+// UDP, its queries and the answers to them, and every ICMP error sent to
+// it; over TCP, each connection's opening and closing segments (SYN, FIN,
+// RST); on the asker's own link and on the CoreDNS pods' side of
+// kube-proxy's NAT. It is the evidence an excused lookup is matched to: an
+// answer the node orphaned (a reply from a pod's own address delivered to
+// the asker, which asked the Service's), a refusal (a pod's ICMP port
+// unreachable), a query lost to a pod that ended, a connection a pod closed
+// first. The test runs in the node's network namespace, so one packet
+// socket sees every interface of it.
 type dnsWire struct {
 	asker, service [4]byte
 	askerLink      int // the asker's veth, the node's side
@@ -35,6 +37,8 @@ const (
 	query packetKind = iota + 1
 	reply
 	unreachable // ICMP port unreachable for a query; ports are the query's
+	opened      // a TCP SYN without ACK: the asker opening a connection
+	closed      // a TCP FIN or RST: its sender closing the connection
 )
 
 // packet is one DNS message or ICMP error as one interface carried it.
@@ -56,29 +60,38 @@ func (p packet) String() string {
 		return fmt.Sprintf("%s link %d: ICMP port unreachable %s -> %s for the query from port %d", p.at.Format("15:04:05.000"), p.link, a(p.src), a(p.dst), p.sport)
 	case reply:
 		return fmt.Sprintf("%s link %d: reply %s:%d -> %s:%d id %d rcode %d, %d answers", p.at.Format("15:04:05.000"), p.link, a(p.src), p.sport, a(p.dst), p.dport, p.id, p.rcode, p.answers)
+	case opened:
+		return fmt.Sprintf("%s link %d: TCP SYN %s:%d -> %s:%d", p.at.Format("15:04:05.000"), p.link, a(p.src), p.sport, a(p.dst), p.dport)
+	case closed:
+		return fmt.Sprintf("%s link %d: TCP FIN or RST %s:%d -> %s:%d", p.at.Format("15:04:05.000"), p.link, a(p.src), p.sport, a(p.dst), p.dport)
 	}
 	return fmt.Sprintf("%s link %d: query %s:%d -> %s:%d id %d", p.at.Format("15:04:05.000"), p.link, a(p.src), p.sport, a(p.dst), p.dport, p.id)
 }
 
 // wireFilter keeps IPv4 packets from or to the asker that are UDP from or to
-// port 53, or ICMP: the kernel copies nothing else to the socket. The
-// socket takes every protocol (a bridge port hands its frames to the bridge
-// before any tap of one protocol sees them) and reads from the network
-// header on, so the filter looks for IPv4 by its version.
+// port 53, TCP from or to port 53 with SYN, FIN or RST set, or ICMP: the
+// kernel copies nothing else to the socket. The socket takes every protocol
+// (a bridge port hands its frames to the bridge before any tap of one
+// protocol sees them) and reads from the network header on, so the filter
+// looks for IPv4 by its version.
 func wireFilter(asker [4]byte) []bpf.Instruction {
 	addr := binary.BigEndian.Uint32(asker[:])
+	const synFinRst = 0x07
 	return []bpf.Instruction{
 		bpf.LoadAbsolute{Off: 0, Size: 1},
 		bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xf0},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0x40, SkipFalse: 13},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0x40, SkipFalse: 16},
 		bpf.LoadAbsolute{Off: 12, Size: 4}, // source address
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: addr, SkipTrue: 2},
 		bpf.LoadAbsolute{Off: 16, Size: 4}, // destination address
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: addr, SkipFalse: 9},
-		bpf.LoadAbsolute{Off: 9, Size: 1}, // protocol
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.IPPROTO_ICMP, SkipTrue: 6},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.IPPROTO_UDP, SkipFalse: 6},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: addr, SkipFalse: 12},
 		bpf.LoadMemShift{Off: 0},          // X: the IP header's length
+		bpf.LoadAbsolute{Off: 9, Size: 1}, // protocol
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.IPPROTO_ICMP, SkipTrue: 8},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.IPPROTO_UDP, SkipTrue: 3},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.IPPROTO_TCP, SkipFalse: 7},
+		bpf.LoadIndirect{Off: 13, Size: 1}, // TCP flags
+		bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: synFinRst, SkipFalse: 5},
 		bpf.LoadIndirect{Off: 0, Size: 2}, // source port
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 53, SkipTrue: 2},
 		bpf.LoadIndirect{Off: 2, Size: 2}, // destination port
@@ -172,8 +185,8 @@ func (w *dnsWire) forget(t time.Time) {
 	w.packets = append(w.packets[:0], w.packets[i:]...)
 }
 
-// parsePacket reads an IPv4 packet: a DNS query or reply over UDP, or an
-// ICMP port unreachable for a query.
+// parsePacket reads an IPv4 packet: a DNS query or reply over UDP, a TCP
+// connection opened or closed, or an ICMP port unreachable for a query.
 func parsePacket(b []byte) (packet, bool) {
 	var p packet
 	if len(b) < 20 || b[0]>>4 != 4 {
@@ -197,6 +210,21 @@ func parsePacket(b []byte) (packet, bool) {
 			p.kind, p.rcode, p.answers = reply, uint8(flags&0xf), binary.BigEndian.Uint16(dns[6:])
 		}
 		return p, true
+	case unix.IPPROTO_TCP:
+		if len(b) < ihl+14 {
+			return p, false
+		}
+		p.sport, p.dport = binary.BigEndian.Uint16(b[ihl:]), binary.BigEndian.Uint16(b[ihl+2:])
+		const fin, syn, rst, ack = 0x01, 0x02, 0x04, 0x10
+		switch flags := b[ihl+13]; {
+		case flags&(fin|rst) != 0:
+			p.kind = closed
+		case flags&syn != 0 && flags&ack == 0:
+			p.kind = opened
+		default:
+			return p, false
+		}
+		return p, p.sport == 53 || p.dport == 53
 	case unix.IPPROTO_ICMP:
 		inner := b[ihl+8:]
 		if b[ihl] != 3 || b[ihl+1] != 3 || len(inner) < 20 || inner[9] != unix.IPPROTO_UDP {
@@ -291,15 +319,41 @@ func (w *dnsWire) cause(l lookup, ended map[netip.Addr]time.Time) (orphaned, ref
 	return orphaned, refused, lost
 }
 
-// during is every packet kept while l was asked: over UDP, the asker's
-// container asks one lookup at a time, so they are that lookup's queries and
-// whatever came of them, for a failed step's message.
+// closedFirst looks for a TCP connection of lookup l that a CoreDNS pod
+// closed before the asker did: its FIN or RST, from the pod's own address,
+// on a connection the asker opened while l was asked and had not closed.
+// A client closes first once it has its answers; a server closing first
+// took the connection without answering all it asked.
+func (w *dnsWire) closedFirst(l lookup) *evidence {
+	ours, closedByAsker := map[uint16]bool{}, map[uint16]bool{}
+	var e *evidence
+	w.within(l, func(p packet) {
+		switch {
+		case e != nil:
+		case p.kind == opened && p.src == w.asker && p.link == w.askerLink:
+			ours[p.sport] = true
+		case p.kind == closed && p.src == w.asker:
+			closedByAsker[p.sport] = true
+		case p.kind == closed && p.dst == w.asker && p.src != w.service && p.sport == 53 &&
+			ours[p.dport] && !closedByAsker[p.dport]:
+			e = &evidence{pod: netip.AddrFrom4(p.src), packet: p}
+		}
+	})
+	return e
+}
+
+// during is every packet kept while l was asked over l's transport: each
+// of the asker's containers asks one lookup at a time, so they are that
+// lookup's queries and whatever came of them, for a failed step's message.
 func (w *dnsWire) during(l lookup) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "the asker's DNS on the wire while %s %s over %s was asked (link %d is the asker's):\n",
-		l.asked().Format("15:04:05.000"), l.Query, l.network, w.askerLink)
+	fmt.Fprintf(&b, "the asker's DNS over %s on the wire while %s %s was asked (link %d is the asker's):\n",
+		l.network, l.asked().Format("15:04:05.000"), l.Query, w.askerLink)
 	n := 0
 	w.within(l, func(p packet) {
+		if tcp := p.kind == opened || p.kind == closed; tcp != (l.network == "tcp") {
+			return
+		}
 		if n++; n <= 100 {
 			fmt.Fprintf(&b, "  %s\n", p)
 		}

@@ -41,6 +41,15 @@ func dnsOverUDP(sport, dport, id uint16, rcode int, answers uint16) []byte {
 	return b
 }
 
+// tcpSegment is a TCP header with flags (FIN 0x01, SYN 0x02, RST 0x04, ACK 0x10).
+func tcpSegment(sport, dport uint16, flags byte) []byte {
+	b := make([]byte, 20)
+	binary.BigEndian.PutUint16(b[0:], sport)
+	binary.BigEndian.PutUint16(b[2:], dport)
+	b[12], b[13] = 5<<4, flags
+	return b
+}
+
 // portUnreachable is from's ICMP port unreachable for the query q.
 func portUnreachable(from, to netip.Addr, q []byte) []byte {
 	return ipv4(from, to, unix.IPPROTO_ICMP, append([]byte{3, 3, 0, 0, 0, 0, 0, 0}, q[:28]...))
@@ -62,7 +71,12 @@ func TestTheWireFilterKeepsTheAskersDNSAndICMP(t *testing.T) {
 		"an ICMP error to the asker":   {portUnreachable(endedPod, askerAddr, ipv4(askerAddr, endedPod, unix.IPPROTO_UDP, dnsOverUDP(40000, 53, 7, -1, 0))), true},
 		"another pod's query":          {ipv4(other, serviceAddr, unix.IPPROTO_UDP, dnsOverUDP(40000, 53, 7, -1, 0)), false},
 		"the asker's UDP off port 53":  {ipv4(askerAddr, other, unix.IPPROTO_UDP, dnsOverUDP(40000, 5353, 7, -1, 0)), false},
-		"the asker's DNS over TCP":     {ipv4(askerAddr, serviceAddr, unix.IPPROTO_TCP, dnsOverUDP(40000, 53, 7, -1, 0)), false},
+		"the asker's TCP SYN":          {ipv4(askerAddr, serviceAddr, unix.IPPROTO_TCP, tcpSegment(40000, 53, 0x02)), true},
+		"a pod's FIN to the asker":     {ipv4(endedPod, askerAddr, unix.IPPROTO_TCP, tcpSegment(53, 40000, 0x11)), true},
+		"a pod's RST to the asker":     {ipv4(endedPod, askerAddr, unix.IPPROTO_TCP, tcpSegment(53, 40000, 0x04)), true},
+		"the asker's TCP data":         {ipv4(askerAddr, serviceAddr, unix.IPPROTO_TCP, tcpSegment(40000, 53, 0x18)), false},
+		"the asker's FIN off port 53":  {ipv4(askerAddr, other, unix.IPPROTO_TCP, tcpSegment(40000, 443, 0x11)), false},
+		"another pod's TCP SYN":        {ipv4(other, serviceAddr, unix.IPPROTO_TCP, tcpSegment(40000, 53, 0x02)), false},
 		"a reply to another pod":       {ipv4(endedPod, other, unix.IPPROTO_UDP, dnsOverUDP(53, 40000, 7, 0, 9)), false},
 		"an ICMP error to another pod": {portUnreachable(endedPod, other, q), false},
 		"not IPv4, IPv4's bytes else":  {append([]byte{0x65}, q[1:]...), false},
@@ -89,6 +103,12 @@ func TestAPacketIsReadAsTheWireCarriedIt(t *testing.T) {
 	u := portUnreachable(endedPod, askerAddr, ipv4(askerAddr, endedPod, unix.IPPROTO_UDP, dnsOverUDP(40000, 53, 7, -1, 0)))
 	if p, ok := parsePacket(u); !ok || p.kind != unreachable || p.sport != 40000 || p.src != endedPod.As4() {
 		t.Errorf("port unreachable read as %+v, %v", p, ok)
+	}
+	for flags, want := range map[byte]packetKind{0x02: opened, 0x11: closed, 0x14: closed, 0x12: 0, 0x18: 0} {
+		p, ok := parsePacket(ipv4(askerAddr, serviceAddr, unix.IPPROTO_TCP, tcpSegment(40000, 53, flags)))
+		if ok != (want != 0) || ok && (p.kind != want || p.sport != 40000 || p.dport != 53) {
+			t.Errorf("TCP flags %#x read as %+v, %v; want kind %d", flags, p, ok, want)
+		}
 	}
 	// The asker's own refusal of an orphaned answer is no refusal of a query.
 	refusal := portUnreachable(askerAddr, endedPod, r)
@@ -197,6 +217,81 @@ func TestOnlyWhatTheWireProvesIsExcused(t *testing.T) {
 	a := &askerLog{all: []lookup{slow(0)}}
 	if got := a.judge(tr, wireOf(lookupOnWire{"orphaned", 40000}), nil, kubeadmPodsEnd, "none ended", base, at(60_000)); got.Slow != 1 {
 		t.Errorf("an orphaned answer where no pod ended: %s", got)
+	}
+}
+
+// TestOnlyAConnectionAPodClosedFirstInAReloadIsExcused holds judge to its
+// TCP evidence: a failed TCP lookup is excused only in a reload, only where
+// a pod closed one of the lookup's own connections before the asker did,
+// one lookup a pod.
+func TestOnlyAConnectionAPodClosedFirstInAReloadIsExcused(t *testing.T) {
+	const askerLink, podLink = 11, 12
+	base := time.Date(2026, 11, 29, 5, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	// The wire of the i-th failed lookup over TCP from port, whose
+	// connection went to pod and was closed first as how says.
+	type connection struct {
+		how  string
+		port uint16
+		pod  netip.Addr
+	}
+	wireOf := func(cs ...connection) *dnsWire {
+		w := &dnsWire{asker: askerAddr.As4(), service: serviceAddr.As4(), askerLink: askerLink}
+		for i, c := range cs {
+			start := 10_000 * (i + 1)
+			add := func(ms, link int, kind packetKind, src, dst netip.Addr, sport, dport uint16) {
+				w.add(packet{at: at(start + ms), link: link, kind: kind, src: src.As4(), dst: dst.As4(), sport: sport, dport: dport})
+			}
+			port := c.port
+			if c.how == "on a connection opened before the lookup" {
+				add(-100, askerLink, opened, askerAddr, serviceAddr, port, 53)
+			} else {
+				add(1, askerLink, opened, askerAddr, serviceAddr, port, 53)
+			}
+			add(1, podLink, opened, askerAddr, c.pod, port, 53)
+			podCloses := func(ms int) {
+				add(ms, podLink, closed, c.pod, askerAddr, 53, port)
+				add(ms, askerLink, closed, serviceAddr, askerAddr, 53, port)
+			}
+			askerCloses := func(ms int) {
+				add(ms, askerLink, closed, askerAddr, serviceAddr, port, 53)
+				add(ms, podLink, closed, askerAddr, c.pod, port, 53)
+			}
+			if c.how == "by the asker first" {
+				askerCloses(2)
+				podCloses(3)
+			} else {
+				podCloses(2)
+				askerCloses(3)
+			}
+		}
+		return w
+	}
+	want := answers{"glibc/host/db": {Records: []string{"192.0.2.1"}}}
+	tr := &truth{spans: []span{{from: base, want: want}}}
+	failed := func(i int) lookup {
+		return lookup{At: at(10_000 * (i + 1)).UnixMilli(), Millis: 4, network: "tcp",
+			result: result{Query: "glibc/host/db", Err: "Temporary failure in name resolution"}}
+	}
+	for name, c := range map[string]struct {
+		wire    []connection
+		lookups []lookup
+		allows  allowance
+		want    tally
+	}{
+		"a pod closed first in a reload":       {[]connection{{"by the pod first", 40000, livePod}}, []lookup{failed(0)}, reloads, tally{Closed: 1}},
+		"a pod closed first, no reload":        {[]connection{{"by the pod first", 40000, livePod}}, []lookup{failed(0)}, strict, tally{Failed: 1}},
+		"the asker closed first":               {[]connection{{"by the asker first", 40000, livePod}}, []lookup{failed(0)}, reloads, tally{Failed: 1}},
+		"a connection not the lookup's":        {[]connection{{"on a connection opened before the lookup", 40000, livePod}}, []lookup{failed(0)}, reloads, tally{Failed: 1}},
+		"two lookups closed by one pod":        {[]connection{{"by the pod first", 40000, livePod}, {"by the pod first", 41000, livePod}}, []lookup{failed(0), failed(1)}, reloads, tally{Closed: 1, Failed: 1}},
+		"two lookups closed by two pods":       {[]connection{{"by the pod first", 40000, livePod}, {"by the pod first", 41000, endedPod}}, []lookup{failed(0), failed(1)}, reloads, tally{Closed: 2}},
+		"a pod closed first, the lookup's UDP": {[]connection{{"by the pod first", 40000, livePod}}, []lookup{func() lookup { l := failed(0); l.network = "udp"; return l }()}, reloads, tally{Failed: 1}},
+	} {
+		a := &askerLog{all: c.lookups}
+		got := a.judge(tr, wireOf(c.wire...), nil, c.allows, name, base, at(60_000))
+		if got.Closed != c.want.Closed || got.Failed != c.want.Failed || got.Wrong != 0 || got.Slow != 0 {
+			t.Errorf("%s: %s", name, got)
+		}
 	}
 }
 
