@@ -20,8 +20,7 @@ import (
 type Sink interface {
 	// Listing starts a full list (the first, or a relist after the
 	// watch's version was lost). It may come again before Listed: a list
-	// that failed part way, or a paged list that starts over in one
-	// response, starts anew, and only the last Listing counts.
+	// that failed part way starts anew, and only the last Listing counts.
 	Listing()
 	// Upsert is an object as it now is.
 	Upsert(obj runtime.Object)
@@ -76,17 +75,10 @@ type Feed struct {
 	Name string
 	API  API
 	Sink Sink
-	// PageSize is the size of a paged list's pages; 0 (NewFeed's) asks for
-	// the whole list in one response, which the API server serves from its
-	// watch cache at a consistent version (1.31 and later), where until
-	// 1.34 it serves the pages of such a list from etcd. The feed reads a
-	// response item by item either way, so one response costs it no more
-	// memory than pages.
-	PageSize int64
 	// Counters count what the feed does, for a process's metrics.
 	Counters Counters
 
-	// clock times the waits between lists; nil is the real one.
+	// clock times the waits between lists and watches; nil is the real one.
 	clock clock.Clock
 
 	synced atomic.Bool
@@ -119,8 +111,8 @@ type Path string
 const (
 	// Streamed: a watch sending the objects, then a bookmark ending the list.
 	Streamed Path = "streamed"
-	// Paged: a list through the list API, as client-go's pager asks (in one
-	// response unless the feed sets a PageSize).
+	// Paged: a list through the list API, client-go's pager's path (the
+	// feed asks for it in one response; see pages).
 	Paged Path = "paged"
 )
 
@@ -181,10 +173,7 @@ const healthy = time.Minute
 func (f *Feed) Run(ctx context.Context) {
 	log := klog.FromContext(ctx).WithValues("feed", f.Name)
 	ctx = klog.NewContext(ctx, log)
-	clk := f.clock
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
+	clk := f.clk()
 	retry, relist := listRetry(), relistWait()
 	for ctx.Err() == nil {
 		rv, err := f.list(ctx)
@@ -214,6 +203,14 @@ func (f *Feed) Run(ctx context.Context) {
 		case <-clk.After(wait.Step()):
 		}
 	}
+}
+
+// clk is the feed's clock: the real one unless a test set another.
+func (f *Feed) clk() clock.Clock {
+	if f.clock == nil {
+		return clock.RealClock{}
+	}
+	return f.clock
 }
 
 // listRetry waits 100 ms before a failed list is tried again, doubling to 1 s
@@ -289,8 +286,7 @@ func (f *Feed) heard() {
 }
 
 // isExpired reports whether err is the API server saying that a version is
-// gone (410): compacted away, older than its watch cache, or a paged list's
-// continue token past its version. It is the one test of a 410 in the
+// gone (410): compacted away, or older than its watch cache. It is the one test of a 410 in the
 // feeds, the one client-go's reflector makes (either reason, for API servers
 // before 1.18); an error event of a watch is one through apierrors.FromObject.
 func isExpired(err error) bool {

@@ -141,7 +141,7 @@ func next[T any](a *scriptedAPI, script *[]T) (T, bool) {
 func (a *scriptedAPI) api() API {
 	return API{Kind: "Pod", New: func() runtime.Object { return &corev1.Pod{} },
 		Page: func(_ context.Context, o metav1.ListOptions) (io.ReadCloser, error) {
-			a.record(fmt.Sprintf("page limit=%d continue=%s", o.Limit, o.Continue))
+			a.record(fmt.Sprintf("page limit=%d", o.Limit))
 			page, ok := next(a, &a.pages)
 			if !ok {
 				return nil, fmt.Errorf("unscripted page")
@@ -221,9 +221,9 @@ func gone() watch.Event {
 	return watch.Event{Type: watch.Error, Object: &s}
 }
 
-func page(cont, rv string, items ...corev1.Pod) func() (runtime.Object, error) {
+func page(rv string, items ...corev1.Pod) func() (runtime.Object, error) {
 	return func() (runtime.Object, error) {
-		return &corev1.PodList{ListMeta: metav1.ListMeta{Continue: cont, ResourceVersion: rv}, Items: items}, nil
+		return &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: rv}, Items: items}, nil
 	}
 }
 
@@ -234,7 +234,7 @@ func (c *counter) Inc() { c.Add(1) }
 
 func runFeed(t *testing.T, api API, sink Sink) *Feed {
 	t.Helper()
-	f := &Feed{Name: "test", API: api, Sink: sink, PageSize: 2}
+	f := &Feed{Name: "test", API: api, Sink: sink}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go f.Run(ctx)
@@ -293,31 +293,27 @@ func TestFeedStreamsTheListThenFollowsFromItsVersion(t *testing.T) {
 }
 
 // Where the API server refuses a streamed list (1.31, 1.33), the feed lists
-// in pages; it asks again at its next list, and streams once the API server
-// does (a control plane upgraded in place). Each list is counted by its
-// path.
+// through the list API, in one response; it asks again at its next list,
+// and streams once the API server does (a control plane upgraded in
+// place). Each list is counted by its path.
 func TestFeedListsInPagesWhereTheAPIServerDoesNotStreamAndAsksAgainAtEachList(t *testing.T) {
 	api := &scriptedAPI{
 		streams: []func() ([]byte, error){refused, refused,
 			frames(t, watch.Event{Type: watch.Added, Object: pod("a", "21")}, watch.Event{Type: watch.Bookmark, Object: bookmark("22", true)})},
 		pages: []func() (runtime.Object, error){
-			page("c1", "", *pod("a", "3"), *pod("b", "4")),
-			// The pages' version was compacted away: the list starts
-			// over, in one response.
-			func() (runtime.Object, error) { return nil, apierrors.NewResourceExpired("continue expired") },
-			page("", "10", *pod("a", "3"), *pod("b", "4"), *pod("c", "6")),
-			page("", "20", *pod("a", "11")), // the relist after 410
+			page("10", *pod("a", "3"), *pod("b", "4"), *pod("c", "6")),
+			page("20", *pod("a", "11")), // the relist after 410
 		},
 		watches: []func(context.Context) (io.ReadCloser, error){events(t, gone()), events(t, gone())},
 	}
 	streamed, paged := &counter{}, &counter{}
 	sink := &recordingSink{}
-	f := &Feed{Name: "test", API: api.api(), Sink: sink, PageSize: 2, Counters: Counters{Streamed: streamed, Paged: paged}}
+	f := &Feed{Name: "test", API: api.api(), Sink: sink, Counters: Counters{Streamed: streamed, Paged: paged}}
 	go f.Run(t.Context())
-	sinkSees(t, sink, "listing", "upsert a@3", "upsert b@4", "listing", "upsert a@3", "upsert b@4", "upsert c@6", "listed",
+	sinkSees(t, sink, "listing", "upsert a@3", "upsert b@4", "upsert c@6", "listed",
 		"listing", "upsert a@11", "listed", "listing", "upsert a@21", "listed")
-	apiCalled(t, api, "stream initial=true", "page limit=2 continue=", "page limit=2 continue=c1", "page limit=0 continue=",
-		"watch rv=10", "stream initial=true", "page limit=2 continue=", "watch rv=20",
+	apiCalled(t, api, "stream initial=true", "page limit=0",
+		"watch rv=10", "stream initial=true", "page limit=0", "watch rv=20",
 		"stream initial=true", "watch rv=22")
 	if f.lastPath() != Streamed || streamed.Load() != 1 || paged.Load() != 2 {
 		t.Errorf("path %q, %d lists streamed and %d paged; want streamed, 1 and 2", f.lastPath(), streamed.Load(), paged.Load())
@@ -345,7 +341,7 @@ func TestFeedListsAgainWhenTheVersionIsGone(t *testing.T) {
 // on without listing.
 func TestFeedResumesAWatchFromTheLastVersion(t *testing.T) {
 	api := &scriptedAPI{
-		pages: []func() (runtime.Object, error){page("", "4")},
+		pages: []func() (runtime.Object, error){page("4")},
 		watches: []func(context.Context) (io.ReadCloser, error){
 			ended(t, watch.Event{Type: watch.Added, Object: pod("a", "5")}),
 			ended(t, watch.Event{Type: watch.Added, Object: pod("b", "6")}, watch.Event{Type: watch.Deleted, Object: pod("b", "7")}),
@@ -356,7 +352,7 @@ func TestFeedResumesAWatchFromTheLastVersion(t *testing.T) {
 	sink := &recordingSink{}
 	runFeed(t, api.api(), sink)
 	sinkSees(t, sink, "listing", "listed", "upsert a@5", "upsert b@6", "delete b@7", "upsert c@8", "upsert a@10")
-	apiCalled(t, api, "stream initial=true", "page limit=2 continue=", "watch rv=4", "watch rv=5", "watch rv=7", "watch rv=9")
+	apiCalled(t, api, "stream initial=true", "page limit=0", "watch rv=4", "watch rv=5", "watch rv=7", "watch rv=9")
 }
 
 // A version compacted away ends the watch with 410 Gone, whether the API
@@ -401,11 +397,11 @@ func (g *heardGauge) SetToCurrentTime() { g.Add(1) }
 // watch, bookmarks included.
 func TestFeedHearsFromListsAndBookmarks(t *testing.T) {
 	api := &scriptedAPI{
-		pages:   []func() (runtime.Object, error){page("", "4")},
+		pages:   []func() (runtime.Object, error){page("4")},
 		watches: []func(context.Context) (io.ReadCloser, error){events(t, watch.Event{Type: watch.Bookmark, Object: bookmark("5", false)})},
 	}
 	heard := &heardGauge{}
-	f := &Feed{Name: "test", API: api.api(), Sink: &recordingSink{}, PageSize: 2, Counters: Counters{Heard: heard}}
+	f := &Feed{Name: "test", API: api.api(), Sink: &recordingSink{}, Counters: Counters{Heard: heard}}
 	go f.Run(t.Context())
 	if err := await.Poll(t.Context(), 5*time.Second, 5*time.Millisecond, func(context.Context) string {
 		if n := heard.Load(); n < 2 {
@@ -429,52 +425,40 @@ func (c skippingClock) After(d time.Duration) <-chan time.Time {
 	return ch
 }
 
-// An API server whose every version is gone by the time a feed uses it (a
-// paged list's continue token and the watch after each list; in the second
-// case the list in one response too, which a real one serves at its latest
-// version) gets a bounded number of lists a minute: a paged list falls back
-// to one list in one response, as client-go's pager does, and relists wait,
-// the wait doubling from 100 ms to 10 s.
+// An API server whose every version is gone by the time a feed uses it (the
+// watch after each list; in the second case the list too, which a real one
+// serves at its latest version) gets a bounded number of lists a minute:
+// relists wait, the wait doubling from 100 ms to 10 s.
 func TestFeedListsABoundedNumberOfTimesAMinuteWhereEveryVersionIsGone(t *testing.T) {
 	// At the shortest waits (jitter only lengthens them), lists start at
 	// 0, 0.1, 0.3, 0.7, 1.5, 3.1, 6.3 and 12.7 s, then every 10 s.
 	const maxLists = 12
-	for name, wholeGone := range map[string]bool{"the list in one response answers": false, "every list is gone": true} {
+	for name, wholeGone := range map[string]bool{"the list answers": false, "every list is gone": true} {
 		t.Run(name, func(t *testing.T) {
 			clk := skippingClock{testingclock.NewFakeClock(time.Unix(0, 0))}
 			start := clk.Now()
 			gone := apierrors.NewResourceExpired("too old resource version")
 			var mu sync.Mutex
-			var calls []string // first page, continue, whole (the list in one response) and watch, in order
+			var calls []string // list and watch, in order
 			lists := 0         // lists started within a minute of the clock
 			call := func(c string) {
 				mu.Lock()
 				defer mu.Unlock()
 				calls = append(calls, c)
-				if c == "first" && clk.Since(start) < time.Minute {
+				if c == "list" && clk.Since(start) < time.Minute {
 					lists++
 				}
 			}
 			api := API{Kind: "Pod", New: func() runtime.Object { return &corev1.Pod{} },
-				Page: func(ctx context.Context, o metav1.ListOptions) (io.ReadCloser, error) {
+				Page: func(ctx context.Context, _ metav1.ListOptions) (io.ReadCloser, error) {
 					if ctx.Err() != nil {
 						return nil, ctx.Err()
 					}
-					list := &corev1.PodList{Items: []corev1.Pod{*pod("a", "3")}}
-					switch {
-					case o.Continue != "":
-						call("continue")
+					call("list")
+					if wholeGone {
 						return nil, gone
-					case o.Limit == 0:
-						call("whole")
-						if wholeGone {
-							return nil, gone
-						}
-						list.ResourceVersion = "9"
-					default:
-						call("first")
-						list.Continue = "c"
 					}
+					list := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "9"}, Items: []corev1.Pod{*pod("a", "3")}}
 					body, err := EncodeProtobuf(list)
 					return io.NopCloser(bytes.NewReader(body)), err
 				},
@@ -487,7 +471,7 @@ func TestFeedListsABoundedNumberOfTimesAMinuteWhereEveryVersionIsGone(t *testing
 					return nil, gone
 				},
 			}
-			f := &Feed{Name: "test", API: api, Sink: &recordingSink{}, PageSize: 1, clock: clk}
+			f := &Feed{Name: "test", API: api, Sink: &recordingSink{}, clock: clk}
 			ctx, cancel := context.WithCancel(klog.NewContext(t.Context(), logr.Discard()))
 			done := make(chan struct{})
 			go func() { f.Run(ctx); close(done) }()
@@ -509,13 +493,13 @@ func TestFeedListsABoundedNumberOfTimesAMinuteWhereEveryVersionIsGone(t *testing
 			if lists > maxLists {
 				t.Errorf("%d lists in a minute of the API server's versions all gone; want at most %d", lists, maxLists)
 			}
-			cycle := "first continue whole watch "
+			cycle := "list watch "
 			if wholeGone {
-				cycle = "first continue whole "
+				cycle = "list "
 			}
 			got := strings.Join(calls, " ") + " "
-			if n := strings.Count(got, "first"); !strings.HasPrefix(strings.Repeat(cycle, n), got) {
-				t.Errorf("calls %q; want each list to fall back once to one response (%q)", got, cycle)
+			if n := strings.Count(got, "list"); !strings.HasPrefix(strings.Repeat(cycle, n), got) {
+				t.Errorf("calls %q; want each list followed by its watch (%q)", got, cycle)
 			}
 		})
 	}

@@ -102,7 +102,6 @@ const (
 	listMetadata           = 1 // every list's ListMeta is its field 1
 	listItems              = 2 // and its items field 2
 	listMetaVersion        = 2 // metav1.ListMeta
-	listMetaContinue       = 3
 )
 
 var errNotProtobuf = errors.New("not a Kubernetes protobuf object")

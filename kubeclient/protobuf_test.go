@@ -56,7 +56,7 @@ func TestAPagedListDecodesOnlyWhatItsSinkFindsNotCurrent(t *testing.T) {
 	body := protobufOf(t, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "9"}, Items: []corev1.Pod{*a, *b}})
 	sink := &currentSink{current: map[string]bool{"a@3": true, "b@2": true}}
 	decoded := &decodedSink{currentSink: sink}
-	f := &Feed{Name: "test", API: bodyAPI(body), Sink: decoded, PageSize: 10}
+	f := &Feed{Name: "test", API: bodyAPI(body), Sink: decoded}
 	rv, err := f.pages(t.Context())
 	if err != nil || rv != "9" {
 		t.Fatalf("listed at %q (%v), want 9", rv, err)
@@ -127,7 +127,7 @@ func TestAnObjectCurrentInItsSinkCostsAListNoAllocation(t *testing.T) {
 	for path, body := range map[Path]func(int) []byte{Streamed: streamed, Paged: paged} {
 		allocs := func(n int) float64 {
 			sink := &countingSink{}
-			f := &Feed{Name: "test", API: bodyAPI(body(n)), Sink: sink, PageSize: int64(n)}
+			f := &Feed{Name: "test", API: bodyAPI(body(n)), Sink: sink}
 			list := map[Path]func(context.Context) (string, error){Streamed: f.stream, Paged: f.pages}[path]
 			a := testing.AllocsPerRun(5, func() {
 				if _, err := list(context.Background()); err != nil {
@@ -167,7 +167,7 @@ func TestABrokenPageIsAnError(t *testing.T) {
 	noVersion := protobufOf(t, &corev1.PodList{Items: currentPods(1)})
 	for name, body := range map[string][]byte{"cut": whole[:len(whole)-5], "empty": nil, "without a version": noVersion,
 		"not protobuf": []byte(`{"kind":"PodList","items":[]}`)} {
-		f := &Feed{Name: "test", API: bodyAPI(body), Sink: &recordingSink{}, PageSize: 10}
+		f := &Feed{Name: "test", API: bodyAPI(body), Sink: &recordingSink{}}
 		if rv, err := f.pages(t.Context()); err == nil {
 			t.Errorf("%s: listed at %q", name, rv)
 		}
@@ -249,12 +249,12 @@ func FuzzListPage(f *testing.F) {
 	labelled := pod("a", "7")
 	labelled.Labels = map[string]string{"app": "db"}
 	f.Add(protobufOf(f, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "9"}, Items: []corev1.Pod{*labelled, *pod("b", "3")}}))
-	f.Add(protobufOf(f, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "9", Continue: "c"}}))
+	f.Add(protobufOf(f, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "9"}}))
 	f.Add(append(append([]byte{}, protobufMagic...), 0x12, 0x04, 0x12, 0x02, 0x0a, 0x00))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		sink := &countingSink{}
-		feed := &Feed{Name: "fuzz", API: bodyAPI(body), Sink: sink, PageSize: 10}
-		_, _, err := feed.page(context.Background(), metav1.ListOptions{}, new([]byte), new(Peeked))
+		feed := &Feed{Name: "fuzz", API: bodyAPI(body), Sink: sink}
+		_, err := feed.page(context.Background(), new([]byte), new(Peeked))
 		if sink.current > len(body)/8 {
 			t.Errorf("%d objects current from %d bytes (%v)", sink.current, len(body), err)
 		}

@@ -128,7 +128,7 @@ func (f *Feed) follow(ctx context.Context, rv string) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(restart.Step()):
+		case <-f.clk().After(restart.Step()):
 		}
 	}
 }
