@@ -94,11 +94,14 @@ func (o *OwnedSlices) bases(suffix string) []source.Key {
 // handler of every change.
 type ownedSink struct {
 	o         *OwnedSlices
-	namespace string          // metav1.NamespaceAll: every namespace
-	listed    map[string]bool // keys the current list delivered; nil outside a list
+	namespace string // metav1.NamespaceAll: every namespace
+	// delivered are the keys the current list delivered, the list marks
+	// of the store's slices (source's listMarks, kept beside client-go's
+	// store); nil outside a list.
+	delivered map[string]bool
 }
 
-func (k *ownedSink) Listing() { k.listed = map[string]bool{} }
+func (k *ownedSink) Listing() { k.delivered = map[string]bool{} }
 
 func (k *ownedSink) Upsert(obj runtime.Object) {
 	sl, ok := obj.(*discoveryv1.EndpointSlice)
@@ -107,7 +110,7 @@ func (k *ownedSink) Upsert(obj runtime.Object) {
 	}
 	cur := stripOwnedSlice(sl)
 	key := cur.Namespace + "/" + cur.Name
-	k.delivered(key)
+	k.mark(key)
 	if old, ok, _ := k.o.store.GetByKey(key); ok && kubeclient.SameVersion(old.(*discoveryv1.EndpointSlice).ResourceVersion, cur.ResourceVersion) {
 		return
 	}
@@ -118,18 +121,18 @@ func (k *ownedSink) Upsert(obj runtime.Object) {
 // Current implements kubeclient.CurrentSink: a relist decodes none of the
 // slices that did not change.
 func (k *ownedSink) Current(p *kubeclient.Peeked) bool {
-	key := p.Namespace + "/" + p.Name // a string of its own: delivered keeps it
+	key := p.Namespace + "/" + p.Name // a string of its own: the marks keep it
 	old, ok, _ := k.o.store.GetByKey(key)
 	if !ok || !kubeclient.SameVersion(old.(*discoveryv1.EndpointSlice).ResourceVersion, p.ResourceVersion) {
 		return false
 	}
-	k.delivered(key)
+	k.mark(key)
 	return true
 }
 
-func (k *ownedSink) delivered(key string) {
-	if k.listed != nil {
-		k.listed[key] = true
+func (k *ownedSink) mark(key string) {
+	if k.delivered != nil {
+		k.delivered[key] = true
 	}
 }
 
@@ -146,12 +149,12 @@ func (k *ownedSink) Delete(obj runtime.Object) {
 func (k *ownedSink) Listed() {
 	for _, obj := range k.o.store.List() {
 		sl := obj.(*discoveryv1.EndpointSlice)
-		if (k.namespace == metav1.NamespaceAll || sl.Namespace == k.namespace) && !k.listed[sl.Namespace+"/"+sl.Name] {
+		if (k.namespace == metav1.NamespaceAll || sl.Namespace == k.namespace) && !k.delivered[sl.Namespace+"/"+sl.Name] {
 			_ = k.o.store.Delete(sl)
 			k.o.tell(sl, true)
 		}
 	}
-	k.listed = nil
+	k.delivered = nil
 }
 
 func (o *OwnedSlices) tell(sl *discoveryv1.EndpointSlice, deleted bool) {

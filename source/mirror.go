@@ -17,52 +17,52 @@ import (
 // hashes (nameHash): an endpoint mirror is looked up by the name its
 // headless mirror's endpoint gives it, never listed. Three words
 // (TestMirrorSliceSize), the bulk of a large world's index: each hash gives
-// up its low bits to the feed's kind and the flags; kept in a list, not a
+// up its low bits to its feed and the flags; kept in a list, not a
 // map. Its version lets a relist skip all of it that is as it was
 // (kubeclient.CurrentSink), making no garbage for it.
 type mirrorSlice struct {
-	key     uint64 // the slice's name hashed; the low bit, its feed's kind
+	key     uint64 // the slice's name hashed; the low bit, its feed
 	service uint64 // its kubernetes.io/service-name hashed; the low two bits, its flags
 	rv      kubeclient.Version
 }
 
 // The flags in a mirrorSlice's service.
 const (
-	mirrorReadyFlag = 1 << iota // an endpoint is ready
-	mirrorFreshFlag             // delivered since its feed's list began
-	mirrorFlags     = mirrorReadyFlag | mirrorFreshFlag
+	mirrorReadyFlag     = 1 << iota // an endpoint is ready
+	mirrorDeliveredFlag             // its list mark (listMarks)
+	mirrorFlags         = mirrorReadyFlag | mirrorDeliveredFlag
 )
 
 // mirrorKey is the key of the slice whose name hashes to name, delivered
-// by a feed of kind.
-func mirrorKey(name uint64, kind uint8) uint64 { return name&^1 | uint64(kind&1) }
+// by feed.
+func mirrorKey(name uint64, feed sliceFeed) uint64 { return name&^1 | uint64(feed&1) }
 
 // mirrorService is the service hash a mirrorSlice stores for a name's hash.
 func mirrorService(name uint64) uint64 { return name &^ mirrorFlags }
 
-func newMirrorSlice(name, service uint64, kind uint8, ready bool, rv kubeclient.Version) mirrorSlice {
-	m := mirrorSlice{key: mirrorKey(name, kind), service: mirrorService(service) | mirrorFreshFlag, rv: rv}
+func newMirrorSlice(name, service uint64, feed sliceFeed, ready bool, rv kubeclient.Version) mirrorSlice {
+	m := mirrorSlice{key: mirrorKey(name, feed), service: mirrorService(service) | mirrorDeliveredFlag, rv: rv}
 	if ready {
 		m.service |= mirrorReadyFlag
 	}
 	return m
 }
 
-func (m mirrorSlice) feed() uint8         { return uint8(m.key & 1) }
+func (m mirrorSlice) feed() sliceFeed     { return sliceFeed(m.key & 1) }
 func (m mirrorSlice) serviceHash() uint64 { return mirrorService(m.service) }
 func (m mirrorSlice) ready() bool         { return m.service&mirrorReadyFlag != 0 }
-func (m mirrorSlice) fresh() bool         { return m.service&mirrorFreshFlag != 0 }
+func (m mirrorSlice) delivered() bool     { return m.service&mirrorDeliveredFlag != 0 }
 
 // sameAs reports whether m and o say the same, whatever their versions and
-// freshness.
+// list mark.
 func (m mirrorSlice) sameAs(o mirrorSlice) bool {
 	return m.key == o.key && m.serviceHash() == o.serviceHash() && m.ready() == o.ready()
 }
 
-func (m mirrorSlice) withFresh(fresh bool) mirrorSlice {
-	m.service &^= mirrorFreshFlag
-	if fresh {
-		m.service |= mirrorFreshFlag
+func (m mirrorSlice) withDelivered(delivered bool) mirrorSlice {
+	m.service &^= mirrorDeliveredFlag
+	if delivered {
+		m.service |= mirrorDeliveredFlag
 	}
 	return m
 }

@@ -22,11 +22,11 @@ import (
 // headless mirrors never have is in rare, nil for them. Stored in its
 // Service's entry (store.go), whose key its name shares.
 type indexedService struct {
-	name  string
-	shape *serviceShape
-	rare  *serviceRare
-	gen   uint32 // the list that last delivered it (store.go)
-	rv    kubeclient.Version
+	name      string
+	shape     *serviceShape
+	rare      *serviceRare
+	delivered bool // its list mark (listMarks)
+	rv        kubeclient.Version
 	// memberBase is the base of a member (aggregate.Classify), "" for
 	// any other Service: kept from the classification of the Service as
 	// it came (serviceSink.upsert), as every slice of its members asks
@@ -101,7 +101,7 @@ func (c *indexedService) service() *corev1.Service {
 // something not kept changes nothing.
 func (c *indexedService) sameAs(o *indexedService) bool {
 	a, b := *c, *o
-	a.gen, b.gen, a.rv, b.rv = 0, 0, 0, 0
+	a.delivered, b.delivered, a.rv, b.rv = false, false, 0, 0
 	return reflect.DeepEqual(a, b)
 }
 

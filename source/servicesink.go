@@ -9,14 +9,25 @@ import (
 
 // serviceSink indexes the Services of one namespace feed.
 type serviceSink struct {
-	s   *Source
-	gen uint32
+	s *Source
 }
 
+// Listing clears the list marks of this feed's Services (listMarks).
 func (k *serviceSink) Listing() {
-	k.s.mu.Lock()
-	k.gen++
-	k.s.mu.Unlock()
+	s := k.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.entries.each(func(namespace, _ string, e *entry) {
+		if k.namespaceOf(namespace) {
+			e.svc.delivered = false
+		}
+	})
+	for id, sk := range s.skipped {
+		if sk.delivered && k.namespaceOf(id.namespace) {
+			sk.delivered = false
+			s.skipped[id] = sk
+		}
+	}
 }
 
 func (k *serviceSink) Upsert(obj runtime.Object) {
@@ -45,7 +56,7 @@ func (k *serviceSink) upsert(svc *corev1.Service, report **aggregate.Skip) []Key
 		if seen, ok := s.skipped[id]; !ok || !seen.version.Is(svc.ResourceVersion) {
 			*report = skip
 		}
-		s.skipped[id] = skipped{kubeclient.ParseVersion(svc.ResourceVersion), k.gen}
+		s.skipped[id] = skipped{kubeclient.ParseVersion(svc.ResourceVersion), true}
 	} else {
 		delete(s.skipped, id)
 	}
@@ -57,12 +68,12 @@ func (k *serviceSink) upsert(svc *corev1.Service, report **aggregate.Skip) []Key
 		return changed
 	}
 	cur := s.intern.stripService(svc, s.labelKeys, s.cfg.Suffix, !s.cfg.NoUIDs)
-	cur.gen = k.gen
+	cur.delivered = true
 	if class.Member() {
 		cur.memberBase = class.Base
 	}
 	if old != nil && old.sameAs(cur) {
-		old.gen, old.rv = k.gen, cur.rv
+		old.delivered, old.rv = true, cur.rv
 		return nil
 	}
 	if old != nil {
@@ -91,9 +102,9 @@ func (k *serviceSink) current(old *indexedService, id nsName, rv string) bool {
 		return false
 	}
 	// A relist delivering it as it was: nothing to read again.
-	old.gen = k.gen
+	old.delivered = true
 	if sk, ok := k.s.skipped[id]; ok {
-		sk.gen = k.gen
+		sk.delivered = true
 		k.s.skipped[id] = sk
 	}
 	return true
@@ -111,16 +122,17 @@ func (k *serviceSink) delete(svc *corev1.Service) (changed []Key) {
 	return changed
 }
 
+// Listed drops this feed's Services the list did not deliver (listMarks).
 func (k *serviceSink) Listed() {
 	s := k.s
 	s.write(func() (changed []Key) {
 		s.entries.each(func(namespace, _ string, e *entry) {
-			if e.svc.present() && e.svc.gen != k.gen && k.namespaceOf(namespace) {
+			if e.svc.present() && !e.svc.delivered && k.namespaceOf(namespace) {
 				changed = s.removeService(&e.svc, changed)
 			}
 		})
 		for id, sk := range s.skipped {
-			if sk.gen != k.gen && k.namespaceOf(id.namespace) {
+			if !sk.delivered && k.namespaceOf(id.namespace) {
 				delete(s.skipped, id)
 			}
 		}

@@ -31,7 +31,6 @@ type indexedSlice struct {
 	data      string
 	rare      *sliceRare
 	rv        kubeclient.Version
-	gen       uint32
 	endpoints uint16
 	nameLen   uint8
 	flags     sliceFlags
@@ -43,19 +42,20 @@ type sliceFlags uint8
 const (
 	fromLocalFeed sliceFlags = 1 << iota // delivered by the local feed (localFeed), else the mirror feed
 	tailOnly                             // data has its name's tail only
+	delivered                            // its list mark (listMarks)
 )
 
-// kind is the kind of the feed that delivered c: mirrorFeed or localFeed.
-func (c *indexedSlice) kind() uint8 {
+// feed is the feed that delivered c.
+func (c *indexedSlice) feed() sliceFeed {
 	if c.flags&fromLocalFeed != 0 {
 		return localFeed
 	}
 	return mirrorFeed
 }
 
-func (c *indexedSlice) setKind(kind uint8) {
+func (c *indexedSlice) setFeed(feed sliceFeed) {
 	c.flags &^= fromLocalFeed
-	if kind == localFeed {
+	if feed == localFeed {
 		c.flags |= fromLocalFeed
 	}
 }
@@ -143,7 +143,7 @@ const (
 
 func (c *indexedSlice) sameAs(o *indexedSlice) bool {
 	a, b := *c, *o
-	a.gen, b.gen, a.rv, b.rv = 0, 0, 0, 0
+	a.flags, b.flags, a.rv, b.rv = a.flags&^delivered, b.flags&^delivered, 0, 0
 	return reflect.DeepEqual(a, b)
 }
 

@@ -12,13 +12,12 @@ import (
 
 // sliceSink indexes the EndpointSlices of one label-selected feed into the
 // entries of their services (Source.entries). Slices may match more than
-// one feed's selector; each feed's sink files its own, tagged by its kind.
+// one feed's selector; each feed's sink files its own, tagged by its feed.
 type sliceSink struct {
 	s         *Source
 	selector  labels.Selector // the feed's
 	namespace string          // the feed's; "" for all
-	kind      uint8           // mirrorFeed or localFeed
-	gen       uint32
+	feed      sliceFeed       // mirrorFeed or localFeed
 	// otherNamed are the member slices whose name does not begin with
 	// their service's and a dash, as the names generated for a service's
 	// slices do: their service's name, by theirs. Every other member slice
@@ -29,10 +28,13 @@ type sliceSink struct {
 	globalNamed nsMap[[]globalNamedBy]
 }
 
-// The kinds of slice feed in a namespace: one per selector.
+// sliceFeed says which of a namespace's two slice feeds, one per selector,
+// delivered a slice.
+type sliceFeed uint8
+
 const (
-	mirrorFeed uint8 = iota // Linkerd's mirrors
-	localFeed               // the local selector
+	mirrorFeed sliceFeed = iota // Linkerd's mirrors
+	localFeed                   // the local selector
 )
 
 // globalNamedBy is a headless mirror's slice carrying the name of an
@@ -42,8 +44,8 @@ type globalNamedBy struct {
 	headless string
 }
 
-func newSliceSink(s *Source, sel labels.Selector, namespace string, kind uint8) *sliceSink {
-	return &sliceSink{s: s, selector: sel, namespace: namespace, kind: kind,
+func newSliceSink(s *Source, sel labels.Selector, namespace string, feed sliceFeed) *sliceSink {
+	return &sliceSink{s: s, selector: sel, namespace: namespace, feed: feed,
 		otherNamed: nsMap[string]{}, globalNamed: nsMap[[]globalNamedBy]{}}
 }
 
@@ -58,17 +60,20 @@ func (k *sliceSink) eachEntry(f func(namespace, name string, e *entry)) {
 	}
 }
 
+// Listing clears the list marks of this feed's slices, members' and
+// endpoint mirrors' (listMarks).
 func (k *sliceSink) Listing() {
 	k.s.mu.Lock()
 	defer k.s.mu.Unlock()
-	k.gen++
-	// Endpoint mirrors' slices carry no generation (mirrorSlice has no
-	// room for one): each list clears their fresh mark and delivering one
-	// sets it again.
 	k.eachEntry(func(_, _ string, e *entry) {
+		for _, m := range e.members {
+			if m.feed() == k.feed {
+				m.flags &^= delivered
+			}
+		}
 		for i := range e.mirrors {
-			if e.mirrors[i].feed() == k.kind {
-				e.mirrors[i] = e.mirrors[i].withFresh(false)
+			if e.mirrors[i].feed() == k.feed {
+				e.mirrors[i] = e.mirrors[i].withDelivered(false)
 			}
 		}
 	})
@@ -94,10 +99,10 @@ func (k *sliceSink) upsert(sl *discoveryv1.EndpointSlice) []Key {
 		}
 	}
 	cur := s.intern.stripSlice(sl, service, s.cfg.Suffix)
-	cur.gen = k.gen
-	cur.setKind(k.kind)
+	cur.flags |= delivered
+	cur.setFeed(k.feed)
 	if old != nil && filed == service && old.sameAs(cur) {
-		old.gen, old.rv = k.gen, cur.rv
+		old.flags, old.rv = old.flags|delivered, cur.rv
 		return nil
 	}
 	if old != nil {
@@ -118,7 +123,7 @@ func (k *sliceSink) upsertMirror(namespace, name, hm string, service uint64, rea
 	if e, filed, i := k.findMember(namespace, name, ""); e != nil { // relabeled: it was a member's
 		changed = k.removeMember(namespace, filed, e, i, changed)
 	}
-	cur := newMirrorSlice(s.hash.of(name), service, k.kind, ready, rv)
+	cur := newMirrorSlice(s.hash.of(name), service, k.feed, ready, rv)
 	// Filed under the headless mirror it names now: Linkerd never moves
 	// one to another, and if something did, the next list would drop
 	// the entry left under the old one.
@@ -147,11 +152,11 @@ func (k *sliceSink) Current(p *kubeclient.Peeked) bool {
 		if e == nil {
 			return false
 		}
-		i, had := findMirror(e.mirrors, mirrorKey(k.s.hash.of(p.Name), k.kind))
+		i, had := findMirror(e.mirrors, mirrorKey(k.s.hash.of(p.Name), k.feed))
 		if !had || !e.mirrors[i].rv.Is(p.ResourceVersion) {
 			return false
 		}
-		e.mirrors[i] = e.mirrors[i].withFresh(true) // a relist delivering it as it was
+		e.mirrors[i] = e.mirrors[i].withDelivered(true) // a relist delivering it as it was
 		return true
 	}
 	e, _, i := k.findMember(p.Namespace, p.Name, "")
@@ -164,7 +169,7 @@ func (k *sliceSink) currentAt(m *indexedSlice, rv string) bool {
 	if !m.rv.Is(rv) {
 		return false
 	}
-	m.gen = k.gen // a relist delivering it as it was
+	m.flags |= delivered // a relist delivering it as it was
 	return true
 }
 
@@ -201,7 +206,7 @@ func (k *sliceSink) delete(sl *discoveryv1.EndpointSlice) []Key {
 	var changed []Key
 	if hm := sl.Labels[aggregate.LabelHeadlessMirrorName]; hm != "" {
 		if e := s.entries.get(sl.Namespace, hm); e != nil {
-			if i, ok := findMirror(e.mirrors, mirrorKey(s.hash.of(sl.Name), k.kind)); ok {
+			if i, ok := findMirror(e.mirrors, mirrorKey(s.hash.of(sl.Name), k.feed)); ok {
 				e.mirrors = slices.Delete(e.mirrors, i, i+1)
 				s.dropIfEmpty(sl.Namespace, hm, e)
 				changed = s.memberKeyOf(sl.Namespace, hm, changed)
@@ -214,6 +219,7 @@ func (k *sliceSink) delete(sl *discoveryv1.EndpointSlice) []Key {
 	return changed
 }
 
+// Listed drops this feed's slices the list did not deliver (listMarks).
 func (k *sliceSink) Listed() {
 	k.s.write(k.listed)
 }
@@ -225,11 +231,11 @@ func (k *sliceSink) listed() []Key {
 	var changed []Key
 	k.eachEntry(func(namespace, name string, e *entry) {
 		for i := len(e.members) - 1; i >= 0; i-- {
-			if m := e.members[i]; m.kind() == k.kind && m.gen != k.gen {
+			if m := e.members[i]; m.feed() == k.feed && m.flags&delivered == 0 {
 				changed = k.removeMember(namespace, name, e, i, changed)
 			}
 		}
-		rest := slices.DeleteFunc(e.mirrors, func(m mirrorSlice) bool { return m.feed() == k.kind && !m.fresh() })
+		rest := slices.DeleteFunc(e.mirrors, func(m mirrorSlice) bool { return m.feed() == k.feed && !m.delivered() })
 		if len(rest) == len(e.mirrors) {
 			return
 		}
@@ -283,7 +289,7 @@ func (k *sliceSink) memberOf(namespace, service, name string) (*entry, int) {
 	if e == nil {
 		return nil, -1
 	}
-	i := slices.IndexFunc(e.members, func(m *indexedSlice) bool { return m.kind() == k.kind && m.named(service, name) })
+	i := slices.IndexFunc(e.members, func(m *indexedSlice) bool { return m.feed() == k.feed && m.named(service, name) })
 	if i < 0 {
 		return nil, -1
 	}

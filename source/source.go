@@ -140,8 +140,8 @@ func New(cfg Config) (*Source, error) {
 		if cfg.LocalSelector != nil && !cfg.LocalSelector.Empty() {
 			selectors = append(selectors, cfg.LocalSelector)
 		}
-		for kind, sel := range selectors {
-			sink := newSliceSink(s, sel, ns, uint8(kind))
+		for feed, sel := range selectors {
+			sink := newSliceSink(s, sel, ns, sliceFeed(feed))
 			s.slices = append(s.slices, sink)
 			if err := s.addFeed(feeds, EndpointSlices, ns, sel.String(), sink); err != nil {
 				return nil, err
@@ -280,9 +280,9 @@ func (s *Source) Input(k Key) aggregate.Input {
 		}
 		m := aggregate.Member{Cluster: cl.Cluster, Service: svc}
 		e := s.entries.get(k.Namespace, svc.Name) // present: bases files only what entries have
-		for _, kind := range []uint8{mirrorFeed, localFeed} {
+		for _, feed := range []sliceFeed{mirrorFeed, localFeed} {
 			for _, sl := range e.members {
-				if sl.kind() != kind || (kind != mirrorFeed && slices.ContainsFunc(m.Slices, func(o *discoveryv1.EndpointSlice) bool { return sl.named(svc.Name, o.Name) })) {
+				if sl.feed() != feed || (feed != mirrorFeed && slices.ContainsFunc(m.Slices, func(o *discoveryv1.EndpointSlice) bool { return sl.named(svc.Name, o.Name) })) {
 					continue // another feed's, or delivered by both: their selectors match it
 				}
 				m.Slices = append(m.Slices, sl.slice(svc.Name))

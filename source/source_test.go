@@ -493,7 +493,7 @@ func TestEachFeedFilesItsOwn(t *testing.T) {
 	// The local feed loses both (relabeled out of its selector); the mirror feed keeps them.
 	local.Delete(member)
 	local.Delete(epm)
-	if len(e.members) != 1 || e.members[0].kind() != mirrorFeed || len(e.mirrors) != 1 || e.mirrors[0].feed() != mirrorFeed {
+	if len(e.members) != 1 || e.members[0].feed() != mirrorFeed || len(e.mirrors) != 1 || e.mirrors[0].feed() != mirrorFeed {
 		t.Errorf("after the local feed's deletes: %+v", e)
 	}
 	if got := slicesOf(s); !slices.Equal(got["db-east"], []string{"db-east-abc"}) {

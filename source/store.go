@@ -11,10 +11,17 @@ import (
 )
 
 // The index is written by the feeds' sinks (servicesink.go,
-// slicesink.go), one goroutine per feed, under Source.mu; each sink keeps
-// its own generation, which a full list raises and each object it delivers
-// carries, so that the end of a list can drop what the list no longer has.
-// Handlers are told after the lock is released.
+// slicesink.go), one goroutine per feed, under Source.mu. Handlers are told
+// after the lock is released.
+//
+// listMarks: every object the index keeps carries one bit, its list mark,
+// the one way each sink (and the controller's own-slices sink) tells what a
+// full list delivered. Listing clears the marks of the sink's objects,
+// delivering an object (upserted, or found current) sets its mark, and
+// Listed drops the sink's objects left unmarked. A list that failed part
+// way and starts anew clears them again, so only the last list counts. A
+// bit, not a generation, because an endpoint mirror's slice has room for
+// no more (mirror.go).
 //
 // The index stores minimal types (service.go, slice.go, mirror.go,
 // intern.go), not API objects, the way the kubernetes
@@ -49,7 +56,7 @@ func writeAs[T runtime.Object](s *Source, obj runtime.Object, f func(T) []Key) {
 
 // entry is what the index has under one name in a namespace: the Service
 // of that name, if present; the member slices of the service of that name, of
-// every slice feed, each tagged with its feed's kind; and, where it is a
+// every slice feed, each tagged with its feed; and, where it is a
 // headless mirror, its endpoint mirrors' slices: one map slot and one small
 // struct per Service, not a map per kind. Its Service's name is the map's
 // key, the one string of it stored.
@@ -181,8 +188,8 @@ func compare(a, b string) int {
 // skipped remembers a malformed Service reported, so that each version is
 // reported once (a relist delivers it again).
 type skipped struct {
-	version kubeclient.Version
-	gen     uint32
+	version   kubeclient.Version
+	delivered bool // its list mark (listMarks)
 }
 
 // skippedService reports svc to the handlers; called without the lock.
