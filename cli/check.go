@@ -16,58 +16,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
-// Level is how a check ended.
-type Level string
-
-const (
-	// OK: as it should be.
-	OK Level = "ok"
-	// Warning: works, but not as proven or advised; check still exits 0.
-	Warning Level = "warning"
-	// Error: broken, or could not be judged; check exits 1.
-	Error Level = "error"
-)
-
-// Category is what a check is about; checks run, and are written, in the
-// order of the constants below.
-type Category string
-
-const (
-	CategoryKubernetes Category = "kubernetes"
-	CategoryController Category = "controller"
-	CategoryDNS        Category = "cluster DNS"
-	CategoryLinkerd    Category = "linkerd"
-	CategoryGlobals    Category = "global services"
-)
-
-// Result is one check: how it ended, what was found, and where it did not
-// pass, what to do.
-type Result struct {
-	Category Category `json:"category"`
-	Check    string   `json:"check"`
-	Result   Level    `json:"result"`
-	Detail   string   `json:"detail"`
-	Hint     string   `json:"hint,omitempty"`
-	// Doc is the check's row in the README of the command's release.
-	Doc string `json:"doc"`
-}
-
-// Report is what `globalmirror check` says, in the same shape whether it
-// passed, failed, or could not reach the API server at all.
-type Report struct {
-	// Success: no check ended in Error.
-	Success bool     `json:"success"`
-	Checks  []Result `json:"checks"`
-}
-
-// NewReport is the report of rs.
-func NewReport(rs []Result) Report {
-	return Report{Success: !slices.ContainsFunc(rs, func(r Result) bool { return r.Result == Error }), Checks: rs}
-}
-
 // Check runs every check on cl, in order, handing each result to add as it
-// ends. A check that needs what an earlier one did not find fails and names
-// that one.
+// ends.
 func Check(ctx context.Context, cl *Cluster, add func(Result)) {
 	// Each check may spend at most half of the time left, so that one
 	// slow pod or feed leaves the checks after it theirs.
@@ -80,29 +30,49 @@ func Check(ctx context.Context, cl *Cluster, add func(Result)) {
 	gctx, cancel := budget()
 	g := readGlobals(gctx, cl)
 	cancel()
-	for _, check := range []func(ctx context.Context) Result{
-		func(context.Context) Result { return checkVersion(cl) },
-		func(ctx context.Context) Result { return checkController(ctx, cl) },
-		func(ctx context.Context) Result { return checkLeader(ctx, cl) },
-		func(ctx context.Context) Result {
-			return checkRBAC(ctx, cl, CategoryController, "controller", controllerAccounts(cl), controllerNeeds(cl))
-		},
-		func(ctx context.Context) Result { return checkDNSImage(ctx, cl) },
-		func(context.Context) Result { return checkStanza(cl) },
-		func(context.Context) Result { return checkAgreement(cl) },
-		func(ctx context.Context) Result {
-			return checkRBAC(ctx, cl, CategoryDNS, "cluster DNS", dnsAccounts(cl), dnsNeeds(cl))
-		},
-		func(ctx context.Context) Result { return checkMirrors(ctx, cl) },
-		func(context.Context) Result { return g.drainResult(time.Now()) },
-		func(context.Context) Result { return g.syncResult() },
-		func(ctx context.Context) Result { return checkServed(ctx, cl, g) },
-		func(context.Context) Result { return g.conflictResult() },
-	} {
+	for _, c := range checks {
 		cctx, cancel := budget()
-		add(check(cctx))
+		add(c.run(cctx, c, cl, g))
 		cancel()
 	}
+}
+
+// check is one of globalmirror check's checks: what it is about, its name
+// (its row in README.md's table of checks, which says what it proves) and
+// how it judges a cluster. Those about the global services judge what
+// readGlobals found once for all of them.
+type check struct {
+	category Category
+	name     string
+	run      func(ctx context.Context, c check, cl *Cluster, g globals) Result
+}
+
+// checks are every check, in the order they run and are written; a check
+// that needs what an earlier one did not find fails and names that one.
+var checks = []check{
+	{CategoryKubernetes, "Kubernetes API", checkVersion},
+	{CategoryController, "controller running", checkController},
+	{CategoryController, "controller leader", checkLeader},
+	{CategoryController, "RBAC of the controller", checkControllerRBAC},
+	{CategoryDNS, "cluster DNS image", checkDNSImage},
+	{CategoryDNS, "global stanza", checkStanza},
+	{CategoryDNS, "plugin and controller agree", checkAgreement},
+	{CategoryDNS, "RBAC of the cluster DNS", checkDNSRBAC},
+	{CategoryLinkerd, "Linkerd's headless mirrors", checkMirrors},
+	{CategoryLinkerd, "drained clusters", checkDrains},
+	{CategoryGlobals, "global services in sync", checkSync},
+	{CategoryGlobals, "both halves serve them", checkServed},
+	{CategoryGlobals, "global names free", checkConflicts},
+}
+
+// result is c's result at level; an OK one has no hint.
+func (c check) result(level Level, detail, hint string) Result {
+	return result(c.category, c.name, level, detail, hint)
+}
+
+// apiFailure is c's Error where an API request stopped it (apiFailure).
+func (c check) apiFailure(what string, err error, hint string) Result {
+	return apiFailure(c.category, c.name, what, err, hint)
 }
 
 // RunCheck connects and checks, and returns by ctx's deadline plus grace

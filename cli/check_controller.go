@@ -17,29 +17,28 @@ import (
 
 // checkController judges the controller's Deployment: one release, a
 // Ready replica, and the release its running pods say they are.
-func checkController(ctx context.Context, cl *Cluster) Result {
-	const category, name = CategoryController, "controller running"
+func checkController(ctx context.Context, c check, cl *Cluster, _ globals) Result {
 	if cl.ControllerErr != nil {
-		return apiFailure(category, name, "looking for the controller", cl.ControllerErr, "")
+		return c.apiFailure("looking for the controller", cl.ControllerErr, "")
 	}
-	c := cl.Controller
-	if c == nil {
-		return result(category, name, Error, "no globalmirror controller Deployment found",
+	ctl := cl.Controller
+	if ctl == nil {
+		return c.result(Error, "no globalmirror controller Deployment found",
 			"install it: helm install globalmirror charts/globalmirror -n globalmirror-system --create-namespace")
 	}
-	d := c.Deployment
+	d := ctl.Deployment
 	id := d.Namespace + "/" + d.Name
-	if len(c.Others) > 0 {
-		return result(category, name, Error, fmt.Sprintf("%d controller releases: %s", 1+len(c.Others), strings.Join(append([]string{id}, c.Others...), ", ")),
+	if len(ctl.Others) > 0 {
+		return c.result(Error, fmt.Sprintf("%d controller releases: %s", 1+len(ctl.Others), strings.Join(append([]string{id}, ctl.Others...), ", ")),
 			"each writes the global services of what it watches, against the others: keep one release (helm list -A)")
 	}
 	want := ptr.Deref(d.Spec.Replicas, 1)
 	if d.Status.ReadyReplicas < 1 {
-		return result(category, name, Error, fmt.Sprintf("%s: %d of %d replicas Ready", id, d.Status.ReadyReplicas, want),
+		return c.result(Error, fmt.Sprintf("%s: %d of %d replicas Ready", id, d.Status.ReadyReplicas, want),
 			fmt.Sprintf("start it: kubectl -n %s scale deployment %s --replicas=2; if it runs, see why it is not Ready: kubectl -n %s describe pods -l %s",
 				d.Namespace, d.Name, d.Namespace, labels.SelectorFromSet(d.Spec.Selector.MatchLabels)))
 	}
-	ok := result(category, name, OK, fmt.Sprintf("%s: %d of %d replicas Ready (caches synced)", id, d.Status.ReadyReplicas, want), "")
+	ok := c.result(OK, fmt.Sprintf("%s: %d of %d replicas Ready (caches synced)", id, d.Status.ReadyReplicas, want), "")
 	return versionSkew(ok, "globalmirror_build_info", controllerMetrics(ctx, cl))
 }
 
@@ -67,31 +66,30 @@ func controllerMetrics(ctx context.Context, cl *Cluster) map[string]string {
 	return out
 }
 
-func checkLeader(ctx context.Context, cl *Cluster) Result {
-	const category, name = CategoryController, "controller leader"
-	c := cl.Controller
-	if c == nil || c.Deployment.Status.ReadyReplicas < 1 {
-		return result(category, name, Error, "no controller running", "see the controller running check")
+func checkLeader(ctx context.Context, c check, cl *Cluster, _ globals) Result {
+	ctl := cl.Controller
+	if ctl == nil || ctl.Deployment.Status.ReadyReplicas < 1 {
+		return c.result(Error, "no controller running", "see the controller running check")
 	}
-	if !c.Options.LeaderElect {
-		if replicas := ptr.Deref(c.Deployment.Spec.Replicas, 1); replicas > 1 {
-			return result(category, name, Error, fmt.Sprintf("leader election is off, with %d replicas: each writes the same global services against the others", replicas),
+	if !ctl.Options.LeaderElect {
+		if replicas := ptr.Deref(ctl.Deployment.Spec.Replicas, 1); replicas > 1 {
+			return c.result(Error, fmt.Sprintf("leader election is off, with %d replicas: each writes the same global services against the others", replicas),
 				"turn leader election on (the chart's default; --leader-elect=true), or run one replica")
 		}
-		return result(category, name, OK, "leader election is off: the one replica writes", "")
+		return c.result(OK, "leader election is off: the one replica writes", "")
 	}
-	id := c.LeaseNamespace + "/" + c.Options.LeaderElectID
-	lease, err := cl.Client.CoordinationV1().Leases(c.LeaseNamespace).Get(ctx, c.Options.LeaderElectID, metav1.GetOptions{})
+	id := ctl.LeaseNamespace + "/" + ctl.Options.LeaderElectID
+	lease, err := cl.Client.CoordinationV1().Leases(ctl.LeaseNamespace).Get(ctx, ctl.Options.LeaderElectID, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return result(category, name, Error, "no Lease "+id, "the replicas cannot elect a leader: read their logs, and see the RBAC of the controller check")
+		return c.result(Error, "no Lease "+id, "the replicas cannot elect a leader: read their logs, and see the RBAC of the controller check")
 	}
 	if err != nil {
-		return apiFailure(category, name, "reading Lease "+id, err, "")
+		return c.apiFailure("reading Lease "+id, err, "")
 	}
-	pods, err := cl.Client.CoreV1().Pods(c.Deployment.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(c.Deployment.Spec.Selector.MatchLabels).String()})
+	pods, err := cl.Client.CoreV1().Pods(ctl.Deployment.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(ctl.Deployment.Spec.Selector.MatchLabels).String()})
 	if err != nil {
-		return apiFailure(category, name, "listing the controller's pods", err, "")
+		return c.apiFailure("listing the controller's pods", err, "")
 	}
 	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
 	var by string
@@ -106,14 +104,14 @@ func checkLeader(ctx context.Context, cl *Cluster) Result {
 	if t := lease.Spec.RenewTime; t != nil {
 		age := time.Since(t.Time)
 		renewed = age.Round(time.Second).String() + " ago"
-		fresh = age <= c.Options.LeaseDuration
+		fresh = age <= ctl.Options.LeaseDuration
 	}
 	if by == "" || !fresh {
 		if holder == "" {
 			holder = "nobody"
 		}
-		return result(category, name, Error, fmt.Sprintf("Lease %s held by %s, renewed %s (lease duration %v); %d controller pods", id, holder, renewed, c.Options.LeaseDuration, len(pods.Items)),
+		return c.result(Error, fmt.Sprintf("Lease %s held by %s, renewed %s (lease duration %v); %d controller pods", id, holder, renewed, ctl.Options.LeaseDuration, len(pods.Items)),
 			"no running replica leads, so nothing writes global services: a replica takes over once the Lease expires; if none does, read the replicas' logs")
 	}
-	return result(category, name, OK, fmt.Sprintf("%s holds Lease %s, renewed %s", by, id, renewed), "")
+	return c.result(OK, fmt.Sprintf("%s holds Lease %s, renewed %s", by, id, renewed), "")
 }

@@ -17,13 +17,12 @@ import (
 // checkDNSImage asks each cluster DNS pod's metrics (through the API
 // server's pod proxy) for the global plugin's: an image with the plugin
 // compiled in exports them, whatever its Corefile.
-func checkDNSImage(ctx context.Context, cl *Cluster) Result {
-	const category, name = CategoryDNS, "cluster DNS image"
+func checkDNSImage(ctx context.Context, c check, cl *Cluster, _ globals) Result {
 	if cl.DNSErr != nil {
-		return apiFailure(category, name, "reading the cluster DNS", cl.DNSErr, "is this cluster's DNS elsewhere? give its Service: --dns-service=NAMESPACE/NAME")
+		return c.apiFailure("reading the cluster DNS", cl.DNSErr, "is this cluster's DNS elsewhere? give its Service: --dns-service=NAMESPACE/NAME")
 	}
 	if len(cl.DNS.Pods) == 0 {
-		return result(category, name, Error, "no running pod behind the cluster DNS Service "+cl.DNS.Service.Namespace+"/"+cl.DNS.Service.Name,
+		return c.result(Error, "no running pod behind the cluster DNS Service "+cl.DNS.Service.Namespace+"/"+cl.DNS.Service.Name,
 			"is this cluster's DNS elsewhere? give its Service: --dns-service=NAMESPACE/NAME")
 	}
 	bodies, errs := podMetrics(ctx, cl, cl.DNS.Pods, metricsPort)
@@ -45,14 +44,14 @@ func checkDNSImage(ctx context.Context, cl *Cluster) Result {
 		}
 	}
 	if len(unread) > 0 {
-		return result(category, name, Error, "could not read the metrics of "+strings.Join(unread, "; "),
+		return c.result(Error, "could not read the metrics of "+strings.Join(unread, "; "),
 			"check reads each DNS pod's metrics through the API server: let your user get pods/proxy in "+cl.DNS.Service.Namespace+", and see that the pods serve metrics (the prometheus plugin)")
 	}
 	if len(without) > 0 {
-		return result(category, name, Error, "without the global plugin: "+strings.Join(without, ", "),
+		return c.result(Error, "without the global plugin: "+strings.Join(without, ", "),
 			"run the globalmirror CoreDNS image as the chart's README patches it in (kubectl -n kube-system patch deployment/coredns: the image, and readiness every 2 s); the controller's Services answer through the stock plugin meanwhile, but not before it has written them, nor while it is down")
 	}
-	ok := result(category, name, OK, fmt.Sprintf("%d pods run an image with the global plugin (%s)", len(cl.DNS.Pods), cl.DNS.Pods[0].Spec.Containers[0].Image), "")
+	ok := c.result(OK, fmt.Sprintf("%d pods run an image with the global plugin (%s)", len(cl.DNS.Pods), cl.DNS.Pods[0].Spec.Containers[0].Image), "")
 	return versionSkew(ok, "coredns_global_build_info", cl.DNS.metrics)
 }
 
@@ -104,18 +103,17 @@ func stanzas(cl *Cluster) (found map[string]*global.Stanza, problems []string) {
 	return found, problems
 }
 
-func checkStanza(cl *Cluster) Result {
-	const category, name = CategoryDNS, "global stanza"
+func checkStanza(_ context.Context, c check, cl *Cluster, _ globals) Result {
 	if cl.DNSErr != nil {
-		return result(category, name, Error, "the cluster DNS could not be read", "see the cluster DNS image check")
+		return c.result(Error, "the cluster DNS could not be read", "see the cluster DNS image check")
 	}
 	found, problems := stanzas(cl)
 	if len(problems) > 0 {
-		return result(category, name, Error, strings.Join(problems, "; "),
+		return c.result(Error, strings.Join(problems, "; "),
 			"add to the server block that answers cluster.local (kubectl -n kube-system edit configmap coredns): global cluster.local { ttl 5 }; the reload plugin applies it")
 	}
 	if len(found) == 0 {
-		return result(category, name, Error, "no Corefile found: the DNS pods load none from a ConfigMap volume",
+		return c.result(Error, "no Corefile found: the DNS pods load none from a ConfigMap volume",
 			"check reads the Corefile a DNS pod names with -conf from the ConfigMap volume mounted there, as kubeadm's and the chart's CoreDNS load it; are the pods behind --dns-service CoreDNS?")
 	}
 	// The prometheus plugin says which plugins each pod's running
@@ -128,23 +126,22 @@ func checkStanza(cl *Cluster) Result {
 		}
 	}
 	if len(unloaded) > 0 {
-		return result(category, name, Error, "in the Corefile, but not loaded by "+strings.Join(unloaded, ", "),
+		return c.result(Error, "in the Corefile, but not loaded by "+strings.Join(unloaded, ", "),
 			"CoreDNS loads an edited Corefile only with the reload plugin, and keeps the old one where it rejects the new: its log says why; restarting the pods loads it")
 	}
 	var out []string
 	for _, cm := range slices.Sorted(maps.Keys(found)) {
 		out = append(out, fmt.Sprintf("%s: zones %s", cm, strings.Join(found[cm].Zones, " ")))
 	}
-	return result(category, name, OK, strings.Join(out, "; "), "")
+	return c.result(OK, strings.Join(out, "; "), "")
 }
 
 // checkAgreement compares what the global stanzas and the controller's
 // flags say: both halves compute the same global services only so.
-func checkAgreement(cl *Cluster) Result {
-	const category, name = CategoryDNS, "plugin and controller agree"
+func checkAgreement(_ context.Context, c check, cl *Cluster, _ globals) Result {
 	found, _ := stanzas(cl)
 	if cl.Controller == nil || len(found) == 0 {
-		return result(category, name, Error, "no controller or no global stanza to compare", "see the controller running and global stanza checks")
+		return c.result(Error, "no controller or no global stanza to compare", "see the controller running and global stanza checks")
 	}
 	o := cl.Controller.Options
 	sel := func(s string) string {
@@ -171,10 +168,10 @@ func checkAgreement(cl *Cluster) Result {
 		}
 	}
 	if len(diffs) > 0 {
-		return result(category, name, Error, strings.Join(diffs, "; "),
+		return c.result(Error, strings.Join(diffs, "; "),
 			"give the stanza and the controller the same suffix, namespaces and local selector (the chart sets both from its values)")
 	}
-	return result(category, name, OK, fmt.Sprintf("suffix %q, namespaces %v (empty: all), local selector %q", o.Suffix, o.Namespaces, sel(o.LocalSelector)), "")
+	return c.result(OK, fmt.Sprintf("suffix %q, namespaces %v (empty: all), local selector %q", o.Suffix, o.Namespaces, sel(o.LocalSelector)), "")
 }
 
 // zonesOutside are those of zones that are none of served.

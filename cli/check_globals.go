@@ -96,37 +96,35 @@ func readGlobals(ctx context.Context, cl *Cluster) globals {
 
 var errNoController = errors.New("no controller: its flags say what a global is")
 
-func (g globals) syncResult() Result {
-	const category, name = CategoryGlobals, "global services in sync"
+func checkSync(_ context.Context, c check, _ *Cluster, g globals) Result {
 	if g.err != nil {
-		return globalsFailure(name, g.err)
+		return c.globalsFailure(g.err)
 	}
 	if len(g.stuck) > 0 {
-		return result(category, name, Error, fmt.Sprintf("%d out of sync for 4 s: %s", len(g.stuck), strings.Join(g.stuck, ". ")),
+		return c.result(Error, fmt.Sprintf("%d out of sync for 4 s: %s", len(g.stuck), strings.Join(g.stuck, ". ")),
 			fmt.Sprintf("the controller has not written their %s: is it running and leading? read its log (sync failed) and globalmirror_syncs_total{result=\"error\"}; globalmirror status NAMESPACE/NAME shows one",
 				strings.Join(slices.Sorted(maps.Keys(g.kinds)), ", ")))
 	}
-	return result(category, name, OK, fmt.Sprintf("%d global services, each with what its members give (addresses, hostnames, readiness, ports), none left to remove", g.total), "")
+	return c.result(OK, fmt.Sprintf("%d global services, each with what its members give (addresses, hostnames, readiness, ports), none left to remove", g.total), "")
 }
 
-func (g globals) conflictResult() Result {
-	const category, name = CategoryGlobals, "global names free"
+func checkConflicts(_ context.Context, c check, _ *Cluster, g globals) Result {
 	if g.err != nil {
-		return globalsFailure(name, g.err)
+		return c.globalsFailure(g.err)
 	}
 	if len(g.conflicts) > 0 {
-		return result(category, name, Error, "name conflicts: "+strings.Join(g.conflicts, ", "),
+		return c.result(Error, "name conflicts: "+strings.Join(g.conflicts, ", "),
 			"rename or delete the Service that owns the global name (globalmirror never touches a Service it did not create); until then the name answers from that Service, not from the mirrors")
 	}
-	return result(category, name, OK, "no Service of anyone else owns a global name", "")
+	return c.result(OK, "no Service of anyone else owns a global name", "")
 }
 
-// drainResult lists every drained cluster and local service: a warning,
+// checkDrains lists every drained cluster and local service: a warning,
 // since a drain is meant to end.
-func (g globals) drainResult(now time.Time) Result {
-	const category, name = CategoryLinkerd, "drained clusters"
+func checkDrains(_ context.Context, c check, _ *Cluster, g globals) Result {
+	now := time.Now()
 	if g.err != nil {
-		return globalsFailure(name, g.err)
+		return c.globalsFailure(g.err)
 	}
 	var drained []string
 	for _, d := range g.drains {
@@ -141,20 +139,21 @@ func (g globals) drainResult(now time.Time) Result {
 		drained = append(drained, fmt.Sprintf("the local pods of %s: %s", svc, level))
 	}
 	if len(drained) > 0 {
-		return result(category, name, Warning, strings.Join(drained, "; "),
+		return c.result(Warning, strings.Join(drained, "; "),
 			"when the maintenance is over: globalmirror undrain CLUSTER (or --service NAMESPACE/NAME)")
 	}
 	if g.linksAbsent {
-		return result(category, name, OK, "none: Linkerd's Links are not there to read (no multicluster extension, or no right to list links.multicluster.linkerd.io), so no cluster is drained", "")
+		return c.result(OK, "none: Linkerd's Links are not there to read (no multicluster extension, or no right to list links.multicluster.linkerd.io), so no cluster is drained", "")
 	}
-	return result(category, name, OK, "none", "")
+	return c.result(OK, "none", "")
 }
 
-func globalsFailure(name string, err error) Result {
+// globalsFailure is c's Error where the globals could not be read.
+func (c check) globalsFailure(err error) Result {
 	if errors.Is(err, errNoController) {
-		return result(CategoryGlobals, name, Error, err.Error(), "see the controller running check")
+		return c.result(Error, err.Error(), "see the controller running check")
 	}
-	return apiFailure(CategoryGlobals, name, "reading the mirrors and global services", err, "")
+	return c.apiFailure("reading the mirrors and global services", err, "")
 }
 
 // judgement is one base's plan, and how its objects differ from it.

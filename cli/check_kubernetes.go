@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -12,8 +13,7 @@ import (
 // checkVersion holds the API server's release to those the tests run on
 // (build/kubernetes-versions): another from the chart's oldest on is
 // unproven, an older one fails.
-func checkVersion(cl *Cluster) Result {
-	const category, name = CategoryKubernetes, "Kubernetes API"
+func checkVersion(_ context.Context, c check, cl *Cluster, _ globals) Result {
 	v := cl.Version
 	proven := build.KubernetesMinors()
 	var list []string
@@ -22,15 +22,15 @@ func checkVersion(cl *Cluster) Result {
 	}
 	minor, err := strconv.Atoi(strings.TrimRight(v.Minor, "+"))
 	if err != nil || v.Major != "1" {
-		return result(category, name, Error, fmt.Sprintf("version %s (major %q, minor %q) is not a Kubernetes 1.x release", v.GitVersion, v.Major, v.Minor),
+		return c.result(Error, fmt.Sprintf("version %s (major %q, minor %q) is not a Kubernetes 1.x release", v.GitVersion, v.Major, v.Minor),
 			"globalmirror runs on Kubernetes 1.x")
 	}
 	detail := fmt.Sprintf("%s, reachable; proven on %s", v.GitVersion, strings.Join(list, ", "))
 	switch {
 	case minor < proven[0]:
-		return result(category, name, Error, detail, fmt.Sprintf("upgrade to 1.%d or later: the chart requires it, and older API servers lack what both halves rely on", proven[0]))
+		return c.result(Error, detail, fmt.Sprintf("upgrade to 1.%d or later: the chart requires it, and older API servers lack what both halves rely on", proven[0]))
 	case !slices.Contains(proven, minor):
-		return result(category, name, Warning, detail, fmt.Sprintf("1.%d is not among the releases the tests run on: it likely works, but no test proved it", minor))
+		return c.result(Warning, detail, fmt.Sprintf("1.%d is not among the releases the tests run on: it likely works, but no test proved it", minor))
 	}
-	return result(category, name, OK, detail, "")
+	return c.result(OK, detail, "")
 }

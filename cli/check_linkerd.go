@@ -16,11 +16,10 @@ import (
 // checkMirrors looks for Linkerd's headless mirrors, and for service
 // mirrors that do not mirror headless services (-enable-headless-services
 // is off by default).
-func checkMirrors(ctx context.Context, cl *Cluster) Result {
-	const category, name = CategoryLinkerd, "Linkerd's headless mirrors"
+func checkMirrors(ctx context.Context, c check, cl *Cluster, _ globals) Result {
 	svcs, err := cl.Client.CoreV1().Services(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: aggregate.LabelMirroredService + "=true"})
 	if err != nil {
-		return apiFailure(category, name, "listing Linkerd's mirrors", err, "")
+		return c.apiFailure("listing Linkerd's mirrors", err, "")
 	}
 	var watched []string // empty: every namespace
 	if cl.Controller != nil {
@@ -38,7 +37,7 @@ func checkMirrors(ctx context.Context, cl *Cluster) Result {
 	mirrors, err := cl.Client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		LabelSelector: "component in (linkerd-service-mirror, controller)," + aggregate.LabelClusterName})
 	if err != nil {
-		return apiFailure(category, name, "listing Linkerd's service mirrors", err, "")
+		return c.apiFailure("listing Linkerd's service mirrors", err, "")
 	}
 	var off []string
 	for _, d := range mirrors.Items {
@@ -47,16 +46,16 @@ func checkMirrors(ctx context.Context, cl *Cluster) Result {
 		}
 	}
 	if len(off) > 0 {
-		return result(category, name, Error, "service mirrors without -enable-headless-services: "+strings.Join(off, ", "),
+		return c.result(Error, "service mirrors without -enable-headless-services: "+strings.Join(off, ", "),
 			"link with headless mirroring: linkerd multicluster link --set enableHeadlessServices=true (or the multicluster chart's controllers[].enableHeadlessServices)")
 	}
 	if len(byCluster) == 0 {
-		return result(category, name, Error, "no headless mirror in any namespace",
+		return c.result(Error, "no headless mirror in any namespace",
 			"export a headless service in a linked cluster (label mirror.linkerd.io/exported=true), linked with headless mirroring (enableHeadlessServices=true)")
 	}
 	var per []string
-	for _, c := range slices.Sorted(maps.Keys(byCluster)) {
-		per = append(per, fmt.Sprintf("%s: %d", c, byCluster[c]))
+	for _, cluster := range slices.Sorted(maps.Keys(byCluster)) {
+		per = append(per, fmt.Sprintf("%s: %d", cluster, byCluster[cluster]))
 	}
 	detail := "headless mirrors by cluster: " + strings.Join(per, ", ")
 	if len(unwatched) > 0 {
@@ -64,10 +63,10 @@ func checkMirrors(ctx context.Context, cl *Cluster) Result {
 		for _, ns := range slices.Sorted(maps.Keys(unwatched)) {
 			outside = append(outside, fmt.Sprintf("%s: %d", ns, unwatched[ns]))
 		}
-		return result(category, name, Warning, detail+"; in namespaces the controller does not watch, so without a global: "+strings.Join(outside, ", "),
+		return c.result(Warning, detail+"; in namespaces the controller does not watch, so without a global: "+strings.Join(outside, ", "),
 			"where they should have one, add those namespaces to the controller's --namespaces and to the global stanza's namespaces")
 	}
-	return result(category, name, OK, detail, "")
+	return c.result(OK, detail, "")
 }
 
 func mirrorsHeadless(containers []corev1.Container) bool {

@@ -110,12 +110,20 @@ func defaultSA(name string) string {
 	return name
 }
 
+// checkControllerRBAC and checkDNSRBAC are checkRBAC of each half.
+func checkControllerRBAC(ctx context.Context, c check, cl *Cluster, _ globals) Result {
+	return checkRBAC(ctx, c, cl, "controller", controllerAccounts(cl), controllerNeeds(cl))
+}
+
+func checkDNSRBAC(ctx context.Context, c check, cl *Cluster, _ globals) Result {
+	return checkRBAC(ctx, c, cl, "cluster DNS", dnsAccounts(cl), dnsNeeds(cl))
+}
+
 // checkRBAC asks the API server, as each ServiceAccount the component runs
 // as, for each request it makes.
-func checkRBAC(ctx context.Context, cl *Cluster, category Category, component string, accounts []string, needs []need) Result {
-	name := "RBAC of the " + component
+func checkRBAC(ctx context.Context, c check, cl *Cluster, component string, accounts []string, needs []need) Result {
 	if len(accounts) == 0 || len(needs) == 0 {
-		return result(category, name, Error, "no "+component+" found", "see the checks above")
+		return c.result(Error, "no "+component+" found", "see the checks above")
 	}
 	var denied []string
 	for _, account := range accounts {
@@ -133,20 +141,20 @@ func checkRBAC(ctx context.Context, cl *Cluster, category Category, component st
 			return got.Status.Allowed, nil
 		})
 		if err != nil {
-			return apiFailure(category, name, "asking the API server what a ServiceAccount may do", err, "")
+			return c.apiFailure("asking the API server what a ServiceAccount may do", err, "")
 		}
 		if len(no) > 0 {
 			denied = append(denied, fmt.Sprintf("ServiceAccount %s may not: %s", account, strings.Join(no, "; ")))
 		}
 	}
 	if len(denied) > 0 {
-		return result(category, name, Error, strings.Join(denied, ". "),
+		return c.result(Error, strings.Join(denied, ". "),
 			"grant it (the chart's Roles grant exactly what each needs), or reinstall the chart with rbac.create=true")
 	}
 	if len(accounts) == 1 {
-		return result(category, name, OK, fmt.Sprintf("ServiceAccount %s has the %d permissions it needs", accounts[0], len(needs)), "")
+		return c.result(OK, fmt.Sprintf("ServiceAccount %s has the %d permissions it needs", accounts[0], len(needs)), "")
 	}
-	return result(category, name, OK, fmt.Sprintf("ServiceAccounts %s each have the %d permissions they need", strings.Join(accounts, ", "), len(needs)), "")
+	return c.result(OK, fmt.Sprintf("ServiceAccounts %s each have the %d permissions they need", strings.Join(accounts, ", "), len(needs)), "")
 }
 
 // orAll is namespaces, or all of them where it is empty.

@@ -20,13 +20,12 @@ import (
 // the largest of its replicas': the others manage none). Either half may
 // be a change behind for a moment, so a difference is read again, every
 // 2 s, three times in all, before it is an error.
-func checkServed(ctx context.Context, cl *Cluster, g globals) Result {
-	const category, name = CategoryGlobals, "both halves serve them"
+func checkServed(ctx context.Context, c check, cl *Cluster, g globals) Result {
 	if g.err != nil {
-		return globalsFailure(name, g.err)
+		return c.globalsFailure(g.err)
 	}
 	if cl.DNS == nil || len(cl.DNS.metrics) == 0 {
-		return result(category, name, Error, "no DNS pod's metrics were read, so what the plugin serves is unknown", "see the cluster DNS image check")
+		return c.result(Error, "no DNS pod's metrics were read, so what the plugin serves is unknown", "see the cluster DNS image check")
 	}
 	// Again, the pods the image check found running the plugin.
 	withPlugin := slices.DeleteFunc(slices.Clone(cl.DNS.Pods), func(p corev1.Pod) bool { return cl.DNS.metrics[p.Name] == "" })
@@ -46,7 +45,7 @@ func checkServed(ctx context.Context, cl *Cluster, g globals) Result {
 		if attempt > 0 {
 			select {
 			case <-ctx.Done():
-				return result(category, name, Error, "still different when the check's time ended: "+strings.Join(differ, "; "), servedHint)
+				return c.result(Error, "still different when the check's time ended: "+strings.Join(differ, "; "), servedHint)
 			case <-time.After(2 * time.Second):
 			}
 			dns, ctrl = read(ctx)
@@ -57,7 +56,7 @@ func checkServed(ctx context.Context, cl *Cluster, g globals) Result {
 		}
 	}
 	if len(differ) > 0 {
-		return result(category, name, Error, fmt.Sprintf("%d global services should exist, but for 4 s %s", g.total, strings.Join(differ, "; ")), servedHint)
+		return c.result(Error, fmt.Sprintf("%d global services should exist, but for 4 s %s", g.total, strings.Join(differ, "; ")), servedHint)
 	}
 	detail := fmt.Sprintf("%d global services answered by each of %d DNS pods", g.total, len(dns))
 	if len(ctrl) > 0 {
@@ -65,7 +64,7 @@ func checkServed(ctx context.Context, cl *Cluster, g globals) Result {
 	} else {
 		detail += " (the controller's metrics could not be read, so its count is unsaid)"
 	}
-	return result(category, name, OK, detail, "")
+	return c.result(OK, detail, "")
 }
 
 const servedHint = "a half that serves fewer is behind or stuck: the plugin's feeds (the pod's log, coredns_global_problems_total) or the controller (global services in sync, its log); one that serves more keeps what is gone. globalmirror status NAMESPACE/NAME shows one global"

@@ -78,21 +78,21 @@ func TestStanzaCheckComparesZonesAndWhatEachPodLoaded(t *testing.T) {
 		return &Cluster{DNS: &DNS{Corefiles: map[string]string{"kube-system/coredns": corefile}, metrics: metrics}}
 	}
 	loaded := map[string]string{"coredns-a": "coredns_global_globals 3\n" + `coredns_plugin_enabled{name="global",server="dns://:53",view="",zone="."} 1` + "\n"}
-	if r := checkStanza(dns(corefile, loaded)); r.Result != OK {
+	if r := run(t, "global stanza", dns(corefile, loaded)); r.Result != OK {
 		t.Errorf("the stanza loaded, in the cluster's zone: %+v", r)
 	}
 	custom := strings.Replace(corefile, "kubernetes cluster.local", "kubernetes corp.example", 1)
-	if r := checkStanza(dns(custom, loaded)); r.Result != Error || !strings.Contains(r.Detail, "global answers in cluster.local.") ||
+	if r := run(t, "global stanza", dns(custom, loaded)); r.Result != Error || !strings.Contains(r.Detail, "global answers in cluster.local.") ||
 		!strings.Contains(r.Detail, "serves corp.example.") {
 		t.Errorf("a custom cluster domain: %+v", r)
 	}
 	// No zones on the kubernetes line: the block's keys are its zones.
 	keys := strings.Replace(strings.Replace(corefile, ".:53 {", "cluster.local:53 {", 1), "kubernetes cluster.local in-addr.arpa ip6.arpa {", "kubernetes {", 1)
-	if r := checkStanza(dns(keys, loaded)); r.Result != OK {
+	if r := run(t, "global stanza", dns(keys, loaded)); r.Result != OK {
 		t.Errorf("the kubernetes plugin's zones from the block's keys: %+v", r)
 	}
 	stale := map[string]string{"coredns-a": loaded["coredns-a"], "coredns-b": "coredns_global_globals 0\n" + `coredns_plugin_enabled{name="kubernetes",server="dns://:53",view="",zone="."} 1` + "\n"}
-	if r := checkStanza(dns(corefile, stale)); r.Result != Error || !strings.Contains(r.Detail, "not loaded by coredns-b") || strings.Contains(r.Detail, "coredns-a") {
+	if r := run(t, "global stanza", dns(corefile, stale)); r.Result != Error || !strings.Contains(r.Detail, "not loaded by coredns-b") || strings.Contains(r.Detail, "coredns-a") {
 		t.Errorf("a pod that has not loaded the stanza: %+v", r)
 	}
 }
@@ -122,7 +122,7 @@ func TestControllerReleasesAreFoundByTheChartsLabels(t *testing.T) {
 	if err != nil || ctl == nil || ctl.Deployment.Name != "dns-discovery" {
 		t.Fatalf("a release with a nameOverride: %+v, %v", ctl, err)
 	}
-	if r := checkController(t.Context(), &Cluster{Controller: ctl}); r.Result != OK {
+	if r := run(t, "controller running", &Cluster{Controller: ctl}); r.Result != OK {
 		t.Errorf("one release: %+v", r)
 	}
 	c = fake.NewClientset(release("mesh", "dns-discovery", "discovery"), release("globalmirror", "gm", "globalmirror"))
@@ -130,7 +130,7 @@ func TestControllerReleasesAreFoundByTheChartsLabels(t *testing.T) {
 	if err != nil || ctl == nil {
 		t.Fatalf("two releases: %+v, %v", ctl, err)
 	}
-	if r := checkController(t.Context(), &Cluster{Controller: ctl}); r.Result != Error || !strings.Contains(r.Detail, "2 controller releases") ||
+	if r := run(t, "controller running", &Cluster{Controller: ctl}); r.Result != Error || !strings.Contains(r.Detail, "2 controller releases") ||
 		!strings.Contains(r.Detail, "mesh/dns-discovery") || !strings.Contains(r.Detail, "globalmirror/gm") {
 		t.Errorf("two releases: %+v", r)
 	}
@@ -169,11 +169,11 @@ func TestAgreementNamesEachDifference(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := &Cluster{Controller: ctl, DNS: &DNS{Corefiles: map[string]string{"kube-system/coredns": corefile}}}
-	if r := checkAgreement(cl); r.Result != OK {
+	if r := run(t, "plugin and controller agree", cl); r.Result != OK {
 		t.Errorf("defaults on both sides: %+v", r)
 	}
 	cl.DNS.Corefiles["kube-system/coredns"] = strings.Replace(corefile, "ttl 5", "ttl 5\n        suffix -all\n        namespaces app", 1)
-	r := checkAgreement(cl)
+	r := run(t, "plugin and controller agree", cl)
 	if r.Result != Error || !strings.Contains(r.Detail, `suffix "-all"`) || !strings.Contains(r.Detail, "namespaces [app]") || r.Hint == "" {
 		t.Errorf("suffix and namespaces differ: %+v", r)
 	}
@@ -193,7 +193,7 @@ func TestVersionAgainstTheMatrix(t *testing.T) {
 		}
 	}
 	for minor, want := range cases {
-		r := checkVersion(&Cluster{Version: &version.Info{Major: "1", Minor: minor, GitVersion: "v1." + minor}})
+		r := run(t, "Kubernetes API", &Cluster{Version: &version.Info{Major: "1", Minor: minor, GitVersion: "v1." + minor}})
 		if r.Result != want || (want != OK && r.Hint == "") {
 			t.Errorf("1.%s: %+v; want %s with a hint", minor, r, want)
 		}
@@ -231,7 +231,7 @@ func TestLeaderCheckReadsAnyLease(t *testing.T) {
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "globalmirror", Name: "gm"},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: new("gm-1_4b1e")}}
 	c := fake.NewClientset(pod, lease)
-	r := checkLeader(t.Context(), &Cluster{Client: c, Controller: ctl})
+	r := run(t, "controller leader", &Cluster{Client: c, Controller: ctl})
 	if r.Result != Error || !strings.Contains(r.Detail, "renewed never") {
 		t.Errorf("a Lease never renewed: %+v", r)
 	}
@@ -239,7 +239,7 @@ func TestLeaderCheckReadsAnyLease(t *testing.T) {
 	if _, err := c.CoordinationV1().Leases("globalmirror").Update(t.Context(), lease, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if r := checkLeader(t.Context(), &Cluster{Client: c, Controller: ctl}); r.Result != OK || !strings.Contains(r.Detail, "gm-1 holds") {
+	if r := run(t, "controller leader", &Cluster{Client: c, Controller: ctl}); r.Result != OK || !strings.Contains(r.Detail, "gm-1 holds") {
 		t.Errorf("renewed by a running replica: %+v", r)
 	}
 }
@@ -253,11 +253,11 @@ func TestLeaderElectionOffWithReplicasFails(t *testing.T) {
 	}
 	ctl.Deployment.Status.ReadyReplicas = 1
 	cl := &Cluster{Client: fake.NewClientset(), Controller: ctl}
-	if r := checkLeader(t.Context(), cl); r.Result != OK {
+	if r := run(t, "controller leader", cl); r.Result != OK {
 		t.Errorf("one replica, no election: %+v", r)
 	}
 	ctl.Deployment.Spec.Replicas = new(int32(2))
-	if r := checkLeader(t.Context(), cl); r.Result != Error || !strings.Contains(r.Detail, "2 replicas") || r.Hint == "" {
+	if r := run(t, "controller leader", cl); r.Result != Error || !strings.Contains(r.Detail, "2 replicas") || r.Hint == "" {
 		t.Errorf("two replicas, no election: %+v", r)
 	}
 }
@@ -272,7 +272,7 @@ func TestAPIErrorsFailTheirCheckWithTheirReason(t *testing.T) {
 	c.PrependReactor("list", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("connection reset")
 	})
-	r := checkMirrors(t.Context(), &Cluster{Client: c})
+	r := run(t, "Linkerd's headless mirrors", &Cluster{Client: c})
 	if r.Result != Error || !strings.Contains(r.Detail, "listing Linkerd's mirrors: forbidden") || !strings.Contains(r.Hint, "reads as you") {
 		t.Errorf("a refused list: %+v", r)
 	}
@@ -280,12 +280,12 @@ func TestAPIErrorsFailTheirCheckWithTheirReason(t *testing.T) {
 	if err == nil || ctl != nil {
 		t.Fatalf("a failed list of Deployments: %v, %v", ctl, err)
 	}
-	if r := checkController(t.Context(), &Cluster{ControllerErr: err}); r.Result != Error || !strings.Contains(r.Detail, "connection reset") {
+	if r := run(t, "controller running", &Cluster{ControllerErr: err}); r.Result != Error || !strings.Contains(r.Detail, "connection reset") {
 		t.Errorf("the controller could not be looked for: %+v", r)
 	}
 	dns := &DNS{CorefileErrs: map[string]error{"kube-system/coredns": apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "coredns", errors.New("no RBAC"))},
 		Corefiles: map[string]string{}, Service: &corev1.Service{}}
-	if r := checkStanza(&Cluster{DNS: dns}); r.Result != Error || !strings.Contains(r.Detail, "kube-system/coredns: forbidden") {
+	if r := run(t, "global stanza", &Cluster{DNS: dns}); r.Result != Error || !strings.Contains(r.Detail, "kube-system/coredns: forbidden") {
 		t.Errorf("a Corefile that could not be read: %+v", r)
 	}
 }
@@ -348,7 +348,7 @@ func TestMirrorsCheckFindsAServiceMirrorWithoutHeadless(t *testing.T) {
 		{"no mirror", nil, false, "no headless mirror"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := checkMirrors(t.Context(), &Cluster{Client: fake.NewClientset(tc.objs...)})
+			r := run(t, "Linkerd's headless mirrors", &Cluster{Client: fake.NewClientset(tc.objs...)})
 			if (r.Result == OK) != tc.ok || !strings.Contains(r.Detail, tc.detail) || (r.Result != OK && r.Hint == "") {
 				t.Errorf("%+v; want ok %v, detail with %q, a hint where it fails", r, tc.ok, tc.detail)
 			}
@@ -362,7 +362,7 @@ func TestMirrorsCheckFindsAServiceMirrorWithoutHeadless(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := checkMirrors(t.Context(), &Cluster{Client: fake.NewClientset(headless, mirror("east", "-enable-headless-services")), Controller: ctl})
+	r := run(t, "Linkerd's headless mirrors", &Cluster{Client: fake.NewClientset(headless, mirror("east", "-enable-headless-services")), Controller: ctl})
 	if r.Result != Warning || !strings.Contains(r.Detail, "does not watch, so without a global: app: 1") || r.Hint == "" {
 		t.Errorf("mirrors outside the watched namespaces: %+v", r)
 	}
@@ -392,8 +392,13 @@ func TestEveryCheckIsDocumented(t *testing.T) {
 	var results []Result
 	Check(t.Context(), &Cluster{Client: fake.NewClientset(), Version: &version.Info{Major: "1", Minor: "36"}, DNSErr: errors.New("none")},
 		func(r Result) { results = append(results, r) })
-	if len(results) < 12 {
-		t.Fatalf("%d checks ran", len(results))
+	if len(results) != len(checks) {
+		t.Fatalf("%d checks ran, want the %d of the table", len(results), len(checks))
+	}
+	for i, r := range results {
+		if r.Category != checks[i].category || r.Check != checks[i].name {
+			t.Errorf("result %d is %s %q, want the table's %s %q", i, r.Category, r.Check, checks[i].category, checks[i].name)
+		}
 	}
 	for _, r := range append(results, Unreachable(errors.New("x"))[0]) {
 		cell, ok := rows[r.Check]
@@ -550,4 +555,14 @@ func TestImportsAreReadFromThePodsConfigMaps(t *testing.T) {
 			}
 		})
 	}
+}
+
+// run runs the check named name on cl as Check does, with no globals read.
+func run(t *testing.T, name string, cl *Cluster) Result {
+	t.Helper()
+	i := slices.IndexFunc(checks, func(c check) bool { return c.name == name })
+	if i < 0 {
+		t.Fatalf("no check %q", name)
+	}
+	return checks[i].run(t.Context(), checks[i], cl, globals{})
 }

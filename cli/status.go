@@ -8,7 +8,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/controller/slicewriter"
@@ -253,43 +252,4 @@ func (st *GlobalStatus) writeSync(out io.Writer) {
 	for _, d := range st.Differences {
 		fmt.Fprintf(out, "  %s\n", d)
 	}
-}
-
-// Marks of each level, as the text output shows them.
-var marks = map[Level]string{OK: "✔", Warning: "‼", Error: "✘"}
-
-// WriteResults writes check results as the command shows them, by
-// category: ✔, ‼ or ✘, the check, what was found, and where it did not
-// pass what to do; then a line that sums them up.
-func WriteResults(out io.Writer, rs []Result) {
-	var category Category
-	counts := map[Level]int{}
-	for _, r := range rs {
-		if r.Category != category {
-			if category != "" {
-				fmt.Fprintln(out)
-			}
-			category = r.Category
-			fmt.Fprintf(out, "%s\n%s\n", category, strings.Repeat("-", utf8.RuneCountInString(string(category))))
-		}
-		counts[r.Result]++
-		fmt.Fprintf(out, "%s %s: %s\n", marks[r.Result], r.Check, r.Detail)
-		if r.Result != OK && r.Hint != "" {
-			fmt.Fprintf(out, "    hint: %s\n", r.Hint)
-		}
-		if r.Result != OK && r.Doc != "" {
-			fmt.Fprintf(out, "    see: %s\n", r.Doc)
-		}
-	}
-	fmt.Fprintf(out, "\n%s %d checks: %d %s, %d %s, %d %s\n", marks[worst(rs)], len(rs), counts[OK], marks[OK], counts[Warning], marks[Warning], counts[Error], marks[Error])
-}
-
-func worst(rs []Result) Level {
-	w := OK
-	for _, r := range rs {
-		if r.Result == Error || (r.Result == Warning && w == OK) {
-			w = r.Result
-		}
-	}
-	return w
 }
