@@ -125,113 +125,141 @@ func newNamedAnswerSet(v aggregate.View, service string, hostOf hostNaming) *ans
 	if !v.TriggerTime.IsZero() {
 		s.trigger = v.TriggerTime.UnixNano()
 	}
-
-	// Distinct addresses by family, hosts and port sets, in first-seen order.
-	type pending struct {
-		addr  int // index in v4 or v6
-		v4    bool
-		host  int // index in hosts
-		ports uint32
-	}
-	var (
-		v4, v6    []net.IP
-		addrIdx   = map[string]int{} // address as the slice spells it -> index in its family
-		hosts     []string
-		hostIdx   = map[string]int{}
-		portIdx   = map[string]uint32{}
-		pend      []pending
-		namesLen  int
-		lowerKeys bool
-	)
+	b := answerBuilder{addrIdx: map[string]int{}, hostIdx: map[string]int{}, portIdx: map[string]uint32{}}
 	for i := range v.Endpoints {
-		ep := &v.Endpoints[i]
-		if !ep.Ready {
-			continue
-		}
-		s.endpoints++
-		pkey := portKey(*ep)
-		pi, ok := portIdx[pkey]
-		if !ok {
-			pi = uint32(len(portIdx)) // #nosec G115 -- fewer port sets than endpoints
-			portIdx[pkey] = pi
-			if s.ports == nil {
-				s.ports = portSets.of(pkey, *ep) // the common case, shared whole
-			} else {
-				s.ports = &portTable{sets: append(slices.Clip(s.ports.sets), portSets.of(pkey, *ep).sets[0])}
-			}
-		}
-		for _, ip := range ep.Addresses {
-			addr := net.ParseIP(ip)
-			if addr == nil {
-				continue // aggregate only passes canonical addresses
-			}
-			p := pending{ports: pi}
-			a4 := addr.To4()
-			p.v4 = a4 != nil
-			// The same address spelled two ways (a.b.c.d, ::ffff:a.b.c.d) is
-			// two addresses, as in the kubernetes plugin.
-			ai, seen := addrIdx[ip]
-			if !seen {
-				if p.v4 {
-					ai = len(v4)
-					v4 = append(v4, a4)
-				} else {
-					ai = len(v6)
-					v6 = append(v6, addr.To16())
-				}
-				addrIdx[ip] = ai
-			}
-			p.addr = ai
-			host := hostOf(ep, ip)
-			host = host[:min(len(host), maxHost)]
-			hi, seen := hostIdx[host]
-			if !seen {
-				hi = len(hosts)
-				hostIdx[host] = hi
-				hosts = append(hosts, host)
-				namesLen += 1 + len(host)
-				lowerKeys = lowerKeys || strings.ToLower(host) != host
-			}
-			p.host = hi
-			pend = append(pend, p)
+		if ep := &v.Endpoints[i]; ep.Ready {
+			s.endpoints++
+			b.add(s, ep, hostOf)
 		}
 	}
+	b.pack(s)
+	if len(v.Problems) > 0 {
+		s.rarely().problems = make(map[string]string, len(v.Problems))
+		for _, p := range v.Problems {
+			s.rare.problems[p.Detail] = p.Reason
+		}
+	}
+	return s
+}
 
-	s.n4 = uint32(len(v4)) // #nosec G115 -- addresses are far fewer than 2^32
-	s.slab = make([]byte, 0, 4*len(v4)+16*len(v6))
-	for _, a := range v4 {
+// rarely is s's rare part, made where s has none yet.
+func (s *answerSet) rarely() *answerRare {
+	if s.rare == nil {
+		s.rare = &answerRare{}
+	}
+	return s.rare
+}
+
+// answerBuilder gathers a view's records as its ready endpoints give them:
+// distinct addresses by family, hosts and port sets, in first-seen order,
+// and a pending record for each address of each endpoint.
+type answerBuilder struct {
+	v4, v6    []net.IP
+	addrIdx   map[string]int // address as the slice spells it -> index in its family
+	hosts     []string
+	hostIdx   map[string]int
+	portIdx   map[string]uint32
+	pend      []pendingRec
+	namesLen  int
+	lowerKeys bool // some host is not lower case
+}
+
+// pendingRec is a record before its set is packed.
+type pendingRec struct {
+	addr  int // index in v4 or v6
+	v4    bool
+	host  int // index in hosts
+	ports uint32
+}
+
+// add gathers ep's records, its port set into s's.
+func (b *answerBuilder) add(s *answerSet, ep *aggregate.Endpoint, hostOf hostNaming) {
+	pkey := portKey(*ep)
+	pi, ok := b.portIdx[pkey]
+	if !ok {
+		pi = uint32(len(b.portIdx)) // #nosec G115 -- fewer port sets than endpoints
+		b.portIdx[pkey] = pi
+		if s.ports == nil {
+			s.ports = portSets.of(pkey, *ep) // the common case, shared whole
+		} else {
+			s.ports = &portTable{sets: append(slices.Clip(s.ports.sets), portSets.of(pkey, *ep).sets[0])}
+		}
+	}
+	for _, ip := range ep.Addresses {
+		addr := net.ParseIP(ip)
+		if addr == nil {
+			continue // aggregate only passes canonical addresses
+		}
+		p := pendingRec{ports: pi}
+		a4 := addr.To4()
+		p.v4 = a4 != nil
+		// The same address spelled two ways (a.b.c.d, ::ffff:a.b.c.d) is
+		// two addresses, as in the kubernetes plugin.
+		ai, seen := b.addrIdx[ip]
+		if !seen {
+			if p.v4 {
+				ai = len(b.v4)
+				b.v4 = append(b.v4, a4)
+			} else {
+				ai = len(b.v6)
+				b.v6 = append(b.v6, addr.To16())
+			}
+			b.addrIdx[ip] = ai
+		}
+		p.addr = ai
+		host := hostOf(ep, ip)
+		host = host[:min(len(host), maxHost)]
+		hi, seen := b.hostIdx[host]
+		if !seen {
+			hi = len(b.hosts)
+			b.hostIdx[host] = hi
+			b.hosts = append(b.hosts, host)
+			b.namesLen += 1 + len(host)
+			b.lowerKeys = b.lowerKeys || strings.ToLower(host) != host
+		}
+		p.host = hi
+		b.pend = append(b.pend, p)
+	}
+}
+
+// pack writes what b gathered into s: the address slab, the names, and the
+// records sorted by host.
+func (b *answerBuilder) pack(s *answerSet) {
+	s.n4 = uint32(len(b.v4)) // #nosec G115 -- addresses are far fewer than 2^32
+	s.slab = make([]byte, 0, 4*len(b.v4)+16*len(b.v6))
+	for _, a := range b.v4 {
 		s.slab = append(s.slab, a...)
 	}
-	for _, a := range v6 {
+	for _, a := range b.v6 {
 		s.slab = append(s.slab, a...)
 	}
-	var b strings.Builder
-	b.Grow(namesLen)
-	offsets := make([]uint32, len(hosts))
-	for i, h := range hosts {
-		offsets[i] = uint32(b.Len()) // #nosec G115 -- hostnames are short
-		b.WriteByte(byte(len(h)))
-		b.WriteString(h)
+	var names strings.Builder
+	names.Grow(b.namesLen)
+	offsets := make([]uint32, len(b.hosts))
+	for i, h := range b.hosts {
+		offsets[i] = uint32(names.Len()) // #nosec G115 -- hostnames are short
+		names.WriteByte(byte(len(h)))
+		names.WriteString(h)
 	}
-	s.names = b.String()
+	s.names = names.String()
 
 	// By host, so that a host's records are found by a binary search over
 	// them, with no index beside them: the pending records are sorted by
 	// their host's key (its lower case, computed once a host), stably.
-	keyOf := hosts
-	if lowerKeys {
-		keyOf = make([]string, len(hosts))
-		for i, h := range hosts {
+	keyOf := b.hosts
+	if b.lowerKeys {
+		keyOf = make([]string, len(b.hosts))
+		for i, h := range b.hosts {
 			keyOf[i] = strings.ToLower(h)
 		}
 	}
-	slices.SortStableFunc(pend, func(a, b pending) int { return strings.Compare(keyOf[a.host], keyOf[b.host]) })
-	s.recs = make([]rec, len(pend))
+	slices.SortStableFunc(b.pend, func(x, y pendingRec) int { return strings.Compare(keyOf[x.host], keyOf[y.host]) })
+	s.recs = make([]rec, len(b.pend))
 	var keys []string
-	if lowerKeys {
-		keys = make([]string, len(pend))
+	if b.lowerKeys {
+		keys = make([]string, len(b.pend))
 	}
-	for i, p := range pend {
+	for i, p := range b.pend {
 		r := rec{ports: p.ports, host: offsets[p.host]}
 		r.addr = uint32(p.addr) // #nosec G115 -- see n4
 		if !p.v4 {
@@ -243,22 +271,8 @@ func newNamedAnswerSet(v aggregate.View, service string, hostOf hostNaming) *ans
 		}
 	}
 	if keys != nil {
-		if s.rare == nil {
-			s.rare = &answerRare{}
-		}
-		s.rare.keys = keys
+		s.rarely().keys = keys
 	}
-
-	if len(v.Problems) > 0 {
-		if s.rare == nil {
-			s.rare = &answerRare{}
-		}
-		s.rare.problems = make(map[string]string, len(v.Problems))
-		for _, p := range v.Problems {
-			s.rare.problems[p.Detail] = p.Reason
-		}
-	}
-	return s
 }
 
 // drainedNamed is v with only the endpoints drained at aggregate.DrainShared

@@ -46,11 +46,12 @@ type dnsController struct {
 	// sorted; nil when reverse answers are off.
 	ptr map[netip.Addr][]string
 
-	queue  workqueue.TypedInterface[source.Key]
-	listed atomic.Bool // the feeds have synced: changes are queued from here
-	synced atomic.Bool
-	// syncedCh is closed when synced turns true, for a start to wait on.
-	syncedCh chan struct{}
+	queue    workqueue.TypedInterface[source.Key]
+	queueing atomic.Bool // the feeds have synced: changes are queued from here
+	// built: the answers of everything the feeds listed are built; builtCh
+	// is closed then, for a start to wait on.
+	built    atomic.Bool
+	builtCh  chan struct{}
 	modified atomic.Int64 // unix seconds of the last change, the SOA serial
 
 	// pending has, per base, when the feeds first delivered a change
@@ -89,14 +90,14 @@ type controllerOptions struct {
 // newDNSController builds the loop over src's feeds (not yet started).
 func newDNSController(src *source.Source, opts controllerOptions) *dnsController {
 	dc := &dnsController{
-		src:      src,
-		sets:     map[string]*answerSet{},
-		native:   map[string]*answerSet{},
-		pending:  map[source.Key]time.Time{},
-		queue:    workqueue.NewTyped[source.Key](),
-		now:      time.Now,
-		opts:     opts,
-		syncedCh: make(chan struct{}),
+		src:     src,
+		sets:    map[string]*answerSet{},
+		native:  map[string]*answerSet{},
+		pending: map[source.Key]time.Time{},
+		queue:   workqueue.NewTyped[source.Key](),
+		now:     time.Now,
+		opts:    opts,
+		builtCh: make(chan struct{}),
 	}
 	if opts.clusterset {
 		dc.clusterset = map[string]*answerSet{}
@@ -111,7 +112,7 @@ func newDNSController(src *source.Source, opts controllerOptions) *dnsController
 
 // Changed implements source.Handler.
 func (dc *dnsController) Changed(k source.Key) {
-	if !dc.listed.Load() {
+	if !dc.queueing.Load() {
 		return // the initial build reads every base (run)
 	}
 	dc.pendingMu.Lock()
@@ -231,7 +232,7 @@ func setOrDelete(m map[string]*answerSet, key string, s *answerSet) {
 
 // ready reports whether the feeds have synced and the answer sets of
 // everything they listed are built.
-func (dc *dnsController) ready() bool { return dc.synced.Load() }
+func (dc *dnsController) ready() bool { return dc.built.Load() }
 
 // run builds answer sets until ctx is done. It waits for the feeds to
 // sync, builds every known base, reports ready, and serves the queue of
@@ -250,11 +251,11 @@ func (dc *dnsController) run(ctx context.Context) {
 	}
 	// Before reading the keys: a change from here on is queued, one before
 	// is in the index they are read from.
-	dc.listed.Store(true)
+	dc.queueing.Store(true)
 	if !dc.buildAll(ctx, dc.src.Keys()) {
 		return
 	}
-	dc.markSynced()
+	dc.markBuilt()
 	for dc.processNext() {
 	}
 }
@@ -295,9 +296,9 @@ func (dc *dnsController) globalCount() int {
 	return dc.globals
 }
 
-func (dc *dnsController) markSynced() {
-	dc.synced.Store(true)
-	close(dc.syncedCh)
+func (dc *dnsController) markBuilt() {
+	dc.built.Store(true)
+	close(dc.builtCh)
 	log.Infof("Synced: answering for %d global services", dc.globals)
 }
 
@@ -317,7 +318,7 @@ func (dc *dnsController) rebuild(k source.Key) {
 	// Before reading the index: a change delivered from here on is built
 	// by the next rebuild and timed from its own delivery.
 	delivered, wasDelivered := dc.takePending(k)
-	synced := dc.synced.Load()
+	built := dc.built.Load()
 	in := dc.src.Input(k)
 	name := aggregate.GlobalName(k.Base, dc.src.Suffix())
 	key := name + "." + k.Namespace
@@ -369,7 +370,7 @@ func (dc *dnsController) rebuild(k source.Key) {
 	now := dc.now()
 	dc.modified.Store(now.Unix())
 
-	if synced && (!sameAnswers(old, cur) || !sameAnswers(oldNative, native)) {
+	if built && (!sameAnswers(old, cur) || !sameAnswers(oldNative, native)) {
 		dc.observeProgramming(now, old, cur, delivered, wasDelivered)
 	}
 	if cur == nil {

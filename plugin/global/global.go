@@ -152,7 +152,7 @@ func (g *Global) serve(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 		return g.next(ctx, w, r)
 	}
 	var sel selection
-	found, synced, pass := g.lookup(q, clusterset, &sel)
+	found, complete, pass := g.lookup(q, clusterset, &sel)
 	if pass {
 		return g.next(ctx, w, r)
 	}
@@ -174,7 +174,7 @@ func (g *Global) serve(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 			// answer: the name exists, with no records (RFC 8020).
 			return g.negative(ctx, state, zi, zone, dns.RcodeSuccess)
 		}
-		return g.nameError(ctx, state, zi, zone, synced)
+		return g.nameError(ctx, state, zi, zone, complete)
 	}
 
 	var m *dns.Msg
@@ -196,20 +196,20 @@ func (g *Global) serve(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 
 // lookup finds what a parsed name selects, into sel: its answer set and the
 // records of it the name selects; found false where the name does not exist
-// (or, before the first sync, synced false: it may). pass: the name is the
+// (or, before the first build, complete false: it may). pass: the name is the
 // next plugin's. sel is the caller's, so that it stays on the query's stack.
-func (g *Global) lookup(q query, clusterset bool, sel *selection) (found, synced, pass bool) {
+func (g *Global) lookup(q query, clusterset bool, sel *selection) (found, complete, pass bool) {
 	var set *answerSet
-	synced = g.ctrl.ready() // once: the answer must agree with it
+	complete = g.ctrl.ready() // once: the answer must agree with it
 	switch {
 	case q.native:
 		// Any other service's name is the kubernetes plugin's, before the
 		// first sync too, unless its local service opted into native names.
 		if set = g.ctrl.getNative(q.key); set == nil {
-			return false, synced, true
+			return false, complete, true
 		}
-		synced = true
-	case synced:
+		complete = true
+	case complete:
 		if clusterset {
 			set = g.ctrl.getClusterset(q.key)
 		} else {
@@ -221,11 +221,11 @@ func (g *Global) lookup(q query, clusterset bool, sel *selection) (found, synced
 		// have of a global the controller just deleted (they may lag the
 		// API by client-go's backoff after API-server restarts).
 		if set == nil && (clusterset || g.ctrl.othersOwn(q.key)) {
-			return false, synced, true
+			return false, complete, true
 		}
 	}
 	if set == nil {
-		return false, synced, false
+		return false, complete, false
 	}
 	found = true
 	switch {
@@ -245,16 +245,16 @@ func (g *Global) lookup(q query, clusterset bool, sel *selection) (found, synced
 		// others, a cluster's own name "<clusterid>.<service>...".
 		found = false
 	}
-	return found, synced, false
+	return found, complete, false
 }
 
 // nameError answers for a name that does not exist: NXDOMAIN, or the next
 // plugin with fallthrough, or SERVFAIL before the first sync.
-func (g *Global) nameError(ctx context.Context, state request.Request, zi int, zone string, synced bool) (int, error) {
+func (g *Global) nameError(ctx context.Context, state request.Request, zi int, zone string, complete bool) (int, error) {
 	if g.fall.Through(state.Name()) {
 		return g.next(ctx, state.W, state.Req)
 	}
-	if !synced {
+	if !complete {
 		return g.negative(ctx, state, zi, zone, dns.RcodeServerFailure)
 	}
 	return g.negative(ctx, state, zi, zone, dns.RcodeNameError)

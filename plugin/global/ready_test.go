@@ -61,7 +61,7 @@ func TestReadyForEveryBlock(t *testing.T) {
 	if built.Ready() || unbuilt.Ready() {
 		t.Fatal("ready while another server block's index is not built")
 	}
-	unbuilt.ctrl.markSynced()
+	unbuilt.ctrl.markBuilt()
 	if !built.Ready() || !unbuilt.Ready() {
 		t.Fatal("not ready, every block's index built")
 	}
@@ -91,7 +91,7 @@ func TestReadyWhileHandingOver(t *testing.T) {
 	if g.Ready() {
 		t.Fatal("ready, listening with an index that is not complete")
 	}
-	g.ctrl.markSynced()
+	g.ctrl.markBuilt()
 	if !g.Ready() {
 		t.Fatal("not ready, listening and complete")
 	}

@@ -83,7 +83,7 @@ func setup(c *caddy.Controller) error {
 		defer wait.Stop()
 		began := time.Now()
 		select {
-		case <-ix.ctrl.syncedCh:
+		case <-ix.ctrl.builtCh:
 		case <-wait.C:
 		}
 		switch {
