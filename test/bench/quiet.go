@@ -8,11 +8,69 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
+
+// cpuSamples are the machine's busy CPU time (cpuTicks), read every
+// interval from sampleCPU's call until its ctx ends: a few reads a second,
+// where reading at every event measured would compete with what it measures.
+type cpuSamples struct {
+	mu    sync.Mutex
+	at    []time.Time
+	ticks []int64
+}
+
+// sampleCPU samples the machine's busy CPU time every interval, the first
+// sample at once.
+func sampleCPU(ctx context.Context, interval time.Duration) (*cpuSamples, error) {
+	c := &cpuSamples{}
+	if err := c.sample(); err != nil {
+		return nil, err
+	}
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = c.sample() // the first read worked: so do these
+			}
+		}
+	}()
+	return c, nil
+}
+
+func (c *cpuSamples) sample() error {
+	ticks, err := cpuTicks()
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at, c.ticks = append(c.at, time.Now()), append(c.ticks, ticks)
+	return nil
+}
+
+// busy is the share of the machine's CPUs busy from the first sample to
+// the first one at or after until (the last, if none is); 0 over no time.
+func (c *cpuSamples) busy(until time.Time) float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := min(len(c.at)-1, sort.Search(len(c.at), func(i int) bool { return !c.at[i].Before(until) }))
+	span := c.at[i].Sub(c.at[0]).Seconds()
+	if span <= 0 {
+		return 0
+	}
+	return float64(c.ticks[i]-c.ticks[0]) / clockTicks / span / float64(runtime.NumCPU())
+}
 
 // clockTicks is USER_HZ, the unit of /proc CPU times; 100 on every Linux
 // architecture Go supports.

@@ -6,7 +6,6 @@ import (
 	"io"
 	"maps"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -76,7 +75,7 @@ type StormResult struct {
 	ControllerFirst  time.Duration
 	ControllerAfter  []time.Duration
 	// ControllerBusy is the share of the machine's CPUs busy from the first
-	// write to the controller's last: near 1, the writes wait for CPU (the
+	// write to the controller's last, sampled every 100 ms: near 1, the writes wait for CPU (the
 	// API server's, on a machine that runs everything), not for the
 	// controller.
 	ControllerBusy float64
@@ -274,7 +273,9 @@ func (w World) stormOnce(ctx context.Context, addr string, client kubernetes.Int
 	defer stopSweeping()
 	swept := w.sweep(sweepCtx, addr, bases, want)
 
-	ticks, err := cpuTicks()
+	cpuCtx, stopSampling := context.WithCancel(ctx)
+	defer stopSampling()
+	cpu, err := sampleCPU(cpuCtx, 100*time.Millisecond)
 	if err != nil {
 		return nil, err
 	}
@@ -320,9 +321,7 @@ func (w World) stormOnce(ctx context.Context, addr string, client kubernetes.Int
 	for _, t := range s.byGlobal {
 		res.ControllerAfter = append(res.ControllerAfter, max(0, t.Sub(last)))
 	}
-	if span := s.last.Sub(start); span > 0 {
-		res.ControllerBusy = float64(s.lastTicks-ticks) / clockTicks / span.Seconds() / float64(runtime.NumCPU())
-	}
+	res.ControllerBusy = cpu.busy(s.last)
 	return res, nil
 }
 
@@ -416,11 +415,10 @@ func (w World) link(ctx context.Context, client kubernetes.Interface, i, c int) 
 
 // sliceWrites is what a watch of the controller's slices saw: how many
 // writes, when the first and the last, when each global's slices were last
-// written, and the machine's busy CPU time at the last (cpuTicks).
+// written.
 type sliceWrites struct {
 	n           int
 	first, last time.Time
-	lastTicks   int64
 	byGlobal    map[string]time.Time
 }
 
@@ -446,13 +444,12 @@ func (w World) watchControllerSlices(ctx context.Context, client kubernetes.Inte
 				continue
 			}
 			now := time.Now()
-			ticks, _ := cpuTicks()
 			mu.Lock()
 			s.n++
 			if s.first.IsZero() {
 				s.first = now
 			}
-			s.last, s.lastTicks = now, ticks
+			s.last = now
 			s.byGlobal[slice.Labels[discoveryv1.LabelServiceName]] = now
 			mu.Unlock()
 		}
