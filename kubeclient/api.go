@@ -2,7 +2,6 @@ package kubeclient
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -72,19 +71,4 @@ func RESTAPI(c rest.Interface, r Resource, namespace, sel string) API {
 			return request(ctx, o)
 		},
 	}
-}
-
-// EncodeProtobuf encodes obj as the API server sends it in protobuf: in its
-// envelope, at its group version in client-go's scheme (tests' API
-// servers).
-func EncodeProtobuf(obj runtime.Object) ([]byte, error) {
-	kinds, _, err := scheme.Scheme.ObjectKinds(obj)
-	if err != nil {
-		return nil, err
-	}
-	info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
-	if !ok {
-		return nil, fmt.Errorf("no protobuf serializer")
-	}
-	return runtime.Encode(scheme.Codecs.EncoderForVersion(info.Serializer, kinds[0].GroupVersion()), obj)
 }

@@ -78,14 +78,25 @@ func bookmark(rv string, end bool) *corev1.Pod {
 	return p
 }
 
-// protobufOf encodes obj as the API server sends it in protobuf.
+// protobufOf encodes obj as the API server sends it in protobuf: in its
+// envelope, at its group version (test/fakeapi's Encode, which imports
+// this package).
 func protobufOf(t testing.TB, obj runtime.Object) []byte {
 	t.Helper()
-	data, err := EncodeProtobuf(obj)
+	data, err := encodeProtobuf(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return data
+}
+
+func encodeProtobuf(obj runtime.Object) ([]byte, error) {
+	kinds, _, err := scheme.Scheme.ObjectKinds(obj)
+	if err != nil {
+		return nil, err
+	}
+	info, _ := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	return runtime.Encode(scheme.Codecs.EncoderForVersion(info.Serializer, kinds[0].GroupVersion()), obj)
 }
 
 // watchFrames encodes events as the API server streams a protobuf watch:
@@ -150,7 +161,7 @@ func (a *scriptedAPI) api() API {
 			if err != nil {
 				return nil, err
 			}
-			body, err := EncodeProtobuf(list)
+			body, err := encodeProtobuf(list)
 			return io.NopCloser(bytes.NewReader(body)), err
 		},
 		Watch: func(ctx context.Context, o metav1.ListOptions) (io.ReadCloser, error) {
@@ -459,7 +470,7 @@ func TestFeedListsABoundedNumberOfTimesAMinuteWhereEveryVersionIsGone(t *testing
 						return nil, gone
 					}
 					list := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "9"}, Items: []corev1.Pod{*pod("a", "3")}}
-					body, err := EncodeProtobuf(list)
+					body, err := encodeProtobuf(list)
 					return io.NopCloser(bytes.NewReader(body)), err
 				},
 				Watch: func(_ context.Context, o metav1.ListOptions) (io.ReadCloser, error) {

@@ -613,7 +613,7 @@ func TestARelistOfCurrentObjectsReadsOnlyTheirNamesAndVersions(t *testing.T) {
 // protobufOf encodes obj as the API server sends it.
 func protobufOf(t *testing.T, obj runtime.Object) []byte {
 	t.Helper()
-	data, err := kubeclient.EncodeProtobuf(obj)
+	data, err := fakeapi.Encode(obj)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,7 @@ func TestASliceStoredSparselyIsStoredAsTheWholeOne(t *testing.T) {
 			sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{"192.0.2.1"}, Hostname: new("h"), Zone: new("z"),
 				Conditions: discoveryv1.EndpointConditions{Ready: cond(), Serving: cond(), Terminating: cond()}})
 		}
-		data, err := kubeclient.EncodeProtobuf(sl)
+		data, err := fakeapi.Encode(sl)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -54,7 +54,7 @@ func For(client kubernetes.Interface) func(r kubeclient.Resource, namespace, sel
 				if err != nil {
 					return nil, err
 				}
-				b, err := kubeclient.EncodeProtobuf(l)
+				b, err := Encode(l)
 				if err != nil {
 					return nil, fmt.Errorf("encoding a %s list: %w", r.Kind, err)
 				}
@@ -90,7 +90,7 @@ func encoded(ctx context.Context, w watch.Interface) io.ReadCloser {
 		info, _ := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
 		frames := info.StreamSerializer.Framer.NewFrameWriter(pw)
 		for ev := range w.ResultChan() {
-			raw, err := kubeclient.EncodeProtobuf(ev.Object)
+			raw, err := Encode(ev.Object)
 			if err == nil {
 				err = info.StreamSerializer.Encode(&metav1.WatchEvent{Type: string(ev.Type), Object: runtime.RawExtension{Raw: raw}}, frames)
 			}
@@ -114,4 +114,18 @@ type body struct {
 func (b body) Close() error {
 	b.stop()
 	return b.PipeReader.Close()
+}
+
+// Encode encodes obj as the API server sends it in protobuf: in its
+// envelope, at its group version in client-go's scheme.
+func Encode(obj runtime.Object) ([]byte, error) {
+	kinds, _, err := scheme.Scheme.ObjectKinds(obj)
+	if err != nil {
+		return nil, err
+	}
+	info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	if !ok {
+		return nil, fmt.Errorf("no protobuf serializer")
+	}
+	return runtime.Encode(scheme.Codecs.EncoderForVersion(info.Serializer, kinds[0].GroupVersion()), obj)
 }
