@@ -66,8 +66,9 @@ func TestReloadLosesNothing(t *testing.T) {
 	// globals, the last one included, one query at a time without pause.
 	// An answer is wrong or SERVFAIL (bad), or a TCP connection the old
 	// instance had accepted is closed without an answer as it stops, reset
-	// or shut (CoreDNS's server shutdown, whatever the plugins: a resolver
-	// asks again), at most once a reload with one query in flight.
+	// or shut (CoreDNS's server shutdown, whatever the plugins: Go asks
+	// again, glibc only after a reset), at most once a reload with one
+	// query in flight.
 	var asked, bad, resets atomic.Int64
 	var firstBad sync.Once
 	var badWhat string
