@@ -346,9 +346,10 @@ const (
 // judge tallies the lookups asked in [from, to). A lookup that went wrong
 // over UDP is excused only by what the wire proves befell it through a pod
 // in ended (dnsWire.cause): an orphaned answer (slow by one retry) in any
-// span, one lookup for each such pod; a refusal (failed, or Go's not-found
-// that follows one) or a query lost (slow by one retry) only where allows
-// says kubeadm's pods end (problems bounds those); over TCP, a connection a
+// span, one lookup for each such pod; a refusal (failed at once, or Go's
+// not-found that follows one, or failed after one retry where the retry was
+// lost too) or a query lost (slow by one retry) only where allows says
+// kubeadm's pods end (problems bounds those); over TCP, a connection a
 // pod closed first (failed) only where allows says CoreDNS reloads, one
 // lookup for each pod.
 func (a *askerLog) judge(tr *truth, wire *dnsWire, ended map[netip.Addr]time.Time, allows allowance, step string, from, to time.Time) tally {
@@ -398,6 +399,9 @@ func (a *askerLog) judge(tr *truth, wire *dnsWire, ended map[netip.Addr]time.Tim
 		byOneRetry := l.took() <= oneRetry
 		switch {
 		case !right && l.took() < slowLookup && excuse(refused, "refused", &t.Refused, desc):
+		// glibc asks again from a new port after a refusal, which a
+		// stale conntrack entry may carry to the other ended pod.
+		case !right && byOneRetry && lost != nil && excuse(refused, "refused, its retry lost", &t.Refused, desc):
 		case right && byOneRetry && excuse(orphaned, orphanedAnswer, &t.Orphaned, desc):
 		case right && byOneRetry && excuse(lost, "query lost", &t.Lost, desc):
 		case l.Err != "" && excuse(closed, closedByReload, &t.Closed, desc):

@@ -280,6 +280,13 @@ func (w *dnsWire) cause(l lookup, ended map[netip.Addr]time.Time) (orphaned, ref
 		port, id uint16
 	}
 	replied := map[podQuery]bool{}
+	// refusedFrom are the ports whose queries a pod refused: those were
+	// not lost.
+	type podPort struct {
+		pod  [4]byte
+		port uint16
+	}
+	refusedFrom := map[podPort]bool{}
 	var candidates []packet
 	w.within(l, func(p packet) {
 		switch {
@@ -291,6 +298,7 @@ func (w *dnsWire) cause(l lookup, ended map[netip.Addr]time.Time) (orphaned, ref
 			replied[podQuery{p.src, p.dport, p.id}] = true
 			candidates = append(candidates, p)
 		case p.kind == unreachable && p.dst == w.asker:
+			refusedFrom[podPort{p.src, p.sport}] = true
 			candidates = append(candidates, p)
 		}
 	})
@@ -312,7 +320,7 @@ func (w *dnsWire) cause(l lookup, ended map[netip.Addr]time.Time) (orphaned, ref
 		}
 	}
 	for _, p := range sent {
-		if lost == nil && !replied[podQuery{p.dst, p.sport, p.id}] {
+		if lost == nil && !replied[podQuery{p.dst, p.sport, p.id}] && !refusedFrom[podPort{p.dst, p.sport}] {
 			lost = endedBy(p, p.dst, p.sport)
 		}
 	}

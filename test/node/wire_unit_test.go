@@ -156,6 +156,13 @@ func TestOnlyWhatTheWireProvesIsExcused(t *testing.T) {
 				add(3, podLink, packet{kind: unreachable, src: endedPod.As4(), dst: askerAddr.As4(), sport: l.port, dport: 53})
 			case "lost":
 				add(2, podLink, past)
+			case "refused, then its retry lost":
+				add(2, podLink, past)
+				add(3, podLink, packet{kind: unreachable, src: endedPod.As4(), dst: askerAddr.As4(), sport: l.port, dport: 53})
+				retried := past
+				retried.sport = l.port + 50
+				add(4, askerLink, packet{kind: query, src: askerAddr.As4(), dst: serviceAddr.As4(), sport: retried.sport, dport: 53, id: 7})
+				add(4, podLink, retried)
 			}
 			// The retry, answered through the Service; glibc asks again from
 			// the same port with the same ID.
@@ -185,23 +192,31 @@ func TestOnlyWhatTheWireProvesIsExcused(t *testing.T) {
 		l.Millis, l.result = 4, result{Query: "go/host/db", Err: "read: connection refused"}
 		return l
 	}
+	failedAfterRetry := func(i int) lookup {
+		l := slow(i)
+		l.result = result{Query: "go/host/db", Err: "getaddrinfo: Temporary failure in name resolution"}
+		return l
+	}
 	for name, c := range map[string]struct {
 		wire    []lookupOnWire
 		lookups []lookup
 		allows  allowance
 		want    tally
 	}{
-		"an orphaned answer from an ended pod":        {[]lookupOnWire{{"orphaned", 40000}}, []lookup{slow(0)}, strict, tally{Orphaned: 1}},
-		"a second one from the same pod":              {[]lookupOnWire{{"orphaned", 40000}, {"orphaned", 41000}}, []lookup{slow(0), slow(1)}, strict, tally{Orphaned: 1, Slow: 1}},
-		"an orphaned answer from a live pod":          {[]lookupOnWire{{"orphaned by a live pod", 40000}}, []lookup{slow(0)}, strict, tally{Slow: 1}},
-		"an orphaned answer to another port":          {[]lookupOnWire{{"orphaned on another port", 40000}}, []lookup{slow(0)}, strict, tally{Slow: 1}},
-		"a refusal where no pod of kubeadm's ends":    {[]lookupOnWire{{"refused", 40000}}, []lookup{refusedLookup(0)}, strict, tally{Failed: 1}},
-		"a refusal where kubeadm's pods end":          {[]lookupOnWire{{"refused", 40000}}, []lookup{refusedLookup(0)}, kubeadmPodsEnd, tally{Refused: 1}},
-		"a failure without a refusal on the wire":     {[]lookupOnWire{{"lost", 40000}}, []lookup{refusedLookup(0)}, kubeadmPodsEnd, tally{Failed: 1}},
-		"a query lost where kubeadm's pods end":       {[]lookupOnWire{{"lost", 40000}}, []lookup{slow(0)}, kubeadmPodsEnd, tally{Lost: 1}},
-		"a query lost where no pod of kubeadm's ends": {[]lookupOnWire{{"lost", 40000}}, []lookup{slow(0)}, strict, tally{Slow: 1}},
-		"a query lost, asked again from its port":     {[]lookupOnWire{{"lost, asked again as glibc does", 40000}}, []lookup{slow(0)}, kubeadmPodsEnd, tally{Lost: 1}},
-		"a refusal and a query lost by one pod":       {[]lookupOnWire{{"refused", 40000}, {"lost", 41000}}, []lookup{refusedLookup(0), slow(1)}, kubeadmPodsEnd, tally{Refused: 1, Lost: 1}},
+		"an orphaned answer from an ended pod":         {[]lookupOnWire{{"orphaned", 40000}}, []lookup{slow(0)}, strict, tally{Orphaned: 1}},
+		"a second one from the same pod":               {[]lookupOnWire{{"orphaned", 40000}, {"orphaned", 41000}}, []lookup{slow(0), slow(1)}, strict, tally{Orphaned: 1, Slow: 1}},
+		"an orphaned answer from a live pod":           {[]lookupOnWire{{"orphaned by a live pod", 40000}}, []lookup{slow(0)}, strict, tally{Slow: 1}},
+		"an orphaned answer to another port":           {[]lookupOnWire{{"orphaned on another port", 40000}}, []lookup{slow(0)}, strict, tally{Slow: 1}},
+		"a refusal where no pod of kubeadm's ends":     {[]lookupOnWire{{"refused", 40000}}, []lookup{refusedLookup(0)}, strict, tally{Failed: 1}},
+		"a refusal where kubeadm's pods end":           {[]lookupOnWire{{"refused", 40000}}, []lookup{refusedLookup(0)}, kubeadmPodsEnd, tally{Refused: 1}},
+		"a failure without a refusal on the wire":      {[]lookupOnWire{{"lost", 40000}}, []lookup{refusedLookup(0)}, kubeadmPodsEnd, tally{Failed: 1}},
+		"a query lost where kubeadm's pods end":        {[]lookupOnWire{{"lost", 40000}}, []lookup{slow(0)}, kubeadmPodsEnd, tally{Lost: 1}},
+		"a query lost where no pod of kubeadm's ends":  {[]lookupOnWire{{"lost", 40000}}, []lookup{slow(0)}, strict, tally{Slow: 1}},
+		"a query lost, asked again from its port":      {[]lookupOnWire{{"lost, asked again as glibc does", 40000}}, []lookup{slow(0)}, kubeadmPodsEnd, tally{Lost: 1}},
+		"a refusal and a query lost by one pod":        {[]lookupOnWire{{"refused", 40000}, {"lost", 41000}}, []lookup{refusedLookup(0), slow(1)}, kubeadmPodsEnd, tally{Refused: 1, Lost: 1}},
+		"refused, its retry lost, failed":              {[]lookupOnWire{{"refused, then its retry lost", 40000}}, []lookup{failedAfterRetry(0)}, kubeadmPodsEnd, tally{Refused: 1}},
+		"refused, failed after a retry not lost":       {[]lookupOnWire{{"refused", 40000}}, []lookup{failedAfterRetry(0)}, kubeadmPodsEnd, tally{Failed: 1}},
+		"refused, its retry lost, no pod of kubeadm's": {[]lookupOnWire{{"refused, then its retry lost", 40000}}, []lookup{failedAfterRetry(0)}, strict, tally{Failed: 1}},
 	} {
 		a := &askerLog{all: c.lookups}
 		got := a.judge(tr, wireOf(c.wire...), ended, c.allows, name, base, at(60_000))
