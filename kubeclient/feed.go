@@ -286,9 +286,10 @@ func (f *Feed) heard() {
 }
 
 // isExpired reports whether err is the API server saying that a version is
-// gone (410): compacted away, or older than its watch cache. It is the one test of a 410 in the
-// feeds, the one client-go's reflector makes (either reason, for API servers
-// before 1.18); an error event of a watch is one through apierrors.FromObject.
+// gone (410): compacted away, or older than its watch cache. It is the one
+// test of a 410 in the feeds, the one client-go's reflector makes (either
+// reason, for API servers before 1.18); an error event of a watch is one
+// through apierrors.FromObject.
 func isExpired(err error) bool {
 	return apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
 }

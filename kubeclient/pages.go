@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// A list's page in protobuf is the envelope (a runtime.Unknown) around the
-// list: its ListMeta (version, continue token), then its items, each an
+// A list in protobuf is the envelope (a runtime.Unknown) around the list:
+// its ListMeta (its version), then its items, each an
 // object's message as a watch event carries it, without an envelope.
 
 // pages lists through the list API, as client-go's pager asks but in one

@@ -18,15 +18,20 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// An endpoint mirror's slice, the bulk of a large world's index, is three
-// words (24 bytes), as mirrorSlice's comment says: no room for a generation.
-// The sizes DESIGN.md states: an endpoint mirror's slice, a member slice,
-// an entry.
+// The sizes DESIGN.md states: an endpoint mirror's slice, the bulk of a
+// large world's index, three words (mirrorSlice's comment: no room for a
+// generation); a member slice; an entry.
 func TestMirrorSliceSize(t *testing.T) {
-	for what, got := range map[string]uintptr{"mirrorSlice": unsafe.Sizeof(mirrorSlice{}), "indexedSlice": unsafe.Sizeof(indexedSlice{}),
-		"entry": unsafe.Sizeof(entry{})} {
-		if want := map[string]uintptr{"mirrorSlice": 24, "indexedSlice": 48, "entry": 112}[what]; got != want {
-			t.Errorf("a %s is %d bytes, want %d", what, got, want)
+	for _, c := range []struct {
+		what      string
+		got, want uintptr
+	}{
+		{"mirrorSlice", unsafe.Sizeof(mirrorSlice{}), 24},
+		{"indexedSlice", unsafe.Sizeof(indexedSlice{}), 48},
+		{"entry", unsafe.Sizeof(entry{}), 112},
+	} {
+		if c.got != c.want {
+			t.Errorf("a %s is %d bytes, want %d", c.what, c.got, c.want)
 		}
 	}
 }

@@ -134,10 +134,11 @@ func newNamedAnswerSet(v aggregate.View, service string, hostOf hostNaming) *ans
 	}
 	b.pack(s)
 	if len(v.Problems) > 0 {
-		s.rarely().problems = make(map[string]string, len(v.Problems))
+		problems := make(map[string]string, len(v.Problems))
 		for _, p := range v.Problems {
-			s.rare.problems[p.Detail] = p.Reason
+			problems[p.Detail] = p.Reason
 		}
+		s.rarely().problems = problems
 	}
 	return s
 }
