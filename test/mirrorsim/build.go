@@ -23,6 +23,10 @@ const (
 	LabelHeadlessMirrorSvcName      = "mirror.linkerd.io/headless-mirror-svc-name"
 	AnnotationRemoteSvcFqName       = "mirror.linkerd.io/remote-svc-fq-name"
 	AnnotationRemoteResourceVersion = "mirror.linkerd.io/remote-resource-version"
+	AnnotationRemoteGatewayIdentity = "mirror.linkerd.io/remote-gateway-identity"
+	// annotationOpaquePorts is copied onto mirrors even where a Link
+	// excludes it.
+	annotationOpaquePorts = "config.linkerd.io/opaque-ports"
 
 	mirrorPrefix = "mirror.linkerd.io/"
 )
@@ -41,6 +45,18 @@ type mirror struct {
 	cluster string
 	domain  string // the remote cluster's DNS domain, e.g. cluster.local
 	remote  *corev1.Service
+	link    linkSpec
+}
+
+// linkSpec is what of a Link's spec changes the mirrors' metadata.
+type linkSpec struct {
+	// excludedLabels and excludedAnnotations (Link v1alpha3): keys not
+	// copied from the exported Service, each exact or a prefix ending in
+	// "/*".
+	excludedLabels, excludedAnnotations []string
+	// gatewayIdentity, where set, is written on the Endpoints the mirror
+	// writes (AnnotationRemoteGatewayIdentity).
+	gatewayIdentity string
 }
 
 // name of the mirror Service: db → db-east.
@@ -48,12 +64,30 @@ func (m mirror) name() string { return mirrorName(m.remote.Name, m.cluster) }
 
 func mirrorName(remote, cluster string) string { return remote + "-" + cluster }
 
-// labels of headless and ClusterIP mirrors: the remote labels without
-// Linkerd's own, plus the mirror labels.
+// excluded reports whether key matches one of patterns as Linkerd matches
+// a Link's exclusions (cluster_watcher.go: isLabelExlucded,
+// isAnnotationExlucded): equal, or, for a pattern "p/*", starting with p.
+func excluded(key string, patterns []string) bool {
+	for _, p := range patterns {
+		if prefix, ok := strings.CutSuffix(p, "/*"); ok && strings.HasPrefix(key, prefix) || key == p {
+			return true
+		}
+	}
+	return false
+}
+
+// labels of headless and ClusterIP mirrors and of endpoint mirrors: the
+// remote labels without Linkerd's own and the Link's excludedLabels, plus
+// the mirror labels (cluster_watcher.go: getMirrorServiceLabels). The
+// Endpoints Linkerd writes are created with the same
+// (getMirrorEndpointLabels).
 func (m mirror) labels() map[string]string {
 	l := map[string]string{}
-	maps.Copy(l, m.remote.Labels)
-	maps.DeleteFunc(l, func(k, _ string) bool { return strings.HasPrefix(k, mirrorPrefix) })
+	for k, v := range m.remote.Labels {
+		if !strings.HasPrefix(k, mirrorPrefix) && !excluded(k, m.link.excludedLabels) {
+			l[k] = v
+		}
+	}
 	maps.Copy(l, m.ownLabels())
 	return l
 }
@@ -62,11 +96,28 @@ func (m mirror) ownLabels() map[string]string {
 	return map[string]string{LabelMirroredService: "true", LabelClusterName: m.cluster}
 }
 
-func (m mirror) annotations(fqName string) map[string]string {
-	return map[string]string{
-		AnnotationRemoteSvcFqName:       fqName,
-		AnnotationRemoteResourceVersion: m.remote.ResourceVersion,
+// serviceAnnotations of headless and ClusterIP mirrors: every annotation
+// of the exported Service but the topology ones and the Link's
+// excludedAnnotations (the opaque-ports annotation always), plus the remote
+// name and resource version (cluster_watcher.go: getCommonServiceAnnotations,
+// getMirrorServiceAnnotations).
+func (m mirror) serviceAnnotations() map[string]string {
+	a := map[string]string{}
+	for k, v := range m.remote.Annotations {
+		if !topologyAnnotations[k] && !excluded(k, m.link.excludedAnnotations) || k == annotationOpaquePorts {
+			a[k] = v
+		}
 	}
+	a[AnnotationRemoteSvcFqName] = m.fqName("")
+	a[AnnotationRemoteResourceVersion] = m.remote.ResourceVersion
+	return a
+}
+
+// topologyAnnotations are never copied: topology hints are not
+// multicluster aware (cluster_watcher.go: isAnnotationExlucded).
+var topologyAnnotations = map[string]bool{
+	"service.kubernetes.io/topology-aware-hints": true,
+	"service.kubernetes.io/topology-mode":        true,
 }
 
 // fqName is the remote Service's DNS name, or with a hostname, its pod's.
@@ -98,7 +149,7 @@ func (m mirror) service(headless bool) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: m.name(), Namespace: m.remote.Namespace,
-			Labels: m.labels(), Annotations: m.annotations(m.fqName("")),
+			Labels: m.labels(), Annotations: m.serviceAnnotations(),
 		},
 		Spec: spec,
 	}
@@ -108,14 +159,20 @@ func (m mirror) service(headless bool) *corev1.Service {
 func (m mirror) endpointMirrorName(hostname string) string { return mirrorName(hostname, m.cluster) }
 
 // endpointMirrorService is the ClusterIP Service standing for one remote pod,
-// db-0-east, whose Endpoints point at the gateway.
-func (m mirror) endpointMirrorService(hostname string) *corev1.Service {
-	l := m.ownLabels()
+// db-0-east, whose Endpoints point at the gateway: the headless mirror's
+// labels and the remote Endpoints' version endpointsVersion when it was made
+// (cluster_watcher_headless.go: createEndpointMirrorService). Linkerd
+// never updates one: it deletes it when its pod leaves.
+func (m mirror) endpointMirrorService(hostname, endpointsVersion string) *corev1.Service {
+	l := m.labels()
 	l[LabelHeadlessMirrorSvcName] = m.name()
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: m.endpointMirrorName(hostname), Namespace: m.remote.Namespace,
-			Labels: l, Annotations: m.annotations(m.fqName(hostname)),
+			Labels: l, Annotations: map[string]string{
+				AnnotationRemoteSvcFqName:       m.fqName(hostname),
+				AnnotationRemoteResourceVersion: endpointsVersion,
+			},
 		},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: m.ports()},
 	}
@@ -123,8 +180,11 @@ func (m mirror) endpointMirrorService(hostname string) *corev1.Service {
 
 // gatewayEndpoints are the Endpoints of a ClusterIP or endpoint mirror: the
 // gateway, on the gateway port under each of the Service's port names; not
-// ready while the gateway is down.
-func gatewayEndpoints(svc *corev1.Service, gw Gateway) *corev1.Endpoints {
+// ready while the gateway is down. They are also what Linkerd writes into a
+// headless mirror's Endpoints on an update of the exported Service
+// (cluster_watcher.go: handleRemoteExportedServiceUpdated): the gateway,
+// without a hostname.
+func (m mirror) gatewayEndpoints(svc *corev1.Service, gw Gateway) *corev1.Endpoints {
 	subset := corev1.EndpointSubset{}
 	addr := []corev1.EndpointAddress{{IP: gw.IP.String()}}
 	if gw.Alive {
@@ -136,7 +196,7 @@ func gatewayEndpoints(svc *corev1.Service, gw Gateway) *corev1.Endpoints {
 		subset.Ports = append(subset.Ports, corev1.EndpointPort{Name: p.Name, Port: gw.Port, Protocol: cmp.Or(p.Protocol, corev1.ProtocolTCP)})
 	}
 	return &corev1.Endpoints{
-		ObjectMeta: endpointsMeta(svc),
+		ObjectMeta: m.endpointsMeta(svc),
 		Subsets:    []corev1.EndpointSubset{subset},
 	}
 }
@@ -147,7 +207,7 @@ func gatewayEndpoints(svc *corev1.Service, gw Gateway) *corev1.Endpoints {
 // ClusterIP yet are left out. Not ready, every address is a notReadyAddress,
 // as Linkerd's updateReadiness moves them while the gateway is dead.
 func (m mirror) headlessEndpoints(svc *corev1.Service, remote *corev1.Endpoints, clusterIPs map[string]string, ready bool) *corev1.Endpoints {
-	eps := &corev1.Endpoints{ObjectMeta: endpointsMeta(svc)}
+	eps := &corev1.Endpoints{ObjectMeta: m.endpointsMeta(svc)}
 	if remote == nil {
 		return eps
 	}
@@ -201,12 +261,30 @@ func readyHostnames(eps *corev1.Endpoints) []string {
 }
 
 // endpointsMeta names and labels Endpoints like their Service, which is what
-// the EndpointSlice mirroring controller copies onto the slices.
-func endpointsMeta(svc *corev1.Service) metav1.ObjectMeta {
-	return metav1.ObjectMeta{
-		Name: svc.Name, Namespace: svc.Namespace,
-		Labels: maps.Clone(svc.Labels), Annotations: map[string]string{AnnotationRemoteSvcFqName: svc.Annotations[AnnotationRemoteSvcFqName]},
+// the EndpointSlice mirroring controller copies onto the slices, and
+// annotates them with the remote name and the Link's gateway identity. Linkerd
+// sets both only when it creates Endpoints; its updates change their
+// subsets (and the identity), never their labels.
+func (m mirror) endpointsMeta(svc *corev1.Service) metav1.ObjectMeta {
+	a := map[string]string{AnnotationRemoteSvcFqName: svc.Annotations[AnnotationRemoteSvcFqName]}
+	if m.link.gatewayIdentity != "" {
+		a[AnnotationRemoteGatewayIdentity] = m.link.gatewayIdentity
 	}
+	return metav1.ObjectMeta{Name: svc.Name, Namespace: svc.Namespace, Labels: maps.Clone(svc.Labels), Annotations: a}
+}
+
+// gatewayShaped reports whether a headless mirror's Endpoints hold an
+// address without a hostname: the gateway Linkerd wrote on an update of the
+// exported Service, since its headless path writes named addresses only.
+func gatewayShaped(eps *corev1.Endpoints) bool {
+	for _, s := range eps.Subsets {
+		for _, a := range slices.Concat(s.Addresses, s.NotReadyAddresses) {
+			if a.Hostname == "" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // mode is how a remote Service is mirrored.

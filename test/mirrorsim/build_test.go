@@ -29,7 +29,13 @@ func remoteDB() *corev1.Service {
 			Labels: map[string]string{
 				"app": "db", LabelExported: "true", "mirror.linkerd.io/other": "x",
 			},
-			Annotations: map[string]string{"remote-only": "not copied"},
+			Annotations: map[string]string{
+				"meta.helm.sh/release-name":                  "db",
+				"service.kubernetes.io/topology-mode":        "Auto",
+				"service.kubernetes.io/topology-aware-hints": "auto",
+				"argocd.argoproj.io/tracking-id":             "shop:/Service:shop/db",
+				"config.linkerd.io/opaque-ports":             "5432",
+			},
 		},
 		Spec: corev1.ServiceSpec{
 			ClusterIP: corev1.ClusterIPNone,
@@ -72,9 +78,13 @@ func TestHeadlessService(t *testing.T) {
 			Labels: map[string]string{
 				"app": "db", LabelMirroredService: "true", LabelClusterName: "east",
 			},
+			// Every annotation of the exported Service but the topology ones.
 			Annotations: map[string]string{
-				AnnotationRemoteSvcFqName:       "db.shop.svc.cluster.local",
-				AnnotationRemoteResourceVersion: "42",
+				"meta.helm.sh/release-name":      "db",
+				"argocd.argoproj.io/tracking-id": "shop:/Service:shop/db",
+				"config.linkerd.io/opaque-ports": "5432",
+				AnnotationRemoteSvcFqName:        "db.shop.svc.cluster.local",
+				AnnotationRemoteResourceVersion:  "42",
 			},
 		},
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: wantPorts},
@@ -82,20 +92,28 @@ func TestHeadlessService(t *testing.T) {
 	expectObject(t, "headless mirror", want, m.service(true))
 	want.Spec = corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: wantPorts}
 	expectObject(t, "ClusterIP mirror", want, m.service(false))
+
+	// A Link's exclusions, exact or by prefix; opaque ports are kept.
+	m.link = linkSpec{excludedLabels: []string{"app"}, excludedAnnotations: []string{"argocd.argoproj.io/*", "meta.helm.sh/release-name", "config.linkerd.io/opaque-ports"}}
+	want.Labels = map[string]string{LabelMirroredService: "true", LabelClusterName: "east"}
+	delete(want.Annotations, "meta.helm.sh/release-name")
+	delete(want.Annotations, "argocd.argoproj.io/tracking-id")
+	expectObject(t, "ClusterIP mirror, exclusions", want, m.service(false))
 }
 
 func TestEndpointMirror(t *testing.T) {
-	m := mirror{cluster: "east", domain: "example.org", remote: remoteDB()}
-	svc := m.endpointMirrorService("db-0")
+	m := mirror{cluster: "east", domain: "example.org", remote: remoteDB(), link: linkSpec{gatewayIdentity: "gw"}}
+	svc := m.endpointMirrorService("db-0", "77")
 	want := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "db-0-east", Namespace: "shop",
 			Labels: map[string]string{
-				LabelMirroredService: "true", LabelClusterName: "east", LabelHeadlessMirrorSvcName: "db-east",
+				"app": "db", LabelMirroredService: "true", LabelClusterName: "east", LabelHeadlessMirrorSvcName: "db-east",
 			},
+			// The remote Endpoints' version, not the Service's; no copied annotation.
 			Annotations: map[string]string{
 				AnnotationRemoteSvcFqName:       "db-0.db.shop.svc.example.org",
-				AnnotationRemoteResourceVersion: "42",
+				AnnotationRemoteResourceVersion: "77",
 			},
 		},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: wantPorts},
@@ -106,7 +124,7 @@ func TestEndpointMirror(t *testing.T) {
 	wantEps := &corev1.Endpoints{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "db-0-east", Namespace: "shop", Labels: want.Labels,
-			Annotations: map[string]string{AnnotationRemoteSvcFqName: "db-0.db.shop.svc.example.org"},
+			Annotations: map[string]string{AnnotationRemoteSvcFqName: "db-0.db.shop.svc.example.org", AnnotationRemoteGatewayIdentity: "gw"},
 		},
 		Subsets: []corev1.EndpointSubset{{
 			Addresses: []corev1.EndpointAddress{{IP: "192.0.2.254"}},
@@ -116,10 +134,10 @@ func TestEndpointMirror(t *testing.T) {
 			},
 		}},
 	}
-	expectObject(t, "gateway endpoints", wantEps, gatewayEndpoints(svc, gw))
+	expectObject(t, "gateway endpoints", wantEps, m.gatewayEndpoints(svc, gw))
 	gw.Alive = false
 	wantEps.Subsets[0].NotReadyAddresses, wantEps.Subsets[0].Addresses = wantEps.Subsets[0].Addresses, nil
-	expectObject(t, "dead gateway endpoints", wantEps, gatewayEndpoints(svc, gw))
+	expectObject(t, "dead gateway endpoints", wantEps, m.gatewayEndpoints(svc, gw))
 }
 
 func TestHeadlessEndpoints(t *testing.T) {
@@ -161,6 +179,10 @@ func TestHeadlessEndpoints(t *testing.T) {
 	}
 	if allNotReady(m.headlessEndpoints(svc, nil, nil, false)) {
 		t.Error("allNotReady = true for Endpoints without addresses")
+	}
+	// What an update of the exported Service writes there: the gateway.
+	if gatewayShaped(got) || !gatewayShaped(m.gatewayEndpoints(svc, Gateway{IP: netip.MustParseAddr("192.0.2.254"), Port: 4143})) {
+		t.Error("gatewayShaped does not tell the pods from the gateway")
 	}
 }
 
@@ -225,17 +247,20 @@ func TestUpToDate(t *testing.T) {
 	m := mirror{cluster: "east", domain: "cluster.local", remote: remoteDB()}
 	desired := m.service(true)
 	stored := desired.DeepCopy()
-	// What the API server adds must not look like drift.
+	// Linkerd updates a mirror only for a new version of the exported
+	// Service, whatever else it or others changed.
 	stored.Annotations["someone-else"] = "x"
-	for i := range stored.Spec.Ports {
-		stored.Spec.Ports[i].TargetPort = intstr.FromInt32(stored.Spec.Ports[i].Port)
-	}
-	stored.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
-	if !serviceUpToDate(stored, desired) {
-		t.Error("defaulted service reported as drifted")
-	}
 	stored.Labels["app"] = "other"
-	if serviceUpToDate(stored, desired) {
-		t.Error("changed label not noticed")
+	stored.Spec.Ports = nil
+	if !serviceUpToDate(stored, desired) {
+		t.Error("a mirror naming the exported Service's version reported as out of date")
+	}
+	m.remote.ResourceVersion = "43"
+	if serviceUpToDate(stored, m.service(true)) {
+		t.Error("a new version of the exported Service not noticed")
+	}
+	// An endpoint mirror is never updated.
+	if !serviceUpToDate(&corev1.Service{}, m.endpointMirrorService("db-0", "1")) {
+		t.Error("an endpoint mirror reported as out of date")
 	}
 }

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/globalmirror/globalmirror/test/await"
@@ -95,6 +96,21 @@ func TestMirrorsim(t *testing.T) {
 	}
 	must(t, dbEast.Scale(ctx, 4))
 	expect(east, "the next remote change rewrites the headless mirror ready", "db-0 db-1 db-2 db-3", true, true)
+
+	// An annotation on the exported Service, as Helm and Argo CD write:
+	// Linkerd copies it onto the headless mirror and rewrites the mirror's
+	// Endpoints to the gateway, leaving the endpoint mirrors as they were;
+	// nothing puts the pods back until the next remote Endpoints event.
+	must(t, annotate(ctx, east.Client, "argocd.argoproj.io/tracking-id", "shop:/Service:shop/db"))
+	step(t, "east annotated: the gateway in db-east", func() string { return rewritten(ctx, source.Client, east, "db-0 db-1 db-2 db-3") })
+	idle(t, sim)
+	if diff := rewritten(ctx, source.Client, east, "db-0 db-1 db-2 db-3"); diff != "" {
+		t.Fatalf("once the simulator is idle: %s", diff)
+	}
+	must(t, dbEast.SetReady(ctx, "db-3", false))
+	expect(east, "the next remote Endpoints event puts the pods back", "db-0 db-1 db-2", true, true)
+	must(t, dbEast.SetReady(ctx, "db-3", true))
+	expect(east, "db-3 ready again", "db-0 db-1 db-2 db-3", true, true)
 
 	must(t, dbWest.Delete(ctx))
 	step(t, "west service deleted", func() string { return gone(ctx, source.Client, "west") })
@@ -188,10 +204,10 @@ func mirrored(ctx context.Context, src kubernetes.Interface, c *localkube.Cluste
 		return err.Error()
 	}
 	sameMap(mirrorName+" labels", svc.Labels, merge(own, map[string]string{"tier": "data"}))
-	sameMap(mirrorName+" annotations", svc.Annotations, map[string]string{
+	sameMap(mirrorName+" annotations", svc.Annotations, merge(remote.Annotations, map[string]string{
 		"mirror.linkerd.io/remote-svc-fq-name":      "db." + ns + ".svc.cluster.local",
 		"mirror.linkerd.io/remote-resource-version": remote.ResourceVersion,
-	})
+	}))
 	if svc.Spec.ClusterIP != corev1.ClusterIPNone || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "db" || svc.Spec.Ports[0].Port != 5432 {
 		differ("%s clusterIP %q ports %+v, want headless, db 5432", mirrorName, svc.Spec.ClusterIP, svc.Spec.Ports)
 	}
@@ -209,7 +225,7 @@ func mirrored(ctx context.Context, src kubernetes.Interface, c *localkube.Cluste
 		host := strings.TrimSuffix(em.Name, "-"+c.Name)
 		got = append(got, host)
 		clusterIPs[host] = em.Spec.ClusterIP
-		sameMap(em.Name+" labels", em.Labels, merge(own, map[string]string{"mirror.linkerd.io/headless-mirror-svc-name": mirrorName}))
+		sameMap(em.Name+" labels", em.Labels, merge(svc.Labels, map[string]string{"mirror.linkerd.io/headless-mirror-svc-name": mirrorName}))
 		if em.Spec.Type != corev1.ServiceTypeClusterIP || em.Spec.ClusterIP == "" || em.Spec.ClusterIP == corev1.ClusterIPNone {
 			differ("%s type %s clusterIP %q, want a ClusterIP", em.Name, em.Spec.Type, em.Spec.ClusterIP)
 		}
@@ -292,6 +308,71 @@ func mirrored(ctx context.Context, src kubernetes.Interface, c *localkube.Cluste
 	return strings.Join(diffs, "\n")
 }
 
+// annotate sets an annotation on the exported Service db of c, and nothing else.
+func annotate(ctx context.Context, c kubernetes.Interface, key, value string) error {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, key, value)
+	_, err := c.CoreV1().Services(ns).Patch(ctx, "db", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
+
+// rewritten describes how the source's mirrors of db from cluster c differ
+// from what Linkerd leaves after an update of the exported Service: the
+// headless mirror's Endpoints and slices hold the gateway alone, without a
+// hostname, on the gateway port, and the endpoint mirrors of hosts are still
+// there.
+func rewritten(ctx context.Context, src kubernetes.Interface, c *localkube.Cluster, hosts string) string {
+	var diffs []string
+	mirrorName := "db-" + c.Name
+	remote, err := c.Client.CoreV1().Services(ns).Get(ctx, "db", metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	svc, err := src.CoreV1().Services(ns).Get(ctx, mirrorName, metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	for k, v := range remote.Annotations {
+		if svc.Annotations[k] != v {
+			diffs = append(diffs, fmt.Sprintf("%s annotation %s=%q, want %q as on the exported Service", mirrorName, k, svc.Annotations[k], v))
+		}
+	}
+	eps, err := src.CoreV1().Endpoints(ns).Get(ctx, mirrorName, metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	want := []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "192.0.2.254"}},
+		Ports: []corev1.EndpointPort{{Name: "db", Port: 4143, Protocol: corev1.ProtocolTCP}}}}
+	if fmt.Sprint(eps.Subsets) != fmt.Sprint(want) || eps.Annotations[mirrorsim.AnnotationRemoteGatewayIdentity] != mirrorsim.DefaultGatewayIdentity {
+		diffs = append(diffs, fmt.Sprintf("%s endpoints %+v %v, want the gateway %+v and its identity", mirrorName, eps.Subsets, eps.Annotations, want))
+	}
+	slicesList, err := src.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + mirrorName})
+	if err != nil {
+		return err.Error()
+	}
+	var sliced []string
+	for _, s := range slicesList.Items {
+		for _, e := range s.Endpoints {
+			sliced = append(sliced, fmt.Sprintf("%v %v", e.Addresses, e.Hostname != nil))
+		}
+	}
+	if fmt.Sprint(sliced) != "[[192.0.2.254] false]" {
+		diffs = append(diffs, fmt.Sprintf("%s slices hold %v, want the gateway alone, no hostname", mirrorName, sliced))
+	}
+	list, err := src.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: "mirror.linkerd.io/headless-mirror-svc-name=" + mirrorName})
+	if err != nil {
+		return err.Error()
+	}
+	var got []string
+	for _, em := range list.Items {
+		got = append(got, strings.TrimSuffix(em.Name, "-"+c.Name))
+	}
+	slices.Sort(got)
+	if strings.Join(got, " ") != hosts {
+		diffs = append(diffs, fmt.Sprintf("endpoint mirrors for %q, want %q", strings.Join(got, " "), hosts))
+	}
+	return strings.Join(diffs, "\n")
+}
+
 // gone describes what of cluster's mirrors is left in the source.
 func gone(ctx context.Context, src kubernetes.Interface, cluster string) string {
 	sel := metav1.ListOptions{LabelSelector: "mirror.linkerd.io/cluster-name=" + cluster}
@@ -315,7 +396,8 @@ func gone(ctx context.Context, src kubernetes.Interface, cluster string) string 
 }
 
 func merge(a, b map[string]string) map[string]string {
-	out := maps.Clone(a)
+	out := map[string]string{}
+	maps.Copy(out, a)
 	maps.Copy(out, b)
 	return out
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -19,9 +18,10 @@ import (
 // reconcile makes the source's mirrors of one remote Service match the target
 // and returns how many objects it wrote. Its reads come from caches; a stale
 // cache shows up as a conflict or an AlreadyExists, and the key is retried.
-// remoteChanged says a remote Endpoints event is being answered: only then is
-// the headless mirror's readiness rewritten, as Linkerd does.
-func (s *Simulator) reconcile(ctx context.Context, l *link, k key, remoteChanged bool) (int, error) {
+// ev says which remote events it answers: as with Linkerd, a remote
+// Endpoints event rewrites the headless mirror's Endpoints from the remote
+// pods, and an update of the exported Service rewrites them to the gateway.
+func (s *Simulator) reconcile(ctx context.Context, l *link, k key, ev remoteEvents) (int, error) {
 	remote, err := l.services.Services(k.Namespace).Get(k.Name)
 	if apierrors.IsNotFound(err) {
 		remote = nil
@@ -55,7 +55,12 @@ func (s *Simulator) reconcile(ctx context.Context, l *link, k key, remoteChanged
 		w.deleteService(k.Namespace, mirrorSvcName)
 		existing = nil
 	}
-	m := mirror{cluster: k.Cluster, domain: s.opts.ClusterDomain, remote: remote}
+	m := mirror{cluster: k.Cluster, domain: s.opts.ClusterDomain, remote: remote, link: s.linkSpec()}
+	// Linkerd updates a mirror Service only when the exported Service's
+	// version differs from the one it last mirrored (cluster_watcher.go:
+	// createOrUpdateService), and then rewrites its Endpoints to the
+	// gateway (handleRemoteExportedServiceUpdated).
+	serviceUpdated := existing != nil && remote != nil && existing.Annotations[AnnotationRemoteResourceVersion] != remote.ResourceVersion
 	keep := map[string]bool{} // endpoint mirrors to keep
 
 	switch mode {
@@ -65,7 +70,7 @@ func (s *Simulator) reconcile(ctx context.Context, l *link, k key, remoteChanged
 
 	case modeClusterIP:
 		if svc := w.applyService(m.service(false), existing); svc != nil {
-			w.applyEndpoints(gatewayEndpoints(svc, gw))
+			w.applyEndpoints(m.gatewayEndpoints(svc, gw))
 		}
 
 	case modeHeadless:
@@ -82,14 +87,15 @@ func (s *Simulator) reconcile(ctx context.Context, l *link, k key, remoteChanged
 				w.fail(err)
 				continue
 			}
-			if ep := w.applyService(m.endpointMirrorService(host), current); ep != nil {
+			if ep := w.applyService(m.endpointMirrorService(host, remoteEps.ResourceVersion), current); ep != nil {
 				clusterIPs[host] = ep.Spec.ClusterIP
-				w.applyEndpoints(gatewayEndpoints(ep, gw))
+				w.applyEndpoints(m.gatewayEndpoints(ep, gw))
 			}
 		}
-		// Hostnames leave the headless mirror before their endpoint mirrors go.
-		w.applyEndpoints(m.headlessEndpoints(svc, remoteEps, clusterIPs,
-			s.headlessReady(k.Namespace, mirrorSvcName, remoteChanged, gw.Alive)))
+		if desired := s.headlessEndpoints(m, svc, remoteEps, clusterIPs, ev, serviceUpdated, gw); desired != nil {
+			// Hostnames leave the headless mirror before their endpoint mirrors go.
+			w.applyEndpoints(desired)
+		}
 	}
 
 	if len(w.errs) > 0 {
@@ -106,22 +112,33 @@ func (s *Simulator) reconcile(ctx context.Context, l *link, k key, remoteChanged
 	return w.writes, errors.Join(w.errs...)
 }
 
-// headlessReady is the readiness Linkerd writes a headless mirror's
-// Endpoints with. Their creation is always ready
-// (cluster_watcher_headless.go: createHeadlessMirrorEndpoints); an update in
-// answer to a remote Endpoints event follows the gateway's liveness
-// (cluster_watcher.go: updateMirrorEndpoints, updateReadiness); and nothing
-// else rewrites them, since the repair on a liveness change skips headless
-// mirrors (cluster_watcher.go: repairEndpoints), so they keep what they have.
-func (s *Simulator) headlessReady(ns, name string, remoteChanged, gatewayAlive bool) bool {
-	current, err := s.mirrorEndpoints.Endpoints(ns).Get(name)
+// headlessEndpoints are the Endpoints Linkerd writes for the headless
+// mirror svc in answer to ev, or nil where it writes none:
+//   - on their creation, the remote pods, ready
+//     (cluster_watcher_headless.go: createHeadlessMirrorEndpoints);
+//   - on an update of the exported Service, unless a remote Endpoints event
+//     came after it, the gateway, with no hostname, on the gateway port
+//     (cluster_watcher.go: handleRemoteExportedServiceUpdated);
+//   - on a remote Endpoints event, the remote pods, ready as the gateway is
+//     alive (cluster_watcher_headless.go: createOrUpdateHeadlessEndpoints,
+//     cluster_watcher.go: updateReadiness);
+//   - otherwise nothing new: the repair on a liveness change skips
+//     headless mirrors (cluster_watcher.go: repairEndpoints), so a gateway
+//     written there stays until the next remote Endpoints event, and pods
+//     keep the readiness they were written with.
+func (s *Simulator) headlessEndpoints(m mirror, svc *corev1.Service, remoteEps *corev1.Endpoints, clusterIPs map[string]string, ev remoteEvents, serviceUpdated bool, gw Gateway) *corev1.Endpoints {
+	current, err := s.mirrorEndpoints.Endpoints(svc.Namespace).Get(svc.Name)
 	switch {
 	case err != nil: // not there yet: created ready
-		return true
-	case remoteChanged:
-		return gatewayAlive
+		return m.headlessEndpoints(svc, remoteEps, clusterIPs, true)
+	case serviceUpdated && !(ev.endpoints && !ev.serviceLast):
+		return m.gatewayEndpoints(svc, gw)
+	case ev.endpoints:
+		return m.headlessEndpoints(svc, remoteEps, clusterIPs, gw.Alive)
+	case gatewayShaped(current):
+		return nil
 	default:
-		return !allNotReady(current)
+		return m.headlessEndpoints(svc, remoteEps, clusterIPs, !allNotReady(current))
 	}
 }
 
@@ -154,7 +171,10 @@ type writer struct {
 func (w *writer) fail(err error) { w.errs = append(w.errs, err) }
 
 // applyService creates desired, or updates current to it, and returns the
-// Service as stored (with its ClusterIP), or nil after an error.
+// Service as stored (with its ClusterIP), or nil after an error. Linkerd
+// replaces a headless or ClusterIP mirror's labels, annotations and ports
+// when the exported Service's version changed, and never updates an
+// endpoint mirror.
 func (w *writer) applyService(desired, current *corev1.Service) *corev1.Service {
 	if current == nil {
 		if err := w.ensureNamespace(desired.Namespace); err != nil {
@@ -163,10 +183,13 @@ func (w *writer) applyService(desired, current *corev1.Service) *corev1.Service 
 		}
 	}
 	return apply(w, w.s.source.CoreV1().Services(desired.Namespace), "service", desired, current, serviceUpToDate,
-		func(update, desired *corev1.Service) { update.Spec.Ports = desired.Spec.Ports })
+		func(update, desired *corev1.Service) {
+			update.Labels, update.Annotations, update.Spec.Ports = desired.Labels, desired.Annotations, desired.Spec.Ports
+		})
 }
 
-// applyEndpoints creates desired, or updates the cached Endpoints to it.
+// applyEndpoints creates desired, or updates the cached Endpoints' subsets
+// and gateway identity to it; Linkerd never changes their labels once made.
 func (w *writer) applyEndpoints(desired *corev1.Endpoints) {
 	current, err := w.s.mirrorEndpoints.Endpoints(desired.Namespace).Get(desired.Name)
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -174,7 +197,12 @@ func (w *writer) applyEndpoints(desired *corev1.Endpoints) {
 		return
 	}
 	apply(w, w.s.source.CoreV1().Endpoints(desired.Namespace), "endpoints", desired, current, endpointsUpToDate,
-		func(update, desired *corev1.Endpoints) { update.Subsets = desired.Subsets })
+		func(update, desired *corev1.Endpoints) {
+			update.Subsets = desired.Subsets
+			if id, ok := desired.Annotations[AnnotationRemoteGatewayIdentity]; ok {
+				update.Annotations = mergeAnnotations(update.Annotations, map[string]string{AnnotationRemoteGatewayIdentity: id})
+			}
+		})
 }
 
 // object is a Service or Endpoints pointer; client is its API in one namespace.
@@ -191,7 +219,7 @@ type client[T any] interface {
 }
 
 // apply creates desired if current (from the cache) is nil, else updates
-// current to desired's labels, annotations and content (setContent), and
+// current to desired as setContent writes it, and
 // returns the object as stored, or nil after an error. If the cache is behind
 // our own last write, the object is read live, so that a ready pod never
 // drops out of the headless mirror meanwhile.
@@ -219,8 +247,6 @@ func apply[T object[T]](w *writer, c client[T], kind string, desired, current T,
 		return current
 	}
 	update := current.DeepCopy()
-	update.SetLabels(desired.GetLabels())
-	update.SetAnnotations(mergeAnnotations(current.GetAnnotations(), desired.GetAnnotations()))
 	setContent(update, desired)
 	updated, err := c.Update(w.ctx, update, metav1.UpdateOptions{FieldManager: FieldManager})
 	if err != nil {
@@ -288,31 +314,21 @@ func deleteObject(ctx context.Context, c deleter, kind, ns, name string) error {
 	return nil
 }
 
-// serviceUpToDate compares what the simulator sets, ignoring what the API
-// server defaults (target ports, IP families) and others' annotations.
+// serviceUpToDate: a headless or ClusterIP mirror is as Linkerd last wrote
+// it while it names the exported Service's version; an endpoint mirror
+// always is.
 func serviceUpToDate(current, desired *corev1.Service) bool {
-	if !maps.Equal(current.Labels, desired.Labels) || !hasAnnotations(current.Annotations, desired.Annotations) {
-		return false
+	if _, endpointMirror := desired.Labels[LabelHeadlessMirrorSvcName]; endpointMirror {
+		return true
 	}
-	return slices.EqualFunc(current.Spec.Ports, desired.Spec.Ports, func(a, b corev1.ServicePort) bool {
-		return a.Name == b.Name && a.Port == b.Port && a.Protocol == b.Protocol &&
-			equality.Semantic.DeepEqual(a.AppProtocol, b.AppProtocol)
-	})
+	return current.Annotations[AnnotationRemoteResourceVersion] == desired.Annotations[AnnotationRemoteResourceVersion]
 }
 
 func endpointsUpToDate(current, desired *corev1.Endpoints) bool {
-	return maps.Equal(current.Labels, desired.Labels) &&
-		hasAnnotations(current.Annotations, desired.Annotations) &&
-		equality.Semantic.DeepEqual(current.Subsets, desired.Subsets)
-}
-
-func hasAnnotations(current, want map[string]string) bool {
-	for k, v := range want {
-		if cv, ok := current[k]; !ok || cv != v {
-			return false
-		}
+	if id, ok := desired.Annotations[AnnotationRemoteGatewayIdentity]; ok && current.Annotations[AnnotationRemoteGatewayIdentity] != id {
+		return false
 	}
-	return true
+	return equality.Semantic.DeepEqual(current.Subsets, desired.Subsets)
 }
 
 func mergeAnnotations(current, desired map[string]string) map[string]string {

@@ -45,6 +45,13 @@ import (
 // FieldManager names the simulator's writes in the source cluster.
 const FieldManager = "mirrorsim"
 
+// DefaultGatewayIdentity is the identity of Linkerd's gateway in the
+// linkerd-multicluster namespace of a trust domain cluster.local.
+const DefaultGatewayIdentity = "linkerd-gateway.linkerd-multicluster.serviceaccount.identity.linkerd.cluster.local"
+
+// DefaultResync is Linkerd's informer resync period (controller/k8s: ResyncTime).
+const DefaultResync = 10 * time.Minute
+
 // workers reconcile concurrently.
 const workers = 4
 
@@ -59,6 +66,21 @@ type Options struct {
 	ClusterDomain string
 	// Namespace limits mirroring to one namespace; default all.
 	Namespace string
+	// ExcludedLabels and ExcludedAnnotations are the Links'
+	// excludedLabels and excludedAnnotations (v1alpha3): keys of the
+	// exported Service not copied onto its mirrors, each exact or a prefix
+	// ending in "/*".
+	ExcludedLabels, ExcludedAnnotations []string
+	// GatewayIdentity is the Links' gatewayIdentity, written on the mirrors'
+	// Endpoints; default Linkerd's gateway's, as linkerd multicluster link
+	// reads it from the gateway.
+	GatewayIdentity string
+	// Resync is the period of the resync of the informers on the target
+	// clusters, whose updates Linkerd handles as any other: every remote
+	// Endpoints is an event again, which rewrites its headless mirror from
+	// the pods. Default 10 minutes, Linkerd's (controller/k8s: ResyncTime);
+	// negative: none.
+	Resync time.Duration
 	// Links installs Linkerd's Link CRD in the source cluster and keeps a
 	// Link for each linked cluster (links.go).
 	Links bool
@@ -72,14 +94,37 @@ type Options struct {
 const Behaviours = `Linkerd behaviours reproduced (edge-26.8.3, multicluster/service-mirror/):
   - An exported headless Service with ports whose Endpoints have an address
     (ready or not) with a hostname is mirrored headless: db-<cluster>
-    (clusterIP None, remote labels
-    without mirror.linkerd.io/*, mirror labels, remote-svc-fq-name and
-    remote-resource-version annotations), one ClusterIP endpoint mirror
-    <host>-<cluster> per ready named address, whose Endpoints hold the gateway,
-    and Endpoints for db-<cluster> mapping each hostname to its endpoint
-    mirror's ClusterIP; with addresses but no hostname it gets one ClusterIP
-    mirror in front of the gateway; before it has any address, no mirror.
-    The choice sticks. (cluster_watcher_headless.go)
+    (clusterIP None), one ClusterIP endpoint mirror <host>-<cluster> per
+    ready named address, whose Endpoints hold the gateway, and Endpoints for
+    db-<cluster> mapping each hostname to its endpoint mirror's ClusterIP;
+    with addresses but no hostname it gets one ClusterIP mirror in front of
+    the gateway; before it has any address, no mirror. The choice sticks.
+    (cluster_watcher_headless.go: createOrUpdateHeadlessEndpoints,
+    createRemoteHeadlessService, createHeadlessMirrorEndpoints)
+  - Mirror Services carry the remote labels without mirror.linkerd.io/* and
+    the Link's excludedLabels, plus the mirror labels; headless and
+    ClusterIP mirrors also every annotation of the exported Service but the
+    topology ones and the Link's excludedAnnotations (opaque ports always),
+    plus remote-svc-fq-name and remote-resource-version (the Service's).
+    Endpoint mirrors get the labels and the remote Endpoints' version, no
+    copied annotation. Endpoints get their Service's labels and the gateway
+    identity when created, never new labels after. (cluster_watcher.go:
+    getMirrorServiceLabels, getCommonServiceAnnotations,
+    getMirrorServiceAnnotations, getMirrorEndpointLabels;
+    cluster_watcher_headless.go: createEndpointMirrorService)
+  - An update of the exported Service whose version differs from the
+    mirror's remote-resource-version (a label, an annotation, a port)
+    replaces the mirror's labels, annotations and ports and rewrites its
+    Endpoints to the gateway's address, without a hostname, on the gateway
+    port, headless or not; endpoint mirrors are left as they were. Nothing
+    puts a headless mirror's pods back but the next remote Endpoints event
+    (a label change makes one: the Endpoints controller copies the labels;
+    an annotation change does not); the last event wins. (cluster_watcher.go:
+    createOrUpdateService, handleRemoteExportedServiceUpdated)
+  - The informers on the target resync every 10 minutes, and Linkerd takes a
+    resync for an update: every remote Endpoints rewrites its headless
+    mirror from the pods, ready as the gateway is alive. (controller/k8s:
+    ResyncTime; cluster_watcher.go: Start)
   - A remote pod that turns not ready leaves the headless mirror and its
     endpoint mirror is deleted; when ready again, the endpoint mirror is
     re-created with a new ClusterIP. (cluster_watcher_headless.go:
@@ -91,16 +136,16 @@ const Behaviours = `Linkerd behaviours reproduced (edge-26.8.3, multicluster/ser
     (probe_worker.go: run; cluster_watcher.go: NewRemoteClusterServiceWatcher)
   - While the gateway is dead, every Endpoints the mirror writes has its
     addresses moved to notReadyAddresses: ClusterIP and endpoint mirrors, and
-    the headless mirror's Endpoints whenever a remote Endpoints event makes
-    the mirror update them. Only their first creation is always ready.
+    the headless mirror's Endpoints whenever a remote event makes the mirror
+    update them. Only their first creation is always ready.
     (cluster_watcher.go: updateReadiness, createMirrorEndpoints,
     updateMirrorEndpoints; cluster_watcher_headless.go:
     createHeadlessMirrorEndpoints)
   - On a gateway liveness change the mirror repairs the Endpoints of the
     ClusterIP and endpoint mirrors, but skips headless mirrors ("Skipped
     repairing endpoints for headless mirror"): a headless mirror written while
-    the gateway was dead stays not ready until the next remote Endpoints
-    event. (cluster_watcher.go: repairEndpoints)
+    the gateway was dead, or rewritten to the gateway, stays so until the next
+    remote Endpoints event. (cluster_watcher.go: repairEndpoints)
   - The Endpoints it writes carry no endpoints.kubernetes.io/last-change-
     trigger-time, so neither do the slices mirrored from them.
   - Unlinking deletes all of a cluster's mirrors. (cluster_watcher.go:
@@ -110,6 +155,23 @@ const Behaviours = `Linkerd behaviours reproduced (edge-26.8.3, multicluster/ser
     linkerd-multicluster, deleted on unlink, as linkerd multicluster
     install and link write them. (charts/linkerd-multicluster/templates/
     link-crd.yaml; cmd/link.go)
+
+Left out, or done otherwise (read at the same tag):
+  - Linkerd handles its events one at a time from one queue, and a Service
+    update's rewrite is queued behind the events already there; the
+    simulator reconciles each remote Service as a whole, so where a Service
+    and an Endpoints event come close together it lets the later one win.
+    On restart Linkerd may so rewrite to the gateway a headless mirror whose
+    Service changed while it was down; the simulator puts the pods.
+  - The simulator repairs drift of the source's mirrors (it watches them);
+    Linkerd only reads them through listers.
+  - stable-2.14.10 labels a headless mirror's Endpoints with the two mirror
+    labels only; remote discovery, federated
+    services, namespace creation, the orphaned-service GC and the Link
+    status are not simulated.
+  - A headless mirror's Endpoints take a created address's hostname from its
+    target reference's name (createHeadlessMirrorEndpoints), equal to the
+    hostname for StatefulSet pods, the only pods the simulator mirrors.
 `
 
 // LinkStatus describes one link.
@@ -161,9 +223,10 @@ type link struct {
 	// probeAlive is the probe worker's state; it starts false, and only its
 	// transitions reach the cluster watcher (probe_worker.go).
 	probeAlive bool
-	// remoteChanged holds the remote Services whose Endpoints had an event
-	// not yet reconciled: only those rewrite the headless mirror's readiness.
-	remoteChanged map[key]bool
+	// events holds the remote events of each remote Service not yet
+	// reconciled: they decide what its headless mirror's Endpoints are
+	// rewritten to.
+	events map[key]remoteEvents
 
 	// gatewayAlive is the cluster watcher's view, which the mirrors'
 	// readiness follows; it starts true (cluster_watcher.go).
@@ -178,19 +241,39 @@ type LinkOption func(*link)
 // passed a probe once and failed again.
 func GatewayDown() LinkOption { return func(l *link) { l.gatewayUp = false } }
 
-// takeRemoteChanged reports and forgets whether k's remote Endpoints had an event.
-func (l *link) takeRemoteChanged(k key) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	changed := l.remoteChanged[k]
-	delete(l.remoteChanged, k)
-	return changed
+// remoteEvents are the remote events of one remote Service that a
+// reconcile answers.
+type remoteEvents struct {
+	// endpoints: its Endpoints had an event (Linkerd's
+	// createOrUpdateHeadlessEndpoints rewrites the headless mirror's from
+	// the pods).
+	endpoints bool
+	// serviceLast: the last event was the Service's, so an update of the
+	// exported Service (handleRemoteExportedServiceUpdated) writes last.
+	serviceLast bool
 }
 
-func (l *link) setRemoteChanged(k key) {
+// takeEvents reports and forgets k's remote events.
+func (l *link) takeEvents(k key) remoteEvents {
 	l.mu.Lock()
-	l.remoteChanged[k] = true
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	ev := l.events[k]
+	delete(l.events, k)
+	return ev
+}
+
+// addEvents records k's remote events ev, after those already recorded.
+func (l *link) addEvents(k key, ev remoteEvents) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cur := l.events[k]
+	if ev.endpoints {
+		cur.endpoints, cur.serviceLast = true, false
+	}
+	if ev.serviceLast {
+		cur.serviceLast = true
+	}
+	l.events[k] = cur
 }
 
 // probe records the outcome of a gateway probe, as Linkerd's probe worker
@@ -213,6 +296,8 @@ func Start(ctx context.Context, source *rest.Config, opts Options) (*Simulator, 
 	opts.GatewayIP = cmp.Or(opts.GatewayIP, netip.MustParseAddr("192.0.2.254"))
 	opts.GatewayPort = cmp.Or(opts.GatewayPort, 4143)
 	opts.ClusterDomain = cmp.Or(opts.ClusterDomain, "cluster.local")
+	opts.GatewayIdentity = cmp.Or(opts.GatewayIdentity, DefaultGatewayIdentity)
+	opts.Resync = cmp.Or(opts.Resync, DefaultResync)
 	s := &Simulator{opts: opts, log: cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)), links: map[string]*link{}, retrying: map[key]bool{}}
 	var err error
 	if s.source, err = newClient(source); err != nil {
@@ -283,7 +368,7 @@ func (s *Simulator) Link(ctx context.Context, name string, target *rest.Config, 
 	if err != nil {
 		return fmt.Errorf("mirrorsim: target %s: %w", name, err)
 	}
-	l := &link{name: name, gatewayUp: true, remoteChanged: map[key]bool{}}
+	l := &link{name: name, gatewayUp: true, events: map[key]remoteEvents{}}
 	for _, o := range opts {
 		o(l)
 	}
@@ -292,19 +377,25 @@ func (s *Simulator) Link(ctx context.Context, name string, target *rest.Config, 
 	linkCtx, stop := context.WithCancel(s.ctx)
 	l.stop = stop
 
-	exported := informers.NewSharedInformerFactoryWithOptions(client, 0,
+	resync := max(s.opts.Resync, 0)
+	exported := informers.NewSharedInformerFactoryWithOptions(client, resync,
 		informers.WithNamespace(s.opts.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelExported + "=true" }))
 	// Endpoints are watched unfiltered: they get the Service's labels only
 	// after the Service is exported, and the hostnames decide the mirror mode.
-	all := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(s.opts.Namespace))
+	all := informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithNamespace(s.opts.Namespace))
 	svcInformer := exported.Core().V1().Services()
 	epInformer := all.Core().V1().Endpoints()
 	l.services, l.endpoints = svcInformer.Lister(), epInformer.Lister()
 	remoteKey := func(obj metav1.Object) (key, bool) {
 		return key{Cluster: name, Namespace: obj.GetNamespace(), Name: obj.GetName()}, true
 	}
-	if _, err := svcInformer.Informer().AddEventHandler(s.handler(remoteKey)); err != nil {
+	onRemoteService := s.handler(func(obj metav1.Object) (key, bool) {
+		k, _ := remoteKey(obj)
+		l.addEvents(k, remoteEvents{serviceLast: true})
+		return k, true
+	})
+	if _, err := svcInformer.Informer().AddEventHandler(onRemoteService); err != nil {
 		stop()
 		return err
 	}
@@ -312,7 +403,7 @@ func (s *Simulator) Link(ctx context.Context, name string, target *rest.Config, 
 	// headless mirror's Endpoints (cluster_watcher.go: Start).
 	onRemoteEndpoints := s.handler(func(obj metav1.Object) (key, bool) {
 		k, _ := remoteKey(obj)
-		l.setRemoteChanged(k)
+		l.addEvents(k, remoteEvents{endpoints: true})
 		return k, true
 	})
 	if _, err := epInformer.Informer().AddEventHandler(onRemoteEndpoints); err != nil {
@@ -546,16 +637,21 @@ func (s *Simulator) reconcileKey(k key) error {
 	}
 	defer l.inflight.Done()
 	start := time.Now()
-	remoteChanged := l.takeRemoteChanged(k)
-	changes, err := s.reconcile(s.ctx, l, k, remoteChanged)
-	if err != nil && remoteChanged {
-		l.setRemoteChanged(k) // the retry still answers that event
+	ev := l.takeEvents(k)
+	changes, err := s.reconcile(s.ctx, l, k, ev)
+	if err != nil {
+		l.addEvents(k, ev) // the retry still answers them
 	}
 	if changes > 0 {
 		s.log.Info("mirrored", "cluster", k.Cluster, "namespace", k.Namespace, "service", k.Name,
 			"writes", changes, "elapsed", time.Since(start).Round(time.Microsecond), "err", err)
 	}
 	return err
+}
+
+// linkSpec is what of the Links' spec the mirrors' metadata follows.
+func (s *Simulator) linkSpec() linkSpec {
+	return linkSpec{excludedLabels: s.opts.ExcludedLabels, excludedAnnotations: s.opts.ExcludedAnnotations, gatewayIdentity: s.opts.GatewayIdentity}
 }
 
 func newClient(cfg *rest.Config) (kubernetes.Interface, error) {
