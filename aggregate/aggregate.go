@@ -209,6 +209,13 @@ func (v *View) addMember(m Member, endpointMirrors map[string][]*discoveryv1.End
 		}
 		for i := range s.Endpoints {
 			src := &s.Endpoints[i]
+			if !m.Local() && (src.Hostname == nil || *src.Hostname == "") {
+				// Linkerd writes a headless mirror's addresses with their
+				// hostnames only: one without is its gateway, written there
+				// on an update of the exported Service
+				// (handleRemoteExportedServiceUpdated). Never a member.
+				continue
+			}
 			addrs, bad := validAddresses(src.Addresses, s.AddressType)
 			if bad != "" {
 				v.Problems = append(v.Problems, Problem{ReasonInvalidAddress,

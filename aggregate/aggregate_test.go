@@ -168,15 +168,26 @@ func TestAggregate(t *testing.T) {
 			"IPv4 east db-2-east 10.0.1.3 not-ready", // no endpoint mirror: the headless mirror decides
 		},
 	}, {
-		name: "endpoint mirrors never decide for local endpoints or endpoints without a hostname",
+		name: "endpoint mirrors never decide for local endpoints",
 		in: Input{
-			Members: []Member{
-				member("", slice("l", v4, dbPorts, "!db-0-east=10.0.0.1")),
-				member("east", slice("e", v4, dbPorts, "!10.0.1.1")),
-			},
+			Members:         []Member{member("", slice("l", v4, dbPorts, "!db-0-east=10.0.0.1"))},
 			EndpointMirrors: endpointMirrors(map[string]bool{"db-0-east": true}),
 		},
-		want: []string{"IPv4 local db-0-east 10.0.0.1 not-ready", "IPv4 east - 10.0.1.1 not-ready"},
+		want: []string{"IPv4 local db-0-east 10.0.0.1 not-ready"},
+	}, {
+		// What Linkerd leaves after an annotation on east's exported
+		// Service: its gateway, on the gateway port, no hostname, in the
+		// headless mirror, ready or not as the gateway is.
+		name: "a headless mirror rewritten to Linkerd's gateway: the gateway is never a member",
+		in: Input{
+			Members: []Member{
+				member("", slice("l", v4, dbPorts, "db-0=10.0.0.1", "10.0.0.2")),
+				member("east", slice("e", v4, []discoveryv1.EndpointPort{{Name: ptr.To("db"), Port: ptr.To[int32](4143)}}, "192.0.2.254")),
+				member("west", slice("w", v4, dbPorts, "db-0=10.0.2.1", "!192.0.2.254")),
+			},
+			EndpointMirrors: endpointMirrors(map[string]bool{"db-0-east": true, "db-1-east": true}),
+		},
+		want: []string{"IPv4 local - 10.0.0.2 ready", "IPv4 local db-0 10.0.0.1 ready", "IPv4 west db-0-west 10.0.2.1 ready"},
 	}, {
 		name: "collision: local wins over a mirror",
 		in: Input{Members: []Member{
@@ -216,18 +227,17 @@ func TestAggregate(t *testing.T) {
 			slice("e2", v4, dbPorts, "db-0=10.0.1.1"))}},
 		want: []string{"IPv4 east db-0-east 10.0.1.1 ready", "IPv4 east db-1-east 10.0.1.2 ready"},
 	}, {
-		name: "two members listing one address without a name: once, ready if either copy is",
-		in: Input{Members: []Member{
-			member("east", slice("e", v4, dbPorts, "!10.0.1.1")),
-			member("west", slice("w", v4, dbPorts, "10.0.1.1")),
-		}},
-		want: []string{"IPv4 east - 10.0.1.1 ready"},
+		name: "two slices listing one address without a name: once, ready if either copy is",
+		in: Input{Members: []Member{member("",
+			slice("l1", v4, dbPorts, "!10.0.1.1"),
+			slice("l2", v4, dbPorts, "10.0.1.1"))}},
+		want: []string{"IPv4 local - 10.0.1.1 ready"},
 	}, {
 		name: "FQDN slices are ignored; no hostname, no name",
-		in: Input{Members: []Member{member("east",
+		in: Input{Members: []Member{member("",
 			slice("f", discoveryv1.AddressTypeFQDN, dbPorts, "x.example.com"),
 			slice("e", v4, dbPorts, "10.0.1.1"))}},
-		want: []string{"IPv4 east - 10.0.1.1 ready"},
+		want: []string{"IPv4 local - 10.0.1.1 ready"},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

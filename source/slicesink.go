@@ -105,11 +105,16 @@ func (k *sliceSink) upsert(sl *discoveryv1.EndpointSlice) []Key {
 		old.flags, old.rv = old.flags|delivered, cur.rv
 		return nil
 	}
+	s.holdBefore(sl.Namespace, service, cur)
 	if old != nil {
 		changed = k.removeMember(sl.Namespace, filed, e, i, changed)
 	}
 	if service != "" || len(cur.globalNamed()) > 0 {
 		changed = k.addMember(sl.Namespace, service, cur, changed)
+	}
+	s.releaseAfter(sl.Namespace, service)
+	if old != nil && filed != service {
+		s.releaseAfter(sl.Namespace, filed)
 	}
 	return changed
 }
@@ -215,6 +220,7 @@ func (k *sliceSink) delete(sl *discoveryv1.EndpointSlice) []Key {
 	}
 	if e, service, i := k.findMember(sl.Namespace, sl.Name, sliceService(sl)); e != nil {
 		changed = k.removeMember(sl.Namespace, service, e, i, changed)
+		s.releaseAfter(sl.Namespace, service)
 	}
 	return changed
 }
@@ -235,6 +241,7 @@ func (k *sliceSink) listed() []Key {
 				changed = k.removeMember(namespace, name, e, i, changed)
 			}
 		}
+		s.releaseAfter(namespace, name)
 		rest := slices.DeleteFunc(e.mirrors, func(m mirrorSlice) bool { return m.feed() == k.feed && !m.delivered() })
 		if len(rest) == len(e.mirrors) {
 			return

@@ -37,6 +37,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // Key names one base service in one namespace.
@@ -99,7 +100,9 @@ type Source struct {
 	mu           sync.RWMutex
 	intern       *interner
 	hash         nameHash
-	entries      nsMap[*entry]            // by Service name (store.go)
+	entries      nsMap[*entry]          // by Service name (store.go)
+	held         nsMap[[]*indexedSlice] // headless mirrors' slices held through Linkerd's gateway rewrite (rewrite.go)
+	rebuilds     workqueue.TypedRateLimitingInterface[nsName]
 	bases        nsMap[[]*indexedService] // members and globals of ours, by base
 	skipped      map[nsName]skipped
 	serviceSinks map[string]*serviceSink // by watched namespace; "" for all
@@ -121,7 +124,7 @@ func New(cfg Config) (*Source, error) {
 		cfg.Suffix = aggregate.DefaultSuffix
 	}
 	s := &Source{cfg: cfg, labelKeys: labelKeysRead(cfg.LocalSelector), intern: newInterner(),
-		hash: nameHash(maphash.MakeSeed()), entries: nsMap[*entry]{}, bases: nsMap[[]*indexedService]{}, skipped: map[nsName]skipped{},
+		hash: nameHash(maphash.MakeSeed()), entries: nsMap[*entry]{}, held: nsMap[[]*indexedSlice]{}, rebuilds: newRebuilds(), bases: nsMap[[]*indexedService]{}, skipped: map[nsName]skipped{},
 		serviceSinks: map[string]*serviceSink{}}
 	namespaces := cfg.Namespaces
 	if len(namespaces) == 0 {
@@ -202,6 +205,7 @@ func (s *Source) AddHandler(h Handler) {
 // Start runs the feeds until ctx is done.
 func (s *Source) Start(ctx context.Context) {
 	s.feeds.Start(ctx)
+	go s.runRebuilds(ctx)
 	if s.links != nil {
 		go s.links.run(ctx)
 	}
@@ -280,7 +284,13 @@ func (s *Source) Input(k Key) aggregate.Input {
 		}
 		m := aggregate.Member{Cluster: cl.Cluster, Service: svc}
 		e := s.entries.get(k.Namespace, svc.Name) // present: bases files only what entries have
+		for _, sl := range s.heldSlices(k.Namespace, svc.Name) {
+			m.Slices = append(m.Slices, sl.slice(svc.Name))
+		}
 		for _, feed := range []sliceFeed{mirrorFeed, localFeed} {
+			if m.Slices != nil {
+				break // held through Linkerd's gateway rewrite (rewrite.go)
+			}
 			for _, sl := range e.members {
 				if sl.feed() != feed || (feed != mirrorFeed && slices.ContainsFunc(m.Slices, func(o *discoveryv1.EndpointSlice) bool { return sl.named(svc.Name, o.Name) })) {
 					continue // another feed's, or delivered by both: their selectors match it

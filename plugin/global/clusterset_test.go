@@ -66,7 +66,7 @@ func TestClusterset(t *testing.T) {
 		{"_gossip._udp." + db, dns.TypeSRV, "NOERROR 7946 db-2.west.db.ns.svc.clusterset.local."},
 		{"_nope._tcp." + db, dns.TypeSRV, "NXDOMAIN +soa"},
 		// Without hostnames: the dashed address.
-		{"192-0-2-30.east.nohost.ns.svc.clusterset.local.", dns.TypeA, "NOERROR 192.0.2.30"},
+		{"192-0-2-30.home.nohost.ns.svc.clusterset.local.", dns.TypeA, "NOERROR 192.0.2.30"},
 		{"dns-version.clusterset.local.", dns.TypeTXT, "NOERROR TXT"},
 		{"dns-version.clusterset.local.", dns.TypeA, "NOERROR +soa"},
 		// A global without ready endpoints; one a user owns; a local service alone.

@@ -12,8 +12,8 @@ import (
 	"github.com/globalmirror/globalmirror/source"
 	"github.com/globalmirror/globalmirror/test/fixture"
 	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 )
@@ -50,12 +50,16 @@ func TestDrainLevels(t *testing.T) {
 		nxdomain = "NXDOMAIN +soa"
 		nodata   = "NOERROR +soa"
 	)
-	localShared := testWorld()
-	for _, o := range localShared {
-		if svc, ok := o.(interface{ GetName() string }); ok && svc.GetName() == "db" {
-			m := o.(metav1.Object)
-			m.SetAnnotations(map[string]string{aggregate.AnnotationDrain: "shared"})
+	// drainLocal is the test world with its local services db and nohost
+	// drained at level.
+	drainLocal := func(level string) []runtime.Object {
+		world := testWorld()
+		for _, o := range world {
+			if svc, ok := o.(*corev1.Service); ok && (svc.Name == "db" || svc.Name == "nohost") {
+				svc.SetAnnotations(map[string]string{aggregate.AnnotationDrain: level})
+			}
 		}
+		return world
 	}
 	now := time.Now()
 	type q struct {
@@ -81,29 +85,32 @@ func TestDrainLevels(t *testing.T) {
 			{"db-1-east." + db, dns.TypeAAAA, nodata},
 			{"db-0.east." + cs, dns.TypeA, "NOERROR 192.0.2.10"},
 			{"10.2.0.192.in-addr.arpa.", dns.TypePTR, "NOERROR db-0-east.db-global.ns.svc.cluster.local."},
-			{"192-0-2-30." + nohost, dns.TypeA, "NOERROR 192.0.2.30"},
-			// ... so a global all of whose endpoints are drained exists
-			// (its per-pod names are below it), with no records.
-			{nohost, dns.TypeA, nodata},
-			{nohost, dns.TypeSRV, nodata},
-			{"nope." + nohost, dns.TypeA, nxdomain},
 		}},
 		{"east all", []runtime.Object{fixture.Link("east", "all", now)}, testWorld(), []q{
 			{db, dns.TypeA, "NOERROR 192.0.2.1,192.0.2.22"},
 			{"db-0-east." + db, dns.TypeA, nxdomain},
 			{"db-0.east." + cs, dns.TypeA, nxdomain},
 			{"10.2.0.192.in-addr.arpa.", dns.TypePTR, "next:" + strconv.Itoa(passedOn)},
-			{nohost, dns.TypeA, nxdomain},
-			{"192-0-2-30." + nohost, dns.TypeA, nxdomain},
 			{"db-2-west." + db, dns.TypeA, "NOERROR 192.0.2.22"},
 		}},
-		{"local shared", nil, localShared, []q{
+		{"local all", nil, drainLocal("all"), []q{
+			{nohost, dns.TypeA, nxdomain},
+			{"192-0-2-30." + nohost, dns.TypeA, nxdomain},
+		}},
+		{"local shared", nil, drainLocal("shared"), []q{
 			{db, dns.TypeA, "NOERROR 192.0.2.10,192.0.2.11,192.0.2.22"},
 			{db, dns.TypeAAAA, nodata},
 			{"db-0." + db, dns.TypeA, "NOERROR 192.0.2.1"},
 			{"db-0." + db, dns.TypeAAAA, "NOERROR 2001:db8::1"},
 			{"db-1." + db, dns.TypeA, nxdomain}, // not ready, drained or not
 			{"db-0.home." + cs, dns.TypeA, "NOERROR 192.0.2.1"},
+			// The dashed names of the drained cluster answer too...
+			{"192-0-2-30." + nohost, dns.TypeA, "NOERROR 192.0.2.30"},
+			// ... so a global all of whose endpoints are drained exists
+			// (its per-pod names are below it), with no records.
+			{nohost, dns.TypeA, nodata},
+			{nohost, dns.TypeSRV, nodata},
+			{"nope." + nohost, dns.TypeA, nxdomain},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -53,7 +53,8 @@ var uidSeq int
 //
 //   - db: local (db-0 192.0.2.1 + 2001:db8::1, db-1 192.0.2.2 not ready),
 //     east (db-0, db-1), west (db-0 behind a dead gateway, db-2 live)
-//   - nohost: east endpoints without hostnames (dashed IP names)
+//   - nohost: local endpoints without hostnames (dashed IP names), east's
+//     one not ready
 //   - portless: east, slice without ports
 //   - empty: east, no ready endpoint
 //   - taken: east, but a user's Service taken-global exists
@@ -83,11 +84,14 @@ func testWorld() []runtime.Object {
 	emSvc, emSlice = fixture.EndpointMirror(ns, "db-2-west", "west", "db-west", true)
 	add(emSvc, emSlice)
 
-	nohost := fixture.HeadlessMirror(ns, "nohost", "east", peer)
-	add(nohost, fixture.Slice(nohost, "nohost-east-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer),
+	nohost := fixture.LocalService(ns, "nohost", peer)
+	add(nohost, fixture.Slice(nohost, "nohost-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer),
 		fixture.Ready("", "192.0.2.30"), fixture.Ready("", "192.0.2.31")),
-		fixture.Slice(nohost, "nohost-east-2", discoveryv1.AddressTypeIPv6, fixture.SlicePorts(peer),
+		fixture.Slice(nohost, "nohost-2", discoveryv1.AddressTypeIPv6, fixture.SlicePorts(peer),
 			fixture.Ready("", "2001:db8::30")))
+	nohostEast := fixture.HeadlessMirror(ns, "nohost", "east", peer)
+	add(nohostEast, fixture.Slice(nohostEast, "nohost-east-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer),
+		fixture.NotReady("nh-0", "192.0.2.32")))
 
 	portless := fixture.HeadlessMirror(ns, "portless", "east")
 	add(portless, fixture.Slice(portless, "portless-east-1", discoveryv1.AddressTypeIPv4, nil,
@@ -118,7 +122,9 @@ func testWorld() []runtime.Object {
 	add(lonely, fixture.Slice(lonely, "lonely-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("l-0", "192.0.2.80")))
 
 	// Two members listing one address without hostnames (once not ready),
-	// and a member listing one endpoint twice: the controller writes each once.
+	// and a member listing one endpoint twice: the controller writes each
+	// once. The mirrors' addresses without hostnames are what Linkerd
+	// writes of its gateway: none is a member.
 	dupLocal := fixture.LocalService(ns, "dup", peer)
 	add(dupLocal, fixture.Slice(dupLocal, "dup-1", discoveryv1.AddressTypeIPv4, fixture.SlicePorts(peer), fixture.Ready("", "192.0.2.160"), fixture.Ready("", "192.0.2.161")))
 	dupEast := fixture.HeadlessMirror(ns, "dup", "east", peer)
