@@ -64,8 +64,12 @@ func Compute(services []corev1.Service, slicesList []discoveryv1.EndpointSlice, 
 	}
 
 	membersOf := map[string][]member{}
+	endpointMirrorsOf := map[string][]*corev1.Service{} // by headless mirror
 	for i := range services {
 		svc := &services[i]
+		if hm := svc.Labels[headlessMirror]; hm != "" && svc.Labels[mirroredService] == "true" {
+			endpointMirrorsOf[hm] = append(endpointMirrorsOf[hm], svc)
+		}
 		if base, cluster, ok := headlessMirrorOf(svc); ok {
 			membersOf[base] = append(membersOf[base], member{svc, cluster})
 		}
@@ -86,7 +90,7 @@ func Compute(services []corev1.Service, slicesList []discoveryv1.EndpointSlice, 
 		}
 		// Priority: local first, then clusters by name.
 		sort.Slice(ms, func(i, j int) bool { return ms[i].cluster < ms[j].cluster })
-		w.Globals[name] = global(ms, slicesOf)
+		w.Globals[name] = global(ms, slicesOf, endpointMirrorsOf)
 	}
 	return w
 }
@@ -97,9 +101,10 @@ type member struct {
 	cluster string
 }
 
-// global computes one global from its members, in priority order, and the
-// slices by the service they belong to.
-func global(ms []member, slicesOf map[string][]*discoveryv1.EndpointSlice) Global {
+// global computes one global from its members, in priority order, the
+// slices by the service they belong to and the endpoint mirrors by their
+// headless mirror.
+func global(ms []member, slicesOf map[string][]*discoveryv1.EndpointSlice, endpointMirrorsOf map[string][]*corev1.Service) Global {
 	type endpoint struct {
 		family  discoveryv1.AddressType
 		host    string
@@ -109,7 +114,7 @@ func global(ms []member, slicesOf map[string][]*discoveryv1.EndpointSlice) Globa
 	}
 	var eps []endpoint
 	for _, m := range ms {
-		for _, s := range slicesOf[m.svc.Name] {
+		for _, s := range memberSlices(m, slicesOf, endpointMirrorsOf) {
 			if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
 				continue
 			}
@@ -120,8 +125,8 @@ func global(ms []member, slicesOf map[string][]*discoveryv1.EndpointSlice) Globa
 						addrs = append(addrs, a)
 					}
 				}
-				if len(addrs) == 0 {
-					continue
+				if len(addrs) == 0 || m.cluster != "" && (e.Hostname == nil || *e.Hostname == "") {
+					continue // a mirror's address without a name is Linkerd's gateway
 				}
 				ep := endpoint{family: s.AddressType, addrs: addrs, cluster: m.cluster,
 					ready: e.Conditions.Ready == nil || *e.Conditions.Ready}
@@ -175,6 +180,45 @@ func global(ms []member, slicesOf map[string][]*discoveryv1.EndpointSlice) Globa
 		g.Hosts[h] = sortedUnique(a)
 	}
 	return g
+}
+
+// memberSlices are m's slices, but for a headless mirror Linkerd rewrote to
+// its gateway (an address without a hostname: an update of the exported
+// Service), the pods its endpoint mirrors stand for, each its hostname at its
+// ClusterIP: what Linkerd mirrored last, since it changes the endpoint
+// mirrors only when it writes the pods again. Without endpoint mirrors, its
+// named endpoints.
+func memberSlices(m member, slicesOf map[string][]*discoveryv1.EndpointSlice, endpointMirrorsOf map[string][]*corev1.Service) []*discoveryv1.EndpointSlice {
+	live := slicesOf[m.svc.Name]
+	rewritten := m.cluster != "" && slices.ContainsFunc(live, func(s *discoveryv1.EndpointSlice) bool {
+		return slices.ContainsFunc(s.Endpoints, func(e discoveryv1.Endpoint) bool { return e.Hostname == nil || *e.Hostname == "" })
+	})
+	if !rewritten {
+		return live
+	}
+	var out []*discoveryv1.EndpointSlice
+	for _, em := range endpointMirrorsOf[m.svc.Name] {
+		host, ok := strings.CutSuffix(em.Name, "-"+m.cluster)
+		if !ok || em.Labels[clusterName] != m.cluster {
+			continue
+		}
+		ips := em.Spec.ClusterIPs
+		if len(ips) == 0 {
+			ips = []string{em.Spec.ClusterIP}
+		}
+		for _, ip := range ips {
+			family := discoveryv1.AddressTypeIPv4
+			if strings.Contains(ip, ":") {
+				family = discoveryv1.AddressTypeIPv6
+			}
+			out = append(out, &discoveryv1.EndpointSlice{AddressType: family,
+				Endpoints: []discoveryv1.Endpoint{{Addresses: []string{ip}, Hostname: &host}}})
+		}
+	}
+	if len(out) == 0 {
+		return live // no endpoint mirror: the named endpoints it has, if any
+	}
+	return out
 }
 
 // headlessMirrorOf says whether svc is a Linkerd headless mirror, and of

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/globalmirror/globalmirror/aggregate"
@@ -33,7 +34,8 @@ func TestCompute(t *testing.T) {
 	}
 	w := Compute(svcs, sl, "-global")
 	db := w.Globals["db-global"]
-	if want := []string{"10.96.1.1", "10.96.2.1", "10.96.2.2", "192.0.2.1", "192.0.2.3"}; !slices.Equal(db.IPv4, want) {
+	// West's address without a hostname is Linkerd's gateway: no member.
+	if want := []string{"10.96.1.1", "10.96.2.1", "192.0.2.1", "192.0.2.3"}; !slices.Equal(db.IPv4, want) {
 		t.Errorf("db-global addresses %v, want %v", db.IPv4, want)
 	}
 	wantHosts := map[string][]string{"db-0": {"192.0.2.1"}, "db-0-east": {"10.96.1.1"}, "db-0-west": {"192.0.2.3"}}
@@ -42,6 +44,14 @@ func TestCompute(t *testing.T) {
 	}
 	if !w.Theirs["taken-global"] || len(w.Globals) != 1 {
 		t.Errorf("globals %v, theirs %v", slices.Collect(maps.Keys(w.Globals)), w.Theirs)
+	}
+
+	// East rewritten to Linkerd's gateway: its pods are its endpoint mirrors.
+	sl[1] = *fixture.Slice(east, "db-east-1", v4, nil, fixture.Ready("", "192.0.2.254"))
+	em0 := fixture.Service("ns", "db-0-east", fixture.MirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east"), "10.96.1.1")
+	db = Compute(append(svcs, *em0), sl, "-global").Globals["db-global"]
+	if want := []string{"10.96.1.1", "10.96.2.1", "192.0.2.1", "192.0.2.3"}; !slices.Equal(db.IPv4, want) || !slices.Equal(db.Hosts["db-0-east"], []string{"10.96.1.1"}) {
+		t.Errorf("east rewritten: addresses %v hosts %v, want %v and db-0-east at its endpoint mirror", db.IPv4, db.Hosts, want)
 	}
 }
 
@@ -102,7 +112,11 @@ func inputs(svcs []corev1.Service, sl []discoveryv1.EndpointSlice, local labels.
 		}
 		in := out[c.Base]
 		in.Namespace, in.Base, in.Suffix = "ns", c.Base, aggregate.DefaultSuffix
-		in.Members = append(in.Members, aggregate.Member{Cluster: c.Cluster, Service: &svcs[i], Slices: slicesOf[svcs[i].Name]})
+		member := aggregate.Member{Cluster: c.Cluster, Service: &svcs[i], Slices: slicesOf[svcs[i].Name]}
+		if c.Role == aggregate.RoleHeadlessMirror {
+			member.Slices = rebuiltIfRewritten(member.Slices, &svcs[i], c.Cluster, svcs)
+		}
+		in.Members = append(in.Members, member)
 		// As source gathers them: slices labelled as an endpoint mirror's
 		// of this headless mirror, whether or not that Service still exists.
 		for j := range sl {
@@ -117,6 +131,28 @@ func inputs(svcs []corev1.Service, sl []discoveryv1.EndpointSlice, local labels.
 		out[c.Base] = in
 	}
 	return out
+}
+
+// rebuiltIfRewritten is what source reads of a headless mirror whose slices
+// hold an address without a hostname (Linkerd's gateway) and which it never
+// saw named, as in these worlds: a slice of the pods its endpoint mirrors
+// stand for, where it has any.
+func rebuiltIfRewritten(live []*discoveryv1.EndpointSlice, headless *corev1.Service, cluster string, svcs []corev1.Service) []*discoveryv1.EndpointSlice {
+	if !slices.ContainsFunc(live, func(s *discoveryv1.EndpointSlice) bool {
+		return slices.ContainsFunc(s.Endpoints, func(e discoveryv1.Endpoint) bool { return e.Hostname == nil || *e.Hostname == "" })
+	}) {
+		return live
+	}
+	var eps []fixture.Endpoint
+	for _, em := range svcs {
+		if em.Labels[aggregate.LabelHeadlessMirrorName] == headless.Name && em.Labels[aggregate.LabelClusterName] == cluster {
+			eps = append(eps, fixture.Endpoint{Host: strings.TrimSuffix(em.Name, "-"+cluster), Addrs: []string{em.Spec.ClusterIP}})
+		}
+	}
+	if len(eps) == 0 {
+		return live
+	}
+	return []*discoveryv1.EndpointSlice{fixture.Slice(headless, headless.Name+"-ipv4", discoveryv1.AddressTypeIPv4, nil, eps...)}
 }
 
 // randomWorld is a namespace of random bases: local services or not, one to
