@@ -31,6 +31,7 @@ var faultKinds = []fault{
 	{"scale pods", 3, func(r *runner) bool { return true }, scale},
 	{"flip a pod's readiness", 3, func(r *runner) bool { return true }, flipReady},
 	{"gateway down or up", 3, func(r *runner) bool { return true }, flipGateway},
+	{"annotate an exported service (Helm, Argo CD)", 3, func(r *runner) bool { return true }, annotate},
 	{"kill kube-apiserver and restart it", 2, func(r *runner) bool { return true }, apiserverOutage},
 	{compactionKind, 1, func(r *runner) bool { return true }, compactEtcd},
 	{"kill the leader (SIGKILL)", 2, func(r *runner) bool { return true }, killLeader(true)},
@@ -175,6 +176,14 @@ func flipGateway(_ context.Context, r *runner, m *member) (string, error) {
 	m.gateways[o] = up
 	m.mu.Unlock()
 	return fmt.Sprintf("%s's gateway up=%v", o, up), m.world.Sim.SetGatewayAlive(o, up)
+}
+
+// annotate writes an annotation on m's exported service, as Helm and Argo
+// CD do on every sync: Linkerd rewrites its headless mirror in every
+// cluster that links m to the gateway until m's pods next change.
+func annotate(ctx context.Context, r *runner, m *member) (string, error) {
+	value := fmt.Sprintf("%s:/Service:%s/db-%d", m.name, m.db.Namespace, r.rng.IntN(1_000_000))
+	return "argocd.argoproj.io/tracking-id=" + value, m.db.Annotate(ctx, "argocd.argoproj.io/tracking-id", value)
 }
 
 // outage stops m's API server, runs during while it is down, waits a moment

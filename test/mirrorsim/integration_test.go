@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/globalmirror/globalmirror/test/await"
@@ -101,7 +100,7 @@ func TestMirrorsim(t *testing.T) {
 	// Linkerd copies it onto the headless mirror and rewrites the mirror's
 	// Endpoints to the gateway, leaving the endpoint mirrors as they were;
 	// nothing puts the pods back until the next remote Endpoints event.
-	must(t, annotate(ctx, east.Client, "argocd.argoproj.io/tracking-id", "shop:/Service:shop/db"))
+	must(t, dbEast.Annotate(ctx, "argocd.argoproj.io/tracking-id", "shop:/Service:shop/db"))
 	step(t, "east annotated: the gateway in db-east", func() string { return rewritten(ctx, source.Client, east, "db-0 db-1 db-2 db-3") })
 	idle(t, sim)
 	if diff := rewritten(ctx, source.Client, east, "db-0 db-1 db-2 db-3"); diff != "" {
@@ -306,13 +305,6 @@ func mirrored(ctx context.Context, src kubernetes.Interface, c *localkube.Cluste
 	}
 	sameMap(fmt.Sprintf("%s slices (ready %v)", mirrorName, headlessReady), sliced, want)
 	return strings.Join(diffs, "\n")
-}
-
-// annotate sets an annotation on the exported Service db of c, and nothing else.
-func annotate(ctx context.Context, c kubernetes.Interface, key, value string) error {
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, key, value)
-	_, err := c.CoreV1().Services(ns).Patch(ctx, "db", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-	return err
 }
 
 // rewritten describes how the source's mirrors of db from cluster c differ

@@ -9,6 +9,7 @@ package workload
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -22,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
@@ -169,6 +171,17 @@ func (w *Workload) SetReady(ctx context.Context, pod string, ready bool) error {
 		_, err = w.Client.CoreV1().Pods(w.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{FieldManager: FieldManager})
 		return err
 	})
+}
+
+// Annotate sets one annotation on the Service and changes nothing else, as
+// Helm, Argo CD's tracking and many operators do on every sync.
+func (w *Workload) Annotate(ctx context.Context, key, value string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	if err != nil {
+		return err
+	}
+	_, err = w.Client.CoreV1().Services(w.Namespace).Patch(ctx, w.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
 }
 
 // Delete deletes the Service and the pods.
