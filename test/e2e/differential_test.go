@@ -75,7 +75,7 @@ func TestDifferential(t *testing.T) {
 	}
 	localDB := create("source", "db", 3, "192.0.2.0/27", "2001:db8:1::/64")
 	create("source", "lonely", 1, "192.0.2.64/27", "")
-	create("east", "db", 3, "198.51.100.0/26", "")
+	eastDB := create("east", "db", 3, "198.51.100.0/26", "")
 	create("east", "kv", 2, "198.51.100.64/26", "",
 		corev1.ServicePort{Name: "client", Port: 2379, Protocol: corev1.ProtocolTCP},
 		corev1.ServicePort{Name: "peer", Port: 2380, Protocol: corev1.ProtocolTCP})
@@ -107,6 +107,31 @@ func TestDifferential(t *testing.T) {
 
 	w.Link(env.Cluster("north"))
 	w.converge(ctx, "north linked", globals(14, 2))
+
+	// An annotation on east's exported db, as Helm and Argo CD write on
+	// every sync: Linkerd writes its gateway into db-east, without a
+	// hostname, until east's pods next change. East's pods stay in the
+	// controller's slices (the counts) and in the plugin's answers, also
+	// from both halves started anew meanwhile; east's next change (a pod
+	// not ready) is followed as ever.
+	if err := eastDB.Annotate(ctx, "argocd.argoproj.io/tracking-id", "diff:/Service:diff/db"); err != nil {
+		t.Fatal(err)
+	}
+	w.await("the stock plugin's db-east: Linkerd's gateway", w.kube, w.FQDN("db-east"), dns.TypeA, dnsq.NoError("192.0.2.254"))
+	w.converge(ctx, "east's db annotated: Linkerd's gateway in db-east", globals(14, 2))
+	w.ctrl.Stop()
+	w.dns.Stop()
+	w.startController()
+	w.startCoreDNS(diffCorefile)
+	w.converge(ctx, "both halves started while the gateway is in db-east", globals(14, 2))
+	if err := eastDB.SetReady(ctx, "db-2", false); err != nil {
+		t.Fatal(err)
+	}
+	w.converge(ctx, "east's next change writes its pods again", globals(13, 2))
+	if err := eastDB.SetReady(ctx, "db-2", true); err != nil {
+		t.Fatal(err)
+	}
+	w.converge(ctx, "east's db-2 ready again", globals(14, 2))
 
 	// east drained: at shared, its ready pods' own names answer from the
 	// plugin alone (the stock plugin answers no name of a pod written not
