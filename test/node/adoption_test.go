@@ -19,6 +19,7 @@ import (
 	"github.com/globalmirror/globalmirror/test/scenario"
 	"github.com/globalmirror/globalmirror/test/workload"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,12 +104,15 @@ func TestAdoptionOnANode(t *testing.T) {
 	// Linkerd mirror simulator.
 	s.createNamespace(ns, nil)
 	s.statefulSet("db", 3)
+	var remoteDB []*workload.Workload // east's, west's
 	for i, remote := range []*localkube.Cluster{env.Cluster("east"), env.Cluster("west")} {
 		prefix := []string{"192.0.2.0/24", "203.0.113.0/24"}[i]
-		s.must(workload.Create(ctx, remote.Client, ns, "db", 2, workload.Options{
+		wl, err := workload.Create(ctx, remote.Client, ns, "db", 2, workload.Options{
 			Labels: map[string]string{workload.ExportedLabel: "true"},
 			IPv4:   netip.MustParsePrefix(prefix),
-		}))
+		})
+		s.must(err)
+		remoteDB = append(remoteDB, wl)
 		world.Links = true // Linkerd's Links, for the drain
 		s.must(world.Link(ctx, remote))
 	}
@@ -363,6 +367,26 @@ func TestAdoptionOnANode(t *testing.T) {
 			tr.settled()
 			s.awaitAnswers("client", d.want)
 		}
+	})
+	// Helm and Argo CD annotate what they sync: Linkerd then writes its
+	// gateway into db-east, without a hostname, and leaves it there until
+	// east's pods next change, so the steps after this one (restarts of
+	// every CoreDNS pod among them) run with it there. No answer changes.
+	step("east's exported service annotated, as Helm and Argo CD do", strict, func() {
+		tr.now(want.reverse)
+		s.must(remoteDB[0].Annotate(ctx, "argocd.argoproj.io/tracking-id", ns+":/Service:"+ns+"/db"))
+		s.eventually("Linkerd's gateway in db-east", func(ctx context.Context) string {
+			list, err := s.c.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=db-east"})
+			if err != nil {
+				return err.Error()
+			}
+			if len(list.Items) != 1 || len(list.Items[0].Endpoints) != 1 || list.Items[0].Endpoints[0].Hostname != nil {
+				return fmt.Sprintf("db-east's slices are %d, not one of the gateway alone", len(list.Items))
+			}
+			return ""
+		})
+		time.Sleep(3 * time.Second)
+		s.awaitAnswers("client", want.reverse)
 	})
 	// globalmirror check, each of its failures made by breaking one thing,
 	// then healed; every other check stays ✔.
