@@ -157,6 +157,15 @@ func (f *Feed) HasSynced() bool { return f.synced.Load() }
 // list the world in a loop.
 const healthy = time.Minute
 
+// interrupted is how long a watch must have run before its connection ended
+// for a 410 on its resumption to be taken for an API server's restart (or
+// the move to another replica behind the same address), whose watch cache
+// starts at its own revision: that relist comes at once, however many came
+// before, where the relist of a watch refused at once waits. An API server
+// that closes every watch at once and refuses its resumption gets a list a
+// second at most.
+const interrupted = time.Second
+
 // Run lists and watches until ctx is done; nothing else ends it. Every
 // error is logged and tried again: a list refused (a 403 included, until
 // the rights are granted), a watch that cannot be read, a version gone. It
@@ -169,7 +178,8 @@ const healthy = time.Minute
 // back), reset by a list that succeeds; one before a relist, after a watch
 // ended or a list met a version that is gone (410), doubling to 10 s and
 // reset only by a watch that ran for a minute, so that an API server
-// compacting faster than a feed lists gets a bounded number of lists.
+// compacting faster than a feed lists gets a bounded number of lists. A
+// relist after a restart (interrupted) does not wait.
 func (f *Feed) Run(ctx context.Context) {
 	log := klog.FromContext(ctx).WithValues("feed", f.Name)
 	ctx = klog.NewContext(ctx, log)
@@ -177,20 +187,31 @@ func (f *Feed) Run(ctx context.Context) {
 	retry, relist := listRetry(), relistWait()
 	for ctx.Err() == nil {
 		rv, err := f.list(ctx)
-		wait := retry
+		var wait time.Duration
 		switch {
 		case err == nil:
 			f.heard()
 			f.synced.Store(true)
 			retry = listRetry()
 			start := clk.Now()
-			err = f.follow(ctx, rv)
+			var gone *watchGone
+			gone, err = f.follow(ctx, rv)
 			if clk.Since(start) >= healthy {
 				relist = relistWait()
 			}
-			wait = relist
+			if gone == nil || gone.ran < interrupted {
+				wait = relist.Step()
+			}
+			if gone != nil {
+				log.Info("Listing again: the API server no longer has the watch's version (410)",
+					"version", gone.version, "reason", gone.reason, "watchRan", gone.ran.Round(time.Millisecond), "wait", wait.Round(time.Millisecond))
+			}
 		case isExpired(err):
-			wait = relist
+			wait = relist.Step()
+			log.Info("Listing again: the list's version is gone (410)", "reason", err.Error(), "wait", wait.Round(time.Millisecond))
+			err = nil
+		default:
+			wait = retry.Step()
 		}
 		if ctx.Err() != nil {
 			return
@@ -198,9 +219,12 @@ func (f *Feed) Run(ctx context.Context) {
 		if err != nil {
 			log.Error(err, "Listing or watching failed")
 		}
+		if wait == 0 {
+			continue
+		}
 		select {
 		case <-ctx.Done():
-		case <-clk.After(wait.Step()):
+		case <-clk.After(wait):
 		}
 	}
 }

@@ -384,11 +384,17 @@ func TestACompactedVersionEndsTheWatch(t *testing.T) {
 		api := &scriptedAPI{watches: watches}
 		f := &Feed{Name: "test", API: api.api(), Sink: &recordingSink{}}
 		done := make(chan error, 1)
-		go func() { done <- f.follow(t.Context(), "4") }()
+		go func() {
+			gone, err := f.follow(t.Context(), "4")
+			if err == nil && gone == nil {
+				err = fmt.Errorf("no 410")
+			}
+			done <- err
+		}()
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Errorf("%s: %v; want nil, to list again", name, err)
+				t.Errorf("%s: %v; want a 410, to list again", name, err)
 			}
 		case <-time.After(10 * time.Second):
 			t.Errorf("%s: the watch went on after 410", name)
@@ -511,6 +517,91 @@ func TestFeedListsABoundedNumberOfTimesAMinuteWhereEveryVersionIsGone(t *testing
 			got := strings.Join(calls, " ") + " "
 			if n := strings.Count(got, "list"); !strings.HasPrefix(strings.Repeat(cycle, n), got) {
 				t.Errorf("calls %q; want each list followed by its watch (%q)", got, cycle)
+			}
+		})
+	}
+}
+
+// stepReader moves a fake clock on by d when read, then ends: a watch's
+// body that ran for d.
+type stepReader struct {
+	clk skippingClock
+	d   time.Duration
+}
+
+func (r stepReader) Read([]byte) (int, error) {
+	r.clk.Step(r.d)
+	return 0, io.EOF
+}
+
+// An API server that restarts refuses the resumption of every watch with
+// 410 (its watch cache starts at its own revision): the feed lists again at
+// once, however many restarts came before, each a few seconds apart as in
+// a rolling upgrade of replicated API servers. A watch that ended at once
+// before its resumption was refused is no restart: that relist waits, as
+// the relists of a watch refused at once do.
+func TestARelistAfterARestartDoesNotWait(t *testing.T) {
+	const restarts = 30
+	for name, watchRuns := range map[string]time.Duration{"a restart every 3 s": 3 * time.Second, "watches ending at once": 0} {
+		t.Run(name, func(t *testing.T) {
+			clk := skippingClock{testingclock.NewFakeClock(time.Unix(0, 0))}
+			var mu sync.Mutex
+			lists, watches := 0, 0
+			api := API{Kind: "Pod", New: func() runtime.Object { return &corev1.Pod{} },
+				Page: func(ctx context.Context, _ metav1.ListOptions) (io.ReadCloser, error) {
+					if ctx.Err() != nil {
+						return nil, ctx.Err()
+					}
+					mu.Lock()
+					lists++
+					mu.Unlock()
+					body, err := encodeProtobuf(&corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "9"}})
+					return io.NopCloser(bytes.NewReader(body)), err
+				},
+				Watch: func(ctx context.Context, o metav1.ListOptions) (io.ReadCloser, error) {
+					if o.SendInitialEvents != nil {
+						_, err := refused()
+						return nil, err
+					}
+					mu.Lock()
+					watches++
+					mu.Unlock()
+					if o.ResourceVersion == "9" { // the watch after a list: it runs, then its API server goes
+						body, err := ended(t, watch.Event{Type: watch.Modified, Object: pod("a", "10")})(ctx)
+						return io.NopCloser(io.MultiReader(body, stepReader{clk, watchRuns})), err
+					}
+					return events(t, gone())(ctx) // resumed on the restarted API server
+				},
+			}
+			f := &Feed{Name: "test", API: api, Sink: &recordingSink{}, clock: clk}
+			ctx, cancel := context.WithCancel(klog.NewContext(t.Context(), logr.Discard()))
+			start := clk.Now()
+			done := make(chan struct{})
+			go func() { f.Run(ctx); close(done) }()
+			err := await.Poll(t.Context(), time.Minute, time.Millisecond, func(context.Context) string {
+				mu.Lock()
+				defer mu.Unlock()
+				if lists <= restarts {
+					return fmt.Sprintf("%d lists", lists)
+				}
+				return ""
+			})
+			cancel()
+			<-done
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Each restart: the watch's run, then at most 150 ms before
+			// its resumption (the wait of a watch whose body ended).
+			mu.Lock()
+			n := time.Duration(lists)
+			mu.Unlock()
+			waited := clk.Since(start) - n*watchRuns
+			if watchRuns > 0 && waited > n*150*time.Millisecond {
+				t.Errorf("%d restarts took %v of the clock beyond the watches' runs; want at most 150 ms each, no relist waiting", n, waited)
+			}
+			if watchRuns == 0 && waited < (n-8)*5*time.Second {
+				t.Errorf("%d relists of watches that ended at once waited %v in all; want the relist wait, growing to 10 s", n, waited)
 			}
 		})
 	}

@@ -99,38 +99,54 @@ func (r firstRead) Read(b []byte) (int, error) {
 }
 
 // follow delivers the watch's events from version rv until the version is
-// gone (nil: list again), an event cannot be read (its error, as
+// gone (watchGone: list again), an event cannot be read (its error, as
 // client-go's watch decoder ends a watch), or ctx is done. Where the
 // watch's body ends (the API server closes every watch now and then, and
 // all of them when it restarts), or the API server answers with any error
 // but a 410, it watches again from the last version delivered, after a
 // wait that grows to a second while the watches deliver nothing: a 403 is
 // retried so, without end, as client-go's RetryWatcher retries it.
-func (f *Feed) follow(ctx context.Context, rv string) error {
+func (f *Feed) follow(ctx context.Context, rv string) (*watchGone, error) {
 	restart := listRetry()
+	var ran time.Duration // how long the last watch that started ran
 	for {
+		asked, before := rv, ran
 		body, err := f.API.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
 		if err == nil {
-			from := rv
+			began := f.clk().Now()
 			_, err = f.events(body, false, &rv)
 			body.Close()
-			if rv != from {
+			ran = f.clk().Since(began)
+			if rv != asked {
 				restart = listRetry()
 			}
 		}
 		var ended bodyEnded
 		switch {
-		case ctx.Err() != nil || isExpired(err):
-			return nil
+		case ctx.Err() != nil:
+			return nil, nil
+		case isExpired(err):
+			return &watchGone{version: asked, reason: err.Error(), ran: max(before, ran)}, nil
 		case err != nil && !errors.As(err, &ended) && !isAPIError(err):
-			return err
+			return nil, err
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return nil, nil
 		case <-f.clk().After(restart.Step()):
 		}
 	}
+}
+
+// watchGone is a watch that ended for a relist: the API server no longer
+// has the version it was (re)started from.
+type watchGone struct {
+	version string
+	reason  string // the API server's message, which names the versions it has
+	// ran is how long the refused watch ran, or where it was refused at
+	// once, the watch before it (0 for the first watch after a list): an
+	// API server that restarted refuses the resumption of a watch that ran.
+	ran time.Duration
 }
 
 // isAPIError is an error the API server sent, as a status or an error event.
