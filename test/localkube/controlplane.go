@@ -1,6 +1,7 @@
 package localkube
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"debug/buildinfo"
@@ -153,44 +154,8 @@ func (e *Env) startCluster(ctx context.Context, bins binaries, c *Cluster, etcd 
 	if err := os.MkdirAll(c.apis.CertDir, 0o700); err != nil {
 		return err
 	}
-	// A port below the ephemeral range (envtest would pick one inside it):
-	// while the API server is down for a restart, no client socket can be
-	// given its port, which would keep it from listening again.
-	port, err := run.FreePort()
-	if err != nil {
+	if err := c.configureAPIServer(c.apis, nodeAddr, serviceRanges); err != nil {
 		return err
-	}
-	c.apis.SecureServing.Address, c.apis.SecureServing.Port = "127.0.0.1", strconv.Itoa(port)
-	args := c.apis.Configure()
-	if c.realNode {
-		if c.apis.SecureServing.CA, err = writeNodePKI(c.apis.CertDir, nodeAddr); err != nil {
-			return fmt.Errorf("serving certificate: %w", err)
-		}
-		c.apis.SecureServing.Address = nodeAddr.String()
-		args.Set("advertise-address", nodeAddr.String())
-		// The kubelet (exec, logs) by its address: its hostname is in no DNS.
-		args.Set("kubelet-preferred-address-types", "InternalIP")
-		policy := filepath.Join(c.dir, "audit-policy.yaml")
-		if err := os.WriteFile(policy, []byte(nodeAuditPolicy), 0o600); err != nil {
-			return err
-		}
-		c.AuditLog = filepath.Join(c.dir, "audit.log")
-		args.Set("audit-policy-file", policy)
-		args.Set("audit-log-path", c.AuditLog)
-	} else {
-		// Nothing would remove 127.0.0.1 from the `kubernetes` Endpoints, and
-		// Endpoints reject loopback addresses anyway.
-		args.Set("endpoint-reconciler-type", "none")
-	}
-	args.Set("etcd-prefix", "/registry/"+c.Name)
-	args.Set("service-cluster-ip-range", serviceRanges)
-	// envtest disables the ServiceAccount admission plugin because it runs no
-	// controller manager; this one does, so pods need a ServiceAccount as in
-	// a real cluster.
-	args.Disable("disable-admission-plugins")
-	args.Set("profiling", "false")
-	if c.reqTimeout > 0 {
-		args.Set("request-timeout", c.reqTimeout.String())
 	}
 	if err := c.apis.Start(); err != nil {
 		return fmt.Errorf("kube-apiserver: %w (log: %s)", err, filepath.Join(c.dir, "kube-apiserver.log"))
@@ -209,6 +174,13 @@ func (e *Env) startCluster(ctx context.Context, bins binaries, c *Cluster, etcd 
 	kubeconfig, err := admin.KubeConfig()
 	if err != nil {
 		return err
+	}
+	if c.replicated {
+		if err := c.startReplicas(nodeAddr, serviceRanges); err != nil {
+			return err
+		}
+		kubeconfig = bytes.ReplaceAll(kubeconfig, []byte(c.Config.Host), []byte(c.front.url))
+		c.Config.Host = c.front.url
 	}
 	c.Kubeconfig = filepath.Join(e.dir, c.Name+".kubeconfig")
 	if err := os.WriteFile(c.Kubeconfig, kubeconfig, 0o600); err != nil {
@@ -242,5 +214,49 @@ func (e *Env) startCluster(ctx context.Context, bins binaries, c *Cluster, etcd 
 	}
 	e.log.Info("cluster ready", "cluster", c.Name, "host", c.Config.Host, "kubeconfig", c.Kubeconfig,
 		"apiserver", apiReady.Round(time.Millisecond), "total", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// configureAPIServer gives apis, one of c's kube-apiservers, its port and
+// arguments. The port is below the ephemeral range (envtest would pick one
+// inside it): while the API server is down for a restart, no client socket
+// can be given its port, which would keep it from listening again.
+func (c *Cluster) configureAPIServer(apis *envtest.APIServer, nodeAddr netip.Addr, serviceRanges string) error {
+	port, err := run.FreePort()
+	if err != nil {
+		return err
+	}
+	apis.SecureServing.Address, apis.SecureServing.Port = "127.0.0.1", strconv.Itoa(port)
+	args := apis.Configure()
+	if c.realNode {
+		if apis.SecureServing.CA, err = writeNodePKI(apis.CertDir, nodeAddr); err != nil {
+			return fmt.Errorf("serving certificate: %w", err)
+		}
+		apis.SecureServing.Address = nodeAddr.String()
+		args.Set("advertise-address", nodeAddr.String())
+		// The kubelet (exec, logs) by its address: its hostname is in no DNS.
+		args.Set("kubelet-preferred-address-types", "InternalIP")
+		policy := filepath.Join(c.dir, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(nodeAuditPolicy), 0o600); err != nil {
+			return err
+		}
+		c.AuditLog = filepath.Join(c.dir, "audit.log")
+		args.Set("audit-policy-file", policy)
+		args.Set("audit-log-path", c.AuditLog)
+	} else {
+		// Nothing would remove 127.0.0.1 from the `kubernetes` Endpoints, and
+		// Endpoints reject loopback addresses anyway.
+		args.Set("endpoint-reconciler-type", "none")
+	}
+	args.Set("etcd-prefix", "/registry/"+c.Name)
+	args.Set("service-cluster-ip-range", serviceRanges)
+	// envtest disables the ServiceAccount admission plugin because it runs no
+	// controller manager; this one does, so pods need a ServiceAccount as in
+	// a real cluster.
+	args.Disable("disable-admission-plugins")
+	args.Set("profiling", "false")
+	if c.reqTimeout > 0 {
+		args.Set("request-timeout", c.reqTimeout.String())
+	}
 	return nil
 }

@@ -93,6 +93,11 @@ type Options struct {
 	// pods reach it with their in-cluster configuration. Each runs a
 	// kube-scheduler, and gets no stand-in Node: the kubelet registers its own.
 	RealNodes []string
+	// Replicated names the clusters that run three kube-apiservers on their
+	// etcd behind one address, as a highly available control plane runs
+	// behind its load balancer (replicas.go); Config, Kubeconfig and
+	// Client reach them through it.
+	Replicated []string
 	// NodeAddress is an address of the node's network, which exists only in
 	// the network namespace the test made (test/node); required with RealNodes.
 	NodeAddress netip.Addr
@@ -129,9 +134,12 @@ type Cluster struct {
 
 	dir        string
 	realNode   bool          // see Options.RealNodes
+	replicated bool          // see Options.Replicated
 	reqTimeout time.Duration // see Options.RequestTimeout
 	kcmNames   []string      // see Options.Controllers
 	apis       *envtest.APIServer
+	replicas   []*envtest.APIServer // its other kube-apiservers, replicated
+	front      *front               // the address in front of them, replicated
 	kcm        *run.Process
 	scheduler  *run.Process
 	kcmHealthz string
@@ -201,7 +209,7 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	env.clusters = make([]*Cluster, len(opts.Clusters))
 	for i, name := range opts.Clusters {
 		env.clusters[i] = &Cluster{Name: name, dir: filepath.Join(env.dir, name), realNode: slices.Contains(opts.RealNodes, name),
-			kcmNames: opts.Controllers, reqTimeout: opts.RequestTimeout}
+			replicated: slices.Contains(opts.Replicated, name), kcmNames: opts.Controllers, reqTimeout: opts.RequestTimeout}
 		if err := os.MkdirAll(env.clusters[i].dir, 0o755); err != nil {
 			return env, err
 		}
@@ -300,6 +308,12 @@ func (c *Cluster) stop() error {
 	}
 	if c.apis != nil {
 		errs = append(errs, c.apis.Stop())
+	}
+	for _, r := range c.replicas {
+		errs = append(errs, r.Stop())
+	}
+	if c.front != nil {
+		c.front.close()
 	}
 	for _, f := range c.closers {
 		_ = f.Close()

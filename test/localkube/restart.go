@@ -12,14 +12,30 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 // StopAPIServer kills the cluster's kube-apiserver, as in an outage or a
 // crash: etcd and kube-controller-manager keep running, clients see
 // connection errors. (A graceful stop takes longer than envtest waits while
 // watches are open.) StartAPIServer brings it back.
+// A replicated cluster's kube-apiservers are all killed.
 func (c *Cluster) StopAPIServer() error {
-	pid, err := c.apiServerPID()
+	var errs []error
+	for _, apis := range c.apiServers() {
+		errs = append(errs, stopAPIServer(apis))
+	}
+	return errors.Join(errs...)
+}
+
+// apiServers are c's kube-apiservers: the first, then its replicas.
+func (c *Cluster) apiServers() []*envtest.APIServer {
+	return append([]*envtest.APIServer{c.apis}, c.replicas...)
+}
+
+// stopAPIServer kills apis's process and waits until envtest knows.
+func stopAPIServer(apis *envtest.APIServer) error {
+	pid, err := apiServerPID(apis)
 	if err != nil {
 		return err
 	}
@@ -31,7 +47,7 @@ func (c *Cluster) StopAPIServer() error {
 	// ESRCH, so retry until envtest has noticed the death.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		err := c.apis.Stop()
+		err := apis.Stop()
 		if !errors.Is(err, syscall.ESRCH) {
 			return err
 		}
@@ -42,12 +58,14 @@ func (c *Cluster) StopAPIServer() error {
 	}
 }
 
-// StartAPIServer starts a kube-apiserver stopped by StopAPIServer again, on the
-// same address, with the same certificates and the same etcd, so Config,
-// Kubeconfig and Client stay valid, and waits until it is ready.
+// StartAPIServer starts the kube-apiservers stopped by StopAPIServer again,
+// on the same addresses, with the same certificates and the same etcd, so
+// Config, Kubeconfig and Client stay valid, and waits until they are ready.
 func (c *Cluster) StartAPIServer(ctx context.Context) error {
-	if err := c.apis.Start(); err != nil {
-		return fmt.Errorf("kube-apiserver: %w (log: %s)", err, filepath.Join(c.dir, "kube-apiserver.log"))
+	for _, apis := range c.apiServers() {
+		if err := apis.Start(); err != nil {
+			return fmt.Errorf("kube-apiserver: %w (logs: %s)", err, filepath.Join(c.dir, "kube-apiserver*.log"))
+		}
 	}
 	if err := waitAPIReady(ctx, c.Client); err != nil {
 		return fmt.Errorf("kube-apiserver /readyz: %w", err)
@@ -86,10 +104,10 @@ func (c *Cluster) CompactEtcd(ctx context.Context) (int64, error) {
 	return put.Header.Revision, err
 }
 
-// apiServerPID finds this cluster's kube-apiserver, the one process whose
+// apiServerPID finds the kube-apiserver apis, the one process whose
 // command line carries its certificate directory.
-func (c *Cluster) apiServerPID() (int, error) {
-	want := []byte("--cert-dir=" + c.apis.CertDir + "\x00")
+func apiServerPID(apis *envtest.APIServer) (int, error) {
+	want := []byte("--cert-dir=" + apis.CertDir + "\x00")
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0, err
@@ -108,5 +126,5 @@ func (c *Cluster) apiServerPID() (int, error) {
 		}
 		return pid, nil
 	}
-	return 0, fmt.Errorf("no kube-apiserver process with --cert-dir=%s", c.apis.CertDir)
+	return 0, fmt.Errorf("no kube-apiserver process with --cert-dir=%s", apis.CertDir)
 }

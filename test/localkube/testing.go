@@ -18,13 +18,16 @@ import (
 // by a package's tests, call Start and Stop in TestMain instead.
 func StartT(t testing.TB, names ...string) *Env {
 	t.Helper()
+	return StartTWith(t, Options{Clusters: names})
+}
+
+// StartTWith is StartT with more options than the clusters' names; their
+// directory, logger and signal handling are StartT's.
+func StartTWith(t testing.TB, opts Options) *Env {
+	t.Helper()
 	dir := t.TempDir()
-	env, err := Start(context.Background(), Options{
-		Clusters:     names,
-		Dir:          dir,
-		Logger:       TestLogger(t),
-		StopOnSignal: true,
-	})
+	opts.Dir, opts.Logger, opts.StopOnSignal = dir, TestLogger(t), true
+	env, err := Start(context.Background(), opts)
 	if err != nil {
 		t.Fatalf("localkube: %v", err)
 	}
