@@ -159,8 +159,10 @@ func (r *runner) tearDown() {
 // every other cluster), two controllers and a CoreDNS per cluster.
 func (r *runner) setUp(ctx context.Context) error {
 	r.cfg.Log.Info("starting clusters", "clusters", r.cfg.Clusters)
+	// The first cluster's control plane is highly available: three
+	// kube-apiservers behind one address (localkube.Options.Replicated).
 	env, err := localkube.Start(ctx, localkube.Options{Clusters: r.cfg.Clusters, Dir: filepath.Join(r.cfg.Dir, "clusters"),
-		Logger: r.cfg.Log})
+		Logger: r.cfg.Log, Replicated: r.cfg.Clusters[:1]})
 	if err != nil {
 		return err
 	}
@@ -268,12 +270,30 @@ func (m *member) state() (apiDown, dnsDown bool) {
 	return apiDown, dnsDown
 }
 
-// converged waits until every member's answers have matched the truth for a
-// while, and records how long answers stayed wrong after the fault at since.
+// converged waits until every member's simulator has seen every change
+// of the API servers and has nothing left to write, then until every
+// member's answers have matched the truth for a while, and records the
+// longest an answer lagged the API's change that made it wrong meanwhile.
+// Waiting for the simulators first means that what they write late (their
+// informers relist on client-go's schedule after an API server's restart)
+// counts under the fault that caused it, not the next one.
 func (r *runner) converged(ctx context.Context, kind string, since time.Time) error {
-	err := await.Poll(ctx, 90*time.Second, 50*time.Millisecond, func(context.Context) string {
+	r.truths.resetLag()
+	err := await.Poll(ctx, 90*time.Second, 200*time.Millisecond, func(ctx context.Context) string {
 		for _, m := range r.members {
-			if !r.truths.quiet(m, since, time.Second) {
+			if s := simulatorBehind(ctx, m); s != "" {
+				return s
+			}
+		}
+		return ""
+	})
+	if err != nil {
+		return fmt.Errorf("after %s: the simulators did not catch up: %w", kind, err)
+	}
+	caughtUp := time.Now()
+	err = await.Poll(ctx, 90*time.Second, 50*time.Millisecond, func(context.Context) string {
+		for _, m := range r.members {
+			if !r.truths.quiet(m, caughtUp, time.Second) {
 				return r.truths.describe()
 			}
 		}
@@ -282,8 +302,26 @@ func (r *runner) converged(ctx context.Context, kind string, since time.Time) er
 	if err != nil {
 		return fmt.Errorf("after %s: answers did not match the API: %w", kind, err)
 	}
-	r.res.stale(kind, r.truths.lastWrong(since).Sub(since))
+	r.res.stale(kind, r.truths.lag())
 	return nil
+}
+
+// simulatorBehind says what m's simulator has not followed yet, "" when it
+// has followed every change and is idle.
+func simulatorBehind(ctx context.Context, m *member) string {
+	behind, err := m.world.Sim.Behind(ctx)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("%s's simulator: %v", m.name, err)
+	case behind != "":
+		return fmt.Sprintf("%s's simulator is behind: %s", m.name, behind)
+	}
+	idle, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	if m.world.Sim.WaitIdle(idle) != nil {
+		return m.name + "'s simulator is busy"
+	}
+	return ""
 }
 
 // fuzz sends random and malformed messages to the first cluster's CoreDNS,

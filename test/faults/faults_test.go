@@ -8,9 +8,10 @@ import (
 	"github.com/globalmirror/globalmirror/test/localkube"
 )
 
-// TestFaultsShort is `make faults` in a few minutes: two clusters, ninety
-// seconds of faults, a short idle check and wire fuzz. Every measure that
-// must be zero is asserted; the report is logged.
+// TestFaultsShort is `make faults` in a few minutes: two clusters, two and
+// a half minutes of faults (every kind once at least), a short idle check
+// and wire fuzz. Every measure that must be zero is asserted; the report is
+// logged.
 func TestFaultsShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts control planes")
@@ -29,7 +30,7 @@ func TestFaultsShort(t *testing.T) {
 		os.RemoveAll(dir)
 	})
 	res, err := Run(t.Context(), Config{
-		Clusters: []string{"east", "west"}, Seed: 7, Duration: 90 * time.Second,
+		Clusters: []string{"east", "west"}, Seed: 7, Duration: 150 * time.Second,
 		Idle: 10 * time.Second, Fuzz: 15 * time.Second, Dir: dir,
 		Log: localkube.TestLogger(t),
 	})

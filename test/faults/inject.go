@@ -23,7 +23,10 @@ type fault struct {
 	inject     func(ctx context.Context, r *runner, m *member) (string, error)
 }
 
-const compactionKind = "compact etcd, restart kube-apiserver (watches get 410 Gone)"
+const (
+	compactionKind = "compact etcd, restart kube-apiserver (watches get 410 Gone)"
+	rollingKind    = "restart three kube-apiservers one after another (HA upgrade)"
+)
 
 var faultKinds = []fault{
 	{"unlink a cluster", 2, func(r *runner) bool { return true }, unlink},
@@ -33,6 +36,7 @@ var faultKinds = []fault{
 	{"gateway down or up", 3, func(r *runner) bool { return true }, flipGateway},
 	{"annotate an exported service (Helm, Argo CD)", 3, func(r *runner) bool { return true }, annotate},
 	{"kill kube-apiserver and restart it", 2, func(r *runner) bool { return true }, apiserverOutage},
+	{rollingKind, 2, func(r *runner) bool { return true }, rollingRestart},
 	{compactionKind, 1, func(r *runner) bool { return true }, compactEtcd},
 	{"kill the leader (SIGKILL)", 2, func(r *runner) bool { return true }, killLeader(true)},
 	{"terminate the leader (SIGTERM)", 2, func(r *runner) bool { return true }, killLeader(false)},
@@ -206,6 +210,21 @@ func (r *runner) outage(ctx context.Context, m *member, during func() error) err
 	}
 	time.Sleep(time.Until(stopped.Add(down)))
 	return m.c.StartAPIServer(ctx)
+}
+
+// rollingRestart restarts the replicated cluster's kube-apiservers one
+// after another, as an upgrade of a highly available control plane does,
+// each back and ready before the next goes; watches resumed on one just
+// restarted get 410 (its watch cache starts at its own revision). The
+// address in front of them serves throughout.
+func rollingRestart(ctx context.Context, r *runner, _ *member) (string, error) {
+	m := r.members[0]
+	for i := range m.c.APIServers() {
+		if err := m.c.RestartAPIServerAt(ctx, i, time.Duration(500+r.rng.IntN(1500))*time.Millisecond); err != nil {
+			return "", fmt.Errorf("kube-apiserver %d of %s: %w", i, m.name, err)
+		}
+	}
+	return fmt.Sprintf("%s's %d kube-apiservers restarted in turn", m.name, m.c.APIServers()), nil
 }
 
 func apiserverOutage(ctx context.Context, r *runner, m *member) (string, error) {

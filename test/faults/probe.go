@@ -31,6 +31,9 @@ type truths struct {
 	group
 	mu    sync.Mutex
 	state map[*member]*memberTruth
+	// worstLag is the longest an answer differed from the truth after the
+	// truth's last change, since resetLag.
+	worstLag time.Duration
 }
 
 // group is goroutines that run until stopped.
@@ -342,7 +345,24 @@ func (t *truths) checked(m *member, wrong bool, at time.Time) {
 	s.lastCheck = at
 	if wrong {
 		s.lastWrong = at
+		t.worstLag = max(t.worstLag, at.Sub(s.changed))
 	}
+}
+
+// resetLag starts measuring the longest lag anew.
+func (t *truths) resetLag() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.worstLag = 0
+}
+
+// lag is the longest an answer differed from the truth after the API's
+// last change before it, since resetLag: how long the answers took to
+// follow the API, measured from the change as the window is.
+func (t *truths) lag() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.worstLag
 }
 
 func v4(addrs []string) []string {

@@ -30,8 +30,10 @@ type Results struct {
 	Failures map[string]int
 	// FailureSamples has the first time each unexpected failure was seen.
 	FailureSamples []string
-	// Stale is, per kind of fault, the longest time an answer stayed wrong
-	// after it; Faults counts the faults injected per kind.
+	// Stale is, per kind of fault, the longest an answer differed from the
+	// API after the API's change that made it wrong, while the mesh
+	// converged after a fault of that kind; Faults counts the faults
+	// injected per kind.
 	Stale  map[string]time.Duration
 	Faults map[string]int
 	// Crashes are processes that exited without being told to.
@@ -147,7 +149,7 @@ func (r *Results) Markdown() string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	c := r.Config
-	p("# Faults\n\n`make faults`: %d clusters (%s) in a full mesh, each with the mirror simulator linking the others, two controller replicas and a CoreDNS with the global plugin; DNS clients asking every global and per-pod name of every cluster continuously, over UDP and TCP; faults injected one after another for %v, order and choices from seed %d. Set-up took %v, the whole run %v.\n\n",
+	p("# Faults\n\n`make faults`: %d clusters (%s) in a full mesh, each with the mirror simulator linking the others, two controller replicas and a CoreDNS with the global plugin, the first's control plane three kube-apiservers behind one address; DNS clients asking every global and per-pod name of every cluster continuously, over UDP and TCP; faults injected one after another for %v, order and choices from seed %d. Set-up took %v, the whole run %v.\n\n",
 		len(c.Clusters), strings.Join(c.Clusters, ", "), c.Duration, c.Seed, r.SetUp.Round(time.Second), r.Total.Round(time.Second))
 	p("Every answer is compared with a model of the truth (package `test/faults/truth`, a second implementation of the semantics) computed from each cluster's API server every 100 ms; a watch tells it of every state in between. An answer that differs while the API's state changed less than %v ago is the system converging; one that differs after that counts as wrong. The idle check measures a window in which no input of the controllers changed.\n\n", window)
 	p("| measure | value |\n|---|---:|\n")
@@ -163,7 +165,7 @@ func (r *Results) Markdown() string {
 	}
 	p("| watches resumed after a compaction answered 410 Gone (informers list again) | %d of %d |\n", r.Gone410, r.Faults[compactionKind])
 	p("| wire fuzz (%v): messages, replies, malformed replies | %d, %d, %d |\n", c.Fuzz, r.Fuzz.Sent, r.Fuzz.Replies, r.Fuzz.MalformedCount)
-	p("\n## Faults, and the longest an answer stayed wrong after each\n\n| fault | injected | longest stale answer |\n|---|---:|---:|\n")
+	p("\n## Faults, and the longest an answer lagged the API after each\n\nThe next fault comes once every simulator has followed every change and the answers have matched the API for a second, so what a fault's recovery writes late counts under it. A lag is measured from the API's change that made the answer wrong, as the window is.\n\n| fault | injected | longest lag behind the API |\n|---|---:|---:|\n")
 	for _, k := range slices.Sorted(maps.Keys(r.Faults)) {
 		p("| %s | %d | %v |\n", k, r.Faults[k], r.Stale[k].Round(time.Millisecond))
 	}

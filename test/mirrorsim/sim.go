@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -212,6 +213,7 @@ type key struct{ Cluster, Namespace, Name string }
 
 type link struct {
 	name      string
+	client    kubernetes.Interface        // the target's
 	services  corelisters.ServiceLister   // exported ones
 	endpoints corelisters.EndpointsLister // all, to see hostnames before export
 	stop      context.CancelFunc
@@ -368,7 +370,7 @@ func (s *Simulator) Link(ctx context.Context, name string, target *rest.Config, 
 	if err != nil {
 		return fmt.Errorf("mirrorsim: target %s: %w", name, err)
 	}
-	l := &link{name: name, gatewayUp: true, events: map[key]remoteEvents{}}
+	l := &link{name: name, client: client, gatewayUp: true, events: map[key]remoteEvents{}}
 	for _, o := range opts {
 		o(l)
 	}
@@ -659,4 +661,82 @@ func newClient(cfg *rest.Config) (kubernetes.Interface, error) {
 	// Linkerd reads and writes v1 Endpoints; their deprecation warning is noise.
 	cfg.WarningHandler = rest.NoWarnings{}
 	return kubernetes.NewForConfig(cfg)
+}
+
+// Behind describes what of the API servers' objects the simulator's caches
+// have not seen yet, the first difference of each cache; "" once every
+// cache (the source's mirrors, each link's exported Services and
+// Endpoints) holds what a list of its API server returns now. A test that
+// must know the simulator has followed every change (after an API server
+// restart its informers relist on client-go's schedule) waits for "" and
+// WaitIdle.
+func (s *Simulator) Behind(ctx context.Context) (string, error) {
+	type cache struct {
+		what   string
+		list   func(context.Context, metav1.ListOptions) (map[string]string, error)
+		cached func() map[string]string
+		sel    string
+	}
+	caches := []cache{
+		{"the source's mirror Services", listServices(s.source, s.opts.Namespace), cachedOf(s.mirrorServices.List), LabelClusterName},
+		{"the source's mirror Endpoints", listEndpoints(s.source, s.opts.Namespace), cachedOf(s.mirrorEndpoints.List), LabelClusterName},
+	}
+	s.mu.Lock()
+	for _, l := range s.links {
+		caches = append(caches,
+			cache{l.name + "'s exported Services", listServices(l.client, s.opts.Namespace), cachedOf(l.services.List), LabelExported + "=true"},
+			cache{l.name + "'s Endpoints", listEndpoints(l.client, s.opts.Namespace), cachedOf(l.endpoints.List), ""})
+	}
+	s.mu.Unlock()
+	var behind []string
+	for _, c := range caches {
+		live, err := c.list(ctx, metav1.ListOptions{LabelSelector: c.sel})
+		if err != nil {
+			return "", err
+		}
+		if cached := c.cached(); !maps.Equal(live, cached) {
+			behind = append(behind, fmt.Sprintf("%s: %d cached, %d listed", c.what, len(cached), len(live)))
+		}
+	}
+	return strings.Join(behind, "; "), nil
+}
+
+// cachedOf is a lister's objects as namespace/name → resourceVersion.
+func cachedOf[T metav1.Object](list func(labels.Selector) ([]T, error)) func() map[string]string {
+	return func() map[string]string {
+		objs, _ := list(labels.Everything())
+		out := make(map[string]string, len(objs))
+		for _, o := range objs {
+			out[o.GetNamespace()+"/"+o.GetName()] = o.GetResourceVersion()
+		}
+		return out
+	}
+}
+
+func listServices(c kubernetes.Interface, ns string) func(context.Context, metav1.ListOptions) (map[string]string, error) {
+	return func(ctx context.Context, o metav1.ListOptions) (map[string]string, error) {
+		l, err := c.CoreV1().Services(ns).List(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[string]string, len(l.Items))
+		for _, x := range l.Items {
+			out[x.Namespace+"/"+x.Name] = x.ResourceVersion
+		}
+		return out, nil
+	}
+}
+
+func listEndpoints(c kubernetes.Interface, ns string) func(context.Context, metav1.ListOptions) (map[string]string, error) {
+	return func(ctx context.Context, o metav1.ListOptions) (map[string]string, error) {
+		l, err := c.CoreV1().Endpoints(ns).List(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[string]string, len(l.Items))
+		for _, x := range l.Items {
+			out[x.Namespace+"/"+x.Name] = x.ResourceVersion
+		}
+		return out, nil
+	}
 }
