@@ -3,9 +3,11 @@ package global
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"slices"
+	"strings"
 	"sync"
 
 	"k8s.io/client-go/rest"
@@ -108,6 +110,8 @@ func startedPending(owner *instance) {
 // an index: the API server and the credentials it is reached with, and what
 // the index holds (namespaces, suffix, local selector, views). The zones,
 // TTL and fallthrough only shape answers, and may change without a new index.
+// A token read from a file counts by its account, not its text: a rotated
+// token keeps the index, another account's builds a new one.
 func indexKey(cfg *config, api *rest.Config) string {
 	namespaces := slices.Sorted(slices.Values(cfg.namespaces))
 	opts := cfg.controllerOptions()
@@ -133,6 +137,12 @@ func indexKey(cfg *config, api *rest.Config) string {
 		id.Host, id.APIPath = api.Host, api.APIPath
 		id.Username, id.Password = api.Username, api.Password
 		id.BearerToken, id.BearerTokenFile = api.BearerToken, api.BearerTokenFile
+		if api.BearerTokenFile != "" {
+			// client-go reads the file again as it runs: the kubelet
+			// replaces a projected token about every 48 minutes, and a
+			// token of the same account reaches the same feeds.
+			id.BearerToken = tokenAccount(api.BearerToken)
+		}
 		id.Impersonate, id.TLS = api.Impersonate, api.TLSClientConfig
 		id.TLS.NextProtos = nil // set by kubeclient, not by the kubeconfig
 		id.AuthProvider, id.ExecProvider = api.AuthProvider, api.ExecProvider
@@ -143,4 +153,26 @@ func indexKey(cfg *config, api *rest.Config) string {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// tokenAccount is whom a bearer token names: a JWT's issuer and subject (a
+// service account's token names its account there), read, not verified
+// (the API server verifies it); the token itself where it is no JWT.
+func tokenAccount(token string) string {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return token
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
+	if err != nil {
+		return token
+	}
+	var claims struct {
+		Issuer  string `json:"iss"`
+		Subject string `json:"sub"`
+	}
+	if json.Unmarshal(payload, &claims) != nil || claims.Subject == "" {
+		return token
+	}
+	return "account " + claims.Issuer + " " + claims.Subject
 }

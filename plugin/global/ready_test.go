@@ -1,6 +1,8 @@
 package global
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"testing"
 
 	"github.com/coredns/caddy"
@@ -183,4 +185,35 @@ func TestIndexKeySaysWhichFeeds(t *testing.T) {
 			t.Errorf("%+v: the same index", other)
 		}
 	}
+
+	// A token read from a file (in-cluster, a kubeconfig's tokenFile) counts
+	// by its account: the kubelet rotates a projected token, client-go reads
+	// the file again.
+	inFile := func(token string) *rest.Config {
+		return &rest.Config{Host: api.Host, BearerToken: token, BearerTokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token"}
+	}
+	coredns := indexKey(stanza("namespaces a b"), inFile(jwt(t, "system:serviceaccount:kube-system:coredns", 1)))
+	if indexKey(stanza("namespaces a b"), inFile(jwt(t, "system:serviceaccount:kube-system:coredns", 2))) != coredns {
+		t.Error("a rotated token of the same account: a new index")
+	}
+	for what, other := range map[string]*rest.Config{
+		"another account":         inFile(jwt(t, "system:serviceaccount:kube-system:other", 1)),
+		"another token, no file":  {Host: api.Host, BearerToken: jwt(t, "system:serviceaccount:kube-system:coredns", 2)},
+		"an opaque token in file": inFile("opaque"),
+	} {
+		if indexKey(stanza("namespaces a b"), other) == coredns {
+			t.Errorf("%s: the same index", what)
+		}
+	}
+}
+
+// jwt is an unsigned token naming subject, issued at iat.
+func jwt(t *testing.T, subject string, iat int) string {
+	t.Helper()
+	claims, err := json.Marshal(map[string]any{"iss": "https://kubernetes.default.svc.cluster.local", "sub": subject, "iat": iat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := base64.RawURLEncoding.EncodeToString
+	return enc([]byte(`{"alg":"RS256"}`)) + "." + enc(claims) + ".c2ln"
 }

@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -276,7 +278,11 @@ func TestReadyAfterReload(t *testing.T) {
 // slow to list (hold: every list waits until release). Watches pass.
 type apiProxy struct {
 	kubeconfig string
-	noStreams  bool
+	// tokenFile is the kubeconfig's tokenFile: a service account's token,
+	// which the proxy does not send on (it authenticates as the cluster's
+	// admin), so that a test may rotate it (rotateToken).
+	tokenFile string
+	noStreams bool
 	// lists counts the lists asked for; limited, those asking for pages.
 	lists, limited atomic.Int64
 
@@ -301,7 +307,10 @@ func startAPIProxy(t *testing.T, c *localkube.Cluster, noStreams bool) *apiProxy
 	// the API server would hold open for up to an hour.
 	stopped, stop := context.WithCancel(context.Background())
 	forward := &httputil.ReverseProxy{
-		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			r.Out.Header.Del("Authorization")
+		},
 		Transport:     transport,
 		FlushInterval: -1, // watches stream
 	}
@@ -342,7 +351,9 @@ func startAPIProxy(t *testing.T, c *localkube.Cluster, noStreams bool) *apiProxy
 	})
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["proxy"] = &clientcmdapi.Cluster{Server: srv.URL}
-	cfg.AuthInfos["proxy"] = &clientcmdapi.AuthInfo{}
+	p.tokenFile = filepath.Join(t.TempDir(), "token")
+	p.rotateToken(t, 1)
+	cfg.AuthInfos["proxy"] = &clientcmdapi.AuthInfo{TokenFile: p.tokenFile}
 	cfg.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "proxy"}
 	cfg.CurrentContext = "proxy"
 	p.kubeconfig = filepath.Join(t.TempDir(), "proxy.kubeconfig")
@@ -350,6 +361,22 @@ func startAPIProxy(t *testing.T, c *localkube.Cluster, noStreams bool) *apiProxy
 		t.Fatal(err)
 	}
 	return p
+}
+
+// rotateToken writes the token file anew, as the kubelet replaces a
+// projected service-account token: a token of the same account, issued at
+// iat.
+func (p *apiProxy) rotateToken(t *testing.T, iat int) {
+	t.Helper()
+	claims, err := json.Marshal(map[string]any{"iss": "https://kubernetes.default.svc.cluster.local",
+		"sub": "system:serviceaccount:kube-system:coredns", "iat": iat, "exp": iat + 3600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := base64.RawURLEncoding.EncodeToString
+	if err := os.WriteFile(p.tokenFile, []byte(enc([]byte(`{"alg":"RS256"}`))+"."+enc(claims)+".c2ln"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // hold makes every list from now on wait until release.

@@ -221,6 +221,11 @@ func TestReloadLosesNothing(t *testing.T) {
 	}
 
 	unchanged("unchanged, by SIGUSR1", 8, changed, true)
+	// The kubelet replaces a pod's projected token about every 48 minutes;
+	// client-go reads the file again. A token of the same account, rotated,
+	// keeps the index.
+	proxy.rotateToken(t, 2)
+	unchanged("the token file rotated (the same account), by SIGUSR1", 9, changed, true)
 
 	stopAsking()
 	asking.Wait()
@@ -237,14 +242,14 @@ func TestReloadLosesNothing(t *testing.T) {
 		t.Errorf("/ready: %d of %d samples not 200, refused for %v in a row; want none, and at most %v", notReady.Load(), samples.Load(), longestRefused, refusedFor)
 	}
 	for _, index := range []string{"reused", "built"} {
-		if got, err := run.MetricSum(c.MetricsURL, "coredns_global_handovers_total", `index="`+index+`"`); err != nil || got != map[string]float64{"reused": 2, "built": 1}[index] {
+		if got, err := run.MetricSum(c.MetricsURL, "coredns_global_handovers_total", `index="`+index+`"`); err != nil || got != map[string]float64{"reused": 3, "built": 1}[index] {
 			t.Errorf("coredns_global_handovers_total{index=%q} = %v (%v)", index, got, err)
 		}
 	}
 
 	// Past handover_timeout: the new instance takes over incomplete.
 	proxy.hold()
-	reload("bound", corefile(9, changed+" default\n        handover_timeout 2s"), true)
+	reload("bound", corefile(10, changed+" default\n        handover_timeout 2s"), true)
 	reloaded("bound")
 	logged("bound", "the new index is not complete after handover_timeout 2s")
 	if got := dnsq.Answer("udp", c.Addr, s.FQDN(bench.Global(0)), dns.TypeA); got != "SERVFAIL +soa" {
