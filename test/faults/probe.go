@@ -275,10 +275,18 @@ func (t *truths) verdict(m *member, q expectation, got []string, rcode int, at t
 	if !s.refreshed.After(at) {
 		return false, false, ""
 	}
-	if s.changed.After(at) || at.Sub(s.changed) <= window {
-		return false, true, "" // converging
+	if s.changed.After(at) {
+		return false, true, "" // the answer may be ahead of the polled truth
 	}
 	e := s.expect(q.name)
+	if e.matches(got, rcode) {
+		return false, true, "" // the truth caught up with the answer
+	}
+	// The answer lagged the API's last change before it by this much.
+	t.worstLag = max(t.worstLag, at.Sub(s.changed))
+	if at.Sub(s.changed) <= window {
+		return false, true, "" // converging
+	}
 	said = "NXDOMAIN"
 	if e.exists {
 		said = "NOERROR " + addresses(e.addrs)
@@ -345,7 +353,6 @@ func (t *truths) checked(m *member, wrong bool, at time.Time) {
 	s.lastCheck = at
 	if wrong {
 		s.lastWrong = at
-		t.worstLag = max(t.worstLag, at.Sub(s.changed))
 	}
 }
 
