@@ -7,7 +7,11 @@ import "fmt"
 // version works) it drains the cluster the Link is named after, which is
 // the cluster name Linkerd suffixes that link's mirrors with; on a local
 // member service, the local endpoints of that service's base (the local
-// cluster has no Link).
+// cluster has no Link). Linkerd copies every annotation of an exported
+// Service onto its mirrors in every cluster that links it, so a local drain
+// written in cluster X reaches each of those clusters on X's headless mirror,
+// where it drains X's endpoints of that base: the drain is written once, in
+// the cluster under maintenance.
 const AnnotationDrain = "globalmirror.io/drain"
 
 // Drain is how far a cluster's endpoints are drained. A drained endpoint
@@ -69,18 +73,22 @@ const SkipInvalidDrain SkipReason = "InvalidDrain"
 // drain annotation is neither level.
 const ReasonInvalidDrain = "InvalidDrain"
 
-// drainOf is the drain of member m: its cluster's in drains, or for the
-// local service its own annotation's, with the problem an unknown value is.
+// drainOf is the drain of member m: for a headless mirror, the stronger of
+// its cluster's in drains (the Link's) and its own annotation's (copied by
+// Linkerd from the exported service, a drain written in that cluster); for
+// the local service its own annotation's; with the problem an unknown value
+// is.
 func drainOf(m Member, drains map[string]Drain, namespace string) (Drain, *Problem) {
+	var link Drain
 	if !m.Local() {
-		return drains[m.Cluster], nil
+		link = drains[m.Cluster]
 	}
 	if m.Service == nil {
-		return NotDrained, nil
+		return link, nil
 	}
 	d, err := ParseDrain(m.Service.Annotations[AnnotationDrain])
 	if err != nil {
-		return NotDrained, &Problem{ReasonInvalidDrain, "service " + namespace + "/" + m.Service.Name + ": " + err.Error()}
+		return link, &Problem{ReasonInvalidDrain, "service " + namespace + "/" + m.Service.Name + ": " + err.Error()}
 	}
-	return d, nil
+	return max(link, d), nil
 }

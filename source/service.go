@@ -150,9 +150,9 @@ func (in *interner) stripService(svc *corev1.Service, keys []string, suffix stri
 		sh.ports, portsKey = in.servicePorts(svc.Spec.Ports)
 		r.selector = svc.Spec.Selector
 		r.includeMirrors = svc.Annotations[aggregate.AnnotationIncludeMirrors]
-		if svc.Labels[aggregate.LabelMirroredService] != "true" {
-			r.drain = svc.Annotations[aggregate.AnnotationDrain] // a local service's (aggregate.Drain)
-		}
+		// A local service's drain, or one Linkerd copied onto a headless
+		// mirror from its exported service (aggregate.AnnotationDrain).
+		r.drain = svc.Annotations[aggregate.AnnotationDrain]
 		if svc.Labels[aggregate.LabelMirroredService] == "true" {
 			r.uid = "" // a headless mirror is neither owned nor deleted by uid
 		}

@@ -154,6 +154,40 @@ func TestDifferential(t *testing.T) {
 	drain(aggregate.NotDrained)
 	w.converge(ctx, "east undrained", globals(14, 2))
 
+	// The same drains, written once in east itself on its exported db
+	// (globalmirror drain --service there): Linkerd copies the annotation
+	// onto db-east here (and writes its gateway there, which the halves
+	// hold through), and both halves honour it as the Link's.
+	drainInEast := func(level aggregate.Drain) {
+		t.Helper()
+		east := env.Cluster("east")
+		if _, err := cli.Drain(ctx, east.Client, east.Config, cli.DrainTarget{Service: w.NS + "/db"}, level); err != nil {
+			t.Fatal(err)
+		}
+		want := level.String()
+		w.Eventually("db-east carries east's drain "+want, func(ctx context.Context) string {
+			svc, err := w.Source.Client.CoreV1().Services(w.NS).Get(ctx, "db-east", metav1.GetOptions{})
+			if err != nil {
+				return err.Error()
+			}
+			if got := svc.Annotations[aggregate.AnnotationDrain]; got != want {
+				return fmt.Sprintf("db-east's drain %q", got)
+			}
+			return ""
+		})
+	}
+	drainInEast(aggregate.DrainShared)
+	w.drainedShared = "east"
+	w.converge(ctx, "east drained (shared) in east", globals(14, 2))
+	drainInEast(aggregate.DrainAll)
+	w.drainedShared = ""
+	w.converge(ctx, "east drained (all) in east", globals(14, 2))
+	for _, server := range []string{w.global, w.kube} {
+		w.await("east's db-1 out of every name, drained (all) in east", server, "db-1-east."+w.FQDN("db-global"), dns.TypeA, "NXDOMAIN +soa")
+	}
+	drainInEast(aggregate.NotDrained)
+	w.converge(ctx, "east undrained in east", globals(14, 2))
+
 	if err := w.Sim.SetGatewayAlive("east", false); err != nil {
 		t.Fatal(err)
 	}
