@@ -61,7 +61,7 @@ func ParseDrain(v string) (Drain, error) {
 	case DrainAllValue:
 		return DrainAll, nil
 	}
-	return NotDrained, fmt.Errorf("unknown %s value %s: want %q or %q; the cluster is left as if the annotation were absent",
+	return NotDrained, fmt.Errorf("unknown %s value %s: want %q or %q",
 		AnnotationDrain, quote(v), DrainSharedValue, DrainAllValue)
 }
 
@@ -88,7 +88,7 @@ func drainOf(m Member, drains map[string]Drain, namespace string) (Drain, *Probl
 	}
 	d, err := ParseDrain(m.Service.Annotations[AnnotationDrain])
 	if err != nil {
-		return link, &Problem{ReasonInvalidDrain, "service " + namespace + "/" + m.Service.Name + ": " + err.Error()}
+		return link, &Problem{ReasonInvalidDrain, "service " + namespace + "/" + m.Service.Name + ": " + err.Error() + "; it drains nothing"}
 	}
 	return max(link, d), nil
 }

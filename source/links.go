@@ -55,6 +55,7 @@ type linkFeed struct {
 
 	synced  atomic.Bool
 	absent  atomic.Bool // the last look found no Link resource to read
+	listed  bool        // the Links were listed once: their drains are kept while they cannot be read
 	version string      // the version of LinkGroup last listed
 	links   map[nsName]linkState
 }
@@ -85,10 +86,10 @@ func (l *linkFeed) run(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, errLinksAbsent):
-			l.replace(nil)
-			l.absent.Store(true)
-			l.synced.Store(true)
-			if !wasAbsent {
+			kept := l.unreadable()
+			if !wasAbsent && kept > 0 {
+				log.Info("Linkerd's Link resource can no longer be read; keeping the drains last read until it can; looking again every poll", "reason", err, "drains", kept, "poll", l.absentPoll)
+			} else if !wasAbsent {
 				log.Info("No drains: Linkerd's Link resource is not there to read; looking again every poll", "reason", err, "poll", l.absentPoll)
 			}
 			wasAbsent = true
@@ -108,6 +109,26 @@ func (l *linkFeed) run(ctx context.Context) {
 		case <-time.After(pause):
 		}
 	}
+}
+
+// unreadable marks the Links absent (not served, or not readable), synced,
+// and returns how many drains it keeps. Where they were read before, the
+// drains last read stay: a chart upgrade that rebinds the rights, or a CRD
+// being replaced, must not send traffic back to a cluster under
+// maintenance. Where they never were, there are none.
+func (l *linkFeed) unreadable() int {
+	if !l.listed {
+		l.replace(nil)
+	}
+	l.absent.Store(true)
+	l.synced.Store(true)
+	kept := 0
+	for _, st := range l.links {
+		if st.level != aggregate.NotDrained {
+			kept++
+		}
+	}
+	return kept
 }
 
 // listAndWatch lists the Links, replacing every drain, then applies their
@@ -131,6 +152,7 @@ func (l *linkFeed) listAndWatch(ctx context.Context) error {
 	}
 	l.absent.Store(false)
 	l.replace(list.Items)
+	l.listed = true
 	l.synced.Store(true)
 	w, err := res.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true})
 	if err != nil {
@@ -170,18 +192,20 @@ func (l *linkFeed) replace(links []metav1.PartialObjectMetadata) {
 	l.set(next)
 }
 
-// read adds m's drain to links, if it is drained; an unknown value drains
-// nothing and is reported once per version of the Link.
+// read adds m's drain to links, if it is drained; an unknown value keeps
+// the drain the Link had (a typo must not undrain a cluster under
+// maintenance) and is reported once per version of the Link.
 func (l *linkFeed) read(links map[nsName]linkState, m *metav1.PartialObjectMetadata) {
 	id := nsName{m.Namespace, m.Name}
 	level, since, err := LinkDrain(m)
 	if err != nil {
-		if old, ok := l.links[id]; !ok || old.rv != m.ResourceVersion {
+		old, ok := l.links[id]
+		if !ok || old.rv != m.ResourceVersion {
 			m = m.DeepCopy() // for the event: its object is the Link
 			m.APIVersion, m.Kind = LinkGroup+"/"+l.version, LinkKind
-			l.s.skippedLink(m, aggregate.Skip{Reason: aggregate.SkipInvalidDrain, Detail: err.Error()})
+			l.s.skippedLink(m, aggregate.Skip{Reason: aggregate.SkipInvalidDrain, Detail: err.Error() + "; the Link's drain stays as it was"})
 		}
-		links[id] = linkState{rv: m.ResourceVersion} // remembered, so reported once
+		links[id] = linkState{level: old.level, since: old.since, rv: m.ResourceVersion} // remembered, so reported once
 		return
 	}
 	if level == aggregate.NotDrained {

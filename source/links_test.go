@@ -95,23 +95,32 @@ func TestALinksDrainReachesTheInputsOfItsClustersBases(t *testing.T) {
 		t.Errorf("kv told %d times of east's drain; it has no member of east", n)
 	}
 
-	// An unknown value drains nothing, reported once.
-	odd := link("east", "maintenance", since)
+	// An unknown value (a typo) keeps the drain the Link had, reported once.
+	odd := link("east", "true", since)
 	odd.ResourceVersion = "3"
 	if _, err := res.UpdateFake(odd, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "east undrained by an unknown value", func() bool { return len(src.Drains()) == 0 })
+	eventually(t, "the unknown value reported", func() bool { rec.mu.Lock(); defer rec.mu.Unlock(); return len(rec.skipped) > 0 })
 	rec.mu.Lock()
 	skipped := slices.Clone(rec.skipped)
 	rec.mu.Unlock()
-	if len(skipped) != 1 || !strings.Contains(skipped[0], "Link east: InvalidDrain") || !strings.Contains(skipped[0], `"maintenance"`) {
+	if len(skipped) != 1 || !strings.Contains(skipped[0], "Link east: InvalidDrain") || !strings.Contains(skipped[0], `"true"`) || !strings.Contains(skipped[0], "stays as it was") {
 		t.Errorf("skipped %q", skipped)
 	}
+	if got := drainsOf(src); !slices.Equal(got, []string{"east=all linkerd-multicluster/east"}) {
+		t.Errorf("drains after an unknown value %q, want east's all kept", got)
+	}
+	undrained := link("east", "", since)
+	undrained.ResourceVersion = "4"
+	if _, err := res.UpdateFake(undrained, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "east undrained", func() bool { return len(src.Drains()) == 0 })
 
 	// West drained, then its Link deleted: undrained.
 	west := link("west", "shared", since)
-	west.ResourceVersion = "4"
+	west.ResourceVersion = "5"
 	if _, err := res.UpdateFake(west, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -159,6 +168,25 @@ func TestLinksForbiddenDrainNothing(t *testing.T) {
 	src, _ := startWithLinks(t, true, meta)
 	if !src.LinksAbsent() || len(src.Drains()) != 0 {
 		t.Fatalf("absent %v, drains %q", src.LinksAbsent(), drainsOf(src))
+	}
+}
+
+// Links that can no longer be read (a 403 after a chart upgrade rebound the
+// rights, a CRD being replaced) keep the drains last read; never read,
+// there are none.
+func TestLinksUnreadableAfterAListKeepTheirDrains(t *testing.T) {
+	since := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
+	src := indexOf(fixture.HeadlessMirror("ns", "db", "east"))
+	l := &linkFeed{s: src}
+	src.links = l
+	l.replace([]metav1.PartialObjectMetadata{*link("east", "shared", since)})
+	l.listed = true
+	if kept := l.unreadable(); kept != 1 || !slices.Equal(drainsOf(src), []string{"east=shared linkerd-multicluster/east"}) || !src.LinksAbsent() {
+		t.Errorf("unreadable after a list: kept %d, drains %q, absent %v; want east's kept", kept, drainsOf(src), src.LinksAbsent())
+	}
+	l.listed = false
+	if kept := l.unreadable(); kept != 0 || len(src.Drains()) != 0 {
+		t.Errorf("never listed: kept %d, drains %q; want none", kept, drainsOf(src))
 	}
 }
 
