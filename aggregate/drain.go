@@ -65,8 +65,8 @@ func ParseDrain(v string) (Drain, error) {
 		AnnotationDrain, quote(v), DrainSharedValue, DrainAllValue)
 }
 
-// SkipInvalidDrain: an AnnotationDrain value that is neither level, which
-// drains nothing.
+// SkipInvalidDrain: an AnnotationDrain value that is neither level: on a
+// Link, the drain it had stays; on a service it drains nothing.
 const SkipInvalidDrain SkipReason = "InvalidDrain"
 
 // ReasonInvalidDrain is the view's problem for a local member service whose

@@ -44,7 +44,8 @@ type ClusterDrain struct {
 // linkFeed lists and watches the Links' metadata into the source's drains.
 // Unlike the Service and EndpointSlice feeds it keeps going where its
 // resource is absent (Linkerd's CRD not installed, or not readable): it
-// counts as synced, drains nothing, and looks again every absentPoll, so a
+// counts as synced, keeps the drains last read (none where it never read
+// any: unreadable), and looks again every absentPoll, so a
 // cluster without Linkerd's multicluster extension costs one discovery
 // request a poll.
 type linkFeed struct {
