@@ -13,8 +13,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -34,6 +37,8 @@ type DrainTarget struct {
 	LinkNamespace string
 	// Service, namespace/name, is a local member service to drain instead.
 	Service string
+	// Exported drains every local member service instead (DrainExported).
+	Exported bool
 }
 
 // Drained is what a drain or undrain wrote.
@@ -47,6 +52,12 @@ type Drained struct {
 	As string `json:"as"`
 	// Written is false where the object already said so.
 	Written bool `json:"written"`
+	// TargetClusterName is a Link's spec.targetClusterName, the cluster
+	// name Linkerd labels that Link's mirrors with, where it could be read.
+	TargetClusterName string `json:"targetClusterName,omitempty"`
+	// Mirrors is how many headless mirrors here carry the drained cluster's
+	// name; -1 where they could not be counted.
+	Mirrors int `json:"mirrors"`
 }
 
 // Drain sets the drain annotation of target to level (NotDrained removes
@@ -95,9 +106,74 @@ func Drain(ctx context.Context, client kubernetes.Interface, cfg *rest.Config, t
 	}
 	out.Was = link.Annotations[aggregate.AnnotationDrain]
 	if out.Written = out.Was != out.Level; out.Written {
-		_, err = links.Patch(ctx, target.Cluster, types.MergePatchType, patch, opts)
+		if _, err = links.Patch(ctx, target.Cluster, types.MergePatchType, patch, opts); err != nil {
+			return out, err
+		}
 	}
-	return out, err
+	out.TargetClusterName = linkTarget(ctx, cfg, version, target)
+	out.Mirrors = headlessMirrors(ctx, client, target.Cluster)
+	return out, nil
+}
+
+// linkTarget is the Link's spec.targetClusterName, "" where it cannot be read.
+func linkTarget(ctx context.Context, cfg *rest.Config, version string, target DrainTarget) string {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return ""
+	}
+	link, err := dyn.Resource(schema.GroupVersionResource{Group: source.LinkGroup, Version: version, Resource: source.LinkResource}).
+		Namespace(target.LinkNamespace).Get(ctx, target.Cluster, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	name, _, _ := unstructured.NestedString(link.Object, "spec", "targetClusterName")
+	return name
+}
+
+// headlessMirrors counts the headless mirrors here of cluster (up to 100),
+// -1 where they cannot be listed.
+func headlessMirrors(ctx context.Context, client kubernetes.Interface, cluster string) int {
+	sel := labels.Set{aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: cluster}.String() + ",!" + aggregate.LabelHeadlessMirrorName
+	list, err := client.CoreV1().Services(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel, Limit: 100})
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, svc := range list.Items {
+		if svc.Spec.ClusterIP == corev1.ClusterIPNone {
+			n++
+		}
+	}
+	return n
+}
+
+// DrainExported drains (or with NotDrained undrains) every local member
+// service of the cluster client reaches: each headless Service with
+// Linkerd's export label, neither Linkerd's mirror nor globalmirror's. It
+// takes this cluster's pods out here, and Linkerd, which copies every
+// annotation of an exported Service onto its mirrors, takes them out in
+// every cluster that links this one: a maintenance written once, from the
+// cluster under it.
+func DrainExported(ctx context.Context, client kubernetes.Interface, cfg *rest.Config, level aggregate.Drain) ([]*Drained, error) {
+	list, err := client.CoreV1().Services(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: aggregate.DefaultLocalSelector})
+	if err != nil {
+		return nil, err
+	}
+	var out []*Drained
+	for _, svc := range list.Items {
+		if svc.Spec.ClusterIP != corev1.ClusterIPNone || svc.Labels[aggregate.LabelMirroredService] == "true" || aggregate.WrittenByGlobalmirror(svc.Labels) {
+			continue
+		}
+		d, err := Drain(ctx, client, cfg, DrainTarget{Service: svc.Namespace + "/" + svc.Name}, level)
+		if err != nil {
+			return out, fmt.Errorf("service %s/%s: %w", svc.Namespace, svc.Name, err)
+		}
+		out = append(out, d)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("this cluster exports no headless service (label %s): nothing to drain", aggregate.LabelExported)
+	}
+	return out, nil
 }
 
 // DrainPatch is the merge patch that sets the drain annotation to level, or
@@ -163,12 +239,24 @@ func (d *Drained) Write(w interface{ Write([]byte) (int, error) }, target DrainT
 	} else {
 		fmt.Fprintf(w, "At once %s leave every name, as if unlinked; nothing is deleted.\n", who)
 	}
+	if target.Service == "" {
+		switch {
+		case d.TargetClusterName != "" && d.TargetClusterName != target.Cluster:
+			fmt.Fprintf(w, "Warning: Link %s names its cluster %q (spec.targetClusterName): Linkerd labels that Link's mirrors %s, and globalmirror drains the cluster a Link is named after, so this drain reaches none of them.\n",
+				target.Cluster, d.TargetClusterName, d.TargetClusterName)
+		case d.Mirrors == 0:
+			fmt.Fprintf(w, "Warning: no headless mirror of cluster %s here: this drain changes no answer (yet).\n", target.Cluster)
+		}
+	}
 	undo := "globalmirror undrain " + target.Cluster
 	if target.LinkNamespace != DefaultLinkNamespace {
 		undo += " --link-namespace " + target.LinkNamespace
 	}
 	if target.Service != "" {
 		undo = "globalmirror undrain --service " + target.Service
+	}
+	if target.Exported {
+		return // one undo for all: the command's
 	}
 	fmt.Fprintf(w, "Undo: %s\n", undo)
 }

@@ -38,11 +38,13 @@ func TestDrainWritesOnlyItsAnnotationAsTheUser(t *testing.T) {
 	admin := env.Cluster("cli").Client
 	must(t, mirrorsim.InstallLinkCRD(ctx, cfg))
 	links := dynamic.NewForConfigOrDie(cfg).Resource(mirrorsim.LinkResource).Namespace(mirrorsim.LinkNamespace)
-	for _, name := range []string{"east", "west"} {
+	// south's Link is named unlike its cluster, whose name Linkerd labels
+	// its mirrors with.
+	for name, target := range map[string]string{"east": "east", "west": "west", "south": "south-prod"} {
 		_, err := links.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": mirrorsim.LinkResource.GroupVersion().String(), "kind": "Link",
 			"metadata": map[string]any{"name": name, "labels": map[string]any{"kept": "yes"}},
-			"spec":     map[string]any{"targetClusterName": name, "gatewayAddress": "192.0.2.254"},
+			"spec":     map[string]any{"targetClusterName": target, "gatewayAddress": "192.0.2.254"},
 		}}, metav1.CreateOptions{})
 		must(t, err)
 	}
@@ -95,8 +97,21 @@ func TestDrainWritesOnlyItsAnnotationAsTheUser(t *testing.T) {
 	if d, err := drain(t, "operator", "east", aggregate.DrainShared); err != nil || d.Written {
 		t.Errorf("drain again: %+v, %v; want nothing written", d, err)
 	}
-	if _, err := drain(t, "operator", "north", aggregate.DrainShared); err == nil || !strings.Contains(err.Error(), "the clusters linked there are east, west") {
+	if _, err := drain(t, "operator", "north", aggregate.DrainShared); err == nil || !strings.Contains(err.Error(), "the clusters linked there are east, south, west") {
 		t.Errorf("drain of a cluster with no Link: %v", err)
+	}
+	// A drain of a Link named unlike its cluster says it reaches no mirror.
+	south, err := drain(t, "operator", "south", aggregate.DrainShared)
+	if err != nil || !south.Written || south.TargetClusterName != "south-prod" {
+		t.Fatalf("drain south: %+v, %v", south, err)
+	}
+	out.Reset()
+	south.Write(&out, cli.DrainTarget{Cluster: "south", LinkNamespace: mirrorsim.LinkNamespace})
+	if !strings.Contains(out.String(), `Warning: Link south names its cluster "south-prod"`) || !strings.Contains(out.String(), "reaches none of them") {
+		t.Errorf("drain south says:\n%s", out.String())
+	}
+	if _, err := drain(t, "operator", "south", aggregate.NotDrained); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := drain(t, "viewer", "west", aggregate.DrainAll); !apierrors.IsForbidden(err) {
 		t.Errorf("drain by a user who may not: %v, want forbidden", err)
@@ -176,5 +191,56 @@ func TestDrainOfALocalServiceAnnotatesOnlyIt(t *testing.T) {
 	must(t, err)
 	if _, ok := svc.Annotations[aggregate.AnnotationDrain]; ok {
 		t.Errorf("db undrained: annotations %v", svc.Annotations)
+	}
+}
+
+// --exported drains, in the cluster under maintenance, every headless
+// service it exports (Linkerd then copies the annotation onto the mirrors in
+// every cluster that links it), and nothing else; undrain --exported undoes
+// it.
+func TestDrainExportedAnnotatesEveryExportedHeadlessService(t *testing.T) {
+	needsControlPlane(t)
+	ctx := t.Context()
+	admin, cfg := env.Cluster("cli").Client, env.Cluster("cli").Config
+	const ns = "drain-exported"
+	namespace(t, admin, ns)
+	exported := map[string]string{aggregate.LabelExported: "true"}
+	for _, svc := range []*corev1.Service{
+		{ObjectMeta: metav1.ObjectMeta{Name: "kafka", Labels: exported}, Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "zk", Labels: exported}, Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "api", Labels: exported}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "kafka-east", Labels: map[string]string{aggregate.LabelMirroredService: "true", aggregate.LabelClusterName: "east", aggregate.LabelExported: "true"}},
+			Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}},
+	} {
+		_, err := admin.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+		must(t, err)
+	}
+	drained := func() map[string]string {
+		list, err := admin.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		must(t, err)
+		out := map[string]string{}
+		for _, svc := range list.Items {
+			if v, ok := svc.Annotations[aggregate.AnnotationDrain]; ok {
+				out[svc.Name] = v
+			}
+		}
+		return out
+	}
+	all, err := cli.DrainExported(ctx, admin, cfg, aggregate.DrainShared)
+	must(t, err)
+	var objects []string
+	for _, d := range all {
+		if strings.HasPrefix(d.Object, "Service "+ns+"/") {
+			objects = append(objects, d.Object)
+		}
+	}
+	if got := drained(); !reflect.DeepEqual(got, map[string]string{"kafka": "shared", "zk": "shared"}) || len(objects) != 2 {
+		t.Errorf("drained %v (reported %v), want kafka and zk alone", got, objects)
+	}
+	_, err = cli.DrainExported(ctx, admin, cfg, aggregate.NotDrained)
+	must(t, err)
+	if got := drained(); len(got) != 0 {
+		t.Errorf("undrained: %v left", got)
 	}
 }

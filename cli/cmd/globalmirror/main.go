@@ -3,8 +3,8 @@
 //
 //	globalmirror check [flags]
 //	globalmirror status [flags] [NAMESPACE/]NAME
-//	globalmirror drain [flags] CLUSTER | --service NAMESPACE/NAME
-//	globalmirror undrain [flags] CLUSTER | --service NAMESPACE/NAME
+//	globalmirror drain [flags] CLUSTER | --service NAMESPACE/NAME | --exported
+//	globalmirror undrain [flags] CLUSTER | --service NAMESPACE/NAME | --exported
 //
 // (NAME alone: the context's namespace.) check and status only read, as
 // whoever runs it (--kubeconfig, --context); drain and undrain write one
@@ -48,7 +48,10 @@ commands:
   status [NAMESPACE/]NAME    one global service, member by member
   drain CLUSTER              take a linked cluster's pods out of the shared names for
                              maintenance (--level all: out of every name); --service
-                             NAMESPACE/NAME drains the local pods of one service
+                             NAMESPACE/NAME drains the local pods of one service;
+                             --exported, run in the cluster under maintenance, its
+                             pods of every service it exports, in every cluster that
+                             links it
   undrain CLUSTER            undo drain
 
 globalmirror COMMAND --help prints the command's flags.
@@ -337,7 +340,7 @@ func statusCode(st *cli.GlobalStatus) int {
 // or a local member service.
 func drain(args []string, on bool, stdout, stderr io.Writer) int {
 	name := map[bool]string{true: "drain", false: "undrain"}[on]
-	c := newCommand(name, name+" [flags] CLUSTER | --service NAMESPACE/NAME", stdout, stderr)
+	c := newCommand(name, name+" [flags] CLUSTER | --service NAMESPACE/NAME | --exported", stdout, stderr)
 	target := cli.DrainTarget{}
 	level := aggregate.DrainSharedValue
 	if on {
@@ -345,6 +348,7 @@ func drain(args []string, on bool, stdout, stderr io.Writer) int {
 	}
 	c.fs.StringVar(&target.LinkNamespace, "link-namespace", cli.DefaultLinkNamespace, "the namespace of Linkerd's Links")
 	c.fs.StringVar(&target.Service, "service", "", "a local member service, NAMESPACE/NAME, whose local pods to "+name+" instead of a linked cluster")
+	c.fs.BoolVar(&target.Exported, "exported", false, "every headless service this cluster exports: its pods "+map[bool]string{true: "out", false: "back"}[on]+" here and, through Linkerd's copy of the annotation onto its mirrors, in every cluster that links this one")
 	operands, code, ok := c.parse(args)
 	if !ok {
 		return code
@@ -358,9 +362,10 @@ func drain(args []string, on bool, stdout, stderr io.Writer) int {
 		d = aggregate.NotDrained
 	}
 	switch {
-	case target.Service != "" && len(operands) > 0:
-		fmt.Fprintf(stderr, "globalmirror %s: a CLUSTER or --service, not both\n", name)
+	case (target.Service != "" || target.Exported) && len(operands) > 0, target.Service != "" && target.Exported:
+		fmt.Fprintf(stderr, "globalmirror %s: one of a CLUSTER, --service and --exported\n", name)
 		return exitUsage
+	case target.Exported: // every exported service: nothing to check
 	case target.Service != "":
 		if ns, svc, ok := strings.Cut(target.Service, "/"); !ok || invalidGlobalName(target.Service) != "" || ns == "" || svc == "" {
 			fmt.Fprintf(stderr, "globalmirror %s --service %q: want NAMESPACE/NAME of a Service\n", name, target.Service)
@@ -387,6 +392,25 @@ func drain(args []string, on bool, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "globalmirror:", err)
 		return 1
+	}
+	if target.Exported {
+		all, err := cli.DrainExported(ctx, client, cfg, d)
+		if c.output == "json" {
+			writeJSON(stdout, all)
+		} else {
+			for _, w := range all {
+				_, svc, _ := strings.Cut(w.Object, " ")
+				w.Write(stdout, cli.DrainTarget{Service: svc, Exported: true})
+			}
+			if err == nil && on {
+				fmt.Fprintln(stdout, "Every cluster that links this one follows once Linkerd has copied the annotation onto its mirrors (seconds). Undo: globalmirror undrain --exported")
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "globalmirror %s --exported: %v\n", name, err)
+			return 1
+		}
+		return 0
 	}
 	written, err := cli.Drain(ctx, client, cfg, target, d)
 	if err != nil {

@@ -65,6 +65,7 @@ func TestUsageErrorsAreRefusedBeforeAnyRequest(t *testing.T) {
 		{"check", "-o", "yaml"}, {"check", "--timeout", "0s"}, {"check", "--wait", "-1s"}, {"status", "db-global", "--wait", "1m"}, {"check", "--dns-service", "kube-dns"}, {"check", "--no-such-flag"},
 		{"drain"}, {"drain", "east", "west"}, {"drain", "East_1"}, {"drain", "east", "--level", "none"}, {"drain", "east", "--level", ""},
 		{"drain", "--service", "db"}, {"drain", "--service", "app/db", "east"}, {"undrain"}, {"undrain", "east", "--level", "all"},
+		{"drain", "--exported", "east"}, {"drain", "--exported", "--service", "app/db"}, {"undrain", "--exported", "east"},
 	} {
 		if len(args) > 0 {
 			args = append(args, "--kubeconfig", kc)
