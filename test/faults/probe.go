@@ -236,19 +236,6 @@ func (t *truths) quiet(m *member, since time.Time, d time.Duration) bool {
 	return s.reachable && now.Sub(s.changed) >= d && now.Sub(s.lastWrong) >= d && s.lastCheck.After(since.Add(d))
 }
 
-// lastWrong is the last time any answer was wrong after since (since if none).
-func (t *truths) lastWrong(since time.Time) time.Time {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	last := since
-	for _, s := range t.state {
-		if s.lastWrong.After(last) {
-			last = s.lastWrong
-		}
-	}
-	return last
-}
-
 func (t *truths) describe() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
