@@ -189,6 +189,9 @@ func (c *command) restConfig() (*rest.Config, error) {
 func (c *command) connect(ctx context.Context) (*cli.Cluster, clientcmd.ClientConfig, error) {
 	loader := c.loader()
 	cfg, err := c.restConfig()
+	if err == nil {
+		cfg, err = cli.Credentials(ctx, cfg)
+	}
 	if err != nil {
 		return nil, loader, err
 	}
@@ -384,6 +387,9 @@ func drain(args []string, on bool, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	cfg, err := c.restConfig()
+	if err == nil {
+		cfg, err = cli.Credentials(ctx, cfg)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "globalmirror:", err)
 		return 1

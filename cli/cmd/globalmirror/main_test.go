@@ -3,10 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/cli"
+	runbin "github.com/globalmirror/globalmirror/test/run"
 )
 
 // kubeconfig writes a kubeconfig whose server is url.
@@ -257,5 +260,79 @@ func TestStatusExitCodes(t *testing.T) {
 	var failed struct{ Error string }
 	if err := json.Unmarshal([]byte(out), &failed); code != 3 || err != nil || !strings.Contains(failed.Error, "connection refused") {
 		t.Errorf("status -o json against no API server: exit %d, stdout %q (%v); want 3 and {\"error\": ...}", code, out, err)
+	}
+}
+
+// A credential plugin that never returns and holds stderr open: every
+// command of the built binary, its stdout and stderr pipes read to their end
+// as a script's $(...) reads them, ends within --timeout and a second, and
+// leaves no process of the plugin's behind.
+func TestAHungCredentialPluginEndsWithTheProcess(t *testing.T) {
+	bin, err := runbin.Bin("globalmirror")
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) }))
+	defer api.Close()
+	dir := t.TempDir()
+	pids := filepath.Join(dir, "pids")
+	plugin := filepath.Join(dir, "login")
+	// It says it waits for a login, on stderr, and waits; so does a child
+	// of its own.
+	script := "#!/bin/sh\necho $$ >> " + pids + "\necho 'waiting for the device code login' >&2\nsleep 30 &\necho $! >> " + pids + "\nexec sleep 30\n"
+	if err := os.WriteFile(plugin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kc := filepath.Join(dir, "kubeconfig")
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: %q, insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: %q, interactiveMode: Never}}}]
+contexts: [{name: c, context: {cluster: c, user: u, namespace: app}}]
+current-context: c
+`, api.URL, plugin)
+	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const timeout = 2 * time.Second
+	for _, args := range [][]string{
+		{"check", "-o", "json"}, {"status", "db-global"}, {"drain", "east"}, {"undrain", "--service", "app/db"}, {"drain", "--exported"},
+	} {
+		cmd := exec.Command(bin, append(args, "--kubeconfig", kc, "--timeout", timeout.String())...)
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		began := time.Now()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var out, errOut []byte
+		read := make(chan struct{})
+		go func() { out, _ = io.ReadAll(stdout); close(read) }()
+		errOut, _ = io.ReadAll(stderr)
+		<-read
+		_ = cmd.Wait()
+		if took := time.Since(began); took > timeout+time.Second {
+			t.Errorf("%v: its output ended after %v, want within %v", args, took.Round(time.Millisecond), timeout+time.Second)
+		}
+		if !strings.Contains(string(out)+string(errOut), "credential plugin") {
+			t.Errorf("%v: stdout %q, stderr %q; want the credential plugin named", args, out, errOut)
+		}
+	}
+	data, err := os.ReadFile(pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range strings.Fields(string(data)) {
+		if _, err := os.Stat("/proc/" + pid); err == nil {
+			if stat, _ := os.ReadFile("/proc/" + pid + "/stat"); !strings.Contains(string(stat), ") Z ") {
+				t.Errorf("the plugin's process %s still runs", pid)
+			}
+		}
 	}
 }
