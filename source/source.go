@@ -5,7 +5,8 @@
 // Its index is built from the watch events themselves (kubeclient.Feed into
 // the sinks of servicesink.go and slicesink.go), keeping compact entries
 // (service.go, slice.go, mirror.go) and only what is read. Services are watched whole but for Linkerd's endpoint mirrors
-// (one per mirrored pod, which nothing reads: their slices carry readiness):
+// (one per mirrored pod, which nothing watches: their slices carry readiness,
+// and those of a rewritten headless mirror are listed once, rewrite.go):
 // a Service named like a global that globalmirror did not write has no label
 // to select it by, and both halves must see it to leave it alone. Of the
 // rest, only members, globals and Services named like a global are kept. The
