@@ -719,11 +719,7 @@ func listServices(c kubernetes.Interface, ns string) func(context.Context, metav
 		if err != nil {
 			return nil, err
 		}
-		out := make(map[string]string, len(l.Items))
-		for _, x := range l.Items {
-			out[x.Namespace+"/"+x.Name] = x.ResourceVersion
-		}
-		return out, nil
+		return versionsOf(l.Items), nil
 	}
 }
 
@@ -733,10 +729,19 @@ func listEndpoints(c kubernetes.Interface, ns string) func(context.Context, meta
 		if err != nil {
 			return nil, err
 		}
-		out := make(map[string]string, len(l.Items))
-		for _, x := range l.Items {
-			out[x.Namespace+"/"+x.Name] = x.ResourceVersion
-		}
-		return out, nil
+		return versionsOf(l.Items), nil
 	}
+}
+
+// versionsOf is a list's items as namespace/name → resourceVersion.
+func versionsOf[T any, P interface {
+	*T
+	metav1.Object
+}](items []T) map[string]string {
+	out := make(map[string]string, len(items))
+	for i := range items {
+		o := P(&items[i])
+		out[o.GetNamespace()+"/"+o.GetName()] = o.GetResourceVersion()
+	}
+	return out
 }

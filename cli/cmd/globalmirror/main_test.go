@@ -173,22 +173,7 @@ func TestAHungCredentialPluginEndsAtTheTimeout(t *testing.T) {
 	// TLS: client-go reads a user's credentials only for a TLS server.
 	api := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { requests.Add(1); http.NotFound(w, r) }))
 	defer api.Close()
-	dir := t.TempDir()
-	plugin := filepath.Join(dir, "login")
-	if err := os.WriteFile(plugin, []byte("#!/bin/sh\nexec sleep 30 </dev/null >/dev/null 2>&1\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	kc := filepath.Join(dir, "kubeconfig")
-	cfg := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: %q, insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: %q, interactiveMode: Never}}}]
-contexts: [{name: c, context: {cluster: c, user: u, namespace: app}}]
-current-context: c
-`, api.URL, plugin)
-	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kc := execKubeconfig(t, t.TempDir(), api.URL, "#!/bin/sh\nexec sleep 30 </dev/null >/dev/null 2>&1\n")
 	const timeout = 2 * time.Second
 	began := time.Now()
 	code, r := checkJSON(t, "--kubeconfig", kc, "--timeout", timeout.String())
@@ -276,24 +261,9 @@ func TestAHungCredentialPluginEndsWithTheProcess(t *testing.T) {
 	defer api.Close()
 	dir := t.TempDir()
 	pids := filepath.Join(dir, "pids")
-	plugin := filepath.Join(dir, "login")
 	// It says it waits for a login, on stderr, and waits; so does a child
 	// of its own.
-	script := "#!/bin/sh\necho $$ >> " + pids + "\necho 'waiting for the device code login' >&2\nsleep 30 &\necho $! >> " + pids + "\nexec sleep 30\n"
-	if err := os.WriteFile(plugin, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	kc := filepath.Join(dir, "kubeconfig")
-	cfg := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: %q, insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: %q, interactiveMode: Never}}}]
-contexts: [{name: c, context: {cluster: c, user: u, namespace: app}}]
-current-context: c
-`, api.URL, plugin)
-	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kc := execKubeconfig(t, dir, api.URL, "#!/bin/sh\necho $$ >> "+pids+"\necho 'waiting for the device code login' >&2\nsleep 30 &\necho $! >> "+pids+"\nexec sleep 30\n")
 	const timeout = 2 * time.Second
 	for _, args := range [][]string{
 		{"check", "-o", "json"}, {"status", "db-global"}, {"drain", "east"}, {"undrain", "--service", "app/db"}, {"drain", "--exported"},
@@ -335,4 +305,27 @@ current-context: c
 			}
 		}
 	}
+}
+
+// execKubeconfig writes, in dir, a kubeconfig for server (TLS: client-go
+// reads a user's credentials only for a TLS server) whose user logs in
+// through the credential plugin script, and returns its path.
+func execKubeconfig(t *testing.T, dir, server, script string) string {
+	t.Helper()
+	plugin := filepath.Join(dir, "login")
+	if err := os.WriteFile(plugin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kc := filepath.Join(dir, "kubeconfig")
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: %q, insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: %q, interactiveMode: Never}}}]
+contexts: [{name: c, context: {cluster: c, user: u, namespace: app}}]
+current-context: c
+`, server, plugin)
+	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return kc
 }
