@@ -12,6 +12,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 )
@@ -185,11 +186,17 @@ func (s *Source) rebuild(ctx context.Context, k nsName) error {
 // podsOf are the slices, one per address family, of the pods of headless
 // mirror `name` of cluster that its endpoint mirrors stand for: each
 // endpoint mirror <hostname>-<cluster> a named endpoint at its ClusterIPs, on
-// the headless mirror's Service ports.
+// the headless mirror's Service ports: the pods' own where a port names a
+// number as its target (Linkerd copies target ports onto mirrors), else the
+// Service's.
 func podsOf(name, cluster string, headless *corev1.Service, endpointMirrors []corev1.Service) []*discoveryv1.EndpointSlice {
 	var ports []discoveryv1.EndpointPort
 	for _, p := range headless.Spec.Ports {
-		ports = append(ports, discoveryv1.EndpointPort{Name: &p.Name, Port: &p.Port, Protocol: &p.Protocol, AppProtocol: p.AppProtocol})
+		port := p.Port
+		if p.TargetPort.Type == intstr.Int && p.TargetPort.IntVal > 0 {
+			port = p.TargetPort.IntVal
+		}
+		ports = append(ports, discoveryv1.EndpointPort{Name: &p.Name, Port: &port, Protocol: &p.Protocol, AppProtocol: p.AppProtocol})
 	}
 	byFamily := map[discoveryv1.AddressType]*discoveryv1.EndpointSlice{}
 	for _, em := range endpointMirrors {

@@ -1,12 +1,15 @@
 package source
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/test/fixture"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // hosts renders a base's view as "host addr ready" lines, for comparison.
@@ -95,8 +98,13 @@ func TestGatewayRewriteIsHeldUntilLinkerdWritesThePodsAgain(t *testing.T) {
 // never saw its pods named: it rebuilds them from the endpoint mirrors.
 func TestGatewayRewriteSeenColdIsRebuiltFromTheEndpointMirrors(t *testing.T) {
 	emLabels := fixture.MirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east")
+	db := fixture.HeadlessMirror("ns", "db", "east")
+	db.Spec.Ports = []corev1.ServicePort{
+		{Name: "db", Port: 5432, TargetPort: intstr.FromInt32(15432), Protocol: corev1.ProtocolTCP},
+		{Name: "metrics", Port: 9187, Protocol: corev1.ProtocolTCP},
+	}
 	src, client, _ := start(t,
-		fixture.HeadlessMirror("ns", "db", "east"),
+		db,
 		epSlice("db-east-x", "db-east", fixture.MirrorLabels("east"), true, "", "192.0.2.254"),
 		service("db-0-east", emLabels, "10.96.0.10"),
 		service("db-1-east", emLabels, "10.96.0.11"),
@@ -108,6 +116,14 @@ func TestGatewayRewriteSeenColdIsRebuiltFromTheEndpointMirrors(t *testing.T) {
 	eventually(t, "db rebuilt from its endpoint mirrors", func() bool { return slices.Equal(hosts(src, "db"), want) })
 	if src.Held() != 1 {
 		t.Errorf("%d held, want db-east", src.Held())
+	}
+	// The pods' ports: a target port that names a number, else the Service's.
+	var ports []string
+	for _, p := range aggregate.Aggregate(src.Input(Key{"ns", "db"})).Endpoints[0].Ports {
+		ports = append(ports, fmt.Sprintf("%s/%d", *p.Name, *p.Port))
+	}
+	if want := []string{"db/15432", "metrics/9187"}; !slices.Equal(ports, want) {
+		t.Errorf("rebuilt ports %v, want %v", ports, want)
 	}
 	// Linkerd writes the pods again: the live slices answer.
 	repaired := epSlice("db-east-x", "db-east", fixture.MirrorLabels("east"), true, "db-0", "10.96.0.10")

@@ -129,12 +129,13 @@ func (m mirror) fqName(hostname string) string {
 	return n
 }
 
-// ports copies what a client sees of the remote ports; target ports and node
-// ports mean nothing in the source cluster.
+// ports are the remote ports as Linkerd copies them: name, protocol, port
+// and target port; node ports (which mean nothing here) and app protocols
+// are left out (cluster_watcher.go: remapRemoteServicePorts).
 func (m mirror) ports() []corev1.ServicePort {
 	ports := make([]corev1.ServicePort, 0, len(m.remote.Spec.Ports))
 	for _, p := range m.remote.Spec.Ports {
-		ports = append(ports, corev1.ServicePort{Name: p.Name, Protocol: p.Protocol, AppProtocol: p.AppProtocol, Port: p.Port})
+		ports = append(ports, corev1.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port, TargetPort: p.TargetPort})
 	}
 	return ports
 }

@@ -66,7 +66,7 @@ func remoteEndpoints(ready, notReady map[string]string) *corev1.Endpoints {
 }
 
 var wantPorts = []corev1.ServicePort{
-	{Name: "db", Protocol: corev1.ProtocolTCP, Port: 5432},
+	{Name: "db", Protocol: corev1.ProtocolTCP, Port: 5432, TargetPort: intstr.FromInt32(15432)},
 	{Name: "metrics", Protocol: corev1.ProtocolTCP, Port: 9187},
 }
 
