@@ -25,15 +25,24 @@ import (
 // the next event on the remote Endpoints (createOrUpdateHeadlessEndpoints).
 // Everywhere else Linkerd writes a headless mirror's addresses with their
 // hostnames, so an endpoint without one in a headless mirror's slice is that
-// rewrite. The pods are still what they were: any change to them is a
-// remote Endpoints event, which rewrites the headless mirror from them
-// again, and their endpoint mirrors, which carry their readiness, are left
-// as they were. So the index holds a headless mirror's slices as they were
-// last with every endpoint named, from the moment a slice without a name
-// comes, until its slices are all named again: Input reads the held ones.
-// What it cannot hold is a rewrite it never saw named (a process started
-// during one): the aggregation drops the gateway, and the cluster's pods
-// are missing from that global until Linkerd writes them again.
+// rewrite. The pods are still what Linkerd last mirrored, and their
+// endpoint mirrors (one per pod, which carry their readiness) are left as
+// they were. So the index holds a headless mirror's slices as they were last
+// with every endpoint named, from the moment a slice without a name comes,
+// until its slices are all named again: Input reads the held ones, each
+// endpoint only while its endpoint mirror has slices. For where the remote
+// pods change as the exported Service is updated, Linkerd writes the pods
+// and then the gateway, and the EndpointSlice mirroring controller may
+// mirror the last alone; but Linkerd changes the endpoint mirrors as it
+// changes the pods. So a pod whose endpoint mirror goes leaves the held view
+// at once, and an endpoint mirror that comes or goes makes the index rebuild
+// the view from the endpoint mirrors, as it does for a rewrite it never saw
+// named (a process started during one): one list of the Services labelled
+// with that headless mirror (the index keeps no endpoint mirror Service),
+// each a pod: its hostname, its ClusterIP, the headless mirror's Service
+// ports, the pods' own where a target port names them (the Endpoints Linkerd
+// replaced had them). Until then, and where there is no endpoint mirror, the
+// aggregation drops the gateway.
 
 // unnamed reports whether an endpoint of c has no hostname.
 func (c *indexedSlice) unnamed() bool {
@@ -139,11 +148,35 @@ func (s *Source) runRebuilds(ctx context.Context) {
 	}
 }
 
+// endpointMirrorsChanged is called where an endpoint mirror slice of
+// headless mirror hm came or went: a held view is rebuilt.
+func (s *Source) endpointMirrorsChanged(namespace, hm string) {
+	if s.held.get(namespace, hm) != nil {
+		s.rebuilds.Add(nsName{namespace, hm})
+	}
+}
+
+// heldPresent filters the endpoints of held, the sparse slices of a held
+// headless mirror of cluster, to those whose endpoint mirror has slices in
+// e: a pod Linkerd no longer mirrors leaves at once.
+func (s *Source) heldPresent(e *entry, cluster string, held []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
+	present := make(map[uint64]bool, len(e.mirrors))
+	for _, m := range e.mirrors {
+		present[m.serviceHash()] = true
+	}
+	for _, sl := range held {
+		sl.Endpoints = slices.DeleteFunc(sl.Endpoints, func(ep discoveryv1.Endpoint) bool {
+			return ep.Hostname == nil || !present[mirrorService(s.hash.of(*ep.Hostname+"-"+cluster))]
+		})
+	}
+	return held
+}
+
 // rewritten is the cluster and Service of headless mirror k where its
-// slices hold Linkerd's gateway and nothing is held for it.
+// slices hold Linkerd's gateway.
 func (s *Source) rewritten(k nsName) (string, *corev1.Service, bool) {
 	e := s.entries.get(k.namespace, k.name)
-	if e == nil || !e.svc.present() || s.held.get(k.namespace, k.name) != nil ||
+	if e == nil || !e.svc.present() ||
 		!slices.ContainsFunc(e.members, func(m *indexedSlice) bool { return m.feed() == mirrorFeed && m.unnamed() }) {
 		return "", nil, false
 	}
@@ -153,7 +186,8 @@ func (s *Source) rewritten(k nsName) (string, *corev1.Service, bool) {
 }
 
 // rebuild holds headless mirror k rebuilt from its endpoint mirrors, where
-// its slices still hold Linkerd's gateway.
+// its slices still hold Linkerd's gateway: where nothing is held for it, or
+// its endpoint mirrors changed since.
 func (s *Source) rebuild(ctx context.Context, k nsName) error {
 	s.mu.RLock()
 	cluster, svc, ok := s.rewritten(k)
@@ -171,13 +205,16 @@ func (s *Source) rebuild(ctx context.Context, k nsName) error {
 		if _, _, ok := s.rewritten(k); !ok {
 			return nil
 		}
+		rebuilt := s.held.get(k.namespace, k.name) != nil
 		held := make([]*indexedSlice, 0, len(pods))
 		for _, sl := range pods {
 			held = append(held, s.intern.stripSlice(sl, k.name, s.cfg.Suffix))
 		}
 		s.held.set(s.intern.str(k.namespace), s.entries.get(k.namespace, k.name).svc.name, held)
-		klog.InfoS("Linkerd wrote its gateway into a headless mirror before this process saw its pods; answering them from its endpoint mirrors until Linkerd writes them again",
-			"namespace", k.namespace, "mirror", k.name, "pods", len(list.Items))
+		if !rebuilt {
+			klog.InfoS("Linkerd wrote its gateway into a headless mirror before this process saw its pods; answering them from its endpoint mirrors until Linkerd writes them again",
+				"namespace", k.namespace, "mirror", k.name, "pods", len(list.Items))
+		}
 		return s.memberKeyOf(k.namespace, k.name, nil)
 	})
 	return nil

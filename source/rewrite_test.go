@@ -125,6 +125,25 @@ func TestGatewayRewriteSeenColdIsRebuiltFromTheEndpointMirrors(t *testing.T) {
 	if want := []string{"db/15432", "metrics/9187"}; !slices.Equal(ports, want) {
 		t.Errorf("rebuilt ports %v, want %v", ports, want)
 	}
+	// Meanwhile the remote pods change, and Linkerd's gateway stays (the
+	// mirroring controller mirrored its last write alone): db-1's endpoint
+	// mirror goes, and it leaves at once; db-2's comes, and the view is
+	// rebuilt with it.
+	if err := client.CoreV1().Services("ns").Delete(t.Context(), "db-1-east", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.DiscoveryV1().EndpointSlices("ns").Delete(t.Context(), "db-1-east-x", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "db-1-east gone with its endpoint mirror", func() bool {
+		return slices.Equal(hosts(src, "db"), []string{"db-0-east 10.96.0.10 ready"})
+	})
+	create(t, client, service("db-2-east", emLabels, "10.96.0.12"))
+	create(t, client, epSlice("db-2-east-x", "db-2-east", emLabels, true, "", "192.0.2.254"))
+	eventually(t, "db-2-east with its endpoint mirror", func() bool {
+		return slices.Equal(hosts(src, "db"), []string{"db-0-east 10.96.0.10 ready", "db-2-east 10.96.0.12 ready"})
+	})
+
 	// Linkerd writes the pods again: the live slices answer.
 	repaired := epSlice("db-east-x", "db-east", fixture.MirrorLabels("east"), true, "db-0", "10.96.0.10")
 	repaired.ResourceVersion = "99"

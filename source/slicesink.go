@@ -142,6 +142,7 @@ func (k *sliceSink) upsertMirror(namespace, name, hm string, service uint64, rea
 		e.mirrors[i] = cur
 	default:
 		e.mirrors = insertMirror(e.mirrors, i, cur)
+		s.endpointMirrorsChanged(namespace, hm)
 	}
 	return s.memberKeyOf(namespace, hm, changed)
 }
@@ -213,6 +214,7 @@ func (k *sliceSink) delete(sl *discoveryv1.EndpointSlice) []Key {
 		if e := s.entries.get(sl.Namespace, hm); e != nil {
 			if i, ok := findMirror(e.mirrors, mirrorKey(s.hash.of(sl.Name), k.feed)); ok {
 				e.mirrors = slices.Delete(e.mirrors, i, i+1)
+				s.endpointMirrorsChanged(sl.Namespace, hm)
 				s.dropIfEmpty(sl.Namespace, hm, e)
 				changed = s.memberKeyOf(sl.Namespace, hm, changed)
 			}
@@ -246,6 +248,7 @@ func (k *sliceSink) listed() []Key {
 		if len(rest) == len(e.mirrors) {
 			return
 		}
+		s.endpointMirrorsChanged(namespace, name)
 		changed = s.memberKeyOf(namespace, name, changed)
 		if cap(rest) > len(rest) {
 			// The list grew by doubling; clip it to its size.

@@ -288,6 +288,9 @@ func (s *Source) Input(k Key) aggregate.Input {
 		for _, sl := range s.heldSlices(k.Namespace, svc.Name) {
 			m.Slices = append(m.Slices, sl.slice(svc.Name))
 		}
+		if m.Slices != nil {
+			m.Slices = s.heldPresent(e, cl.Cluster, m.Slices)
+		}
 		for _, feed := range []sliceFeed{mirrorFeed, localFeed} {
 			if m.Slices != nil {
 				break // held through Linkerd's gateway rewrite (rewrite.go)
