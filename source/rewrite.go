@@ -196,7 +196,9 @@ func (s *Source) rebuild(ctx context.Context, k nsName) error {
 		return nil
 	}
 	sel := labels.Set{aggregate.LabelClusterName: cluster, aggregate.LabelHeadlessMirrorName: k.name}.String()
-	list, err := s.cfg.Client.CoreV1().Services(k.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: "0"})
+	// A consistent read: the endpoint mirror whose slice queued this rebuild
+	// must be in it, whichever API server answers.
+	list, err := s.cfg.Client.CoreV1().Services(k.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return err
 	}
