@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 )
@@ -125,15 +126,20 @@ func newRebuilds() workqueue.TypedRateLimitingInterface[nsName] {
 
 // runRebuilds rebuilds the queued headless mirrors until ctx is done,
 // starting once the feeds have listed: a queued name's Service is known then.
+// The source is synced once each rebuild those lists queued was tried (a
+// failed one is tried again later, without holding the sync).
 func (s *Source) runRebuilds(ctx context.Context) {
 	go func() {
 		<-ctx.Done()
 		s.rebuilds.ShutDown()
 	}()
-	if !s.WaitForSync(ctx) {
+	if !cache.WaitForCacheSync(ctx.Done(), s.listed) {
 		return
 	}
 	for {
+		if s.rebuilds.Len() == 0 {
+			s.rebuilt.Store(true) // each rebuild the first lists queued was tried
+		}
 		k, shutdown := s.rebuilds.Get()
 		if shutdown {
 			return

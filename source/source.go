@@ -25,6 +25,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
@@ -104,6 +105,7 @@ type Source struct {
 	entries      nsMap[*entry]          // by Service name (store.go)
 	held         nsMap[[]*indexedSlice] // headless mirrors' slices held through Linkerd's gateway rewrite (rewrite.go)
 	rebuilds     workqueue.TypedRateLimitingInterface[nsName]
+	rebuilt      atomic.Bool              // the rebuilds queued by the first lists were tried
 	bases        nsMap[[]*indexedService] // members and globals of ours, by base
 	skipped      map[nsName]skipped
 	serviceSinks map[string]*serviceSink // by watched namespace; "" for all
@@ -213,8 +215,16 @@ func (s *Source) Start(ctx context.Context) {
 }
 
 // HasSynced reports whether every feed has listed once, the Links' having
-// listed them or found them absent.
+// listed them or found them absent, and the headless mirrors those lists
+// found rewritten to Linkerd's gateway were rebuilt (rewrite.go), each
+// tried once: what the index answers from then on is complete.
 func (s *Source) HasSynced() bool {
+	return s.listed() && s.rebuilt.Load()
+}
+
+// listed reports whether every feed has listed once, the Links' having
+// listed them or found them absent.
+func (s *Source) listed() bool {
 	return s.feeds.HasSynced() && (s.links == nil || s.links.synced.Load())
 }
 
