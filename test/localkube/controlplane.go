@@ -6,6 +6,7 @@ import (
 	"context"
 	"debug/buildinfo"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -179,7 +180,13 @@ func (e *Env) startCluster(ctx context.Context, bins binaries, c *Cluster, etcd 
 		if err := c.startReplicas(nodeAddr, serviceRanges); err != nil {
 			return err
 		}
-		kubeconfig = bytes.ReplaceAll(kubeconfig, []byte(c.Config.Host), []byte(c.front.url))
+		// The kubeconfig names the first by its address alone (Config.Host
+		// ends in a slash).
+		primary := "server: https://" + net.JoinHostPort(c.apis.SecureServing.Address, c.apis.SecureServing.Port) + "\n"
+		if !bytes.Contains(kubeconfig, []byte(primary)) {
+			return fmt.Errorf("the admin kubeconfig does not name %q", primary)
+		}
+		kubeconfig = bytes.ReplaceAll(kubeconfig, []byte(primary), []byte("server: "+c.front.url+"\n"))
 		c.Config.Host = c.front.url
 	}
 	c.Kubeconfig = filepath.Join(e.dir, c.Name+".kubeconfig")
