@@ -104,11 +104,6 @@ func (s *Source) releaseAfter(namespace, service string) {
 	klog.InfoS("Linkerd wrote a headless mirror's pods again", "namespace", namespace, "mirror", service)
 }
 
-// heldSlices are the held slices of headless mirror service, nil where none are.
-func (s *Source) heldSlices(namespace, service string) []*indexedSlice {
-	return s.held.get(namespace, service)
-}
-
 // Held is how many headless mirrors the index answers from held slices now.
 func (s *Source) Held() int {
 	s.mu.RLock()

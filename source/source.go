@@ -295,7 +295,8 @@ func (s *Source) Input(k Key) aggregate.Input {
 		}
 		m := aggregate.Member{Cluster: cl.Cluster, Service: svc}
 		e := s.entries.get(k.Namespace, svc.Name) // present: bases files only what entries have
-		for _, sl := range s.heldSlices(k.Namespace, svc.Name) {
+		// Held through Linkerd's gateway rewrite (rewrite.go), or live.
+		for _, sl := range s.held.get(k.Namespace, svc.Name) {
 			m.Slices = append(m.Slices, sl.slice(svc.Name))
 		}
 		if m.Slices != nil {
@@ -303,7 +304,7 @@ func (s *Source) Input(k Key) aggregate.Input {
 		}
 		for _, feed := range []sliceFeed{mirrorFeed, localFeed} {
 			if m.Slices != nil {
-				break // held through Linkerd's gateway rewrite (rewrite.go)
+				break // held
 			}
 			for _, sl := range e.members {
 				if sl.feed() != feed || (feed != mirrorFeed && slices.ContainsFunc(m.Slices, func(o *discoveryv1.EndpointSlice) bool { return sl.named(svc.Name, o.Name) })) {
