@@ -16,7 +16,7 @@ import (
 	"github.com/globalmirror/globalmirror/controller/slicewriter"
 	"github.com/globalmirror/globalmirror/source"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/dynamic"
 )
 
 // globals is what the global services check and the name conflicts check
@@ -28,12 +28,12 @@ type globals struct {
 	stuck     []string
 	kinds     map[string]bool
 	conflicts []string
-	// drains are the clusters drained by their Links, and local (by
-	// namespace/service) the local member services drained by their own
-	// annotation; linksAbsent: no Link could be read.
-	drains      []source.ClusterDrain
-	local       map[string]string
-	linksAbsent bool
+	// drains are the drains in force as the halves read them; annotated
+	// (by namespace/service) every member service's drain annotation,
+	// valid or not; clusters the clusters with a member mirror here.
+	drains    source.Drains
+	annotated map[string]string
+	clusters  map[string]bool
 }
 
 // readGlobals judges every base in the index of the namespaces the
@@ -62,12 +62,15 @@ func readGlobals(ctx context.Context, cl *Cluster) globals {
 		if err != nil {
 			return globals{err: err}
 		}
-		g = globals{kinds: map[string]bool{}, drains: idx.Drains(), linksAbsent: idx.LinksAbsent(), local: map[string]string{}}
+		g = globals{kinds: map[string]bool{}, drains: idx.Drains(), annotated: map[string]string{}, clusters: map[string]bool{}}
 		for _, k := range idx.Keys() {
 			j := judge(idx, k, owned)
 			for _, m := range j.Input.Members {
-				if v := m.Service.Annotations[aggregate.AnnotationDrain]; m.Local() && v != "" {
-					g.local[k.Namespace+"/"+m.Service.Name] = v
+				if v := m.Service.Annotations[aggregate.AnnotationDrain]; v != "" {
+					g.annotated[k.Namespace+"/"+m.Service.Name] = v
+				}
+				if !m.Local() {
+					g.clusters[m.Cluster] = true
 				}
 			}
 			if j.Verdict == aggregate.VerdictBuild {
@@ -119,31 +122,52 @@ func checkConflicts(_ context.Context, c check, _ *Cluster, g globals) Result {
 	return c.result(OK, "no Service of anyone else owns a global name", "")
 }
 
-// checkDrains lists every drained cluster and local service: a warning,
-// since a drain is meant to end.
+// checkDrains lists every drain in force, as the halves read them: a
+// warning, since a drain is meant to end; and says where it could not see
+// (Links unreadable) or a drain reaches nothing (no mirror of its cluster).
 func checkDrains(_ context.Context, c check, _ *Cluster, g globals) Result {
 	now := time.Now()
 	if g.err != nil {
 		return c.globalsFailure(g.err)
 	}
-	var drained []string
-	for _, d := range g.drains {
-		drained = append(drained, fmt.Sprintf("%s: %s since %s (%s ago, Link %s)", d.Cluster, d.Level, d.Since.UTC().Format(time.RFC3339),
-			now.Sub(d.Since).Round(time.Minute), d.Link))
+	ago := func(t time.Time) string {
+		return fmt.Sprintf("since %s (%s ago)", t.UTC().Format(time.RFC3339), now.Sub(t).Round(time.Minute))
 	}
-	for _, svc := range slices.Sorted(maps.Keys(g.local)) {
-		level := g.local[svc]
-		if _, err := aggregate.ParseDrain(level); err != nil {
-			level = fmt.Sprintf("%q, an unknown level that drains nothing", level)
+	var drained, unmatched []string
+	for _, d := range g.drains.Clusters {
+		drained = append(drained, fmt.Sprintf("cluster %s: %s %s, Link %s", d.Cluster, d.Level, ago(d.Since), d.Link))
+		if !g.clusters[d.Cluster] {
+			unmatched = append(unmatched, fmt.Sprintf("Link %s drains cluster %s, of which there is no headless mirror here (Linkerd labels a Link's mirrors with its spec.targetClusterName)", d.Link, d.Cluster))
 		}
-		drained = append(drained, fmt.Sprintf("the local pods of %s: %s", svc, level))
 	}
-	if len(drained) > 0 {
-		return c.result(Warning, strings.Join(drained, "; "),
-			"when the maintenance is over: globalmirror undrain CLUSTER (or --service NAMESPACE/NAME)")
+	inForce := map[string]bool{}
+	for _, d := range g.drains.Services {
+		inForce[d.Service] = true
+		if d.Cluster == "" {
+			drained = append(drained, fmt.Sprintf("the local pods of %s: %s %s", d.Service, d.Level, ago(d.Since)))
+		} else {
+			drained = append(drained, fmt.Sprintf("%s's pods of mirror %s: %s %s (written in %s, copied by Linkerd)", d.Cluster, d.Service, d.Level, ago(d.Since), d.Cluster))
+		}
 	}
-	if g.linksAbsent {
-		return c.result(OK, "none: Linkerd's Links are not there to read (no multicluster extension, or no right to list links.multicluster.linkerd.io), so no cluster is drained", "")
+	for _, svc := range slices.Sorted(maps.Keys(g.annotated)) {
+		if !inForce[svc] {
+			drained = append(drained, fmt.Sprintf("%s: %q, an unknown level that drains nothing", svc, g.annotated[svc]))
+		}
+	}
+	undo := "when the maintenance is over: globalmirror undrain CLUSTER (a Link's), globalmirror undrain --exported in the drained cluster (its services'), or --service NAMESPACE/NAME"
+	switch {
+	case !g.drains.LinksReadable && !g.drains.LinksNotServed:
+		detail := "could not read Linkerd's Links (" + g.drains.LinksUnreadable + "), so the clusters drained by them are unknown here"
+		if len(drained) > 0 {
+			detail += "; " + strings.Join(drained, "; ")
+		}
+		return c.result(Warning, detail, "read with a user who may list and watch links.multicluster.linkerd.io, as both halves do (see their RBAC checks)")
+	case len(unmatched) > 0:
+		return c.result(Warning, strings.Join(append(unmatched, drained...), "; "), "drain the cluster by the name its mirrors carry (mirror.linkerd.io/cluster-name); "+undo)
+	case len(drained) > 0:
+		return c.result(Warning, strings.Join(drained, "; "), undo)
+	case g.drains.LinksNotServed:
+		return c.result(OK, "none: the API server serves no Linkerd Link (no multicluster extension), and no service is drained", "")
 	}
 	return c.result(OK, "none", "")
 }
@@ -208,9 +232,9 @@ func Index(ctx context.Context, cl *Cluster, namespaces []string) (*source.Sourc
 	}
 	// The Links too, as both halves read them: a drained endpoint is
 	// written not ready.
-	var links metadata.Interface
+	var links dynamic.Interface
 	if cl.Config != nil {
-		if links, err = metadata.NewForConfig(cl.Config); err != nil {
+		if links, err = dynamic.NewForConfig(cl.Config); err != nil {
 			return nil, err
 		}
 	}

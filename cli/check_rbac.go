@@ -15,6 +15,7 @@ import (
 
 	"github.com/globalmirror/globalmirror/controller"
 	"github.com/globalmirror/globalmirror/plugin/global"
+	"github.com/globalmirror/globalmirror/source"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -112,11 +113,40 @@ func defaultSA(name string) string {
 
 // checkControllerRBAC and checkDNSRBAC are checkRBAC of each half.
 func checkControllerRBAC(ctx context.Context, c check, cl *Cluster, _ globals) Result {
-	return checkRBAC(ctx, c, cl, "controller", controllerAccounts(cl), controllerNeeds(cl))
+	return withLinkRights(ctx, c, cl, "the controller's EndpointSlices", controllerAccounts(cl),
+		checkRBAC(ctx, c, cl, "controller", controllerAccounts(cl), controllerNeeds(cl)))
 }
 
 func checkDNSRBAC(ctx context.Context, c check, cl *Cluster, _ globals) Result {
-	return checkRBAC(ctx, c, cl, "cluster DNS", dnsAccounts(cl), dnsNeeds(cl))
+	return withLinkRights(ctx, c, cl, "the global plugin's answers", dnsAccounts(cl),
+		checkRBAC(ctx, c, cl, "cluster DNS", dnsAccounts(cl), dnsNeeds(cl)))
+}
+
+// withLinkRights turns r, a passed RBAC check, into a warning where an
+// account may not read Linkerd's Links: it runs, but drains written on a
+// Link (globalmirror drain CLUSTER) go unhonoured by what, while the
+// other half may honour them.
+func withLinkRights(ctx context.Context, c check, cl *Cluster, what string, accounts []string, r Result) Result {
+	if r.Result != OK {
+		return r
+	}
+	var denied []string
+	for _, account := range accounts {
+		no, err := refused(ctx, needsOf(source.LinkRules(), nil), func(ctx context.Context, n need) (bool, error) {
+			return accountMay(ctx, cl, account, n)
+		})
+		if err != nil {
+			return c.apiFailure("asking the API server what a ServiceAccount may do", err, "")
+		}
+		if len(no) > 0 {
+			denied = append(denied, fmt.Sprintf("ServiceAccount %s may not %s", account, strings.Join(no, "; ")))
+		}
+	}
+	if len(denied) == 0 {
+		return r
+	}
+	return c.result(Warning, r.Detail+", but "+strings.Join(denied, ". ")+": drains written on Linkerd's Links (globalmirror drain CLUSTER) go unhonoured by "+what+"; drains of services (--exported, --service) are honoured",
+		"grant list and watch of links.multicluster.linkerd.io cluster-wide (the chart's ClusterRoles do)")
 }
 
 // checkRBAC asks the API server, as each ServiceAccount the component runs
@@ -127,18 +157,8 @@ func checkRBAC(ctx context.Context, c check, cl *Cluster, component string, acco
 	}
 	var denied []string
 	for _, account := range accounts {
-		ns, sa, _ := strings.Cut(account, "/")
 		no, err := refused(ctx, needs, func(ctx context.Context, n need) (bool, error) {
-			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-				User:               "system:serviceaccount:" + ns + ":" + sa,
-				Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-				ResourceAttributes: n.attributes(),
-			}}
-			got, err := cl.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
-			if err != nil {
-				return false, fmt.Errorf("%s: %w", account, err)
-			}
-			return got.Status.Allowed, nil
+			return accountMay(ctx, cl, account, n)
 		})
 		if err != nil {
 			return c.apiFailure("asking the API server what a ServiceAccount may do", err, "")
@@ -155,6 +175,22 @@ func checkRBAC(ctx context.Context, c check, cl *Cluster, component string, acco
 		return c.result(OK, fmt.Sprintf("ServiceAccount %s has the %d permissions it needs", accounts[0], len(needs)), "")
 	}
 	return c.result(OK, fmt.Sprintf("ServiceAccounts %s each have the %d permissions they need", strings.Join(accounts, ", "), len(needs)), "")
+}
+
+// accountMay asks the API server whether the ServiceAccount account
+// (namespace/name) may make the request n.
+func accountMay(ctx context.Context, cl *Cluster, account string, n need) (bool, error) {
+	ns, sa, _ := strings.Cut(account, "/")
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:               "system:serviceaccount:" + ns + ":" + sa,
+		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+		ResourceAttributes: n.attributes(),
+	}}
+	got, err := cl.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", account, err)
+	}
+	return got.Status.Allowed, nil
 }
 
 // orAll is namespaces, or all of them where it is empty.

@@ -11,7 +11,6 @@ import (
 	"github.com/globalmirror/globalmirror/source"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -19,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 )
 
@@ -52,9 +50,9 @@ type Drained struct {
 	As string `json:"as"`
 	// Written is false where the object already said so.
 	Written bool `json:"written"`
-	// TargetClusterName is a Link's spec.targetClusterName, the cluster
-	// name Linkerd labels that Link's mirrors with, where it could be read.
-	TargetClusterName string `json:"targetClusterName,omitempty"`
+	// Cluster is the cluster a Link drains: its spec.targetClusterName (its
+	// name where that is absent), the name Linkerd labels its mirrors with.
+	Cluster string `json:"cluster,omitempty"`
 	// Mirrors is how many headless mirrors here carry the drained cluster's
 	// name; -1 where they could not be counted.
 	Mirrors int `json:"mirrors"`
@@ -84,6 +82,29 @@ func Drain(ctx context.Context, client kubernetes.Interface, cfg *rest.Config, t
 		return out, err
 	}
 
+	links, err := linkClient(client, cfg, target.LinkNamespace)
+	if err != nil {
+		return nil, err
+	}
+	link, err := FindLink(ctx, links, target.Cluster)
+	if err != nil {
+		return nil, fmt.Errorf("%w (in namespace %s)", err, target.LinkNamespace)
+	}
+	out.Object = "Link " + target.LinkNamespace + "/" + link.GetName()
+	out.Cluster = source.LinkCluster(link)
+	out.Was = link.GetAnnotations()[aggregate.AnnotationDrain]
+	if out.Written = out.Was != out.Level; out.Written {
+		if _, err = links.Patch(ctx, link.GetName(), types.MergePatchType, patch, opts); err != nil {
+			return out, err
+		}
+	}
+	out.Mirrors = headlessMirrors(ctx, client, out.Cluster)
+	return out, nil
+}
+
+// linkClient is the Links of namespace, at the version the API server
+// prefers.
+func linkClient(client kubernetes.Interface, cfg *rest.Config, namespace string) (dynamic.ResourceInterface, error) {
 	version, err := source.LinkVersion(client.Discovery())
 	if err != nil {
 		return nil, fmt.Errorf("finding Linkerd's Link resource: %w", err)
@@ -91,43 +112,46 @@ func Drain(ctx context.Context, client kubernetes.Interface, cfg *rest.Config, t
 	if version == "" {
 		return nil, fmt.Errorf("the API server serves no %s: is Linkerd's multicluster extension installed?", source.LinkGroup)
 	}
-	meta, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	links := meta.Resource(schema.GroupVersionResource{Group: source.LinkGroup, Version: version, Resource: source.LinkResource}).Namespace(target.LinkNamespace)
-	out.Object = "Link " + target.LinkNamespace + "/" + target.Cluster
-	link, err := links.Get(ctx, target.Cluster, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("no %s: %s", out.Object, linkedClusters(ctx, links))
-	}
-	if err != nil {
-		return nil, err
-	}
-	out.Was = link.Annotations[aggregate.AnnotationDrain]
-	if out.Written = out.Was != out.Level; out.Written {
-		if _, err = links.Patch(ctx, target.Cluster, types.MergePatchType, patch, opts); err != nil {
-			return out, err
-		}
-	}
-	out.TargetClusterName = linkTarget(ctx, cfg, version, target)
-	out.Mirrors = headlessMirrors(ctx, client, target.Cluster)
-	return out, nil
-}
-
-// linkTarget is the Link's spec.targetClusterName, "" where it cannot be read.
-func linkTarget(ctx context.Context, cfg *rest.Config, version string, target DrainTarget) string {
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return ""
+		return nil, err
 	}
-	link, err := dyn.Resource(schema.GroupVersionResource{Group: source.LinkGroup, Version: version, Resource: source.LinkResource}).
-		Namespace(target.LinkNamespace).Get(ctx, target.Cluster, metav1.GetOptions{})
+	return dyn.Resource(schema.GroupVersionResource{Group: source.LinkGroup, Version: version, Resource: source.LinkResource}).Namespace(namespace), nil
+}
+
+// FindLink is the Link to cluster, as both halves match them: the one whose
+// spec.targetClusterName is cluster (its name where the field is absent),
+// or else the one named cluster, whose mirrors carry its target's name.
+func FindLink(ctx context.Context, links dynamic.ResourceInterface, cluster string) (*unstructured.Unstructured, error) {
+	list, err := links.List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return ""
+		return nil, fmt.Errorf("listing Linkerd's Links: %w", err)
 	}
-	name, _, _ := unstructured.NestedString(link.Object, "spec", "targetClusterName")
-	return name
+	items := list.Items
+	slices.SortFunc(items, func(a, b unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
+	for i := range items {
+		if source.LinkCluster(&items[i]) == cluster {
+			return &items[i], nil
+		}
+	}
+	for i := range items {
+		if items[i].GetName() == cluster {
+			return &items[i], nil
+		}
+	}
+	var linked []string
+	for i := range items {
+		l := &items[i]
+		if c := source.LinkCluster(l); c != l.GetName() {
+			linked = append(linked, c+" (Link "+l.GetName()+")")
+		} else {
+			linked = append(linked, c)
+		}
+	}
+	if len(linked) == 0 {
+		return nil, fmt.Errorf("no Link to cluster %s: there is no Link there (--link-namespace names where Linkerd's multicluster extension is installed)", cluster)
+	}
+	return nil, fmt.Errorf("no Link to cluster %s: the clusters linked there are %s", cluster, strings.Join(linked, ", "))
 }
 
 // headlessMirrors counts the headless mirrors here of cluster (up to 100),
@@ -160,13 +184,10 @@ func DrainExported(ctx context.Context, client kubernetes.Interface, cfg *rest.C
 		return nil, err
 	}
 	var out []*Drained
-	for _, svc := range list.Items {
-		if svc.Spec.ClusterIP != corev1.ClusterIPNone || svc.Labels[aggregate.LabelMirroredService] == "true" || aggregate.WrittenByGlobalmirror(svc.Labels) {
-			continue
-		}
-		d, err := Drain(ctx, client, cfg, DrainTarget{Service: svc.Namespace + "/" + svc.Name}, level)
+	for _, svc := range exportedServices(list.Items) {
+		d, err := Drain(ctx, client, cfg, DrainTarget{Service: svc}, level)
 		if err != nil {
-			return out, fmt.Errorf("service %s/%s: %w", svc.Namespace, svc.Name, err)
+			return out, fmt.Errorf("service %s: %w", svc, err)
 		}
 		out = append(out, d)
 	}
@@ -185,24 +206,6 @@ func DrainPatch(level aggregate.Drain) []byte {
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{aggregate.AnnotationDrain: value}}}) // maps of strings: no error
 	return patch
-}
-
-// linkedClusters names the Links of a namespace, for an error that names
-// the wrong one.
-func linkedClusters(ctx context.Context, links metadata.ResourceInterface) string {
-	list, err := links.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return "the Links there could not be listed: " + err.Error()
-	}
-	var names []string
-	for _, l := range list.Items {
-		names = append(names, l.Name)
-	}
-	slices.Sort(names)
-	if len(names) == 0 {
-		return "there is no Link there (--link-namespace names where Linkerd's multicluster extension is installed)"
-	}
-	return "the clusters linked there are " + strings.Join(names, ", ")
 }
 
 // whoAmI is the user the API server takes the command's credentials for,
@@ -240,23 +243,33 @@ func (d *Drained) Write(w interface{ Write([]byte) (int, error) }, target DrainT
 		fmt.Fprintf(w, "At once %s leave every name, as if unlinked; nothing is deleted.\n", who)
 	}
 	if target.Service == "" {
-		switch {
-		case d.TargetClusterName != "" && d.TargetClusterName != target.Cluster:
-			fmt.Fprintf(w, "Warning: Link %s names its cluster %q (spec.targetClusterName): Linkerd labels that Link's mirrors %s, and globalmirror drains the cluster a Link is named after, so this drain reaches none of them.\n",
-				target.Cluster, d.TargetClusterName, d.TargetClusterName)
-		case d.Mirrors == 0:
-			fmt.Fprintf(w, "Warning: no headless mirror of cluster %s here: this drain changes no answer (yet).\n", target.Cluster)
+		if d.Cluster != target.Cluster {
+			fmt.Fprintf(w, "%s is to cluster %s (its spec.targetClusterName), the name Linkerd labels its mirrors with: those are drained.\n", d.Object, d.Cluster)
 		}
-	}
-	undo := "globalmirror undrain " + target.Cluster
-	if target.LinkNamespace != DefaultLinkNamespace {
-		undo += " --link-namespace " + target.LinkNamespace
-	}
-	if target.Service != "" {
-		undo = "globalmirror undrain --service " + target.Service
+		switch {
+		case d.Mirrors == 0:
+			fmt.Fprintf(w, "Warning: no headless mirror of cluster %s here: this drain changes no answer (yet).\n", d.Cluster)
+		case d.Mirrors < 0:
+			fmt.Fprintf(w, "Warning: the headless mirrors of cluster %s here could not be listed with your rights: whether this drain changes an answer is not known.\n", d.Cluster)
+		}
 	}
 	if target.Exported {
 		return // one undo for all: the command's
 	}
-	fmt.Fprintf(w, "Undo: %s\n", undo)
+	fmt.Fprintf(w, "Undo: %s\n", target.Undo())
+}
+
+// Undo is the command that undoes a drain of target.
+func (target DrainTarget) Undo() string {
+	switch {
+	case target.Exported:
+		return "globalmirror undrain --exported"
+	case target.Service != "":
+		return "globalmirror undrain --service " + target.Service
+	}
+	undo := "globalmirror undrain " + target.Cluster
+	if target.LinkNamespace != DefaultLinkNamespace && target.LinkNamespace != "" {
+		undo += " --link-namespace " + target.LinkNamespace
+	}
+	return undo
 }

@@ -216,7 +216,7 @@ func (h handler) Skipped(obj metav1.Object, kind string, skip aggregate.Skip) {
 	h.c.report.skipped(obj, kind, skip)
 }
 
-func (h handler) Drained(drains []source.ClusterDrain) { h.c.report.drained(drains) }
+func (h handler) Drained(drains source.Drains) { h.c.report.drained(drains) }
 
 func waitFor(ctx context.Context, cond func() bool) bool {
 	t := time.NewTicker(50 * time.Millisecond)

@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
-	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/controller/metrics"
@@ -35,7 +34,10 @@ type reporter struct {
 	mu        sync.Mutex
 	reported  map[source.Key]map[aggregate.Problem]bool // problems last reported
 	conflicts map[source.Key]types.UID                  // the conflicting Service reported
-	drains    map[string]aggregate.Drain                // the drains last reported, by cluster
+	drains    map[string]aggregate.Drain                // the drains last reported (source.Drains.Levels)
+	// linksReadable and linksUnreadable: as last reported
+	linksReadable   bool
+	linksUnreadable string
 }
 
 func newReporter(rec record.EventRecorder, m *metrics.Metrics, log *slog.Logger, leading func() bool) *reporter {
@@ -128,34 +130,42 @@ func (r *reporter) skipped(obj metav1.Object, kind string, skip aggregate.Skip) 
 }
 
 // drained sets the drain gauges to drains and logs each drain that began,
-// ended or changed level since the last call.
-func (r *reporter) drained(drains []source.ClusterDrain) {
+// ended or changed level since the last call, and the Links becoming
+// readable or not.
+func (r *reporter) drained(drains source.Drains) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	now := make(map[string]aggregate.Drain, len(drains))
-	counts := map[aggregate.Drain]int{}
-	var oldest time.Time
-	for _, d := range drains {
-		now[d.Cluster] = d.Level
-		counts[d.Level]++
-		if oldest.IsZero() || d.Since.Before(oldest) {
-			oldest = d.Since
-		}
-		if r.drains[d.Cluster] != d.Level {
-			r.log.Info("cluster drained", "cluster", d.Cluster, "level", d.Level.String(), "link", d.Link, "since", d.Since)
+	now := drains.Levels()
+	for what, level := range now {
+		if r.drains[what] != level {
+			r.log.Info("drained", "what", what, "level", level.String())
 		}
 	}
-	for c := range r.drains {
-		if _, ok := now[c]; !ok {
-			r.log.Info("cluster undrained", "cluster", c)
+	for what := range r.drains {
+		if _, ok := now[what]; !ok {
+			r.log.Info("undrained", "what", what)
 		}
 	}
 	r.drains = now
+	if r.linksReadable != drains.LinksReadable || r.linksUnreadable != drains.LinksUnreadable {
+		if drains.LinksReadable {
+			r.log.Info("Linkerd's Links are readable: their drains are honoured")
+		} else {
+			r.log.Warn("Linkerd's Links cannot be read: the cluster drains last read stay in force, no new one is seen", "reason", drains.LinksUnreadable, "kept", len(drains.Clusters))
+		}
+		r.linksReadable, r.linksUnreadable = drains.LinksReadable, drains.LinksUnreadable
+	}
+	r.metrics.LinksReadable.Set(0)
+	if drains.LinksSeen() {
+		r.metrics.LinksReadable.Set(1)
+	}
 	r.metrics.OldestDrain.Set(0)
-	if !oldest.IsZero() {
+	if oldest := drains.Oldest(); !oldest.IsZero() {
 		r.metrics.OldestDrain.Set(float64(oldest.UnixMilli()) / 1000)
 	}
 	for _, l := range []aggregate.Drain{aggregate.DrainShared, aggregate.DrainAll} {
-		r.metrics.Drained.WithLabelValues(l.String()).Set(float64(counts[l]))
+		clusters, services := drains.Count(l)
+		r.metrics.Drained.WithLabelValues(l.String()).Set(float64(clusters))
+		r.metrics.DrainedServices.WithLabelValues(l.String()).Set(float64(services))
 	}
 }

@@ -2,6 +2,7 @@ package source
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,16 +15,18 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 )
 
-// Linkerd's Link: one per linked cluster, named after it. Only its metadata
-// is read (the drain annotation), so every version Linkerd has shipped
-// serves; the version asked for is the group's preferred one.
+// Linkerd's Link: one per linked cluster. Its drain annotation and its
+// spec.targetClusterName (the cluster name Linkerd labels that Link's
+// mirrors with) are read, fields every version Linkerd has shipped has; the
+// version asked for is the group's preferred one.
 const (
 	LinkGroup    = "multicluster.linkerd.io"
 	LinkResource = "links"
@@ -32,6 +35,8 @@ const (
 
 // ClusterDrain is a cluster drained by the annotation on its Link.
 type ClusterDrain struct {
+	// Cluster is the Link's spec.targetClusterName, as Linkerd labels its
+	// mirrors; the Link's name where the field is absent.
 	Cluster string
 	Level   aggregate.Drain
 	// Since is when the annotation was last written, as the Link's managed
@@ -41,7 +46,71 @@ type ClusterDrain struct {
 	Link string
 }
 
-// linkFeed lists and watches the Links' metadata into the source's drains.
+// ServiceDrain is a member service drained by its own annotation: a local
+// service, or a headless mirror onto which Linkerd copied the annotation
+// of the service it mirrors (a drain written in the cluster under
+// maintenance).
+type ServiceDrain struct {
+	Service string // namespace/name
+	Cluster string // the mirror's cluster; "" for a local service
+	Level   aggregate.Drain
+	// Since is when the annotation was last written, as the Service's
+	// managed fields say when this process first saw it at this level;
+	// else when it first saw it.
+	Since time.Time
+}
+
+// Drains are the drains in force, as the index holds them.
+type Drains struct {
+	Clusters []ClusterDrain // by cluster
+	Services []ServiceDrain // by service
+	// LinksReadable is false while the Links cannot be read (not served,
+	// forbidden, failing): the cluster drains last read are kept.
+	LinksReadable bool
+	// LinksUnreadable says why, where they are not readable.
+	LinksUnreadable string
+	// LinksNotServed: the API server serves no Link resource (Linkerd's
+	// multicluster extension is not installed): nothing to read.
+	LinksNotServed bool
+}
+
+// Oldest is the Since of the oldest drain in force, zero where none is.
+func (d Drains) Oldest() time.Time {
+	var oldest time.Time
+	for _, c := range d.Clusters {
+		if oldest.IsZero() || c.Since.Before(oldest) {
+			oldest = c.Since
+		}
+	}
+	for _, s := range d.Services {
+		if oldest.IsZero() || s.Since.Before(oldest) {
+			oldest = s.Since
+		}
+	}
+	return oldest
+}
+
+// LinksSeen reports whether every drain written on a Link is seen: the
+// Links are read, or not served at all (no multicluster extension, no Link
+// to write one on). The halves' links_readable gauges.
+func (d Drains) LinksSeen() bool { return d.LinksReadable || d.LinksNotServed }
+
+// Count is how many clusters and services are drained at level.
+func (d Drains) Count(level aggregate.Drain) (clusters, services int) {
+	for _, c := range d.Clusters {
+		if c.Level == level {
+			clusters++
+		}
+	}
+	for _, s := range d.Services {
+		if s.Level == level {
+			services++
+		}
+	}
+	return clusters, services
+}
+
+// linkFeed lists and watches the Links into the source's drains.
 // Unlike the Service and EndpointSlice feeds it keeps going where its
 // resource is absent (Linkerd's CRD not installed, or not readable): it
 // counts as synced, keeps the drains last read (none where it never read
@@ -50,22 +119,25 @@ type ClusterDrain struct {
 // request a poll.
 type linkFeed struct {
 	s          *Source
-	meta       metadata.Interface
+	client     dynamic.Interface
 	groups     func() (string, error) // the preferred version of LinkGroup; "" if it is not served
 	absentPoll time.Duration
 
-	synced  atomic.Bool
-	absent  atomic.Bool // the last look found no Link resource to read
-	listed  bool        // the Links were listed once: their drains are kept while they cannot be read
-	version string      // the version of LinkGroup last listed
-	links   map[nsName]linkState
+	synced    atomic.Bool
+	notServed atomic.Bool            // the last look found the Link resource not served
+	absent    atomic.Bool            // the last look found no Link resource to read
+	why       atomic.Pointer[string] // why the Links are not readable; nil while they are
+	listed    bool                   // the Links were listed once: their drains are kept while they cannot be read
+	version   string                 // the version of LinkGroup last listed
+	links     map[nsName]linkState
 }
 
 // linkState is one Link's drain as last read.
 type linkState struct {
-	level aggregate.Drain
-	since time.Time
-	rv    string
+	cluster string // LinkCluster
+	level   aggregate.Drain
+	since   time.Time
+	rv      string
 }
 
 // errLinksAbsent: no Link resource is served, or none may be read.
@@ -87,7 +159,7 @@ func (l *linkFeed) run(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, errLinksAbsent):
-			kept := l.unreadable()
+			kept := l.unreadable(err)
 			if !wasAbsent && kept > 0 {
 				log.Info("Linkerd's Link resource can no longer be read; keeping the drains last read until it can; looking again every poll", "reason", err, "drains", kept, "poll", l.absentPoll)
 			} else if !wasAbsent {
@@ -97,6 +169,7 @@ func (l *linkFeed) run(ctx context.Context) {
 			pause = l.absentPoll
 		case err != nil:
 			log.Error(err, "Listing or watching Links failed")
+			l.unreadableFor(err)
 			pause = retry.Step()
 		default:
 			wasAbsent = false
@@ -117,12 +190,13 @@ func (l *linkFeed) run(ctx context.Context) {
 // drains last read stay: a chart upgrade that rebinds the rights, or a CRD
 // being replaced, must not send traffic back to a cluster under
 // maintenance. Where they never were, there are none.
-func (l *linkFeed) unreadable() int {
+func (l *linkFeed) unreadable(why error) int {
 	if !l.listed {
 		l.replace(nil)
 	}
 	l.absent.Store(true)
 	l.synced.Store(true)
+	l.unreadableFor(why)
 	kept := 0
 	for _, st := range l.links {
 		if st.level != aggregate.NotDrained {
@@ -132,6 +206,22 @@ func (l *linkFeed) unreadable() int {
 	return kept
 }
 
+// unreadableFor records why the Links are not readable and tells the
+// handlers, where that is news.
+func (l *linkFeed) unreadableFor(why error) {
+	msg := why.Error()
+	if old := l.why.Swap(&msg); old == nil || *old != msg {
+		l.s.tellDrains()
+	}
+}
+
+// readable records that the Links are read again.
+func (l *linkFeed) readable() {
+	if l.why.Swap(nil) != nil {
+		l.s.tellDrains()
+	}
+}
+
 // listAndWatch lists the Links, replacing every drain, then applies their
 // changes until the watch ends.
 func (l *linkFeed) listAndWatch(ctx context.Context) error {
@@ -139,11 +229,12 @@ func (l *linkFeed) listAndWatch(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("discovering %s: %w", LinkGroup, err)
 	}
+	l.notServed.Store(version == "")
 	if version == "" {
 		return fmt.Errorf("%w: the API server serves no %s", errLinksAbsent, LinkGroup)
 	}
 	l.version = version
-	res := l.meta.Resource(schema.GroupVersionResource{Group: LinkGroup, Version: version, Resource: LinkResource})
+	res := l.client.Resource(schema.GroupVersionResource{Group: LinkGroup, Version: version, Resource: LinkResource})
 	list, err := res.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
@@ -155,7 +246,8 @@ func (l *linkFeed) listAndWatch(ctx context.Context) error {
 	l.replace(list.Items)
 	l.listed = true
 	l.synced.Store(true)
-	w, err := res.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true})
+	l.readable()
+	w, err := res.Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion(), AllowWatchBookmarks: true})
 	if err != nil {
 		return err
 	}
@@ -163,7 +255,7 @@ func (l *linkFeed) listAndWatch(ctx context.Context) error {
 	for ev := range w.ResultChan() {
 		switch ev.Type {
 		case watch.Added, watch.Modified, watch.Deleted:
-			m, ok := ev.Object.(*metav1.PartialObjectMetadata)
+			m, ok := ev.Object.(*unstructured.Unstructured)
 			if !ok {
 				continue
 			}
@@ -171,7 +263,7 @@ func (l *linkFeed) listAndWatch(ctx context.Context) error {
 			if next == nil {
 				next = map[nsName]linkState{}
 			}
-			id := nsName{m.Namespace, m.Name}
+			id := nsName{m.GetNamespace(), m.GetName()}
 			delete(next, id)
 			if ev.Type != watch.Deleted {
 				l.read(next, m)
@@ -185,7 +277,7 @@ func (l *linkFeed) listAndWatch(ctx context.Context) error {
 }
 
 // replace sets the drains to those of links.
-func (l *linkFeed) replace(links []metav1.PartialObjectMetadata) {
+func (l *linkFeed) replace(links []unstructured.Unstructured) {
 	next := make(map[nsName]linkState, len(links))
 	for i := range links {
 		l.read(next, &links[i])
@@ -196,35 +288,42 @@ func (l *linkFeed) replace(links []metav1.PartialObjectMetadata) {
 // read adds m's drain to links, if it is drained; an unknown value keeps
 // the drain the Link had (a typo must not undrain a cluster under
 // maintenance) and is reported once per version of the Link.
-func (l *linkFeed) read(links map[nsName]linkState, m *metav1.PartialObjectMetadata) {
-	id := nsName{m.Namespace, m.Name}
+func (l *linkFeed) read(links map[nsName]linkState, m *unstructured.Unstructured) {
+	id := nsName{m.GetNamespace(), m.GetName()}
+	cluster := LinkCluster(m)
 	level, since, err := LinkDrain(m)
+	old, known := l.links[id]
 	if err != nil {
-		old, ok := l.links[id]
-		if !ok || old.rv != m.ResourceVersion {
-			m = m.DeepCopy() // for the event: its object is the Link
-			m.APIVersion, m.Kind = LinkGroup+"/"+l.version, LinkKind
+		if !known || old.rv != m.GetResourceVersion() {
 			l.s.skippedLink(m, aggregate.Skip{Reason: aggregate.SkipInvalidDrain, Detail: err.Error() + "; the Link's drain stays as it was"})
 		}
-		links[id] = linkState{level: old.level, since: old.since, rv: m.ResourceVersion} // remembered, so reported once
+		links[id] = linkState{cluster: cmp.Or(old.cluster, cluster), level: old.level, since: old.since, rv: m.GetResourceVersion()} // remembered, so reported once
 		return
 	}
 	if level == aggregate.NotDrained {
 		return
 	}
-	if old, ok := l.links[id]; ok && old.level == level && (since.IsZero() || !old.since.IsZero() && since.Equal(old.since)) {
+	if known && old.level == level && old.cluster == cluster && (since.IsZero() || !old.since.IsZero() && since.Equal(old.since)) {
 		since = old.since
 	}
 	if since.IsZero() {
 		since = time.Now()
 	}
-	links[id] = linkState{level: level, since: since, rv: m.ResourceVersion}
+	links[id] = linkState{cluster: cluster, level: level, since: since, rv: m.GetResourceVersion()}
 }
 
-// LinkDrain is the drain a Link's metadata declares, and when its
-// annotation was last written (zero where its managed fields do not say).
-func LinkDrain(m *metav1.PartialObjectMetadata) (aggregate.Drain, time.Time, error) {
-	level, err := aggregate.ParseDrain(m.Annotations[aggregate.AnnotationDrain])
+// LinkCluster is the cluster a Link's mirrors are labelled with (Linkerd's
+// mirror.linkerd.io/cluster-name): its spec.targetClusterName, or its name
+// where that is absent.
+func LinkCluster(link *unstructured.Unstructured) string {
+	name, _, _ := unstructured.NestedString(link.Object, "spec", "targetClusterName")
+	return cmp.Or(name, link.GetName())
+}
+
+// LinkDrain is the drain a Link declares, and when its annotation was last
+// written (zero where its managed fields do not say).
+func LinkDrain(m metav1.Object) (aggregate.Drain, time.Time, error) {
+	level, err := aggregate.ParseDrain(m.GetAnnotations()[aggregate.AnnotationDrain])
 	if err != nil || level == aggregate.NotDrained {
 		return aggregate.NotDrained, time.Time{}, err
 	}
@@ -233,9 +332,9 @@ func LinkDrain(m *metav1.PartialObjectMetadata) (aggregate.Drain, time.Time, err
 
 // annotatedAt is when the drain annotation was last written, as the managed
 // fields of the manager that owns it say; zero where none does.
-func annotatedAt(m *metav1.PartialObjectMetadata) time.Time {
+func annotatedAt(m metav1.Object) time.Time {
 	field := []byte(`"f:` + aggregate.AnnotationDrain + `"`)
-	for _, mf := range m.ManagedFields {
+	for _, mf := range m.GetManagedFields() {
 		if mf.Time != nil && mf.FieldsV1 != nil && bytes.Contains(mf.FieldsV1.GetRawBytes(), field) {
 			return mf.Time.Time
 		}
@@ -252,10 +351,10 @@ func (l *linkFeed) set(links map[nsName]linkState) {
 		if st.level == aggregate.NotDrained {
 			continue
 		}
-		// Two Links of one name (two multicluster installs): the stronger
-		// drain holds.
-		if d, ok := drains[id.name]; !ok || st.level > d.Level {
-			drains[id.name] = ClusterDrain{Cluster: id.name, Level: st.level, Since: st.since, Link: id.namespace + "/" + id.name}
+		// Two Links to one cluster (two multicluster installs, or two
+		// names): the stronger drain holds.
+		if d, ok := drains[st.cluster]; !ok || st.level > d.Level {
+			drains[st.cluster] = ClusterDrain{Cluster: st.cluster, Level: st.level, Since: st.since, Link: id.namespace + "/" + id.name}
 		}
 	}
 	l.s.setDrains(drains)
@@ -284,8 +383,13 @@ func (s *Source) setDrains(drains map[string]ClusterDrain) {
 				s.levels[c] = d.Level
 			}
 		}
+		s.drainsChanged = true
 		return s.clusterKeys(changed)
 	})
+}
+
+// tellDrains tells every DrainHandler the drains in force.
+func (s *Source) tellDrains() {
 	now := s.Drains()
 	for _, h := range s.handlers {
 		if d, ok := h.(DrainHandler); ok {
@@ -294,10 +398,11 @@ func (s *Source) setDrains(drains map[string]ClusterDrain) {
 	}
 }
 
-// DrainHandler is a Handler told the drained clusters whenever the Links
-// are read, for its metrics.
+// DrainHandler is a Handler told the drains in force whenever they may have
+// changed (a Link read, a drained service indexed or dropped, the Links
+// becoming readable or not), for its metrics and logs.
 type DrainHandler interface {
-	Drained([]ClusterDrain)
+	Drained(Drains)
 }
 
 // clusterKeys are the bases with a headless mirror of one of clusters;
@@ -318,15 +423,27 @@ func (s *Source) clusterKeys(clusters []string) []Key {
 	return keys
 }
 
-// Drains are the clusters drained by their Links, by name.
-func (s *Source) Drains() []ClusterDrain {
+// Drains are the drains in force: the clusters drained by their Links, by
+// cluster, and the member services drained by their own annotation.
+func (s *Source) Drains() Drains {
 	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := make([]ClusterDrain, 0, len(s.drains))
+	out := Drains{Clusters: make([]ClusterDrain, 0, len(s.drains)), Services: make([]ServiceDrain, 0, len(s.serviceDrains)), LinksReadable: true}
 	for _, d := range s.drains {
-		out = append(out, d)
+		out.Clusters = append(out.Clusters, d)
 	}
-	slices.SortFunc(out, func(a, b ClusterDrain) int { return compare(a.Cluster, b.Cluster) })
+	for _, d := range s.serviceDrains {
+		out.Services = append(out.Services, d)
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(out.Clusters, func(a, b ClusterDrain) int { return compare(a.Cluster, b.Cluster) })
+	slices.SortFunc(out.Services, func(a, b ServiceDrain) int { return compare(a.Service, b.Service) })
+	if s.links == nil {
+		out.LinksReadable, out.LinksUnreadable = false, "no client for Links"
+	} else if why := s.links.why.Load(); why != nil {
+		out.LinksReadable, out.LinksUnreadable, out.LinksNotServed = false, *why, s.links.notServed.Load()
+	} else if !s.links.synced.Load() {
+		out.LinksReadable, out.LinksUnreadable = false, "not listed yet"
+	}
 	return out
 }
 
@@ -336,7 +453,7 @@ func (s *Source) Drains() []ClusterDrain {
 func (s *Source) LinksAbsent() bool { return s.links != nil && s.links.absent.Load() }
 
 // skippedLink reports a Link whose drain annotation is unknown.
-func (s *Source) skippedLink(m *metav1.PartialObjectMetadata, skip aggregate.Skip) {
+func (s *Source) skippedLink(m *unstructured.Unstructured, skip aggregate.Skip) {
 	for _, h := range s.handlers {
 		h.Skipped(m, LinkKind, skip)
 	}
@@ -348,4 +465,18 @@ func (s *Source) skippedLink(m *metav1.PartialObjectMetadata, skip aggregate.Ski
 // require them; the chart grants them to both.
 func LinkRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{{APIGroups: []string{LinkGroup}, Resources: []string{LinkResource}, Verbs: []string{"list", "watch"}}}
+}
+
+// Levels are the drains in force by what they drain ("cluster east",
+// "service ns/db-east"), for the halves' logs of what began, changed and
+// ended.
+func (d Drains) Levels() map[string]aggregate.Drain {
+	out := make(map[string]aggregate.Drain, len(d.Clusters)+len(d.Services))
+	for _, c := range d.Clusters {
+		out["cluster "+c.Cluster+" (Link "+c.Link+")"] = c.Level
+	}
+	for _, s := range d.Services {
+		out["service "+s.Service] = s.Level
+	}
+	return out
 }

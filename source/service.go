@@ -1,9 +1,11 @@
 package source
 
 import (
+	"cmp"
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/kubeclient"
@@ -43,9 +45,10 @@ type serviceShape struct {
 
 type serviceRare struct {
 	uid               types.UID
-	remoteFQName      string // Linkerd's remote-svc-fq-name annotation
-	includeMirrors    string // globalmirror's include-mirrors annotation
-	drain             string // globalmirror's drain annotation
+	remoteFQName      string    // Linkerd's remote-svc-fq-name annotation
+	includeMirrors    string    // globalmirror's include-mirrors annotation
+	drain             string    // globalmirror's drain annotation
+	drainSince        time.Time // when drain was written (ServiceDrain.Since); not compared by sameAs
 	selector          map[string]string
 	deletionTimestamp *metav1.Time
 }
@@ -102,7 +105,43 @@ func (c *indexedService) service() *corev1.Service {
 func (c *indexedService) sameAs(o *indexedService) bool {
 	a, b := *c, *o
 	a.delivered, b.delivered, a.rv, b.rv = false, false, 0, 0
+	if a.rare != nil && b.rare != nil && a.rare.drainSince != b.rare.drainSince {
+		ra, rb := *a.rare, *b.rare
+		ra.drainSince, rb.drainSince = time.Time{}, time.Time{}
+		a.rare, b.rare = &ra, &rb
+	}
 	return reflect.DeepEqual(a, b)
+}
+
+// indexedDrain is a drained member's drain, with its namespace.
+type indexedDrain struct {
+	ServiceDrain
+	namespace string
+}
+
+// serviceDrain is c's drain where c is a member service its own annotation
+// drains (a valid level but none); ok false for any other.
+func (c *indexedService) serviceDrain() (indexedDrain, bool) {
+	if c.memberBase == "" || c.rare == nil || c.rare.drain == "" {
+		return indexedDrain{}, false
+	}
+	level, err := aggregate.ParseDrain(c.rare.drain)
+	if err != nil || level == aggregate.NotDrained {
+		return indexedDrain{}, false
+	}
+	ns := c.namespace()
+	return indexedDrain{ServiceDrain{Service: ns + "/" + c.name, Cluster: c.label(aggregate.LabelClusterName), Level: level, Since: c.rare.drainSince}, ns}, true
+}
+
+// keepDrainSince keeps old's drain time in c where both are drained at one
+// level: the Service changed, its drain did not.
+func (c *indexedService) keepDrainSince(old *indexedService) {
+	if old == nil || c.rare == nil || old.rare == nil || c.rare.drain == "" || old.rare.drain != c.rare.drain {
+		return
+	}
+	if !old.rare.drainSince.IsZero() && old.rare.drainSince.Before(c.rare.drainSince) {
+		c.rare.drainSince = old.rare.drainSince
+	}
 }
 
 // A label value stored as "\x00<n>" is the Service's name but its last n
@@ -153,6 +192,9 @@ func (in *interner) stripService(svc *corev1.Service, keys []string, suffix stri
 		// A local service's drain, or one Linkerd copied onto a headless
 		// mirror from its exported service (aggregate.AnnotationDrain).
 		r.drain = svc.Annotations[aggregate.AnnotationDrain]
+		if r.drain != "" {
+			r.drainSince = cmp.Or(annotatedAt(svc), time.Now())
+		}
 		if svc.Labels[aggregate.LabelMirroredService] == "true" {
 			r.uid = "" // a headless mirror is neither owned nor deleted by uid
 		}

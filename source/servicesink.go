@@ -72,6 +72,7 @@ func (k *serviceSink) upsert(svc *corev1.Service, report **aggregate.Skip) []Key
 	if class.Member() {
 		cur.memberBase = class.Base
 	}
+	cur.keepDrainSince(old)
 	if old != nil && old.sameAs(cur) {
 		old.delivered, old.rv = true, cur.rv
 		return nil

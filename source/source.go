@@ -35,8 +35,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -75,7 +75,7 @@ type Config struct {
 	// Links reads the metadata of Linkerd's Links, whose drain annotations
 	// drain clusters (aggregate.AnnotationDrain); nil: no Link drains
 	// anything. Its group's version is found through Client's discovery.
-	Links metadata.Interface
+	Links dynamic.Interface
 	// LinksPoll is how often to look for the Link resource while it is
 	// absent; 0 is DefaultLinksPoll.
 	LinksPoll time.Duration
@@ -110,9 +110,15 @@ type Source struct {
 	skipped      map[nsName]skipped
 	serviceSinks map[string]*serviceSink // by watched namespace; "" for all
 	slices       []*sliceSink
-	links        *linkFeed                  // nil without Config.Links
-	drains       map[string]ClusterDrain    // by cluster, from the Links
-	levels       map[string]aggregate.Drain // drains' levels, shared by every Input; replaced, never written
+	links        *linkFeed               // nil without Config.Links
+	drains       map[string]ClusterDrain // by cluster, from the Links
+	// serviceDrains are the member services drained by their own
+	// annotation, kept as they are indexed (addService, removeService).
+	serviceDrains map[nsName]ServiceDrain
+	// drainsChanged: the write under way changed the drains; the
+	// DrainHandlers are told after it (write).
+	drainsChanged bool
+	levels        map[string]aggregate.Drain // drains' levels, shared by every Input; replaced, never written
 }
 
 // notEndpointMirrors selects every Service but Linkerd's endpoint mirrors.
@@ -155,7 +161,7 @@ func New(cfg Config) (*Source, error) {
 		}
 	}
 	if cfg.Links != nil {
-		s.links = &linkFeed{s: s, meta: cfg.Links, absentPoll: cmp.Or(cfg.LinksPoll, DefaultLinksPoll),
+		s.links = &linkFeed{s: s, client: cfg.Links, absentPoll: cmp.Or(cfg.LinksPoll, DefaultLinksPoll),
 			groups: func() (string, error) { return LinkVersion(cfg.Client.Discovery()) }}
 	}
 	return s, nil

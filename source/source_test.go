@@ -26,6 +26,19 @@ type recorder struct {
 	mu      sync.Mutex
 	changed map[Key]int
 	skipped []string
+	drains  *Drains
+}
+
+func (r *recorder) Drained(d Drains) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.drains = &d
+}
+
+func (r *recorder) lastDrains() *Drains {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.drains
 }
 
 func (r *recorder) Changed(k Key) {

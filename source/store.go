@@ -42,8 +42,13 @@ type nsName struct{ namespace, name string }
 func (s *Source) write(f func() []Key) {
 	s.mu.Lock()
 	changed := f()
+	drains := s.drainsChanged
+	s.drainsChanged = false
 	s.mu.Unlock()
 	s.notify(changed)
+	if drains {
+		s.tellDrains()
+	}
 }
 
 // writeAs writes f's change of obj, where obj is a T (the sink's kind;
@@ -106,6 +111,13 @@ func (s *Source) addService(c *indexedService) *indexedService {
 	if k, ok := s.baseKey(&e.svc); ok {
 		appendTo(s.bases, k.Namespace, k.Base, &e.svc)
 	}
+	if d, ok := e.svc.serviceDrain(); ok {
+		if s.serviceDrains == nil {
+			s.serviceDrains = map[nsName]ServiceDrain{}
+		}
+		s.serviceDrains[nsName{d.namespace, name}] = d.ServiceDrain
+		s.drainsChanged = true
+	}
 	return &e.svc
 }
 
@@ -116,6 +128,10 @@ func (s *Source) removeService(c *indexedService, keys []Key) []Key {
 	namespace := c.namespace()
 	if k, ok := s.baseKey(c); ok {
 		removeFrom(s.bases, k.Namespace, k.Base, c)
+	}
+	if _, ok := c.serviceDrain(); ok {
+		delete(s.serviceDrains, nsName{namespace, c.name})
+		s.drainsChanged = true
 	}
 	*c = indexedService{name: c.name}
 	if e := s.entries.get(namespace, c.name); e != nil {

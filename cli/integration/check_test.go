@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/globalmirror/globalmirror/cli"
+	"github.com/globalmirror/globalmirror/controller"
 	"github.com/globalmirror/globalmirror/controller/options"
+	"github.com/globalmirror/globalmirror/source"
 	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	appsv1 "k8s.io/api/apps/v1"
@@ -283,5 +285,38 @@ func TestTheStanzaIsReadAsThePodsLoadIt(t *testing.T) {
 	must(t, admin.CoreV1().ConfigMaps(ns).Delete(ctx, custom.Name, metav1.DeleteOptions{}))
 	if r := checkAs(t, opts)["global stanza"]; r.Result != cli.Error || !strings.Contains(r.Detail, "no global stanza") {
 		t.Errorf("the optional ConfigMap gone: %+v", r)
+	}
+}
+
+// A half whose ServiceAccount has every right it needs but the Links' runs,
+// and check says so as a warning naming what then goes unhonoured; granted
+// them, it passes.
+func TestRBACWithoutTheLinksIsAWarningNamingWhatGoesUnhonoured(t *testing.T) {
+	needsControlPlane(t)
+	admin := env.Cluster("cli").Client
+	ctx := t.Context()
+	const ns = "links-rbac"
+	namespace(t, admin, ns)
+	controllerDeployment(t, admin, ns, "--namespaces="+ns, "--leader-elect=false")
+	grant := func(name string, rules []rbacv1.PolicyRule) {
+		t.Helper()
+		_, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{})
+		must(t, err)
+		_, err = admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "globalmirror-controller"}}}, metav1.CreateOptions{})
+		must(t, err)
+	}
+	grant("links-rbac-controller", controller.Rules())
+	opts := cli.DefaultOptions()
+	opts.ControllerSelector += ",test=" + strings.ToLower(t.Name())
+	r := checkAs(t, opts)["RBAC of the controller"]
+	if r.Result != cli.Warning || !strings.Contains(r.Detail, "ServiceAccount "+ns+"/globalmirror-controller may not list links.multicluster.linkerd.io") ||
+		!strings.Contains(r.Detail, "go unhonoured by the controller's EndpointSlices") || !strings.Contains(r.Hint, "links.multicluster.linkerd.io") {
+		t.Errorf("without the Links: %+v", r)
+	}
+	grant("links-rbac-links", source.LinkRules())
+	if r := checkAs(t, opts)["RBAC of the controller"]; r.Result != cli.OK {
+		t.Errorf("with the Links: %+v", r)
 	}
 }

@@ -2,7 +2,9 @@ package integration
 
 import (
 	"bytes"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,14 +12,15 @@ import (
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/cli"
 	"github.com/globalmirror/globalmirror/source"
+	"github.com/globalmirror/globalmirror/test/fixture"
 	"github.com/globalmirror/globalmirror/test/mirrorsim"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/metadata"
 )
 
 // drain drains (level) or undrains (NotDrained) cluster as user.
@@ -88,7 +91,7 @@ func TestDrainWritesOnlyItsAnnotationAsTheUser(t *testing.T) {
 	if want := `{"f:metadata":{"f:annotations":{".":{},"f:` + aggregate.AnnotationDrain + `":{}}}}`; len(mine) != 1 || mine[0] != want {
 		t.Errorf("the command's managed fields %q, want only the annotation %s", mine, want)
 	}
-	m, err := metadata.NewForConfigOrDie(cfg).Resource(mirrorsim.LinkResource).Namespace(mirrorsim.LinkNamespace).Get(ctx, "east", metav1.GetOptions{})
+	m, err := links.Get(ctx, "east", metav1.GetOptions{})
 	must(t, err)
 	if level, since, err := source.LinkDrain(m); err != nil || level != aggregate.DrainShared || time.Since(since) > time.Minute || time.Since(since) < 0 {
 		t.Errorf("read back: %v since %v, %v", level, since, err)
@@ -97,17 +100,23 @@ func TestDrainWritesOnlyItsAnnotationAsTheUser(t *testing.T) {
 	if d, err := drain(t, "operator", "east", aggregate.DrainShared); err != nil || d.Written {
 		t.Errorf("drain again: %+v, %v; want nothing written", d, err)
 	}
-	if _, err := drain(t, "operator", "north", aggregate.DrainShared); err == nil || !strings.Contains(err.Error(), "the clusters linked there are east, south, west") {
+	if _, err := drain(t, "operator", "north", aggregate.DrainShared); err == nil || !strings.Contains(err.Error(), "the clusters linked there are east, south-prod (Link south), west") {
 		t.Errorf("drain of a cluster with no Link: %v", err)
 	}
-	// A drain of a Link named unlike its cluster says it reaches no mirror.
-	south, err := drain(t, "operator", "south", aggregate.DrainShared)
-	if err != nil || !south.Written || south.TargetClusterName != "south-prod" {
-		t.Fatalf("drain south: %+v, %v", south, err)
+	// A Link named unlike its cluster: found by its cluster's name, as
+	// both halves match it, or by its own; either way it drains the
+	// cluster its mirrors are labelled with, and says so.
+	south, err := drain(t, "operator", "south-prod", aggregate.DrainShared)
+	if err != nil || !south.Written || south.Cluster != "south-prod" || south.Object != "Link linkerd-multicluster/south" || south.Mirrors != -1 {
+		t.Fatalf("drain south-prod: %+v, %v", south, err)
+	}
+	if again, err := drain(t, "operator", "south", aggregate.DrainShared); err != nil || again.Written || again.Cluster != "south-prod" {
+		t.Errorf("drain south, its Link's name: %+v, %v; want the same Link, already drained", again, err)
 	}
 	out.Reset()
 	south.Write(&out, cli.DrainTarget{Cluster: "south", LinkNamespace: mirrorsim.LinkNamespace})
-	if !strings.Contains(out.String(), `Warning: Link south names its cluster "south-prod"`) || !strings.Contains(out.String(), "reaches none of them") {
+	if !strings.Contains(out.String(), "Link linkerd-multicluster/south is to cluster south-prod (its spec.targetClusterName)") ||
+		!strings.Contains(out.String(), "Warning: the headless mirrors of cluster south-prod here could not be listed with your rights") {
 		t.Errorf("drain south says:\n%s", out.String())
 	}
 	if _, err := drain(t, "operator", "south", aggregate.NotDrained); err != nil {
@@ -126,7 +135,8 @@ func TestDrainWritesOnlyItsAnnotationAsTheUser(t *testing.T) {
 	opts := cli.DefaultOptions()
 	opts.ControllerSelector += ",test=" + strings.ToLower(t.Name())
 	r := checkAs(t, opts)["drained clusters"]
-	if r.Result != cli.Warning || !strings.Contains(r.Detail, "east: shared since ") || !strings.Contains(r.Detail, "Link linkerd-multicluster/east") || !strings.Contains(r.Hint, "undrain") {
+	if r.Result != cli.Warning || !strings.Contains(r.Detail, "cluster east: shared since ") || !strings.Contains(r.Detail, "Link linkerd-multicluster/east") || !strings.Contains(r.Hint, "undrain") ||
+		!strings.Contains(r.Detail, "Link linkerd-multicluster/east drains cluster east, of which there is no headless mirror here") {
 		t.Errorf("check: %+v", r)
 	}
 
@@ -242,5 +252,64 @@ func TestDrainExportedAnnotatesEveryExportedHeadlessService(t *testing.T) {
 	must(t, err)
 	if got := drained(); len(got) != 0 {
 		t.Errorf("undrained: %v left", got)
+	}
+}
+
+// A drain's preview, read with the user's rights from a real API server:
+// the endpoints each global loses, and the global left with none, which
+// the command refuses to drain unless forced; from the drained cluster
+// (--exported), its own pods leave.
+func TestDrainPreviewNamesTheGlobalLeftEmpty(t *testing.T) {
+	needsControlPlane(t)
+	ctx := t.Context()
+	admin, cfg := env.Cluster("cli").Client, env.Cluster("cli").Config
+	must(t, mirrorsim.InstallLinkCRD(ctx, cfg))
+	_, err := dynamic.NewForConfigOrDie(cfg).Resource(mirrorsim.LinkResource).Namespace(mirrorsim.LinkNamespace).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": mirrorsim.LinkResource.GroupVersion().String(), "kind": "Link",
+		"metadata": map[string]any{"name": "preview"}, "spec": map[string]any{"targetClusterName": "pv-east"},
+	}}, metav1.CreateOptions{})
+	must(t, err)
+	const ns = "drain-preview"
+	namespace(t, admin, ns)
+	ipv4 := discoveryv1.AddressTypeIPv4
+	local, east, kv := fixture.LocalService(ns, "db"), fixture.HeadlessMirror(ns, "db", "pv-east"), fixture.HeadlessMirror(ns, "kv", "pv-east")
+	for _, svc := range []*corev1.Service{local, east, kv} {
+		svc.ResourceVersion = ""
+		_, err := admin.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+		must(t, err)
+	}
+	for _, sl := range []*discoveryv1.EndpointSlice{
+		fixture.Slice(local, "db-a", ipv4, nil, fixture.Ready("db-0", "10.0.0.1")),
+		fixture.Slice(east, "db-pv-east-a", ipv4, nil, fixture.Ready("db-0", "10.1.0.1")),
+		fixture.Slice(kv, "kv-pv-east-a", ipv4, nil, fixture.Ready("kv-0", "10.1.0.9")),
+	} {
+		sl.ResourceVersion, sl.UID = "", ""
+		_, err := admin.DiscoveryV1().EndpointSlices(ns).Create(ctx, sl, metav1.CreateOptions{})
+		must(t, err)
+	}
+	cl, err := cli.Discover(ctx, admin, cfg, cli.DefaultOptions())
+	must(t, err)
+	ours := func(p *cli.DrainPreview) (out []string) {
+		for _, g := range p.Globals {
+			if strings.HasPrefix(g.Global, ns+"/") {
+				out = append(out, fmt.Sprintf("%s %v %d->%d", g.Global, g.Endpoints, g.ReadyBefore, g.ReadyAfter))
+			}
+		}
+		return out
+	}
+	p, err := cli.PreviewOf(ctx, cl, cli.DrainTarget{Cluster: "pv-east", LinkNamespace: mirrorsim.LinkNamespace}, aggregate.DrainShared)
+	must(t, err)
+	if got, want := ours(p), []string{ns + "/db-global [db-0-pv-east 10.1.0.1] 2->1", ns + "/kv-global [kv-0-pv-east 10.1.0.9] 1->0"}; !reflect.DeepEqual(got, want) || !slices.Contains(p.Left, ns+"/kv-global") {
+		t.Errorf("preview of drain pv-east: %q, left %v; want %q", got, p.Left, want)
+	}
+	p, err = cli.PreviewOf(ctx, cl, cli.DrainTarget{Exported: true}, aggregate.DrainAll)
+	must(t, err)
+	if got, want := ours(p), []string{ns + "/db-global [db-0 10.0.0.1] 2->1"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("preview of drain --exported: %q; want %q", got, want)
+	}
+	var out bytes.Buffer
+	p.Write(&out)
+	if !strings.Contains(out.String(), ns+"/db-global: 1 endpoints leave its shared names (2 ready -> 1): db-0 10.0.0.1") {
+		t.Errorf("preview says:\n%s", out.String())
 	}
 }

@@ -29,19 +29,21 @@ const (
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	Syncs          *prometheus.CounterVec   // {result}
-	SyncDuration   prometheus.Histogram     //
-	Globals        prometheus.Gauge         // global Services managed now
-	Endpoints      prometheus.Gauge         // endpoints written into global slices now
-	APIWrites      *prometheus.CounterVec   // {resource,verb}
-	Conflicts      prometheus.Gauge         // bases blocked by a user-owned Service now
-	ConflictsTotal prometheus.Counter       // conflicts seen appearing
-	Problems       *prometheus.CounterVec   // {reason}
-	Skipped        *prometheus.CounterVec   // {kind,reason}
-	Drained        *prometheus.GaugeVec     // {level}: clusters drained now
-	OldestDrain    prometheus.Gauge         // when the oldest drain in force began; 0 for none
-	Feeds          *kubeclient.FeedMetrics  // the index's feeds'
-	histogramOpts  prometheus.HistogramOpts // template for the adapters' latency histograms
+	Syncs           *prometheus.CounterVec   // {result}
+	SyncDuration    prometheus.Histogram     //
+	Globals         prometheus.Gauge         // global Services managed now
+	Endpoints       prometheus.Gauge         // endpoints written into global slices now
+	APIWrites       *prometheus.CounterVec   // {resource,verb}
+	Conflicts       prometheus.Gauge         // bases blocked by a user-owned Service now
+	ConflictsTotal  prometheus.Counter       // conflicts seen appearing
+	Problems        *prometheus.CounterVec   // {reason}
+	Skipped         *prometheus.CounterVec   // {kind,reason}
+	Drained         *prometheus.GaugeVec     // {level}: clusters drained now, by their Links
+	DrainedServices *prometheus.GaugeVec     // {level}: member services drained now, by their own annotation
+	LinksReadable   prometheus.Gauge         // 1 while Linkerd's Links are read
+	OldestDrain     prometheus.Gauge         // when the oldest drain in force began; 0 for none
+	Feeds           *kubeclient.FeedMetrics  // the index's feeds'
+	histogramOpts   prometheus.HistogramOpts // template for the adapters' latency histograms
 }
 
 // New creates the metrics and registers them, with the Go and process
@@ -68,8 +70,12 @@ func New() *Metrics {
 		Skipped: counterVec("skipped_objects_total", "Malformed objects ignored, by kind and reason.", "kind", "reason"),
 		Drained: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "drained_clusters",
 			Help: "Linked clusters drained by the globalmirror.io/drain annotation of their Link, by level (shared, all)."}, []string{"level"}),
+		DrainedServices: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "drained_services",
+			Help: "Member services drained by their own globalmirror.io/drain annotation (a local service, or a headless mirror Linkerd copied it onto from the cluster under maintenance), by level (shared, all)."}, []string{"level"}),
+		LinksReadable: gauge("links_readable",
+			"1 while Linkerd's Links are read, or not served at all (no multicluster extension); 0 while they are served but cannot be read (forbidden, failing): the cluster drains last read then stay in force and no new one is seen."),
 		OldestDrain: gauge("oldest_drain_timestamp_seconds",
-			"When the oldest drain in force was declared (its Link's managed fields), in Unix seconds; 0 while no cluster is drained."),
+			"When the oldest drain in force (a Link's or a service's) was declared (the annotation's managed fields), in Unix seconds; 0 while none is."),
 		histogramOpts: prometheus.HistogramOpts{Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)},
 	}
 	// Every result and reason from zero, so that an alert on their
@@ -85,6 +91,7 @@ func New() *Metrics {
 	m.Skipped.WithLabelValues("Link", string(aggregate.SkipInvalidDrain))
 	for _, l := range []aggregate.Drain{aggregate.DrainShared, aggregate.DrainAll} {
 		m.Drained.WithLabelValues(l.String())
+		m.DrainedServices.WithLabelValues(l.String())
 	}
 	// Always 1, labelled with the controller's release: what `globalmirror
 	// check` compares with its own and the plugin's.
@@ -97,7 +104,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Syncs, m.SyncDuration, m.Globals, m.Endpoints, m.APIWrites,
-		m.Conflicts, m.ConflictsTotal, m.Problems, m.Skipped, m.Drained, m.OldestDrain,
+		m.Conflicts, m.ConflictsTotal, m.Problems, m.Skipped, m.Drained, m.DrainedServices, m.LinksReadable, m.OldestDrain,
 	)
 	m.Feeds = kubeclient.NewFeedMetrics(m.Registry, namespace, "")
 	return m

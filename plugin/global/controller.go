@@ -12,8 +12,8 @@ import (
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/source"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -67,9 +67,11 @@ type dnsController struct {
 	// ptrOf is what each global put into ptr, by global key.
 	ptrOf map[string][]ptrEntry
 
-	// drains are the drained clusters last told (Drained), for its log lines.
-	drainsMu sync.Mutex
-	drains   map[string]aggregate.Drain
+	// drains are the drains last told (Drained, source.Drains.Levels), and
+	// why the Links were unreadable ("": readable), for its log lines.
+	drainsMu        sync.Mutex
+	drains          map[string]aggregate.Drain
+	linksUnreadable string
 
 	opts controllerOptions
 
@@ -130,29 +132,38 @@ func (dc *dnsController) Skipped(obj metav1.Object, kind string, skip aggregate.
 }
 
 // Drained implements source.DrainHandler.
-func (dc *dnsController) Drained(drains []source.ClusterDrain) {
-	counts := map[aggregate.Drain]int{}
-	for _, d := range drains {
-		counts[d.Level]++
-	}
+func (dc *dnsController) Drained(drains source.Drains) {
 	for _, l := range []aggregate.Drain{aggregate.DrainShared, aggregate.DrainAll} {
-		drainedGauge.WithLabelValues(l.String()).Set(float64(counts[l]))
+		clusters, services := drains.Count(l)
+		drainedGauge.WithLabelValues(l.String()).Set(float64(clusters))
+		drainedServicesGauge.WithLabelValues(l.String()).Set(float64(services))
+	}
+	linksReadableGauge.Set(0)
+	if drains.LinksSeen() {
+		linksReadableGauge.Set(1)
 	}
 	dc.drainsMu.Lock()
 	defer dc.drainsMu.Unlock()
-	now := make(map[string]aggregate.Drain, len(drains))
-	for _, d := range drains {
-		now[d.Cluster] = d.Level
-		if dc.drains[d.Cluster] != d.Level {
-			log.Infof("Cluster %s drained (%s) by Link %s", d.Cluster, d.Level, d.Link)
+	now := drains.Levels()
+	for what, level := range now {
+		if dc.drains[what] != level {
+			log.Infof("Drained (%s): %s", level, what)
 		}
 	}
-	for c := range dc.drains {
-		if _, ok := now[c]; !ok {
-			log.Infof("Cluster %s undrained", c)
+	for what := range dc.drains {
+		if _, ok := now[what]; !ok {
+			log.Infof("Undrained: %s", what)
 		}
 	}
 	dc.drains = now
+	if dc.linksUnreadable != drains.LinksUnreadable {
+		if drains.LinksReadable {
+			log.Infof("Linkerd's Links are readable: their drains are honoured")
+		} else {
+			log.Warningf("Linkerd's Links cannot be read (%s): the %d cluster drains last read stay in force, no new one is seen", drains.LinksUnreadable, len(drains.Clusters))
+		}
+		dc.linksUnreadable = drains.LinksUnreadable
+	}
 }
 
 // get returns the answer set of the global "name.namespace", or nil.
@@ -398,10 +409,10 @@ func newFromClient(cfg *config, client kubernetes.Interface) (*Global, error) {
 
 // newController builds the index the stanza asks for (not yet started) on client.
 func newController(cfg *config, client kubernetes.Interface) (*dnsController, error) {
-	var links metadata.Interface
+	var links dynamic.Interface
 	if cfg.api != nil {
 		var err error
-		if links, err = metadata.NewForConfig(cfg.api); err != nil {
+		if links, err = dynamic.NewForConfig(cfg.api); err != nil {
 			return nil, err
 		}
 	}

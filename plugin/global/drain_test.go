@@ -116,7 +116,7 @@ func TestDrainLevels(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := startLinked(t, stanza, tc.links, tc.world...)
 			if len(tc.links) > 0 {
-				waitFor(t, 5*time.Second, "drains read", func() bool { return len(g.ctrl.src.Drains()) > 0 })
+				waitFor(t, 5*time.Second, "drains read", func() bool { return len(g.ctrl.src.Drains().Clusters) > 0 })
 			}
 			for _, q := range tc.want {
 				eventually(t, g, q.name, q.qtype, q.want)

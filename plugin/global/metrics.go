@@ -61,6 +61,20 @@ var (
 		Help:      "Number of linked clusters drained by the globalmirror.io/drain annotation of their Link, by level (shared, all).",
 	}, []string{"level"})
 
+	drainedServicesGauge = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "global",
+		Name:      "drained_services",
+		Help:      "Number of member services drained by their own globalmirror.io/drain annotation (a local service, or a headless mirror Linkerd copied it onto from the cluster under maintenance), by level (shared, all).",
+	}, []string{"level"})
+
+	linksReadableGauge = promauto.NewGauge(prometheus.GaugeOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "global",
+		Name:      "links_readable",
+		Help:      "1 while Linkerd's Links are read, or not served at all (no multicluster extension); 0 while they are served but cannot be read (forbidden, failing): the cluster drains last read then stay in force and no new one is seen.",
+	})
+
 	skippedTotal = promauto.NewCounterVec(prometheus.CounterOpts{
 		Namespace: plugin.Namespace,
 		Subsystem: "global",

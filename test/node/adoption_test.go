@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/cli"
 	"github.com/globalmirror/globalmirror/test/helmtest"
 	"github.com/globalmirror/globalmirror/test/localkube"
@@ -363,6 +364,44 @@ func TestAdoptionOnANode(t *testing.T) {
 			if _, code, err := s.globalmirror(ctx, &wrote, d.args...); err != nil || code != 0 || !wrote.Written {
 				t.Fatalf("globalmirror %s: exit %d, %+v, %v", strings.Join(d.args, " "), code, wrote, err)
 			}
+			time.Sleep(follows)
+			tr.settled()
+			s.awaitAnswers("client", d.want)
+		}
+	})
+	// The same maintenance written once in east itself, on the services it
+	// exports (globalmirror drain --exported with east's kubeconfig):
+	// Linkerd copies the annotation onto db-east here, and writes its
+	// gateway into db-east until east's pods next change, which both halves
+	// hold through. The same answers as the Link's drain, as promptly once
+	// the copy is here.
+	step("globalmirror drain --exported in east (shared), then undrain --exported there", strict, func() {
+		const follows = time.Second + editedTTL*time.Second
+		east := env.Cluster("east").Kubeconfig
+		for _, d := range []struct {
+			args  []string
+			level string
+			want  answers
+		}{
+			{[]string{"drain", "--exported", "--kubeconfig", east}, aggregate.DrainSharedValue, want.drained},
+			{[]string{"undrain", "--exported", "--kubeconfig", east}, "", want.reverse},
+		} {
+			tr.now(d.want)
+			var wrote []cli.Drained
+			_, code, err := s.globalmirror(ctx, &wrote, d.args...)
+			if err != nil || code != 0 || !slices.ContainsFunc(wrote, func(w cli.Drained) bool { return w.Object == "Service "+ns+"/db" && w.Written }) {
+				t.Fatalf("globalmirror %s: exit %d, %+v, %v", strings.Join(d.args[:2], " "), code, wrote, err)
+			}
+			s.eventually("db-east carries east's drain "+d.level, func(ctx context.Context) string {
+				svc, err := s.c.CoreV1().Services(ns).Get(ctx, "db-east", metav1.GetOptions{})
+				if err != nil {
+					return err.Error()
+				}
+				if got := svc.Annotations[aggregate.AnnotationDrain]; got != d.level {
+					return fmt.Sprintf("db-east's drain is %q", got)
+				}
+				return ""
+			})
 			time.Sleep(follows)
 			tr.settled()
 			s.awaitAnswers("client", d.want)

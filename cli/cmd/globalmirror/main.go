@@ -51,14 +51,16 @@ commands:
                              NAMESPACE/NAME drains the local pods of one service;
                              --exported, run in the cluster under maintenance, its
                              pods of every service it exports, in every cluster that
-                             links it
+                             links it; refused where a global would be left with no
+                             ready endpoint (--force), --dry-run previews
   undrain CLUSTER            undo drain
 
 globalmirror COMMAND --help prints the command's flags.
 
 exit codes: check 0 passed (warnings allowed), 1 a check failed;
 status 0 in sync, 1 no such global, 2 out of sync (a leftover included),
-3 could not be read; drain and undrain 0 written (or already so), 1 not;
+3 could not be read; drain and undrain 0 written (or already so, or a dry
+run), 1 not (refused, or failed);
 64 a usage error, before any request.
 `
 
@@ -352,6 +354,11 @@ func drain(args []string, on bool, stdout, stderr io.Writer) int {
 	c.fs.StringVar(&target.LinkNamespace, "link-namespace", cli.DefaultLinkNamespace, "the namespace of Linkerd's Links")
 	c.fs.StringVar(&target.Service, "service", "", "a local member service, NAMESPACE/NAME, whose local pods to "+name+" instead of a linked cluster")
 	c.fs.BoolVar(&target.Exported, "exported", false, "every headless service this cluster exports: its pods "+map[bool]string{true: "out", false: "back"}[on]+" here and, through Linkerd's copy of the annotation onto its mirrors, in every cluster that links this one")
+	var dryRun, force bool
+	c.fs.BoolVar(&dryRun, "dry-run", false, "print which globals' shared names lose (or regain) which endpoints, and write nothing")
+	if on {
+		c.fs.BoolVar(&force, "force", false, "drain even where a global would be left with no ready endpoint (refused without it), or where that cannot be judged")
+	}
 	operands, code, ok := c.parse(args)
 	if !ok {
 		return code
@@ -386,18 +393,43 @@ func drain(args []string, on bool, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	cfg, err := c.restConfig()
-	if err == nil {
-		cfg, err = cli.Credentials(ctx, cfg)
-	}
+	cl, _, err := c.connect(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, "globalmirror:", err)
 		return 1
 	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		fmt.Fprintln(stderr, "globalmirror:", err)
-		return 1
+	client, cfg := cl.Client, cl.Config
+	// Judged before anything is written: a drain that would leave a global
+	// with no ready endpoint is refused unless forced; --dry-run stops here.
+	if on && !force || dryRun {
+		preview, err := cli.PreviewOf(ctx, cl, target, d)
+		switch {
+		case err != nil && dryRun:
+			fmt.Fprintf(stderr, "globalmirror %s --dry-run: %v\n", name, err)
+			return 1
+		case err != nil:
+			fmt.Fprintf(stderr, "globalmirror %s: could not judge whether a global would be left with no ready endpoint: %v\nNothing was written; --force drains without that judgement.\n", name, err)
+			return 1
+		case dryRun:
+			if c.output == "json" {
+				writeJSON(stdout, preview)
+			} else {
+				preview.Write(stdout)
+				fmt.Fprintf(stdout, "Dry run: nothing was written.")
+				if on {
+					fmt.Fprintf(stdout, " Once written, undo with: %s", target.Undo())
+				}
+				fmt.Fprintln(stdout)
+			}
+			return 0
+		case len(preview.Left) > 0:
+			if c.output == "json" {
+				writeJSON(stdout, preview)
+			}
+			preview.Write(stderr)
+			fmt.Fprintf(stderr, "globalmirror %s: refused: %s would be left with no ready endpoint anywhere. Nothing was written; --force drains anyway.\n", name, strings.Join(preview.Left, ", "))
+			return 1
+		}
 	}
 	if target.Exported {
 		all, err := cli.DrainExported(ctx, client, cfg, d)

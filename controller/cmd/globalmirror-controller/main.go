@@ -21,10 +21,10 @@ import (
 	"github.com/globalmirror/globalmirror/source"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
@@ -96,7 +96,7 @@ func serve(ctx context.Context, opts options.Options, log *slog.Logger) error {
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
 
-	links, err := metadata.NewForConfig(cfg)
+	links, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
