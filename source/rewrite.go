@@ -87,6 +87,27 @@ func (s *Source) holdBefore(namespace, service string, cur *indexedSlice) {
 	s.held.set(s.intern.str(namespace), e.svc.name, held)
 	klog.InfoS("Linkerd wrote its gateway into a headless mirror (an update of the exported Service); answering its pods as they were until Linkerd writes them again",
 		"namespace", namespace, "mirror", service)
+	// Linkerd may have written pods the index never saw named (the
+	// mirroring controller mirrors the gateway that followed them alone),
+	// and their endpoint mirrors came before the hold: rebuilt from those.
+	if s.missesEndpointMirrors(e, cur.cluster(), service, held) {
+		s.rebuilds.Add(nsName{namespace, service})
+	}
+}
+
+// missesEndpointMirrors reports whether headless mirror service of cluster
+// has an endpoint mirror (one with slices in e) that no endpoint of held
+// names.
+func (s *Source) missesEndpointMirrors(e *entry, cluster, service string, held []*indexedSlice) bool {
+	named := map[uint64]bool{}
+	for _, h := range held {
+		for _, ep := range h.slice(service).Endpoints {
+			if ep.Hostname != nil {
+				named[mirrorService(s.hash.of(*ep.Hostname+"-"+cluster))] = true
+			}
+		}
+	}
+	return slices.ContainsFunc(e.mirrors, func(m mirrorSlice) bool { return !named[m.serviceHash()] })
 }
 
 // releaseAfter is called after service's slices changed: once none lacks a

@@ -8,7 +8,9 @@ import (
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/test/fixture"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -153,4 +155,46 @@ func TestGatewayRewriteSeenColdIsRebuiltFromTheEndpointMirrors(t *testing.T) {
 	eventually(t, "db written again", func() bool {
 		return slices.Equal(hosts(src, "db"), []string{"db-0-east 10.96.0.10 ready"}) && src.Held() == 0
 	})
+}
+
+// A pod Linkerd wrote while its exported Service was updated, whose named
+// slice the mirroring controller skipped (it mirrored the gateway that
+// followed alone), is not in the held view; its endpoint mirror, which came
+// before the hold, makes the index rebuild the view at once.
+func TestAHoldMissingAnEndpointMirrorIsRebuilt(t *testing.T) {
+	emLabels := fixture.MirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east")
+	src, client, _ := start(t,
+		fixture.HeadlessMirror("ns", "db", "east"),
+		epSlice("db-east-x", "db-east", fixture.MirrorLabels("east"), true, "db-0", "10.96.0.10"),
+		service("db-0-east", emLabels, "10.96.0.10"),
+		epSlice("db-0-east-x", "db-0-east", emLabels, true, "", "192.0.2.254"),
+	)
+	eventually(t, "db-0-east", func() bool { return slices.Equal(hosts(src, "db"), []string{"db-0-east 10.96.0.10 ready"}) })
+	create(t, client, service("db-1-east", emLabels, "10.96.0.11"))
+	create(t, client, epSlice("db-1-east-x", "db-1-east", emLabels, true, "", "192.0.2.254"))
+	gateway := epSlice("db-east-x", "db-east", fixture.MirrorLabels("east"), true, "", "192.0.2.254")
+	gateway.ResourceVersion = "99"
+	if _, err := client.DiscoveryV1().EndpointSlices("ns").Update(t.Context(), gateway, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "db-1-east rebuilt into the held view", func() bool {
+		return slices.Equal(hosts(src, "db"), []string{"db-0-east 10.96.0.10 ready", "db-1-east 10.96.0.11 ready"}) && src.Held() == 1
+	})
+}
+
+// A headless mirror with an endpoint without a hostname and no endpoint
+// mirror (what Linkerd never writes: a hand-made or hostile mirror) answers
+// its named endpoints, whichever order its slices come in: nothing held
+// stands for a pod.
+func TestAMirrorWithoutEndpointMirrorsAnswersItsNamedEndpoints(t *testing.T) {
+	db := fixture.HeadlessMirror("ns", "db", "east")
+	named := epSlice("db-east-a", "db-east", fixture.MirrorLabels("east"), true, "db-0", "10.96.0.10")
+	mixed := epSlice("db-east-b", "db-east", fixture.MirrorLabels("east"), true, "db-1", "10.96.0.11")
+	mixed.Endpoints = append(mixed.Endpoints, epSlice("x", "db-east", nil, true, "", "10.96.0.12").Endpoints...)
+	want := []string{"db-0-east 10.96.0.10 ready", "db-1-east 10.96.0.11 ready"}
+	for _, order := range [][]runtime.Object{{db, named, mixed}, {db, mixed, named}} {
+		if got := hosts(indexOf(order...), "db"); !slices.Equal(got, want) {
+			t.Errorf("slices %s then %s: %q, want %q", order[1].(*discoveryv1.EndpointSlice).Name, order[2].(*discoveryv1.EndpointSlice).Name, got, want)
+		}
+	}
 }

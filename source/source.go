@@ -301,9 +301,13 @@ func (s *Source) Input(k Key) aggregate.Input {
 		}
 		m := aggregate.Member{Cluster: cl.Cluster, Service: svc}
 		e := s.entries.get(k.Namespace, svc.Name) // present: bases files only what entries have
-		// Held through Linkerd's gateway rewrite (rewrite.go), or live.
-		for _, sl := range s.held.get(k.Namespace, svc.Name) {
-			m.Slices = append(m.Slices, sl.slice(svc.Name))
+		// Held through Linkerd's gateway rewrite (rewrite.go), or live;
+		// without an endpoint mirror nothing held stands for a pod, and
+		// the live slices' named endpoints are its members.
+		if len(e.mirrors) > 0 {
+			for _, sl := range s.held.get(k.Namespace, svc.Name) {
+				m.Slices = append(m.Slices, sl.slice(svc.Name))
+			}
 		}
 		if m.Slices != nil {
 			m.Slices = s.heldPresent(e, cl.Cluster, m.Slices)
