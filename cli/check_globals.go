@@ -154,6 +154,9 @@ func checkDrains(_ context.Context, c check, _ *Cluster, g globals) Result {
 			drained = append(drained, fmt.Sprintf("%s: %q, an unknown level that drains nothing", svc, g.annotated[svc]))
 		}
 	}
+	for _, l := range g.drains.InvalidLinks {
+		drained = append(drained, "Link "+l+", an unknown level: each half keeps the drain the Link had before it was written (a process started since sees none); write shared or all, or undrain")
+	}
 	undo := "when the maintenance is over: globalmirror undrain CLUSTER (a Link's), globalmirror undrain --exported in the drained cluster (its services'), or --service NAMESPACE/NAME"
 	switch {
 	case !g.drains.LinksReadable && !g.drains.LinksNotServed:

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,5 +90,41 @@ func waitUntil(t *testing.T, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatal("timed out")
 		}
+	}
+}
+
+// The drains check names every drain in force, says where a Link drain
+// reaches no mirror and where a Link holds an unknown value, and is a
+// warning, never an error; unreadable Links are "could not read".
+func TestDrainsCheckSaysWhatItSawAndWhatItCouldNot(t *testing.T) {
+	c := check{category: CategoryLinkerd, name: "drained clusters"}
+	since := time.Now().Add(-time.Hour)
+	g := globals{clusters: map[string]bool{"east": true}, annotated: map[string]string{"ns/db": "shared", "ns/kv": "yes"}, drains: source.Drains{
+		LinksReadable: true,
+		Clusters:      []source.ClusterDrain{{Cluster: "east", Level: aggregate.DrainAll, Since: since, Link: "linkerd-multicluster/prod-east"}, {Cluster: "south", Level: aggregate.DrainShared, Since: since, Link: "linkerd-multicluster/south"}},
+		Services:      []source.ServiceDrain{{Service: "ns/db", Level: aggregate.DrainShared, Since: since}, {Service: "ns/db-west", Cluster: "west", Level: aggregate.DrainAll, Since: since}},
+		InvalidLinks:  []string{`linkerd-multicluster/west: "true"`},
+	}}
+	r := checkDrains(context.Background(), c, nil, g)
+	for _, want := range []string{
+		"cluster east: all since", "Link linkerd-multicluster/prod-east",
+		"Link linkerd-multicluster/south drains cluster south, of which there is no headless mirror here",
+		"the local pods of ns/db: shared since", "west's pods of mirror ns/db-west: all since",
+		`ns/kv: "yes", an unknown level that drains nothing`,
+		`Link linkerd-multicluster/west: "true", an unknown level: each half keeps the drain the Link had`,
+	} {
+		if !strings.Contains(r.Detail, want) {
+			t.Errorf("detail lacks %q:\n%s", want, r.Detail)
+		}
+	}
+	if r.Result != Warning {
+		t.Errorf("result %v, want a warning", r.Result)
+	}
+	g.drains.LinksReadable, g.drains.LinksUnreadable = false, "links.multicluster.linkerd.io is forbidden"
+	if r := checkDrains(context.Background(), c, nil, g); r.Result != Warning || !strings.HasPrefix(r.Detail, "could not read Linkerd's Links (links.multicluster.linkerd.io is forbidden)") {
+		t.Errorf("unreadable: %+v", r)
+	}
+	if r := checkDrains(context.Background(), c, nil, globals{drains: source.Drains{LinksNotServed: true}}); r.Result != OK || !strings.Contains(r.Detail, "serves no Linkerd Link") {
+		t.Errorf("not served: %+v", r)
 	}
 }

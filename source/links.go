@@ -72,6 +72,11 @@ type Drains struct {
 	// LinksNotServed: the API server serves no Link resource (Linkerd's
 	// multicluster extension is not installed): nothing to read.
 	LinksNotServed bool
+	// InvalidLinks are the Links whose drain annotation is no level
+	// ("namespace/name: value"): each keeps the drain it had before the
+	// value was written, as this process saw it (none, for one started
+	// since).
+	InvalidLinks []string
 }
 
 // Oldest is the Since of the oldest drain in force, zero where none is.
@@ -135,6 +140,7 @@ type linkFeed struct {
 // linkState is one Link's drain as last read.
 type linkState struct {
 	cluster string // LinkCluster
+	invalid string // the annotation's value, where it is no level
 	level   aggregate.Drain
 	since   time.Time
 	rv      string
@@ -297,7 +303,8 @@ func (l *linkFeed) read(links map[nsName]linkState, m *unstructured.Unstructured
 		if !known || old.rv != m.GetResourceVersion() {
 			l.s.skippedLink(m, aggregate.Skip{Reason: aggregate.SkipInvalidDrain, Detail: err.Error() + "; the Link's drain stays as it was"})
 		}
-		links[id] = linkState{cluster: cmp.Or(old.cluster, cluster), level: old.level, since: old.since, rv: m.GetResourceVersion()} // remembered, so reported once
+		links[id] = linkState{cluster: cmp.Or(old.cluster, cluster), invalid: m.GetAnnotations()[aggregate.AnnotationDrain],
+			level: old.level, since: old.since, rv: m.GetResourceVersion()} // remembered, so reported once
 		return
 	}
 	if level == aggregate.NotDrained {
@@ -347,7 +354,11 @@ func annotatedAt(m metav1.Object) time.Time {
 func (l *linkFeed) set(links map[nsName]linkState) {
 	l.links = links
 	drains := map[string]ClusterDrain{}
+	var invalid []string
 	for id, st := range links {
+		if st.invalid != "" {
+			invalid = append(invalid, fmt.Sprintf("%s/%s: %q", id.namespace, id.name, st.invalid))
+		}
 		if st.level == aggregate.NotDrained {
 			continue
 		}
@@ -357,13 +368,15 @@ func (l *linkFeed) set(links map[nsName]linkState) {
 			drains[st.cluster] = ClusterDrain{Cluster: st.cluster, Level: st.level, Since: st.since, Link: id.namespace + "/" + id.name}
 		}
 	}
-	l.s.setDrains(drains)
+	slices.Sort(invalid)
+	l.s.setDrains(drains, invalid)
 }
 
 // setDrains makes drains the clusters' drains and tells the handlers about
 // the bases of every cluster whose level changed.
-func (s *Source) setDrains(drains map[string]ClusterDrain) {
+func (s *Source) setDrains(drains map[string]ClusterDrain, invalid []string) {
 	s.write(func() []Key {
+		s.invalidLinks = invalid
 		var changed []string
 		for c, d := range drains {
 			if s.drains[c].Level != d.Level {
@@ -427,7 +440,8 @@ func (s *Source) clusterKeys(clusters []string) []Key {
 // cluster, and the member services drained by their own annotation.
 func (s *Source) Drains() Drains {
 	s.mu.RLock()
-	out := Drains{Clusters: make([]ClusterDrain, 0, len(s.drains)), Services: make([]ServiceDrain, 0, len(s.serviceDrains)), LinksReadable: true}
+	out := Drains{Clusters: make([]ClusterDrain, 0, len(s.drains)), Services: make([]ServiceDrain, 0, len(s.serviceDrains)), LinksReadable: true,
+		InvalidLinks: slices.Clone(s.invalidLinks)}
 	for _, d := range s.drains {
 		out.Clusters = append(out.Clusters, d)
 	}

@@ -118,6 +118,9 @@ func TestALinksDrainReachesTheInputsOfItsClustersBases(t *testing.T) {
 	if got := drainsOf(src); !slices.Equal(got, []string{"east=all linkerd-multicluster/east"}) {
 		t.Errorf("drains after an unknown value %q, want east's all kept", got)
 	}
+	if got := src.Drains().InvalidLinks; !slices.Equal(got, []string{`linkerd-multicluster/east: "true"`}) {
+		t.Errorf("invalid Links %q", got)
+	}
 	undrained := link("east", "", since)
 	undrained.SetResourceVersion("4")
 	update(undrained)

@@ -112,6 +112,7 @@ type Source struct {
 	slices       []*sliceSink
 	links        *linkFeed               // nil without Config.Links
 	drains       map[string]ClusterDrain // by cluster, from the Links
+	invalidLinks []string                // Drains.InvalidLinks
 	// serviceDrains are the member services drained by their own
 	// annotation, kept as they are indexed (addService, removeService).
 	serviceDrains map[nsName]ServiceDrain

@@ -1,14 +1,21 @@
 package e2e
 
 import (
+	"context"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/cli"
+	"github.com/globalmirror/globalmirror/controller/options"
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/localkube"
+	"github.com/globalmirror/globalmirror/test/mirrorsim"
 	"github.com/miekg/dns"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 )
 
 // testDrain: east, mirrored by the simulator with its Link, drained at
@@ -73,6 +80,30 @@ func testDrain(t *testing.T, env *localkube.Env) {
 	w.expectStatus(map[string]string{"db-0": "ready", "db-0-east": "drained (all)", "db-1-east": "drained (all)"})
 	w.await("db-east, Linkerd's own mirror, drained (all)", w.global, w.FQDN("db-east"), dns.TypeA,
 		dnsq.NoError(w.ClusterIP("db-0-east"), w.ClusterIP("db-1-east")))
+
+	// A typo on the Link (true) keeps the drain it had, in both halves: a
+	// maintenance is not ended by a wrong value.
+	links := dynamic.NewForConfigOrDie(w.Source.Config).Resource(mirrorsim.LinkResource).Namespace(mirrorsim.LinkNamespace)
+	if _, err := links.Patch(ctx, "east", types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+aggregate.AnnotationDrain+`":"true"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // what the halves would need to undrain, were they to
+	for _, server := range []string{w.global, w.kube} {
+		if got := dnsq.Answer("udp", server, db, dns.TypeA); got != localOnly {
+			t.Errorf("db-global after a typo on east's Link, from %s: %q, want %q (east still drained)", server, got, localOnly)
+		}
+	}
+	// An index read afresh (check's) cannot know the drain before the
+	// typo: it names the Link, for check to say so.
+	idxCtx, stop := context.WithCancel(ctx)
+	idx, err := cli.Index(idxCtx, &cli.Cluster{Client: w.Source.Client, Config: w.Source.Config, Controller: &cli.Controller{Options: options.Default()}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := idx.Drains().InvalidLinks; !slices.Equal(got, []string{`linkerd-multicluster/east: "true"`}) {
+		t.Errorf("a fresh index's invalid Links: %q", got)
+	}
+	stop()
 
 	// Undrained: back in every name, in both halves.
 	at = drain(aggregate.NotDrained)
