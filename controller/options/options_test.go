@@ -51,7 +51,7 @@ func TestValidate(t *testing.T) {
 		{[]string{"--max-endpoints-per-slice=0"}, "between 1 and 1000"},
 		{[]string{"--max-endpoints-per-slice=1001"}, "between 1 and 1000"},
 		{[]string{"--kube-api-qps=0"}, "--kube-api-qps"},
-		{[]string{"--kube-api-burst=0"}, "--kube-api-burst"},
+		{[]string{"--kube-api-qps=20", "--kube-api-burst=0"}, "--kube-api-burst"},
 		{[]string{"--workers=0"}, "--workers"},
 		{[]string{"--leader-elect-id=Not OK"}, "--leader-elect-id"},
 		{[]string{"--leader-elect-lease-duration=5s", "--leader-elect-renew-deadline=5s"}, "must be longer than --leader-elect-renew-deadline"},

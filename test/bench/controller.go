@@ -53,8 +53,11 @@ func ControllerWrites(ctrl *run.Controller) (Writes, error) {
 // startController starts globalmirror-controller on namespace, without
 // leader election, at cfg's API rate (burst twice that), logging to dir/log.
 func startController(ctx context.Context, cfg Config, kubeconfig, namespace, log string) (*run.Controller, error) {
-	return run.StartController(ctx, cfg.Dir, log, kubeconfig, "--leader-elect=false", "--namespaces="+namespace,
-		"--kube-api-qps="+strconv.Itoa(cfg.ControllerQPS), "--kube-api-burst="+strconv.Itoa(2*cfg.ControllerQPS))
+	args := []string{"--leader-elect=false", "--namespaces=" + namespace, "--kube-api-qps=" + strconv.Itoa(cfg.ControllerQPS)}
+	if cfg.ControllerQPS > 0 {
+		args = append(args, "--kube-api-burst="+strconv.Itoa(2*cfg.ControllerQPS))
+	}
+	return run.StartController(ctx, cfg.Dir, log, kubeconfig, args...)
 }
 
 // Converged waits until the controller manages bases globals holding

@@ -157,7 +157,7 @@ func Report(out io.Writer, r *Results) {
 	}
 
 	p("\n## 4. Controller scale\n\n")
-	p("`globalmirror-controller --kube-api-qps=%d --kube-api-burst=%d`, writes from `globalmirror_api_writes_total`.\n\n", c.ControllerQPS, 2*c.ControllerQPS)
+	p("`globalmirror-controller %s`, writes from `globalmirror_api_writes_total`.\n\n", controllerLimit(c.ControllerQPS))
 	p("| step | wall time | API writes | expected |\n|---|---:|---|---|\n")
 	for _, s := range r.Scale {
 		wall := "—"
@@ -398,16 +398,19 @@ func stormFloors(rep *StormReport) []floor {
 					fmt.Sprintf("%s slice writes for %s globals", thousands(st.ControllerWrites), thousands(st.Globals)),
 					float64(st.ControllerWrites), float64(st.Globals), "writes", true)
 				one.Holds = st.ControllerWrites == st.Globals
-				ctrl99 := DurationQuantile(st.ControllerAfter, .99)
+				ctrl100 := DurationQuantile(st.ControllerAfter, 1)
 				fs = append(fs,
 					within(fmt.Sprintf("storm, %s (%s): every affected global right ≤ 1 s after the annotation's write, p99", st.What, shape),
 						fmt.Sprintf("%s (p50 %s, p100 %s)", millis(p99), millis(DurationQuantile(st.After, .5)), millis(p100)),
 						float64(p99)/float64(time.Millisecond), 1000, "ms", true),
 					within(fmt.Sprintf("storm, %s (%s): the controller sees it, its first slice write ≤ 1 s after the annotation's write", st.What, shape),
 						millis(st.ControllerFirst), float64(st.ControllerFirst)/float64(time.Millisecond), 1000, "ms", true),
-					within(fmt.Sprintf("storm, %s (%s): every affected global's slice written ≤ 1 s after the annotation's write, p99", st.What, shape),
-						fmt.Sprintf("%s (p100 %s; the machine's CPUs %.0f%% busy meanwhile)", millis(ctrl99), millis(DurationQuantile(st.ControllerAfter, 1)), 100*st.ControllerBusy),
-						float64(ctrl99)/float64(time.Millisecond), 1000, "ms", true),
+					// Issue 65's: at the chart's defaults, what the API server
+					// takes bounds it, not the controller.
+					within(fmt.Sprintf("storm, %s (%s): the controller's last slice write ≤ 1.25× a plain writer's as many writes, same run", st.What, shape),
+						fmt.Sprintf("%s after the annotation's write; the plain writer's %s writes, %d at a time, %s (p99 %s; the CPUs %.0f%% busy)",
+							millis(ctrl100), thousands(st.PlainWrites), st.PlainWorkers, millis(st.Plain), millis(DurationQuantile(st.ControllerAfter, .99)), 100*st.ControllerBusy),
+						float64(ctrl100)/float64(max(st.Plain, time.Millisecond)), 1.25, "×", true),
 					one)
 				continue
 			}
@@ -579,4 +582,12 @@ func settleText(c Config, tps []*ThroughputResult) string {
 func indexMemoryCase(name string) (shape, endpoints string) {
 	p := benchParams(name)
 	return cmp.Or(p["shape"], "headless"), p["endpoints"]
+}
+
+// controllerLimit is the controller's rate-limit flags as the bench ran it.
+func controllerLimit(qps int) string {
+	if qps <= 0 {
+		return fmt.Sprintf("--kube-api-qps=%d (no client-side limit: the chart's default)", qps)
+	}
+	return fmt.Sprintf("--kube-api-qps=%d --kube-api-burst=%d", qps, 2*qps)
 }

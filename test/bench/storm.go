@@ -18,6 +18,7 @@ import (
 	"github.com/globalmirror/globalmirror/test/mirrorsim"
 	"github.com/miekg/dns"
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,6 +80,14 @@ type StormResult struct {
 	// API server's, on a machine that runs everything), not for the
 	// controller.
 	ControllerBusy float64
+	// Plain is how long a plain writer took, in the same run right after,
+	// to make as many slice updates as the controller's (PlainWrites, of
+	// slices like its, PlainWorkers at a time, no client-side limit): what
+	// the API server takes, for the controller's time to be judged
+	// against. Drain storms only.
+	Plain        time.Duration
+	PlainWrites  int
+	PlainWorkers int
 }
 
 // RestartResult is how long a half takes to answer, and to converge, once
@@ -145,6 +154,10 @@ func Storm(ctx context.Context, cfg Config, kubeconfig string, client kubernetes
 		return rep, err
 	}
 
+	plain, err := newPlainWriter(ctx, client, stormWorld.Namespace+"-plain", 2*bases)
+	if err != nil {
+		return rep, err
+	}
 	c := len(w.clusters()) - 1
 	name := w.clusters()[c]
 	for _, phase := range []struct {
@@ -169,6 +182,14 @@ func Storm(ctx context.Context, cfg Config, kubeconfig string, client kubernetes
 			return rep, fmt.Errorf("%s: %w", phase.what, err)
 		}
 		res.What, res.Writes = phase.what, writes
+		if phase.count == 0 { // a drain: N global writes from one
+			res.PlainWorkers = cfg.LoadWorkers
+			res.PlainWrites = res.ControllerWrites
+			if res.Plain, err = plain.write(ctx, res.PlainWrites, res.PlainWorkers); err != nil {
+				return rep, fmt.Errorf("%s: the plain writer: %w", phase.what, err)
+			}
+			cfg.Log("storm, %s: a plain writer made the same %d slice updates in %v, %d at a time", phase.what, res.PlainWrites, res.Plain.Round(time.Millisecond), res.PlainWorkers)
+		}
 		cfg.Log("storm, %s: %d writes in %v; every global right %v after the last (p50 %v); the controller wrote %d slices, the first %v after, the last %v (CPUs %.0f%% busy)",
 			res.What, res.Writes, res.Writing.Round(time.Millisecond), DurationQuantile(res.After, 1).Round(time.Millisecond),
 			DurationQuantile(res.After, .5).Round(time.Millisecond), res.ControllerWrites, res.ControllerFirst.Round(time.Millisecond),
@@ -479,15 +500,21 @@ func ReportStorm(out io.Writer, rep *StormReport) {
 		"each answers right, so a global's time is late by up to one sweep of its client. Time from the last write answered to "+
 		"each global's first right answer; the controller's writes of its slices (one per global is the least it can do), "+
 		"when the first was seen and, per global, its last; and the share of the machine's CPUs busy from the first write to the controller's last "+
-		"(near 100%%, every write waits for CPU on this machine, which runs the API server, etcd, both halves and the askers):\n\n",
-		stormSection, rep.Clusters, thousands(rep.Bases), Pods, thousands(rep.Objects), rep.Loading.Round(time.Second), rs[0].Writers, stormSweepers)
-	p("| storm | globals | writes | writing took | p50 | p99 | p100 | controller's writes | its first after | its p99 | its p100 | CPUs busy |\n" +
-		"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		"(near 100%%, every write waits for CPU on this machine, which runs the API server, etcd, both halves and the askers). "+
+		"For a drain, a plain writer then makes as many updates of slices like the controller's, %d at a time, with no client-side limit, in the same run: "+
+		"what the API server takes, which the controller's last write is judged against:\n\n",
+		stormSection, rep.Clusters, thousands(rep.Bases), Pods, thousands(rep.Objects), rep.Loading.Round(time.Second), rs[0].Writers, stormSweepers, plainWorkers(rs))
+	p("| storm | globals | writes | writing took | p50 | p99 | p100 | controller's writes | its first after | its p99 | its p100 | CPUs busy | plain writer |\n" +
+		"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
-		p("| %s | %s | %s | %v | %s | %s | %s | %s | %s | %s | %s | %.0f%% |\n", r.What, thousands(r.Globals), thousands(r.Writes), r.Writing.Round(time.Millisecond),
+		plain := "—"
+		if r.PlainWrites > 0 {
+			plain = millis(r.Plain)
+		}
+		p("| %s | %s | %s | %v | %s | %s | %s | %s | %s | %s | %s | %.0f%% | %s |\n", r.What, thousands(r.Globals), thousands(r.Writes), r.Writing.Round(time.Millisecond),
 			millis(DurationQuantile(r.After, .5)), millis(DurationQuantile(r.After, .99)), millis(DurationQuantile(r.After, 1)),
 			thousands(r.ControllerWrites), millis(r.ControllerFirst), millis(DurationQuantile(r.ControllerAfter, .99)),
-			millis(DurationQuantile(r.ControllerAfter, 1)), 100*r.ControllerBusy)
+			millis(DurationQuantile(r.ControllerAfter, 1)), 100*r.ControllerBusy, plain)
 	}
 	if len(rep.Restarts) > 0 {
 		p("\nRestarts in that world: from the start of the process.\n\n| restarted | first right answer (controller: ready) | every global right (controller: converged) | controller's writes |\n|---|---:|---:|---:|\n")
@@ -509,4 +536,85 @@ func StormAlone(ctx context.Context, cfg Config) (*StormReport, error) {
 	}
 	defer env.Stop()
 	return Storm(ctx, cfg, cluster.Kubeconfig, client, []string{"BENCH_KUBECONFIG=" + cluster.Kubeconfig})
+}
+
+// plainWriter updates EndpointSlices shaped like the controller's, in a
+// namespace of their own that nothing watches, as fast as the API server
+// takes them: the yardstick of the controller's writes in the same run.
+type plainWriter struct {
+	client kubernetes.Interface
+	slices []*discoveryv1.EndpointSlice
+	ready  bool
+}
+
+// newPlainWriter creates namespace and n copies of one of the controller's
+// global slices in the storm world.
+func newPlainWriter(ctx context.Context, client kubernetes.Interface, namespace string, n int) (*plainWriter, error) {
+	list, err := client.DiscoveryV1().EndpointSlices(stormWorld.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: discoveryv1.LabelManagedBy + "=" + aggregate.EndpointSliceManagedBy, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(list.Items) == 0 {
+		return nil, fmt.Errorf("no slice of the controller's to copy")
+	}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	tmpl := list.Items[0]
+	p := &plainWriter{client: client, slices: make([]*discoveryv1.EndpointSlice, n), ready: true}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i := range n {
+		g.Go(func() error {
+			name := fmt.Sprintf("plain-%04d", i)
+			sl := &discoveryv1.EndpointSlice{
+				ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "bench-plain-writer"}},
+				AddressType: tmpl.AddressType, Endpoints: tmpl.Endpoints, Ports: tmpl.Ports,
+			}
+			created, err := client.DiscoveryV1().EndpointSlices(namespace).Create(gctx, sl, metav1.CreateOptions{})
+			p.slices[i] = created
+			return err
+		})
+	}
+	return p, g.Wait()
+}
+
+// write makes n slice updates, workers at a time, each flipping every
+// endpoint's readiness (as a drain or an undrain flips some), and returns
+// how long they took.
+func (p *plainWriter) write(ctx context.Context, n, workers int) (time.Duration, error) {
+	if n > len(p.slices) {
+		return 0, fmt.Errorf("%d writes asked of %d slices", n, len(p.slices))
+	}
+	p.ready = !p.ready
+	start := time.Now()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for i := range n {
+		g.Go(func() error {
+			k := i
+			sl := p.slices[k].DeepCopy()
+			for e := range sl.Endpoints {
+				sl.Endpoints[e].Conditions.Ready = &p.ready
+			}
+			updated, err := p.client.DiscoveryV1().EndpointSlices(sl.Namespace).Update(gctx, sl, metav1.UpdateOptions{})
+			if err == nil {
+				p.slices[k] = updated
+			}
+			return err
+		})
+	}
+	err := g.Wait()
+	return time.Since(start), err
+}
+
+// plainWorkers is how many writes the plain writer of rs had in flight.
+func plainWorkers(rs []StormResult) int {
+	for _, r := range rs {
+		if r.PlainWorkers > 0 {
+			return r.PlainWorkers
+		}
+	}
+	return 0
 }
