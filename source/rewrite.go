@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -26,24 +28,27 @@ import (
 // the next event on the remote Endpoints (createOrUpdateHeadlessEndpoints).
 // Everywhere else Linkerd writes a headless mirror's addresses with their
 // hostnames, so an endpoint without one in a headless mirror's slice is that
-// rewrite. The pods are still what Linkerd last mirrored, and their
-// endpoint mirrors (one per pod, which carry their readiness) are left as
-// they were. So the index holds a headless mirror's slices as they were last
-// with every endpoint named, from the moment a slice without a name comes,
-// until its slices are all named again: Input reads the held ones, each
-// endpoint only while its endpoint mirror has slices. For where the remote
-// pods change as the exported Service is updated, Linkerd writes the pods
-// and then the gateway, and the EndpointSlice mirroring controller may
-// mirror the last alone; but Linkerd changes the endpoint mirrors as it
-// changes the pods. So a pod whose endpoint mirror goes leaves the held view
-// at once, and an endpoint mirror that comes or goes makes the index rebuild
-// the view from the endpoint mirrors, as it does for a rewrite it never saw
-// named (a process started during one): one list of the Services labelled
-// with that headless mirror (the index keeps no endpoint mirror Service),
-// each a pod: its hostname, its ClusterIP, the headless mirror's Service
-// ports, the pods' own where a target port names them (the Endpoints Linkerd
-// replaced had them). Until then, and where there is no endpoint mirror, the
-// aggregation drops the gateway.
+// rewrite. The pods are what Linkerd mirrors in its endpoint mirrors (one
+// Service per pod, <hostname>-<cluster>, whose ClusterIP is the pod's
+// address in the headless mirror and whose slices carry its readiness):
+// Linkerd creates and deletes them as the remote pods come and go, before it
+// writes the pods, which the EndpointSlice mirroring controller may then
+// skip (mirroring only the gateway written after them).
+//
+// So the index holds a headless mirror's slices as they were last with every
+// endpoint named, from the moment a slice without a name comes, until its
+// slices are all named again, and Input reads the held ones. At once, and
+// whenever one of its endpoint mirror Services comes or goes while it is
+// held, the held view is rebuilt from them: one consistent list of the
+// Services labelled with that headless mirror, each a pod at its ClusterIP,
+// on the headless mirror's Service ports (the pods' own where a target port
+// names them: the Endpoints Linkerd replaced had them). The index keeps no
+// endpoint mirror Service (they are the bulk of a large world): while a
+// headless mirror of a namespace is held, the endpoint mirror Services of
+// that namespace are watched from then on, nothing listed or kept, and the
+// watch ends with the last hold there. A rebuild from no endpoint mirror
+// holds nothing: the live slices' named endpoints answer (what Linkerd never
+// writes), and the gateway is dropped.
 
 // unnamed reports whether an endpoint of c has no hostname.
 func (c *indexedSlice) unnamed() bool {
@@ -87,27 +92,11 @@ func (s *Source) holdBefore(namespace, service string, cur *indexedSlice) {
 	s.held.set(s.intern.str(namespace), e.svc.name, held)
 	klog.InfoS("Linkerd wrote its gateway into a headless mirror (an update of the exported Service); answering its pods as they were until Linkerd writes them again",
 		"namespace", namespace, "mirror", service)
-	// Linkerd may have written pods the index never saw named (the
-	// mirroring controller mirrors the gateway that followed them alone),
-	// and their endpoint mirrors came before the hold: rebuilt from those.
-	if s.missesEndpointMirrors(e, cur.cluster(), service, held) {
-		s.rebuilds.Add(nsName{namespace, service})
-	}
-}
-
-// missesEndpointMirrors reports whether headless mirror service of cluster
-// has an endpoint mirror (one with slices in e) that no endpoint of held
-// names.
-func (s *Source) missesEndpointMirrors(e *entry, cluster, service string, held []*indexedSlice) bool {
-	named := map[uint64]bool{}
-	for _, h := range held {
-		for _, ep := range h.slice(service).Endpoints {
-			if ep.Hostname != nil {
-				named[mirrorService(s.hash.of(*ep.Hostname+"-"+cluster))] = true
-			}
-		}
-	}
-	return slices.ContainsFunc(e.mirrors, func(m mirrorSlice) bool { return !named[m.serviceHash()] })
+	// Linkerd may have changed the pods as the Service was updated, and the
+	// mirroring controller mirrored only the gateway that followed: the
+	// endpoint mirrors say which pods Linkerd mirrors now.
+	s.rebuilds.Add(nsName{namespace, service})
+	s.followEndpointMirrors(namespace)
 }
 
 // releaseAfter is called after service's slices changed: once none lacks a
@@ -178,22 +167,6 @@ func (s *Source) endpointMirrorsChanged(namespace, hm string) {
 	}
 }
 
-// heldPresent filters the endpoints of held, the sparse slices of a held
-// headless mirror of cluster, to those whose endpoint mirror has slices in
-// e: a pod Linkerd no longer mirrors leaves at once.
-func (s *Source) heldPresent(e *entry, cluster string, held []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
-	present := make(map[uint64]bool, len(e.mirrors))
-	for _, m := range e.mirrors {
-		present[m.serviceHash()] = true
-	}
-	for _, sl := range held {
-		sl.Endpoints = slices.DeleteFunc(sl.Endpoints, func(ep discoveryv1.Endpoint) bool {
-			return ep.Hostname == nil || !present[mirrorService(s.hash.of(*ep.Hostname+"-"+cluster))]
-		})
-	}
-	return held
-}
-
 // rewritten is the cluster and Service of headless mirror k where its
 // slices hold Linkerd's gateway.
 func (s *Source) rewritten(k nsName) (string, *corev1.Service, bool) {
@@ -235,6 +208,7 @@ func (s *Source) rebuild(ctx context.Context, k nsName) error {
 			held = append(held, s.intern.stripSlice(sl, k.name, s.cfg.Suffix))
 		}
 		s.held.set(s.intern.str(k.namespace), s.entries.get(k.namespace, k.name).svc.name, held)
+		s.followEndpointMirrors(k.namespace)
 		if !rebuilt {
 			klog.InfoS("Linkerd wrote its gateway into a headless mirror before this process saw its pods; answering them from its endpoint mirrors until Linkerd writes them again",
 				"namespace", k.namespace, "mirror", k.name, "pods", len(list.Items))
@@ -298,4 +272,112 @@ func podsOf(name, cluster string, headless *corev1.Service, endpointMirrors []co
 		}
 	}
 	return out
+}
+
+// followEndpointMirrors makes sure the endpoint mirror Services of
+// namespace are watched while a headless mirror there is held: Linkerd
+// deletes a gone pod's endpoint mirror, and creates a new pod's, before it
+// writes the pods (which the mirroring controller may then never mirror,
+// the gateway coming after them), and the endpoint mirrors' own slices
+// follow only once the EndpointSlice mirroring controller gets to them.
+// Called with the lock held.
+func (s *Source) followEndpointMirrors(namespace string) {
+	if s.ctx == nil || s.endpointMirrorWatches[namespace] {
+		return
+	}
+	if s.endpointMirrorWatches == nil {
+		s.endpointMirrorWatches = map[string]bool{}
+	}
+	s.endpointMirrorWatches[namespace] = true
+	go s.watchEndpointMirrors(namespace)
+}
+
+// endpointMirrorWatchCheck is how often a watch of endpoint mirrors looks
+// whether a headless mirror of its namespace is still held.
+const endpointMirrorWatchCheck = 5 * time.Second
+
+// watchEndpointMirrors watches the endpoint mirror Services of namespace,
+// from now (nothing is listed or kept: the index keeps no endpoint
+// mirror), and rebuilds each held headless mirror one of them belongs to
+// as it comes or goes, until none of the namespace is held. Each time its
+// watch begins, every held mirror of the namespace is rebuilt: what changed
+// before it.
+func (s *Source) watchEndpointMirrors(namespace string) {
+	ctx := s.ctx
+	log := klog.FromContext(ctx).WithValues("namespace", namespace)
+	services := s.cfg.Client.CoreV1().Services(namespace)
+	retry := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 10, Cap: 5 * time.Second}
+	check := time.NewTicker(endpointMirrorWatchCheck)
+	defer check.Stop()
+	for ctx.Err() == nil && s.stillHolding(namespace) {
+		opts := metav1.ListOptions{LabelSelector: aggregate.LabelHeadlessMirrorName, Limit: 1}
+		list, err := services.List(ctx, opts)
+		var w watch.Interface
+		if err == nil {
+			opts.Limit, opts.ResourceVersion = 0, list.ResourceVersion
+			w, err = services.Watch(ctx, opts)
+		}
+		if err != nil {
+			log.Error(err, "Watching endpoint mirrors under a held headless mirror failed; trying again")
+			select {
+			case <-ctx.Done():
+			case <-time.After(retry.Step()):
+			}
+			continue
+		}
+		s.rebuildHeld(namespace)
+		s.followWatch(w, namespace, check.C)
+		w.Stop()
+	}
+}
+
+// followWatch queues a rebuild of the held headless mirror of each
+// endpoint mirror w delivers, until w ends or, on a tick of check, none of
+// namespace is held.
+func (s *Source) followWatch(w watch.Interface, namespace string, check <-chan time.Time) {
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return
+			}
+			svc, isService := ev.Object.(*corev1.Service)
+			if !isService {
+				continue
+			}
+			hm := svc.Labels[aggregate.LabelHeadlessMirrorName]
+			s.mu.RLock()
+			held := hm != "" && s.held.get(namespace, hm) != nil
+			s.mu.RUnlock()
+			if held {
+				s.rebuilds.Add(nsName{namespace, hm})
+			}
+		case <-check:
+			if !s.stillHolding(namespace) {
+				return
+			}
+		}
+	}
+}
+
+// stillHolding reports whether a headless mirror of namespace is held; if
+// none is, the namespace's watch of endpoint mirrors is ended (a hold begun
+// later starts another).
+func (s *Source) stillHolding(namespace string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.held[namespace]) > 0 {
+		return true
+	}
+	delete(s.endpointMirrorWatches, namespace)
+	return false
+}
+
+// rebuildHeld queues a rebuild of every headless mirror of namespace held.
+func (s *Source) rebuildHeld(namespace string) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for name := range s.held[namespace] {
+		s.rebuilds.Add(nsName{namespace, name})
+	}
 }

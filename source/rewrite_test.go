@@ -193,8 +193,49 @@ func TestAMirrorWithoutEndpointMirrorsAnswersItsNamedEndpoints(t *testing.T) {
 	mixed.Endpoints = append(mixed.Endpoints, epSlice("x", "db-east", nil, true, "", "10.96.0.12").Endpoints...)
 	want := []string{"db-0-east 10.96.0.10 ready", "db-1-east 10.96.0.11 ready"}
 	for _, order := range [][]runtime.Object{{db, named, mixed}, {db, mixed, named}} {
-		if got := hosts(indexOf(order...), "db"); !slices.Equal(got, want) {
+		s := indexOf(order...) // its API server holds no endpoint mirror
+		if s.rebuilds.Len() != 1 {
+			t.Fatalf("%d rebuilds queued, want db-east's", s.rebuilds.Len())
+		}
+		if err := s.rebuild(t.Context(), nsName{"ns", "db-east"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := hosts(s, "db"); !slices.Equal(got, want) {
 			t.Errorf("slices %s then %s: %q, want %q", order[1].(*discoveryv1.EndpointSlice).Name, order[2].(*discoveryv1.EndpointSlice).Name, got, want)
 		}
 	}
+}
+
+// While a headless mirror is held, its endpoint mirror Services say which
+// pods Linkerd mirrors: one deleted (its slices not yet collected) takes
+// its pod out, one created (its slices not yet mirrored) brings its pod in.
+func TestAHeldMirrorFollowsItsEndpointMirrorServices(t *testing.T) {
+	emLabels := fixture.MirrorLabels("east", aggregate.LabelHeadlessMirrorName, "db-east")
+	src, client, _ := start(t,
+		fixture.HeadlessMirror("ns", "db", "east"),
+		epSlice("db-east-x", "db-east", fixture.MirrorLabels("east"), true, "db-0", "10.96.0.10", "db-1", "10.96.0.11"),
+		service("db-0-east", emLabels, "10.96.0.10"),
+		service("db-1-east", emLabels, "10.96.0.11"),
+		epSlice("db-0-east-x", "db-0-east", emLabels, true, "", "192.0.2.254"),
+		epSlice("db-1-east-x", "db-1-east", emLabels, true, "", "192.0.2.254"),
+	)
+	both := []string{"db-0-east 10.96.0.10 ready", "db-1-east 10.96.0.11 ready"}
+	eventually(t, "both pods", func() bool { return slices.Equal(hosts(src, "db"), both) })
+	gateway := epSlice("db-east-x", "db-east", fixture.MirrorLabels("east"), true, "", "192.0.2.254")
+	gateway.ResourceVersion = "99"
+	if _, err := client.DiscoveryV1().EndpointSlices("ns").Update(t.Context(), gateway, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "held", func() bool { return src.Held() == 1 && slices.Equal(hosts(src, "db"), both) })
+
+	if err := client.CoreV1().Services("ns").Delete(t.Context(), "db-1-east", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "db-1-east gone with its endpoint mirror Service, its slice still there", func() bool {
+		return slices.Equal(hosts(src, "db"), []string{"db-0-east 10.96.0.10 ready"})
+	})
+	create(t, client, service("db-2-east", emLabels, "10.96.0.12"))
+	eventually(t, "db-2-east in with its endpoint mirror Service, no slice of it yet", func() bool {
+		return slices.Equal(hosts(src, "db"), []string{"db-0-east 10.96.0.10 ready", "db-2-east 10.96.0.12 ready"})
+	})
 }

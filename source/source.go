@@ -99,20 +99,25 @@ type Source struct {
 	feeds     kubeclient.Feeds
 	handlers  []Handler
 
-	mu           sync.RWMutex
-	intern       *interner
-	hash         nameHash
-	entries      nsMap[*entry]          // by Service name (store.go)
-	held         nsMap[[]*indexedSlice] // headless mirrors' slices held through Linkerd's gateway rewrite (rewrite.go)
-	rebuilds     workqueue.TypedRateLimitingInterface[nsName]
-	rebuilt      atomic.Bool              // the rebuilds queued by the first lists were tried
-	bases        nsMap[[]*indexedService] // members and globals of ours, by base
-	skipped      map[nsName]skipped
-	serviceSinks map[string]*serviceSink // by watched namespace; "" for all
-	slices       []*sliceSink
-	links        *linkFeed               // nil without Config.Links
-	drains       map[string]ClusterDrain // by cluster, from the Links
-	invalidLinks []string                // Drains.InvalidLinks
+	mu       sync.RWMutex
+	intern   *interner
+	hash     nameHash
+	entries  nsMap[*entry]          // by Service name (store.go)
+	held     nsMap[[]*indexedSlice] // headless mirrors' slices held through Linkerd's gateway rewrite (rewrite.go)
+	rebuilds workqueue.TypedRateLimitingInterface[nsName]
+	rebuilt  atomic.Bool // the rebuilds queued by the first lists were tried
+	// ctx is Start's; endpointMirrorWatches the namespaces whose endpoint
+	// mirror Services are watched while a headless mirror there is held
+	// (rewrite.go).
+	ctx                   context.Context
+	endpointMirrorWatches map[string]bool
+	bases                 nsMap[[]*indexedService] // members and globals of ours, by base
+	skipped               map[nsName]skipped
+	serviceSinks          map[string]*serviceSink // by watched namespace; "" for all
+	slices                []*sliceSink
+	links                 *linkFeed               // nil without Config.Links
+	drains                map[string]ClusterDrain // by cluster, from the Links
+	invalidLinks          []string                // Drains.InvalidLinks
 	// serviceDrains are the member services drained by their own
 	// annotation, kept as they are indexed (addService, removeService).
 	serviceDrains map[nsName]ServiceDrain
@@ -214,6 +219,9 @@ func (s *Source) AddHandler(h Handler) {
 
 // Start runs the feeds until ctx is done.
 func (s *Source) Start(ctx context.Context) {
+	s.mu.Lock()
+	s.ctx = ctx
+	s.mu.Unlock()
 	s.feeds.Start(ctx)
 	go s.runRebuilds(ctx)
 	if s.links != nil {
@@ -303,15 +311,10 @@ func (s *Source) Input(k Key) aggregate.Input {
 		m := aggregate.Member{Cluster: cl.Cluster, Service: svc}
 		e := s.entries.get(k.Namespace, svc.Name) // present: bases files only what entries have
 		// Held through Linkerd's gateway rewrite (rewrite.go), or live;
-		// without an endpoint mirror nothing held stands for a pod, and
-		// the live slices' named endpoints are its members.
-		if len(e.mirrors) > 0 {
-			for _, sl := range s.held.get(k.Namespace, svc.Name) {
-				m.Slices = append(m.Slices, sl.slice(svc.Name))
-			}
-		}
-		if m.Slices != nil {
-			m.Slices = s.heldPresent(e, cl.Cluster, m.Slices)
+		// held, but rebuilt from no endpoint mirror, the live slices'
+		// named endpoints are its members.
+		for _, sl := range s.held.get(k.Namespace, svc.Name) {
+			m.Slices = append(m.Slices, sl.slice(svc.Name))
 		}
 		for _, feed := range []sliceFeed{mirrorFeed, localFeed} {
 			if m.Slices != nil {
