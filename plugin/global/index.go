@@ -61,10 +61,12 @@ func acquireIndex(owner *instance, key string, build func() (*dnsController, err
 		ctx, stop := context.WithCancel(withLogger(context.Background()))
 		ix = &runningIndex{key: key, ctrl: ctrl, ctx: ctx, stop: stop}
 		indexes.byKey[key] = ix
+		indexesGauge.Inc()
 	} else {
 		reused = true
 	}
 	ix.refs++
+	indexReferencesGauge.Inc()
 	indexes.pending = append(indexes.pending, pendingRef{owner, ix})
 	return ix, reused, nil
 }
@@ -82,12 +84,14 @@ func (ix *runningIndex) release() {
 }
 
 func (ix *runningIndex) releaseLocked() {
+	indexReferencesGauge.Dec()
 	if ix.refs--; ix.refs > 0 {
 		return
 	}
 	ix.stop()
 	if indexes.byKey[ix.key] == ix {
 		delete(indexes.byKey, ix.key)
+		indexesGauge.Dec()
 	}
 }
 

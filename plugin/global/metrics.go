@@ -101,6 +101,20 @@ var (
 		Help:      "Counter of global stanzas a reload handed over, by what became of the index: reused (the stanza's feeds unchanged: no list), built (a new one, complete before the old instance stopped) or incomplete (handover_timeout passed first).",
 	}, []string{"index"})
 
+	indexesGauge = promauto.NewGauge(prometheus.GaugeOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "global",
+		Name:      "indexes",
+		Help:      "Number of indexes (feeds and answer sets) the process holds: one per distinct set of feeds the loaded global stanzas ask for, two while a reload that changed them hands over.",
+	})
+
+	indexReferencesGauge = promauto.NewGauge(prometheus.GaugeOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: "global",
+		Name:      "index_references",
+		Help:      "Number of global stanzas holding an index, those of an instance being set up by a reload included.",
+	})
+
 	rebuildsTotal = promauto.NewCounter(prometheus.CounterOpts{
 		Namespace: plugin.Namespace,
 		Subsystem: "global",

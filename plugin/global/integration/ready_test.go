@@ -283,8 +283,10 @@ type apiProxy struct {
 	// admin), so that a test may rotate it (rotateToken).
 	tokenFile string
 	noStreams bool
-	// lists counts the lists asked for; limited, those asking for pages.
-	lists, limited atomic.Int64
+	// lists counts the lists asked for; limited, those asking for pages;
+	// watches, the watches (streamed lists included) of Services and
+	// EndpointSlices open now.
+	lists, limited, watches atomic.Int64
 
 	mu      sync.Mutex
 	holding chan struct{} // closed by release; nil: lists pass
@@ -322,6 +324,10 @@ func startAPIProxy(t *testing.T, c *localkube.Cluster, noStreams bool) *apiProxy
 		q := r.URL.Query()
 		watch := q.Get("watch") == "true"
 		streamed := localkube.IsStreamedList(r)
+		if (watch || streamed) && (strings.HasSuffix(r.URL.Path, "/services") || strings.HasSuffix(r.URL.Path, "/endpointslices")) {
+			p.watches.Add(1)
+			defer p.watches.Add(-1)
+		}
 		if streamed && p.noStreams {
 			localkube.RefuseStreamedList(w)
 			return
