@@ -43,84 +43,99 @@ func Check(ctx context.Context, cl *Cluster, add func(Result)) {
 // readGlobals found once for all of them.
 type check struct {
 	category Category
-	name     string
+	id, name string // id is stable (Result.ID); name is prose
 	run      func(ctx context.Context, c check, cl *Cluster, g globals) Result
 }
 
 // checks are every check, in the order they run and are written; a check
-// that needs what an earlier one did not find fails and names that one.
+// that needs what an earlier one did not find is Skipped, naming that one.
 var checks = []check{
-	{CategoryKubernetes, "Kubernetes API", checkVersion},
-	{CategoryController, "controller running", checkController},
-	{CategoryController, "controller leader", checkLeader},
-	{CategoryController, "RBAC of the controller", checkControllerRBAC},
-	{CategoryDNS, "cluster DNS image", checkDNSImage},
-	{CategoryDNS, "global stanza", checkStanza},
-	{CategoryDNS, "plugin and controller agree", checkAgreement},
-	{CategoryDNS, "RBAC of the cluster DNS", checkDNSRBAC},
-	{CategoryLinkerd, "Linkerd's headless mirrors", checkMirrors},
-	{CategoryLinkerd, "drained clusters", checkDrains},
-	{CategoryGlobals, "global services in sync", checkSync},
-	{CategoryGlobals, "both halves serve them", checkServed},
-	{CategoryGlobals, "global names free", checkConflicts},
+	{CategoryKubernetes, "kubernetes-api", "Kubernetes API", checkVersion},
+	{CategoryController, "controller-running", "controller running", checkController},
+	{CategoryController, "controller-leader", "controller leader", checkLeader},
+	{CategoryController, "rbac-of-the-controller", "RBAC of the controller", checkControllerRBAC},
+	{CategoryDNS, "cluster-dns-image", "cluster DNS image", checkDNSImage},
+	{CategoryDNS, "global-stanza", "global stanza", checkStanza},
+	{CategoryDNS, "plugin-and-controller-agree", "plugin and controller agree", checkAgreement},
+	{CategoryDNS, "rbac-of-the-cluster-dns", "RBAC of the cluster DNS", checkDNSRBAC},
+	{CategoryLinkerd, "linkerd-headless-mirrors", "Linkerd's headless mirrors", checkMirrors},
+	{CategoryLinkerd, "drained-clusters", "drained clusters", checkDrains},
+	{CategoryGlobals, "global-services-in-sync", "global services in sync", checkSync},
+	{CategoryGlobals, "both-halves-serve-them", "both halves serve them", checkServed},
+	{CategoryGlobals, "global-names-free", "global names free", checkConflicts},
 }
 
 // result is c's result at level; an OK one has no hint.
 func (c check) result(level Level, detail, hint string) Result {
-	return result(c.category, c.name, level, detail, hint)
+	r := result(c.category, c.name, level, detail, hint)
+	r.ID = c.id
+	return r
+}
+
+// skipped is c's result where the checks it needs (by name) did not pass:
+// it could not be judged, and says so rather than fail again.
+func (c check) skipped(needs ...string) Result {
+	return c.result(Skipped, "not judged: it needs what the "+strings.Join(needs, " and ")+" check"+map[bool]string{true: "s", false: ""}[len(needs) > 1]+" did not find", "")
 }
 
 // apiFailure is c's Error where an API request stopped it (apiFailure).
 func (c check) apiFailure(what string, err error, hint string) Result {
-	return apiFailure(c.category, c.name, what, err, hint)
+	r := apiFailure(c.category, c.name, what, err, hint)
+	r.ID = c.id
+	return r
 }
 
 // RunCheck connects and checks, and returns by ctx's deadline plus grace
 // whatever happens: a kubeconfig's credential plugin that never returns, or
 // a request that ignores its context, cannot hold it (client-go runs exec
-// plugins and transports without a deadline of their own). What did not
-// end by then is one Error saying so; a panic is one Error too. Either way
-// the report has its one shape.
-func RunCheck(ctx context.Context, grace time.Duration, connect func(context.Context) (*Cluster, error)) []Result {
+// plugins and transports without a deadline of their own). Its report has
+// every check, in order: those that did not run (the API server did not
+// answer, the deadline came, a panic) are Skipped, and the report's Error
+// says why.
+func RunCheck(ctx context.Context, grace time.Duration, connect func(context.Context) (*Cluster, error)) Report {
 	var mu sync.Mutex
-	var rs []Result
+	done := map[string]Result{}
 	connected := false
+	var unreachable error
 	add := func(r Result) {
 		mu.Lock()
 		defer mu.Unlock()
-		rs = append(rs, r)
+		done[r.ID] = r
 	}
 	ended, panicked := Bounded(ctx, grace, func() {
 		cl, err := connect(ctx)
-		if err != nil {
-			add(Unreachable(err)[0])
-			return
-		}
 		mu.Lock()
-		connected = true
+		connected, unreachable = err == nil, err
 		mu.Unlock()
-		Check(ctx, cl, add)
+		if err == nil {
+			Check(ctx, cl, add)
+		}
 	})
 	mu.Lock()
 	defer mu.Unlock()
+	why := ""
 	switch {
 	case panicked != nil:
-		return append(slices.Clone(rs), result(CategoryKubernetes, "globalmirror check", Error, fmt.Sprintf("internal error: %v", panicked),
-			"a bug of globalmirror check: please report it with this output"))
-	case ended:
-		return slices.Clone(rs)
-	case !connected:
-		return append(slices.Clone(rs), result(CategoryKubernetes, "Kubernetes API", Error,
-			"the API server: no answer before the timeout: neither the server nor the kubeconfig's credential plugin (users[].user.exec) answered",
-			"run any kubectl command with the same kubeconfig: a credential plugin waiting for a login or a device code hangs it too; else raise --timeout"))
+		why = fmt.Sprintf("internal error: %v (a bug of globalmirror check: please report it with this output)", panicked)
+	case ended && timedOut(unreachable):
+		why = "the API server: no answer before the timeout: " + errMessage(unreachable) + "; raise --timeout, or see why the API server is slow"
+	case ended && unreachable != nil:
+		why = "the API server did not answer: " + errMessage(unreachable) + "; is the kubeconfig's server reachable from here (--kubeconfig, --context)? a slow one needs a longer --timeout"
+	case !ended && !connected:
+		why = "the API server: no answer before the timeout: neither the server nor the kubeconfig's credential plugin (users[].user.exec) answered; " +
+			"run any kubectl command with the same kubeconfig: a credential plugin waiting for a login or a device code hangs it too; else raise --timeout"
+	case !ended:
+		why = fmt.Sprintf("no answer before the timeout: the checks after the %d that ended were not run; raise --timeout, or see why the API server (or a CoreDNS pod it proxies to) is slow", len(done))
 	}
-	category := CategoryKubernetes
-	if len(rs) > 0 {
-		category = rs[len(rs)-1].Category
+	rs := make([]Result, 0, len(checks))
+	for _, c := range checks {
+		r, ok := done[c.id]
+		if !ok {
+			r = c.result(Skipped, "not run: "+why, "")
+		}
+		rs = append(rs, r)
 	}
-	return append(slices.Clone(rs), result(category, "checks not finished", Error,
-		fmt.Sprintf("no answer before the timeout: the check after the %d above did not end, nor the rest", len(rs)),
-		"raise --timeout, or see why the API server (or a CoreDNS pod it proxies to) is slow"))
+	return NewReport(rs, why)
 }
 
 // Bounded runs fn and waits for it until ctx has ended and grace has
@@ -144,12 +159,6 @@ func Bounded(ctx context.Context, grace time.Duration, fn func()) (ended bool, p
 	case <-time.After(grace):
 		return false, nil
 	}
-}
-
-// Unreachable is the report of a run whose API server did not answer.
-func Unreachable(err error) []Result {
-	return []Result{apiFailure(CategoryKubernetes, "Kubernetes API", "the API server", err,
-		"is the kubeconfig's server reachable from here (--kubeconfig, --context)? a slow one needs a longer --timeout")}
 }
 
 func result(category Category, check string, level Level, detail, hint string) Result {
@@ -257,4 +266,10 @@ func versionSkew(ok Result, metric string, metrics map[string]string) Result {
 	}
 	return result(ok.Category, ok.Check, level, fmt.Sprintf("%s; globalmirror releases other than this command's %s: %s", ok.Detail, build.Version, strings.Join(skewed, ", ")),
 		"run the globalmirror command of the release the cluster runs, or upgrade the chart: the command judges with its own release's rules, which hold one minor release apart at most")
+}
+
+// timedOut reports whether err is a request that ran out of time.
+func timedOut(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &t) && t.Timeout()
 }

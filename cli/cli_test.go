@@ -205,15 +205,26 @@ func TestVersionAgainstTheMatrix(t *testing.T) {
 
 func TestResultsAreWrittenByCategoryWithMarksHintsAndLinks(t *testing.T) {
 	var out strings.Builder
-	rs := []Result{result("a", "one", OK, "fine", "unused"), result("a", "two", Warning, "unproven", "know it"), result("b", "three", Error, "broken", "fix it")}
-	WriteResults(&out, rs)
+	rs := []Result{result("a", "one", OK, "fine", "unused"), result("a", "two", Warning, "unproven", "know it"), result("b", "three", Error, "broken", "fix it"),
+		result("b", "four", Skipped, "not judged", "")}
+	WriteResults(&out, NewReport(rs, "the timeout"))
 	see := "    see: https://github.com/globalmirror/globalmirror/blob/main/README.md#check-"
-	want := "a\n-\n✔ one: fine\n‼ two: unproven\n    hint: know it\n" + see + "two\n\nb\n-\n✘ three: broken\n    hint: fix it\n" + see + "three\n\n✘ 3 checks: 1 ✔, 1 ‼, 1 ✘\n"
+	want := "a\n-\n✔ one: fine\n‼ two: unproven\n    hint: know it\n" + see + "two\n\nb\n-\n✘ three: broken\n    hint: fix it\n" + see + "three\n– four: not judged\n" + see + "four\n\n" +
+		"✘ 4 checks: 1 ✔, 1 ‼, 1 ✘, 1 –\ncould not check everything: the timeout\n"
 	if out.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
 	}
-	if NewReport(rs).Success || !NewReport(rs[:2]).Success {
-		t.Error("a warning fails the report, or an error does not")
+	// The exit code: broken (an error) before could not check (a run that
+	// ended early), which is before passed (warnings allowed).
+	for _, tc := range []struct {
+		rs   []Result
+		why  string
+		code int
+	}{{rs, "", ExitBroken}, {rs, "the timeout", ExitBroken}, {rs[:2], "the timeout", ExitCouldNotCheck}, {rs[:2], "", 0}} {
+		r := NewReport(tc.rs, tc.why)
+		if r.ExitCode() != tc.code || r.Success != (tc.code == 0) || r.SchemaVersion != SchemaVersion {
+			t.Errorf("%d results, %q: exit %d, success %v; want %d", len(tc.rs), tc.why, r.ExitCode(), r.Success, tc.code)
+		}
 	}
 }
 
@@ -395,12 +406,17 @@ func TestEveryCheckIsDocumented(t *testing.T) {
 	if len(results) != len(checks) {
 		t.Fatalf("%d checks ran, want the %d of the table", len(results), len(checks))
 	}
+	ids := map[string]bool{}
 	for i, r := range results {
-		if r.Category != checks[i].category || r.Check != checks[i].name {
-			t.Errorf("result %d is %s %q, want the table's %s %q", i, r.Category, r.Check, checks[i].category, checks[i].name)
+		if r.Category != checks[i].category || r.Check != checks[i].name || r.ID != checks[i].id {
+			t.Errorf("result %d is %s %q (%s), want the table's %s %q (%s)", i, r.Category, r.Check, r.ID, checks[i].category, checks[i].name, checks[i].id)
 		}
+		if ids[r.ID] || !strings.Contains(string(readme), "`"+r.ID+"`") {
+			t.Errorf("check %q: its id %q is used twice, or README.md does not name it", r.Check, r.ID)
+		}
+		ids[r.ID] = true
 	}
-	for _, r := range append(results, Unreachable(errors.New("x"))[0]) {
+	for _, r := range results {
 		cell, ok := rows[r.Check]
 		if !ok {
 			t.Errorf("check %q has no row in README.md's table (rows: %q)", r.Check, slices.Sorted(maps.Keys(rows)))
@@ -410,7 +426,7 @@ func TestEveryCheckIsDocumented(t *testing.T) {
 		if !strings.HasPrefix(r.Doc, "https://github.com/globalmirror/globalmirror/blob/main/README.md#") || !strings.Contains(cell, `<a id="`+fragment+`"></a>`) {
 			t.Errorf("check %q links to %q, which its row %q does not anchor", r.Check, r.Doc, cell)
 		}
-		if r.Result != OK && r.Hint == "" {
+		if r.Result != OK && r.Result != Skipped && r.Hint == "" {
 			t.Errorf("check %q: %s with no hint: %s", r.Check, r.Result, r.Detail)
 		}
 	}
@@ -456,9 +472,10 @@ func TestBoundedEndsByTheDeadlineAndKeepsAPanic(t *testing.T) {
 	if ended, p := Bounded(t.Context(), time.Second, func() { panic("boom") }); !ended || p != "boom" {
 		t.Errorf("a fn that panics: ended %v, panicked %v", ended, p)
 	}
-	rs := RunCheck(t.Context(), time.Second, func(context.Context) (*Cluster, error) { panic("boom") })
-	if len(rs) != 1 || rs[0].Result != Error || !strings.Contains(rs[0].Detail, "internal error: boom") {
-		t.Errorf("a panicking check: %+v", rs)
+	r := RunCheck(t.Context(), time.Second, func(context.Context) (*Cluster, error) { panic("boom") })
+	if len(r.Checks) != len(checks) || r.Checks[0].Result != Skipped || !strings.Contains(r.Checks[0].Detail, "internal error: boom") ||
+		!strings.Contains(r.Error, "internal error: boom") || r.ExitCode() != ExitCouldNotCheck {
+		t.Errorf("a panicking check: %+v", r)
 	}
 }
 

@@ -18,7 +18,15 @@ const (
 	Warning Level = "warning"
 	// Error: broken, or could not be judged; check exits 1.
 	Error Level = "error"
+	// Skipped: not judged, an earlier check having failed (knock-on), or
+	// the run having ended before it (see Report.Error).
+	Skipped Level = "skipped"
 )
+
+// SchemaVersion names the shape of check's JSON report: a field is added
+// under it, never removed or changed in meaning; anything else is a new
+// version.
+const SchemaVersion = "globalmirror.io/check/v1"
 
 // Category is what a check is about; the table of checks (checks) holds
 // them in the order of the constants below.
@@ -35,6 +43,9 @@ const (
 // Result is one check: how it ended, what was found, and where it did not
 // pass, what to do.
 type Result struct {
+	// ID is the check's stable identifier ("drained-clusters"); its name
+	// (Check) is prose and may change.
+	ID       string   `json:"id"`
 	Category Category `json:"category"`
 	Check    string   `json:"check"`
 	Result   Level    `json:"result"`
@@ -47,23 +58,51 @@ type Result struct {
 // Report is what `globalmirror check` says, in the same shape whether it
 // passed, failed, or could not reach the API server at all.
 type Report struct {
-	// Success: no check ended in Error.
-	Success bool     `json:"success"`
-	Checks  []Result `json:"checks"`
+	SchemaVersion string `json:"schemaVersion"`
+	// Success: every check ran, and none ended in Error.
+	Success bool `json:"success"`
+	// Error says why the run could not check everything (the API server
+	// unreachable, the timeout, an internal error, a usage error): the
+	// checks it did not run are Skipped. Empty when it ran them all.
+	Error string `json:"error,omitempty"`
+	// Checks are every check, in order, each once.
+	Checks []Result `json:"checks"`
 }
 
-// NewReport is the report of rs.
-func NewReport(rs []Result) Report {
-	return Report{Success: !slices.ContainsFunc(rs, func(r Result) bool { return r.Result == Error }), Checks: rs}
+// Exit codes of check: ExitBroken where a check found the installation
+// broken; else ExitCouldNotCheck where the run could not check everything.
+const (
+	ExitBroken        = 1
+	ExitCouldNotCheck = 3
+)
+
+// NewReport is the report of rs, a run that ended for why ("" when every
+// check ran).
+func NewReport(rs []Result, why string) Report {
+	failed := slices.ContainsFunc(rs, func(r Result) bool { return r.Result == Error })
+	return Report{SchemaVersion: SchemaVersion, Success: !failed && why == "", Error: why, Checks: rs}
+}
+
+// ExitCode is check's exit code for r: 0 passed (warnings allowed),
+// ExitBroken, ExitCouldNotCheck.
+func (r Report) ExitCode() int {
+	switch {
+	case slices.ContainsFunc(r.Checks, func(c Result) bool { return c.Result == Error }):
+		return ExitBroken
+	case r.Error != "":
+		return ExitCouldNotCheck
+	}
+	return 0
 }
 
 // Marks of each level, as the text output shows them.
-var marks = map[Level]string{OK: "✔", Warning: "‼", Error: "✘"}
+var marks = map[Level]string{OK: "✔", Warning: "‼", Error: "✘", Skipped: "–"}
 
 // WriteResults writes check results as the command shows them, by
 // category: ✔, ‼ or ✘, the check, what was found, and where it did not
 // pass what to do; then a line that sums them up.
-func WriteResults(out io.Writer, rs []Result) {
+func WriteResults(out io.Writer, report Report) {
+	rs := report.Checks
 	var category Category
 	counts := map[Level]int{}
 	for _, r := range rs {
@@ -83,7 +122,10 @@ func WriteResults(out io.Writer, rs []Result) {
 			fmt.Fprintf(out, "    see: %s\n", r.Doc)
 		}
 	}
-	fmt.Fprintf(out, "\n%s %d checks: %d %s, %d %s, %d %s\n", marks[worst(rs)], len(rs), counts[OK], marks[OK], counts[Warning], marks[Warning], counts[Error], marks[Error])
+	fmt.Fprintf(out, "\n%s %d checks: %d %s, %d %s, %d %s, %d %s\n", marks[worst(rs)], len(rs), counts[OK], marks[OK], counts[Warning], marks[Warning], counts[Error], marks[Error], counts[Skipped], marks[Skipped])
+	if report.Error != "" {
+		fmt.Fprintf(out, "could not check everything: %s\n", report.Error)
+	}
 }
 
 func worst(rs []Result) Level {

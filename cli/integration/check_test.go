@@ -181,9 +181,13 @@ func TestFiftyNamespacesAreCheckedInsideTheTimeout(t *testing.T) {
 	cfg := cli.CommandConfig(env.Cluster("cli").Config, timeout)
 	ctx30, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	rs := cli.RunCheck(ctx30, time.Second, func(ctx context.Context) (*cli.Cluster, error) {
+	report := cli.RunCheck(ctx30, time.Second, func(ctx context.Context) (*cli.Cluster, error) {
 		return cli.Discover(ctx, kubernetes.NewForConfigOrDie(cfg), cfg, cli.DefaultOptions())
 	})
+	if report.Error != "" {
+		t.Errorf("the run did not check everything: %s", report.Error)
+	}
+	rs := report.Checks
 	var rbac *cli.Result
 	for i, r := range rs {
 		if strings.Contains(r.Detail, "before the timeout") {
@@ -209,7 +213,7 @@ func checkAs(t *testing.T, opts cli.Options) map[string]cli.Result {
 	out := map[string]cli.Result{}
 	for _, r := range cli.RunCheck(ctx, time.Second, func(ctx context.Context) (*cli.Cluster, error) {
 		return cli.Discover(ctx, kubernetes.NewForConfigOrDie(cfg), cfg, opts)
-	}) {
+	}).Checks {
 		out[r.Check] = r
 	}
 	return out

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/globalmirror/globalmirror/source"
 	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/node"
@@ -286,6 +287,18 @@ const (
 	patchedReadinessPeriod = 2
 	patchedLameduck        = "15s"
 )
+
+// grantLinksToKubeadmDNS lets kubeadm's CoreDNS read Linkerd's Links, for
+// the drains on them, as the README's patch says (kubectl create
+// clusterrole and clusterrolebinding): system:coredns does not.
+func (s *install) grantLinksToKubeadmDNS() {
+	s.t.Helper()
+	const name = "globalmirror-coredns-links"
+	s.must(s.c.RbacV1().ClusterRoles().Create(s.ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: source.LinkRules()}, metav1.CreateOptions{}))
+	s.must(s.c.RbacV1().ClusterRoleBindings().Create(s.ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: metav1.NamespaceSystem, Name: "coredns"}}}, metav1.CreateOptions{}))
+}
 
 // patchKubeadmCoreDNS gives kubeadm's CoreDNS image and its readiness
 // probe's period, with the patch the chart's README gives (kubectl patch),

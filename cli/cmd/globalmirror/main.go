@@ -87,10 +87,15 @@ type command struct {
 	timeout     time.Duration
 	wait        time.Duration // check only
 	opts        cli.Options
+	name        string
+	stderr      io.Writer
+	// json: -o json was asked for, read before the flags are parsed, so
+	// that a usage error is one JSON value on stdout too.
+	json bool
 }
 
 func newCommand(name, synopsis string, stdout, stderr io.Writer) *command {
-	c := &command{fs: flag.NewFlagSet("globalmirror "+name, flag.ContinueOnError), stdout: stdout, opts: cli.DefaultOptions()}
+	c := &command{fs: flag.NewFlagSet("globalmirror "+name, flag.ContinueOnError), stdout: stdout, stderr: stderr, name: name, opts: cli.DefaultOptions()}
 	c.fs.SetOutput(stderr)
 	c.fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
 	c.fs.StringVar(&c.kubeContext, "context", "", "the kubeconfig context to use")
@@ -112,6 +117,7 @@ func newCommand(name, synopsis string, stdout, stderr io.Writer) *command {
 // parse reads args, flags before or after the operands; it returns the
 // operands, or an exit code: 0 after --help, exitUsage on a usage error.
 func (c *command) parse(args []string) ([]string, int, bool) {
+	c.json = asksJSON(args)
 	var operands []string
 	for {
 		if err := c.fs.Parse(args); err != nil {
@@ -120,6 +126,7 @@ func (c *command) parse(args []string) ([]string, int, bool) {
 				return nil, 0, false
 			}
 			c.usage(c.fs.Output())
+			c.jsonUsageError(err.Error())
 			return nil, exitUsage, false
 		}
 		if c.fs.NArg() == 0 {
@@ -128,23 +135,57 @@ func (c *command) parse(args []string) ([]string, int, bool) {
 		operands = append(operands, c.fs.Arg(0))
 		args = c.fs.Args()[1:]
 	}
-	if c.output != "text" && c.output != "json" {
-		fmt.Fprintf(c.fs.Output(), "-o %q: want text or json\n", c.output)
-		return nil, exitUsage, false
-	}
-	if c.wait < 0 {
-		fmt.Fprintln(c.fs.Output(), "--wait: want a duration of 0 or more")
-		return nil, exitUsage, false
-	}
-	if c.timeout <= 0 {
-		fmt.Fprintln(c.fs.Output(), "--timeout: want a positive duration")
-		return nil, exitUsage, false
+	switch {
+	case c.output != "text" && c.output != "json":
+		return nil, c.usageError("-o %q: want text or json", c.output), false
+	case c.wait < 0:
+		return nil, c.usageError("--wait: want a duration of 0 or more"), false
+	case c.timeout <= 0:
+		return nil, c.usageError("--timeout: want a positive duration"), false
 	}
 	if err := c.opts.Validate(); err != nil {
-		fmt.Fprintln(c.fs.Output(), err)
-		return nil, exitUsage, false
+		return nil, c.usageError("%v", err), false
 	}
 	return operands, 0, true
+}
+
+// asksJSON reports whether args ask for -o json, however written.
+func asksJSON(args []string) bool {
+	for i, a := range args {
+		switch {
+		case a == "--":
+			return false
+		case a == "-o" || a == "--o":
+			if i+1 < len(args) && args[i+1] == "json" {
+				return true
+			}
+		case a == "-o=json" || a == "--o=json":
+			return true
+		}
+	}
+	return false
+}
+
+// usageError says msg on stderr and, under -o json, as one JSON value on
+// stdout, and returns exitUsage.
+func (c *command) usageError(format string, a ...any) int {
+	msg := fmt.Sprintf(format, a...)
+	fmt.Fprintln(c.stderr, msg)
+	c.jsonUsageError(msg)
+	return exitUsage
+}
+
+// jsonUsageError writes, under -o json, the usage error msg as the
+// command's one JSON value: check's report shape, or {"error": …}.
+func (c *command) jsonUsageError(msg string) {
+	if !c.json {
+		return
+	}
+	if c.name == "check" {
+		writeJSON(c.stdout, cli.Report{SchemaVersion: cli.SchemaVersion, Error: "usage: " + msg, Checks: []cli.Result{}})
+		return
+	}
+	writeJSON(c.stdout, map[string]string{"error": "usage: " + msg})
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -166,6 +207,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return drain(args[1:], false, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "globalmirror: unknown command %q\n\n%s", args[0], usage)
+	if asksJSON(args[1:]) {
+		writeJSON(stdout, map[string]string{"error": fmt.Sprintf("usage: unknown command %q", args[0])})
+	}
 	return exitUsage
 }
 
@@ -213,35 +257,30 @@ func check(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if len(operands) > 0 {
-		fmt.Fprintf(stderr, "globalmirror check takes no arguments, got %q\n", operands)
-		return exitUsage
+		return c.usageError("globalmirror check takes no arguments, got %q", operands)
 	}
 	// --wait: a failed run again, each with its own --timeout, until one
 	// passes or the wait is over; only the last is written.
 	giveUp := time.Now().Add(c.wait)
-	var rs []cli.Result
+	var report cli.Report
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-		rs = cli.RunCheck(ctx, grace, func(ctx context.Context) (*cli.Cluster, error) {
+		report = cli.RunCheck(ctx, grace, func(ctx context.Context) (*cli.Cluster, error) {
 			cl, _, err := c.connect(ctx)
 			return cl, err
 		})
 		cancel()
-		if cli.NewReport(rs).Success || !time.Now().Before(giveUp) {
+		if report.Success || !time.Now().Before(giveUp) {
 			break
 		}
 		time.Sleep(min(retryEvery, time.Until(giveUp)))
 	}
-	report := cli.NewReport(rs)
 	if c.output == "json" {
 		writeJSON(stdout, report)
 	} else {
-		cli.WriteResults(stdout, rs)
+		cli.WriteResults(stdout, report)
 	}
-	if !report.Success {
-		return 1
-	}
-	return 0
+	return report.ExitCode()
 }
 
 func status(args []string, stdout, stderr io.Writer) int {
@@ -251,12 +290,10 @@ func status(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if len(operands) != 1 {
-		fmt.Fprintf(stderr, "globalmirror status takes one global service, [NAMESPACE/]NAME, got %d arguments\n", len(operands))
-		return exitUsage
+		return c.usageError("globalmirror status takes one global service, [NAMESPACE/]NAME, got %d arguments", len(operands))
 	}
 	if msg := invalidGlobalName(operands[0]); msg != "" {
-		fmt.Fprintf(stderr, "globalmirror status %q: %s\n", operands[0], msg)
-		return exitUsage
+		return c.usageError("globalmirror status %q: %s", operands[0], msg)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
@@ -365,29 +402,24 @@ func drain(args []string, on bool, stdout, stderr io.Writer) int {
 	}
 	d, err := aggregate.ParseDrain(level)
 	if err != nil || d == aggregate.NotDrained {
-		fmt.Fprintf(stderr, "--level %q: want %s or %s\n", level, aggregate.DrainSharedValue, aggregate.DrainAllValue)
-		return exitUsage
+		return c.usageError("--level %q: want %s or %s", level, aggregate.DrainSharedValue, aggregate.DrainAllValue)
 	}
 	if !on {
 		d = aggregate.NotDrained
 	}
 	switch {
 	case (target.Service != "" || target.Exported) && len(operands) > 0, target.Service != "" && target.Exported:
-		fmt.Fprintf(stderr, "globalmirror %s: one of a CLUSTER, --service and --exported\n", name)
-		return exitUsage
+		return c.usageError("globalmirror %s: one of a CLUSTER, --service and --exported", name)
 	case target.Exported: // every exported service: nothing to check
 	case target.Service != "":
 		if ns, svc, ok := strings.Cut(target.Service, "/"); !ok || invalidGlobalName(target.Service) != "" || ns == "" || svc == "" {
-			fmt.Fprintf(stderr, "globalmirror %s --service %q: want NAMESPACE/NAME of a Service\n", name, target.Service)
-			return exitUsage
+			return c.usageError("globalmirror %s --service %q: want NAMESPACE/NAME of a Service", name, target.Service)
 		}
 	case len(operands) != 1:
-		fmt.Fprintf(stderr, "globalmirror %s takes one linked cluster's name, got %d arguments\n", name, len(operands))
-		return exitUsage
+		return c.usageError("globalmirror %s takes one linked cluster's name, got %d arguments", name, len(operands))
 	default:
 		if errs := validation.IsDNS1123Label(operands[0]); len(errs) > 0 {
-			fmt.Fprintf(stderr, "globalmirror %s %q: a cluster name is a DNS label: %s\n", name, operands[0], strings.Join(errs, "; "))
-			return exitUsage
+			return c.usageError("globalmirror %s %q: a cluster name is a DNS label: %s", name, operands[0], strings.Join(errs, "; "))
 		}
 		target.Cluster = operands[0]
 	}
