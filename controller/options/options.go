@@ -49,17 +49,17 @@ func Default() Options {
 		// it between flows; as controller-runtime does since v0.21, on SIG
 		// API Machinery's advice. A limit of 20 a second made a 1,000-global
 		// drain's last slice 42 s late.
-		KubeAPIQPS:   -1,
-		KubeAPIBurst: 40,
-		Workers:              4,
-		LeaderElect:          true,
-		LeaderElectID:        "globalmirror-controller",
-		LeaseDuration:        15 * time.Second,
-		RenewDeadline:        10 * time.Second,
-		RetryPeriod:          2 * time.Second,
-		MetricsAddr:          ":8080",
-		LogFormat:            "text",
-		LogLevel:             "info",
+		KubeAPIQPS:    -1,
+		KubeAPIBurst:  40,
+		Workers:       4,
+		LeaderElect:   true,
+		LeaderElectID: "globalmirror-controller",
+		LeaseDuration: 15 * time.Second,
+		RenewDeadline: 10 * time.Second,
+		RetryPeriod:   2 * time.Second,
+		MetricsAddr:   ":8080",
+		LogFormat:     "text",
+		LogLevel:      "info",
 	}
 }
 
