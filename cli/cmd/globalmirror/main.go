@@ -20,8 +20,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -30,6 +28,8 @@ import (
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/cli"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -40,12 +40,12 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = `usage: globalmirror COMMAND [flags]
+const usage = `globalmirror judges an installation of globalmirror and drains clusters for
+maintenance, reading (and, for drain, writing) as whoever runs it.
 
-commands:
   check                      judge the installation: the controller, the cluster DNS,
                              Linkerd's mirrors and every global service
-  status [NAMESPACE/]NAME    one global service, member by member
+  status [NAMESPACE/]NAME    one global service, member by member (-n NAMESPACE)
   drain CLUSTER              take a linked cluster's pods out of the shared names for
                              maintenance (--level all: out of every name); --service
                              NAMESPACE/NAME drains the local pods of one service;
@@ -54,14 +54,15 @@ commands:
                              links it; refused where a global would be left with no
                              ready endpoint (--force), --dry-run previews
   undrain CLUSTER            undo drain
+  version                    the command's release, and both halves' (--client: its own)
+  completion SHELL           a completion script for bash, zsh, fish or powershell
 
-globalmirror COMMAND --help prints the command's flags.
-
-exit codes: check 0 passed (warnings allowed), 1 a check failed;
-status 0 in sync, 1 no such global, 2 out of sync (a leftover included),
-3 could not be read; drain and undrain 0 written (or already so, or a dry
-run), 1 not (refused, or failed);
-64 a usage error, before any request.
+exit codes: check 0 passed (warnings allowed), 1 a check found it broken, 3 it
+could not check everything; status 0 in sync, 1 no such global, 2 out of sync
+(a leftover included), 3 could not be read; drain and undrain 0 written (or
+already so, or a dry run), 1 not (refused, or failed); version 1 a half too
+far from the command's release, 3 none read; 64 a usage error, before any
+request.
 `
 
 // grace is how long past --timeout a command waits for what is still
@@ -76,13 +77,14 @@ const retryEvery = 2 * time.Second
 // the cluster.
 const exitUsage = 64
 
-// command is one subcommand's flags.
+// command is one subcommand's flags, and what it runs once they are read.
 type command struct {
-	fs          *flag.FlagSet
-	usage       func(io.Writer)
+	fs          *pflag.FlagSet
+	run         func(operands []string) int
 	stdout      io.Writer
 	kubeconfig  string
 	kubeContext string
+	namespace   string // status only: -n
 	output      string
 	timeout     time.Duration
 	wait        time.Duration // check only
@@ -94,59 +96,45 @@ type command struct {
 	json bool
 }
 
-func newCommand(name, synopsis string, stdout, stderr io.Writer) *command {
-	c := &command{fs: flag.NewFlagSet("globalmirror "+name, flag.ContinueOnError), stdout: stdout, stderr: stderr, name: name, opts: cli.DefaultOptions()}
-	c.fs.SetOutput(stderr)
+// newCommand is the cobra command name (its usage line use, its help
+// short), with the flags every command has; its exit code goes to exit.
+func newCommand(name, use, short string, stdout, stderr io.Writer, exit *int) (*command, *cobra.Command) {
+	cmd := &cobra.Command{Use: use, Short: short}
+	c := &command{fs: cmd.Flags(), stdout: stdout, stderr: stderr, name: name, opts: cli.DefaultOptions()}
 	c.fs.StringVar(&c.kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
 	c.fs.StringVar(&c.kubeContext, "context", "", "the kubeconfig context to use")
-	c.fs.StringVar(&c.output, "o", "text", "output: text or json")
+	c.fs.StringVarP(&c.output, "output", "o", "text", "output: text or json")
 	c.fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "give up after this long, whatever is left (like kubectl's --request-timeout, for the whole run)")
 	c.fs.StringVar(&c.opts.DNSService, "dns-service", c.opts.DNSService, "the cluster DNS Service, NAMESPACE/NAME")
 	c.fs.StringVar(&c.opts.ControllerSelector, "controller-selector", c.opts.ControllerSelector, "label selector of the controller's Deployment")
 	c.fs.StringVar(&c.opts.ControllerNamespace, "controller-namespace", "", "the controller's namespace (default: look in every namespace, which needs a cluster-wide list of Deployments)")
-	// Printed by parse: on stdout when asked for, on stderr after an error.
-	c.fs.Usage = func() {}
-	c.usage = func(w io.Writer) {
-		fmt.Fprintf(w, "usage: globalmirror %s\n\nflags:\n", synopsis)
-		c.fs.SetOutput(w)
-		c.fs.PrintDefaults()
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RunE = func(_ *cobra.Command, operands []string) error {
+		c.json = c.output == "json"
+		if code, ok := c.validate(); !ok {
+			*exit = code
+			return nil
+		}
+		*exit = c.run(operands)
+		return nil
 	}
-	return c
+	return c, cmd
 }
 
-// parse reads args, flags before or after the operands; it returns the
-// operands, or an exit code: 0 after --help, exitUsage on a usage error.
-func (c *command) parse(args []string) ([]string, int, bool) {
-	c.json = asksJSON(args)
-	var operands []string
-	for {
-		if err := c.fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				c.usage(c.stdout)
-				return nil, 0, false
-			}
-			c.usage(c.fs.Output())
-			c.jsonUsageError(err.Error())
-			return nil, exitUsage, false
-		}
-		if c.fs.NArg() == 0 {
-			break
-		}
-		operands = append(operands, c.fs.Arg(0))
-		args = c.fs.Args()[1:]
-	}
+// validate judges the flags once read: 0 and true, or an exit code.
+func (c *command) validate() (int, bool) {
 	switch {
 	case c.output != "text" && c.output != "json":
-		return nil, c.usageError("-o %q: want text or json", c.output), false
+		return c.usageError("-o %q: want text or json", c.output), false
 	case c.wait < 0:
-		return nil, c.usageError("--wait: want a duration of 0 or more"), false
+		return c.usageError("--wait: want a duration of 0 or more"), false
 	case c.timeout <= 0:
-		return nil, c.usageError("--timeout: want a positive duration"), false
+		return c.usageError("--timeout: want a positive duration"), false
 	}
 	if err := c.opts.Validate(); err != nil {
-		return nil, c.usageError("%v", err), false
+		return c.usageError("%v", err), false
 	}
-	return operands, 0, true
+	return 0, true
 }
 
 // asksJSON reports whether args ask for -o json, however written.
@@ -155,11 +143,11 @@ func asksJSON(args []string) bool {
 		switch {
 		case a == "--":
 			return false
-		case a == "-o" || a == "--o":
+		case a == "-o" || a == "--output":
 			if i+1 < len(args) && args[i+1] == "json" {
 				return true
 			}
-		case a == "-o=json" || a == "--o=json":
+		case a == "-o=json" || a == "--output=json" || a == "-ojson":
 			return true
 		}
 	}
@@ -193,24 +181,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	case "check":
-		return check(args[1:], stdout, stderr)
-	case "status":
-		return status(args[1:], stdout, stderr)
-	case "drain":
-		return drain(args[1:], true, stdout, stderr)
-	case "undrain":
-		return drain(args[1:], false, stdout, stderr)
+	exit := 0
+	root := &cobra.Command{Use: "globalmirror", Short: "judge and operate an installation of globalmirror", Long: usage,
+		SilenceErrors: true, SilenceUsage: true}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(checkCommand(stdout, stderr, &exit), statusCommand(stdout, stderr, &exit),
+		drainCommand(true, stdout, stderr, &exit), drainCommand(false, stdout, stderr, &exit), versionCommand(stdout, stderr, &exit))
+	if err := root.Execute(); err != nil {
+		// cobra's: an unknown command or flag, a flag's bad value.
+		fmt.Fprintf(stderr, "globalmirror: %v\n\n%s", err, usage)
+		c := &command{stdout: stdout, stderr: io.Discard, name: args[0], json: asksJSON(args)}
+		return c.usageError("%v", err)
 	}
-	fmt.Fprintf(stderr, "globalmirror: unknown command %q\n\n%s", args[0], usage)
-	if asksJSON(args[1:]) {
-		writeJSON(stdout, map[string]string{"error": fmt.Sprintf("usage: unknown command %q", args[0])})
-	}
-	return exitUsage
+	return exit
 }
 
 // loader loads the kubeconfig and context the flags name.
@@ -249,13 +234,15 @@ func (c *command) connect(ctx context.Context) (*cli.Cluster, clientcmd.ClientCo
 	return cl, loader, err
 }
 
-func check(args []string, stdout, stderr io.Writer) int {
-	c := newCommand("check", "check [flags]", stdout, stderr)
+func checkCommand(stdout, stderr io.Writer, exit *int) *cobra.Command {
+	c, cmd := newCommand("check", "check [flags]", "judge the installation: the controller, the cluster DNS, Linkerd's mirrors and every global service", stdout, stderr, exit)
 	c.fs.DurationVar(&c.wait, "wait", 0, "run the checks again until every one passes, for at most this long (each run bounded by --timeout): right after an install or an upgrade")
-	operands, code, ok := c.parse(args)
-	if !ok {
-		return code
-	}
+	c.run = c.check
+	return cmd
+}
+
+func (c *command) check(operands []string) int {
+	stdout := c.stdout
 	if len(operands) > 0 {
 		return c.usageError("globalmirror check takes no arguments, got %q", operands)
 	}
@@ -283,12 +270,16 @@ func check(args []string, stdout, stderr io.Writer) int {
 	return report.ExitCode()
 }
 
-func status(args []string, stdout, stderr io.Writer) int {
-	c := newCommand("status", "status [flags] [NAMESPACE/]NAME", stdout, stderr)
-	operands, code, ok := c.parse(args)
-	if !ok {
-		return code
-	}
+func statusCommand(stdout, stderr io.Writer, exit *int) *cobra.Command {
+	c, cmd := newCommand("status", "status [flags] [NAMESPACE/]NAME", "one global service, member by member", stdout, stderr, exit)
+	c.fs.StringVarP(&c.namespace, "namespace", "n", "", "the namespace of NAME (default: the context's, as kubectl)")
+	c.run = c.statusOf
+	return cmd
+}
+
+func (c *command) statusOf(operands []string) int {
+	stdout, stderr := c.stdout, c.stderr
+	var code int
 	if len(operands) != 1 {
 		return c.usageError("globalmirror status takes one global service, [NAMESPACE/]NAME, got %d arguments", len(operands))
 	}
@@ -335,7 +326,11 @@ func (c *command) status(ctx context.Context, arg string, stdout, stderr io.Writ
 		return c.cannotRead(stdout, stderr, err.Error())
 	}
 	ns, name, ok := strings.Cut(arg, "/")
-	if !ok {
+	switch {
+	case ok:
+	case c.namespace != "":
+		ns, name = c.namespace, arg
+	default:
 		// As kubectl: the context's namespace, else default.
 		if ns, _, err = loader.Namespace(); err != nil {
 			return c.cannotRead(stdout, stderr, err.Error())
@@ -380,9 +375,10 @@ func statusCode(st *cli.GlobalStatus) int {
 
 // drain writes, or with on false removes, the drain annotation of a Link
 // or a local member service.
-func drain(args []string, on bool, stdout, stderr io.Writer) int {
+func drainCommand(on bool, stdout, stderr io.Writer, exit *int) *cobra.Command {
 	name := map[bool]string{true: "drain", false: "undrain"}[on]
-	c := newCommand(name, name+" [flags] CLUSTER | --service NAMESPACE/NAME | --exported", stdout, stderr)
+	short := map[bool]string{true: "take a linked cluster's pods (or a service's) out of the shared names for maintenance", false: "undo drain"}[on]
+	c, cmd := newCommand(name, name+" [flags] CLUSTER | --service NAMESPACE/NAME | --exported", short, stdout, stderr, exit)
 	target := cli.DrainTarget{}
 	level := aggregate.DrainSharedValue
 	if on {
@@ -396,10 +392,16 @@ func drain(args []string, on bool, stdout, stderr io.Writer) int {
 	if on {
 		c.fs.BoolVar(&force, "force", false, "drain even where a global would be left with no ready endpoint (refused without it), or where that cannot be judged")
 	}
-	operands, code, ok := c.parse(args)
-	if !ok {
-		return code
+	if on {
+		_ = cmd.RegisterFlagCompletionFunc("level", cobra.FixedCompletions([]string{aggregate.DrainSharedValue, aggregate.DrainAllValue}, cobra.ShellCompDirectiveNoFileComp))
 	}
+	c.run = func(operands []string) int { return c.drain(operands, on, name, level, target, dryRun, force) }
+	return cmd
+}
+
+// drain writes the drain of target, or with on false removes it.
+func (c *command) drain(operands []string, on bool, name, level string, target cli.DrainTarget, dryRun, force bool) int {
+	stdout, stderr := c.stdout, c.stderr
 	d, err := aggregate.ParseDrain(level)
 	if err != nil || d == aggregate.NotDrained {
 		return c.usageError("--level %q: want %s or %s", level, aggregate.DrainSharedValue, aggregate.DrainAllValue)
@@ -493,6 +495,56 @@ func drain(args []string, on bool, stdout, stderr io.Writer) int {
 		written.Write(stdout, target)
 	}
 	return 0
+}
+
+// versionCommand says the command's release, and those both halves run in
+// the cluster, judged as check judges them.
+func versionCommand(stdout, stderr io.Writer, exit *int) *cobra.Command {
+	c, cmd := newCommand("version", "version [flags]", "the command's release, and both halves' in the cluster, their skew judged as check does", stdout, stderr, exit)
+	var clientOnly bool
+	c.fs.BoolVar(&clientOnly, "client", false, "the command's release alone: read nothing of a cluster")
+	c.run = func(operands []string) int {
+		if len(operands) > 0 {
+			return c.usageError("globalmirror version takes no arguments, got %q", operands)
+		}
+		v, code := cli.CommandVersions(), 0
+		if !clientOnly {
+			ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+			defer cancel()
+			var read cli.Versions
+			ended, panicked := cli.Bounded(ctx, grace, func() {
+				cl, _, err := c.connect(ctx)
+				if err != nil {
+					read = v
+					read.Unread = []string{"the API server: " + err.Error()}
+					return
+				}
+				read = cli.ReadVersions(ctx, cl)
+			})
+			switch {
+			case !ended || panicked != nil:
+				v.Unread = []string{fmt.Sprintf("the cluster: no answer before the timeout (%v)", panicked)}
+				code = 3
+			case read.Controller == nil && read.ClusterDNS == nil:
+				v, code = read, 3
+			default:
+				v = read
+				if v.Skew.Result == cli.Error {
+					code = 1
+				}
+			}
+		}
+		if c.output == "json" {
+			writeJSON(c.stdout, v)
+		} else {
+			v.Write(c.stdout)
+			for _, u := range v.Unread {
+				fmt.Fprintln(c.stderr, "globalmirror: could not read", u)
+			}
+		}
+		return code
+	}
+	return cmd
 }
 
 func writeJSON(out io.Writer, v any) {

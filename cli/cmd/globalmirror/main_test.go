@@ -47,11 +47,11 @@ func runCmd(args ...string) (code int, stdout, stderr string) {
 func TestHelpOfEachCommand(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"check", "--help"}, {"status", "-h"}, {"status", "db-global", "--help"}, {"drain", "--help"}, {"undrain", "-h"}} {
 		code, out, errOut := runCmd(args...)
-		if code != 0 || !strings.Contains(out, "usage: globalmirror") || errOut != "" {
+		if code != 0 || !strings.Contains(out, "Usage:\n  globalmirror") || errOut != "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
 		}
 	}
-	if _, out, _ := runCmd("check", "--help"); !strings.Contains(out, "-timeout") {
+	if _, out, _ := runCmd("check", "--help"); !strings.Contains(out, "--timeout") || !strings.Contains(out, "-o, --output") {
 		t.Errorf("check --help does not list --timeout:\n%s", out)
 	}
 }
@@ -350,4 +350,41 @@ current-context: c
 		t.Fatal(err)
 	}
 	return kc
+}
+
+// kubectl's conventions: --flag with -o and -n, a version command (the
+// command's own with --client; both halves' otherwise, an API server that
+// does not answer exiting 3), and completion scripts that complete the
+// commands and flags.
+func TestKubectlConventions(t *testing.T) {
+	code, out, _ := runCmd("version", "--client", "-o", "json")
+	var v cli.Versions
+	if err := json.Unmarshal([]byte(out), &v); err != nil || code != 0 || v.Command == "" || !strings.HasPrefix(v.GoVersion, "go") {
+		t.Errorf("version --client -o json: exit %d, %q (%v)", code, out, err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	if code, out, errOut := runCmd("version", "--kubeconfig", kubeconfig(t, "https://"+addr), "--timeout", "2s"); code != 3 || !strings.Contains(out, "globalmirror ") || !strings.Contains(errOut, "could not read") {
+		t.Errorf("version of an unreachable cluster: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	for _, shell := range []string{"bash", "zsh", "fish", "powershell"} {
+		if code, out, _ := runCmd("completion", shell); code != 0 || !strings.Contains(out, "globalmirror") {
+			t.Errorf("completion %s: exit %d, %d bytes", shell, code, len(out))
+		}
+	}
+	// What a shell asks when completing: commands, then a flag's values.
+	if _, out, _ := runCmd("__complete", "dr"); !strings.Contains(out, "drain") {
+		t.Errorf("completing dr: %q", out)
+	}
+	if _, out, _ := runCmd("__complete", "drain", "--level", ""); !strings.Contains(out, "shared") || !strings.Contains(out, "all") {
+		t.Errorf("completing drain --level: %q", out)
+	}
+	// -n names status's namespace; a usage error still comes before any request.
+	if code, _, errOut := runCmd("status", "-n", "app", "db_global", "--kubeconfig", kubeconfig(t, "https://"+addr)); code != exitUsage || !strings.Contains(errOut, "db_global") {
+		t.Errorf("status -n app db_global: exit %d, %q", code, errOut)
+	}
 }
