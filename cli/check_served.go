@@ -59,12 +59,11 @@ func checkServed(ctx context.Context, c check, cl *Cluster, g globals) Result {
 		return c.result(Error, fmt.Sprintf("%d global services should exist, but for 4 s %s", g.total, strings.Join(differ, "; ")), servedHint)
 	}
 	detail := fmt.Sprintf("%d global services answered by each of %d DNS pods", g.total, len(dns))
-	if len(ctrl) > 0 {
-		detail += " and written by the controller"
-	} else {
-		detail += " (the controller's metrics could not be read, so its count is unsaid)"
+	if len(ctrl) == 0 {
+		return c.result(Warning, detail+"; the controller's metrics could not be read, so whether it writes them is unknown",
+			"see that the controller's pods run (controller running), and let your user get pods/proxy in the controller's namespace, through which check reads its metrics")
 	}
-	return c.result(OK, detail, "")
+	return c.result(OK, detail+" and written by the controller", "")
 }
 
 const servedHint = "a half that serves fewer is behind or stuck: the plugin's feeds (the pod's log, coredns_global_problems_total) or the controller (global services in sync, its log); one that serves more keeps what is gone. globalmirror status NAMESPACE/NAME shows one global"

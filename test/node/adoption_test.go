@@ -434,10 +434,11 @@ func TestAdoptionOnANode(t *testing.T) {
 	// then healed; every other check stays ✔.
 	step("checked: the controller stopped, then a global's slice deleted (the plugin answers)", strict, func() {
 		s.scale(controllerRelease.namespace, controllerRelease.deployment("controller"), 0)
-		s.expectCheck(map[string]string{"controller running": "scale deployment", "controller leader": "– controller running check"})
+		s.expectCheck(map[string]string{"controller running": "scale deployment", "controller leader": "– controller running check",
+			"both halves serve them": "‼ controller running"})
 		s.deleteGlobalSlice("db-global")
 		s.expectCheck(map[string]string{"controller running": "scale deployment", "controller leader": "– controller running check",
-			"global services in sync": "has not written their addresses"})
+			"global services in sync": "has not written their addresses", "both halves serve them": "‼ controller running"})
 		s.scale(controllerRelease.namespace, controllerRelease.deployment("controller"), 2)
 		s.expectCheck(nil)
 	})
