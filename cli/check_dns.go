@@ -35,7 +35,7 @@ func checkDNSImage(ctx context.Context, c check, cl *Cluster, _ globals) Result 
 		case err != nil:
 			unread = append(unread, fmt.Sprintf("%s: %v", p.Name, err))
 		case !strings.Contains(string(body), "coredns_global_"):
-			without = append(without, fmt.Sprintf("%s (%s)", p.Name, p.Spec.Containers[0].Image))
+			without = append(without, fmt.Sprintf("%s (%s)", p.Name, DNSContainer(&p).Image))
 		default:
 			if cl.DNS.metrics == nil {
 				cl.DNS.metrics = map[string]string{}
@@ -51,7 +51,7 @@ func checkDNSImage(ctx context.Context, c check, cl *Cluster, _ globals) Result 
 		return c.result(Error, "without the global plugin: "+strings.Join(without, ", "),
 			"run the globalmirror CoreDNS image as the chart's README patches it in (kubectl -n kube-system patch deployment/coredns: the image, and readiness every 2 s); the controller's Services answer through the stock plugin meanwhile, but not before it has written them, nor while it is down")
 	}
-	ok := c.result(OK, fmt.Sprintf("%d pods run an image with the global plugin (%s)", len(cl.DNS.Pods), cl.DNS.Pods[0].Spec.Containers[0].Image), "")
+	ok := c.result(OK, fmt.Sprintf("%d pods run an image with the global plugin (%s)", len(cl.DNS.Pods), DNSContainer(&cl.DNS.Pods[0]).Image), "")
 	return versionSkew(ok, "coredns_global_build_info", cl.DNS.metrics)
 }
 

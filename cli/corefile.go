@@ -31,8 +31,9 @@ func corefileOf(p *corev1.Pod) (configMap, key string) {
 	if len(p.Spec.Containers) == 0 {
 		return "", ""
 	}
-	dir, file := path.Split(confPath(&p.Spec.Containers[0]))
-	for _, m := range p.Spec.Containers[0].VolumeMounts {
+	ctr := DNSContainer(p)
+	dir, file := path.Split(confPath(ctr))
+	for _, m := range ctr.VolumeMounts {
 		if path.Clean(m.MountPath) != path.Clean(dir) {
 			continue
 		}
@@ -54,6 +55,9 @@ func corefileOf(p *corev1.Pod) (configMap, key string) {
 
 // confPath is the Corefile's path in the container: its -conf, where a
 // relative path is from CoreDNS's working directory, the root.
+// defaultConf is CoreDNS's Corefile where no -conf names one.
+const defaultConf = "/Corefile"
+
 func confPath(c *corev1.Container) string {
 	conf := "Corefile" // CoreDNS's default
 	args := append(slices.Clone(c.Command), c.Args...)
@@ -81,7 +85,7 @@ type podFiles struct {
 // readPodFiles reads the ConfigMaps p mounts into its CoreDNS container
 // with get; one it cannot read is a mount it says so of.
 func readPodFiles(p *corev1.Pod, get func(name string) (*corev1.ConfigMap, error)) *podFiles {
-	ctr := &p.Spec.Containers[0]
+	ctr := DNSContainer(p)
 	pf := &podFiles{Conf: confPath(ctr), Files: map[string]string{}, Mounts: map[string]string{}}
 	volumes := map[string]*corev1.Volume{}
 	for i := range p.Spec.Volumes {
@@ -272,4 +276,26 @@ func clusterBlock(corefile string, pf *podFiles) (b *serverBlock, st *global.Sta
 		return b, &st, unread, nil
 	}
 	return nil, nil, unread, errors.New("no server block with the kubernetes plugin")
+}
+
+// DNSContainer is a cluster DNS pod's CoreDNS container, found by what it
+// is, not by its place among the pod's containers (a mesh's proxy or a log
+// shipper may come first): the one that serves DNS on port 53, else the one
+// given a Corefile (-conf), else the one named coredns, else the first.
+func DNSContainer(p *corev1.Pod) *corev1.Container {
+	cs := p.Spec.Containers
+	for _, is := range []func(c *corev1.Container) bool{
+		func(c *corev1.Container) bool {
+			return slices.ContainsFunc(c.Ports, func(port corev1.ContainerPort) bool { return port.ContainerPort == 53 })
+		},
+		func(c *corev1.Container) bool { return confPath(c) != defaultConf },
+		func(c *corev1.Container) bool { return c.Name == "coredns" },
+	} {
+		for i := range cs {
+			if is(&cs[i]) {
+				return &cs[i]
+			}
+		}
+	}
+	return &cs[0]
 }

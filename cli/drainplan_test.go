@@ -11,6 +11,7 @@ import (
 	"github.com/globalmirror/globalmirror/source"
 	"github.com/globalmirror/globalmirror/test/fakeapi"
 	"github.com/globalmirror/globalmirror/test/fixture"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -143,6 +144,23 @@ func TestVersionsReadEachPodsRelease(t *testing.T) {
 	for _, want := range []string{"globalmirror 0.1.0 (go1.26.8)", "cluster DNS a: 0.1.0", "cluster DNS b: unsaid", "‼ b unsaid", "hint: upgrade"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("version says %q, lacking %q", out.String(), want)
+		}
+	}
+}
+
+// The CoreDNS container is found by what it is, wherever the pod lists it.
+func TestTheDNSContainerIsFoundByWhatItIs(t *testing.T) {
+	proxy := corev1.Container{Name: "linkerd-proxy", Image: "proxy"}
+	for _, tc := range []struct {
+		what string
+		pod  corev1.Pod
+	}{
+		{"port 53", corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{proxy, {Name: "dns", Image: "x", Ports: []corev1.ContainerPort{{ContainerPort: 53, Protocol: corev1.ProtocolUDP}}}}}}},
+		{"-conf", corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{proxy, {Name: "dns", Image: "x", Args: []string{"-conf", "/etc/coredns/Corefile"}}}}}},
+		{"its name", corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{proxy, {Name: "coredns", Image: "x"}}}}},
+	} {
+		if got := DNSContainer(&tc.pod); got.Image != "x" {
+			t.Errorf("by %s: %s", tc.what, got.Name)
 		}
 	}
 }
