@@ -11,7 +11,6 @@ import (
 	"github.com/globalmirror/globalmirror/source"
 	"github.com/globalmirror/globalmirror/test/fakeapi"
 	"github.com/globalmirror/globalmirror/test/fixture"
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -127,40 +126,5 @@ func TestDrainsCheckSaysWhatItSawAndWhatItCouldNot(t *testing.T) {
 	}
 	if r := checkDrains(context.Background(), c, nil, globals{drains: source.Drains{LinksNotServed: true}}); r.Result != OK || !strings.Contains(r.Detail, "serves no Linkerd Link") {
 		t.Errorf("not served: %+v", r)
-	}
-}
-
-// version's reading of both halves' build_info: each pod's release, "" where
-// its metrics do not say, and the skew judged as check judges it.
-func TestVersionsReadEachPodsRelease(t *testing.T) {
-	info := func(metric, v string) string { return metric + `{goversion="go1.26.8",version="` + v + `"} 1` + "\n" }
-	got := releases("coredns_global_build_info", map[string]string{"a": info("coredns_global_build_info", "0.1.0"), "b": "coredns_global_globals 3\n"})
-	if got["a"] != "0.1.0" || got["b"] != "" || len(got) != 2 {
-		t.Errorf("releases %v", got)
-	}
-	v := Versions{Command: "0.1.0", GoVersion: "go1.26.8", ClusterDNS: got, Skew: result(CategoryKubernetes, "version skew", Warning, "b unsaid", "upgrade")}
-	var out strings.Builder
-	v.Write(&out)
-	for _, want := range []string{"globalmirror 0.1.0 (go1.26.8)", "cluster DNS a: 0.1.0", "cluster DNS b: unsaid", "‼ b unsaid", "hint: upgrade"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("version says %q, lacking %q", out.String(), want)
-		}
-	}
-}
-
-// The CoreDNS container is found by what it is, wherever the pod lists it.
-func TestTheDNSContainerIsFoundByWhatItIs(t *testing.T) {
-	proxy := corev1.Container{Name: "linkerd-proxy", Image: "proxy"}
-	for _, tc := range []struct {
-		what string
-		pod  corev1.Pod
-	}{
-		{"port 53", corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{proxy, {Name: "dns", Image: "x", Ports: []corev1.ContainerPort{{ContainerPort: 53, Protocol: corev1.ProtocolUDP}}}}}}},
-		{"-conf", corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{proxy, {Name: "dns", Image: "x", Args: []string{"-conf", "/etc/coredns/Corefile"}}}}}},
-		{"its name", corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{proxy, {Name: "coredns", Image: "x"}}}}},
-	} {
-		if got := DNSContainer(&tc.pod); got.Image != "x" {
-			t.Errorf("by %s: %s", tc.what, got.Name)
-		}
 	}
 }
