@@ -54,6 +54,9 @@ func ControllerWrites(ctrl *run.Controller) (Writes, error) {
 // leader election, at cfg's API rate (burst twice that), logging to dir/log.
 func startController(ctx context.Context, cfg Config, kubeconfig, namespace, log string) (*run.Controller, error) {
 	args := []string{"--leader-elect=false", "--namespaces=" + namespace, "--kube-api-qps=" + strconv.Itoa(cfg.ControllerQPS)}
+	if cfg.ControllerWorkers > 0 {
+		args = append(args, "--workers="+strconv.Itoa(cfg.ControllerWorkers))
+	}
 	if cfg.ControllerQPS > 0 {
 		args = append(args, "--kube-api-burst="+strconv.Itoa(2*cfg.ControllerQPS))
 	}

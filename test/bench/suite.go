@@ -41,6 +41,8 @@ type Config struct {
 	QuietMax          time.Duration // longest wait for that
 	NoPinOthers       bool          // leave the control planes on every CPU during the rounds
 	ControllerQPS     int
+	// ControllerWorkers is the controller's --workers; 0: its default.
+	ControllerWorkers int
 	LoadWorkers       int
 	Profile           bool // CPU profiles of CoreDNS per block at the largest size
 	GoCmd             string

@@ -49,6 +49,7 @@ func main() {
 	flag.Float64Var(&cfg.QuietLimit, "quiet-limit", 0.3, "before the rounds, wait until the machine uses fewer CPUs than this over 3s; 0: don't wait")
 	flag.DurationVar(&cfg.QuietMax, "quiet-max", 3*time.Minute, "the longest wait for -quiet-limit")
 	flag.BoolVar(&cfg.NoPinOthers, "no-pin-others", false, "leave the control planes and the controller on every CPU during the rounds (by default they move to -client-cpus)")
+	flag.IntVar(&cfg.ControllerWorkers, "controller-workers", 0, "the controller's --workers; 0: its and the chart's default")
 	flag.IntVar(&cfg.ControllerQPS, "controller-qps", int(options.Default().KubeAPIQPS), "the controller's --kube-api-qps (burst twice that); default: the controller's and the chart's (-1: no client-side limit)")
 	flag.IntVar(&cfg.LoadWorkers, "load-workers", 16, "concurrent writes while loading mirrors")
 	flag.BoolVar(&cfg.Profile, "profile", false, "record CoreDNS CPU profiles per block at the largest size")
