@@ -140,8 +140,13 @@ func checkStanza(_ context.Context, c check, cl *Cluster, _ globals) Result {
 // flags say: both halves compute the same global services only so.
 func checkAgreement(_ context.Context, c check, cl *Cluster, _ globals) Result {
 	found, _ := stanzas(cl)
-	if cl.Controller == nil || len(found) == 0 {
+	switch {
+	case cl.Controller == nil && len(found) == 0:
 		return c.skipped("controller running", "global stanza")
+	case cl.Controller == nil:
+		return c.skipped("controller running")
+	case len(found) == 0:
+		return c.skipped("global stanza")
 	}
 	o := cl.Controller.Options
 	sel := func(s string) string {
