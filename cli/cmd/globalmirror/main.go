@@ -91,8 +91,9 @@ type command struct {
 	opts        cli.Options
 	name        string
 	stderr      io.Writer
-	// json: -o json was asked for, read before the flags are parsed, so
-	// that a usage error is one JSON value on stdout too.
+	// json: -o json was asked for: the parsed flag, or, where cobra
+	// refused the flags, read from the arguments (asksJSON), so that a
+	// usage error is one JSON value on stdout too.
 	json bool
 }
 
@@ -154,26 +155,20 @@ func asksJSON(args []string) bool {
 	return false
 }
 
-// usageError says msg on stderr and, under -o json, as one JSON value on
-// stdout, and returns exitUsage.
+// usageError says msg on stderr and, under -o json, as the command's one
+// JSON value on stdout too (check's report shape, or {"error": …}), and
+// returns exitUsage.
 func (c *command) usageError(format string, a ...any) int {
 	msg := fmt.Sprintf(format, a...)
 	fmt.Fprintln(c.stderr, msg)
-	c.jsonUsageError(msg)
-	return exitUsage
-}
-
-// jsonUsageError writes, under -o json, the usage error msg as the
-// command's one JSON value: check's report shape, or {"error": …}.
-func (c *command) jsonUsageError(msg string) {
-	if !c.json {
-		return
-	}
-	if c.name == "check" {
+	switch {
+	case !c.json:
+	case c.name == "check":
 		writeJSON(c.stdout, cli.Report{SchemaVersion: cli.SchemaVersion, Error: "usage: " + msg, Checks: []cli.Result{}})
-		return
+	default:
+		writeJSON(c.stdout, map[string]string{"error": "usage: " + msg})
 	}
-	writeJSON(c.stdout, map[string]string{"error": "usage: " + msg})
+	return exitUsage
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
