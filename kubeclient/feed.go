@@ -166,6 +166,13 @@ const healthy = time.Minute
 // second at most.
 const interrupted = time.Second
 
+// outage is how long reaching the API server must have taken for a 410 on a
+// watch's resumption to be taken for a restart whatever the watch before
+// it ran: its connections were refused at least once meanwhile
+// (QuickReconnect's pause). Restarts a few seconds apart leave a watch
+// that began after a relist less than interrupted to run.
+const outage = RetryInterval
+
 // Run lists and watches until ctx is done; nothing else ends it. Every
 // error is logged and tried again: a list refused (a 403 included, until
 // the rights are granted), a watch that cannot be read, a version gone. It
@@ -179,7 +186,8 @@ const interrupted = time.Second
 // ended or a list met a version that is gone (410), doubling to 10 s and
 // reset only by a watch that ran for a minute, so that an API server
 // compacting faster than a feed lists gets a bounded number of lists. A
-// relist after a restart (interrupted) does not wait.
+// relist after a restart (a watch interrupted, or an outage before its
+// resumption) does not wait.
 func (f *Feed) Run(ctx context.Context) {
 	log := klog.FromContext(ctx).WithValues("feed", f.Name)
 	ctx = klog.NewContext(ctx, log)
@@ -199,12 +207,13 @@ func (f *Feed) Run(ctx context.Context) {
 			if clk.Since(start) >= healthy {
 				relist = relistWait()
 			}
-			if gone == nil || gone.ran < interrupted {
+			if gone == nil || gone.ran < interrupted && gone.reached < outage {
 				wait = relist.Step()
 			}
 			if gone != nil {
 				log.Info("Listing again: the API server no longer has the watch's version (410)",
-					"version", gone.version, "reason", gone.reason, "watchRan", gone.ran.Round(time.Millisecond), "wait", wait.Round(time.Millisecond))
+					"version", gone.version, "reason", gone.reason, "watchRan", gone.ran.Round(time.Millisecond),
+					"reachedIn", gone.reached.Round(time.Millisecond), "wait", wait.Round(time.Millisecond))
 			}
 		case isExpired(err):
 			wait = relist.Step()

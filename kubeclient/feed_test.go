@@ -542,7 +542,15 @@ func (r stepReader) Read([]byte) (int, error) {
 // the relists of a watch refused at once do.
 func TestARelistAfterARestartDoesNotWait(t *testing.T) {
 	const restarts = 30
-	for name, watchRuns := range map[string]time.Duration{"a restart every 3 s": 3 * time.Second, "watches ending at once": 0} {
+	for name, tc := range map[string]struct{ watchRuns, outage time.Duration }{
+		"a restart every 3 s": {3 * time.Second, 0},
+		// Restarts a few seconds apart: the watch after a relist runs a
+		// moment before the API server goes, and its resumption waits out
+		// the outage (QuickReconnect's retries).
+		"a restart right after a relist": {50 * time.Millisecond, 2 * time.Second},
+		"watches ending at once":         {0, 0},
+	} {
+		watchRuns := tc.watchRuns
 		t.Run(name, func(t *testing.T) {
 			clk := skippingClock{testingclock.NewFakeClock(time.Unix(0, 0))}
 			var mu sync.Mutex
@@ -570,6 +578,7 @@ func TestARelistAfterARestartDoesNotWait(t *testing.T) {
 						body, err := ended(t, watch.Event{Type: watch.Modified, Object: pod("a", "10")})(ctx)
 						return io.NopCloser(io.MultiReader(body, stepReader{clk, watchRuns})), err
 					}
+					clk.Step(tc.outage)
 					return events(t, gone())(ctx) // resumed on the restarted API server
 				},
 			}
@@ -596,7 +605,7 @@ func TestARelistAfterARestartDoesNotWait(t *testing.T) {
 			mu.Lock()
 			n := time.Duration(lists)
 			mu.Unlock()
-			waited := clk.Since(start) - n*watchRuns
+			waited := clk.Since(start) - n*(watchRuns+tc.outage)
 			if watchRuns > 0 && waited > n*150*time.Millisecond {
 				t.Errorf("%d restarts took %v of the clock beyond the watches' runs; want at most 150 ms each, no relist waiting", n, waited)
 			}

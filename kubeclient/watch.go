@@ -111,7 +111,9 @@ func (f *Feed) follow(ctx context.Context, rv string) (*watchGone, error) {
 	var ran time.Duration // how long the last watch that started ran
 	for {
 		asked, before := rv, ran
+		called := f.clk().Now()
 		body, err := f.API.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+		reached := f.clk().Since(called) // through an outage, QuickReconnect's retries
 		if err == nil {
 			began := f.clk().Now()
 			_, err = f.events(body, false, &rv)
@@ -126,7 +128,7 @@ func (f *Feed) follow(ctx context.Context, rv string) (*watchGone, error) {
 		case ctx.Err() != nil:
 			return nil, nil
 		case isExpired(err):
-			return &watchGone{version: asked, reason: err.Error(), ran: max(before, ran)}, nil
+			return &watchGone{version: asked, reason: err.Error(), ran: max(before, ran), reached: reached}, nil
 		case err != nil && !errors.As(err, &ended) && !isAPIError(err):
 			return nil, err
 		}
@@ -147,6 +149,11 @@ type watchGone struct {
 	// once, the watch before it (0 for the first watch after a list): an
 	// API server that restarted refuses the resumption of a watch that ran.
 	ran time.Duration
+	// reached is how long reaching the API server for the refused watch
+	// took: past an outage (QuickReconnect retrying refused connections
+	// until it is back), a restart's length, however short the watch before
+	// it ran.
+	reached time.Duration
 }
 
 // isAPIError is an error the API server sent, as a status or an error event.
