@@ -130,7 +130,6 @@ type linkFeed struct {
 
 	synced    atomic.Bool
 	notServed atomic.Bool            // the last look found the Link resource not served
-	absent    atomic.Bool            // the last look found no Link resource to read
 	why       atomic.Pointer[string] // why the Links are not readable; nil while they are
 	listed    bool                   // the Links were listed once: their drains are kept while they cannot be read
 	version   string                 // the version of LinkGroup last listed
@@ -200,7 +199,6 @@ func (l *linkFeed) unreadable(why error) int {
 	if !l.listed {
 		l.replace(nil)
 	}
-	l.absent.Store(true)
 	l.synced.Store(true)
 	l.unreadableFor(why)
 	kept := 0
@@ -248,7 +246,6 @@ func (l *linkFeed) listAndWatch(ctx context.Context) error {
 		}
 		return err
 	}
-	l.absent.Store(false)
 	l.replace(list.Items)
 	l.listed = true
 	l.synced.Store(true)
@@ -460,11 +457,6 @@ func (s *Source) Drains() Drains {
 	}
 	return out
 }
-
-// LinksAbsent reports whether the last look for Links found none to read
-// (Linkerd's CRD not installed, or no right to read it); false without a
-// feed of Links.
-func (s *Source) LinksAbsent() bool { return s.links != nil && s.links.absent.Load() }
 
 // skippedLink reports a Link whose drain annotation is unknown.
 func (s *Source) skippedLink(m *unstructured.Unstructured, skip aggregate.Skip) {

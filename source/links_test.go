@@ -141,8 +141,8 @@ func TestALinksDrainReachesTheInputsOfItsClustersBases(t *testing.T) {
 // Links are read once they are served.
 func TestLinksAbsentThenServed(t *testing.T) {
 	src, _ := startWithLinks(t, false, newMeta(link("east", "all", time.Now())))
-	if !src.LinksAbsent() || len(src.Drains().Clusters) != 0 {
-		t.Fatalf("absent %v, drains %q", src.LinksAbsent(), drainsOf(src))
+	if src.Drains().LinksReadable || len(src.Drains().Clusters) != 0 {
+		t.Fatalf("absent %v, drains %q", !src.Drains().LinksReadable, drainsOf(src))
 	}
 
 	// Served, but the CRD not yet established (404), then listed.
@@ -155,12 +155,12 @@ func TestLinksAbsentThenServed(t *testing.T) {
 		return true, nil, apierrors.NewNotFound(linkGVR.GroupResource(), "")
 	})
 	src, _ = startWithLinks(t, true, meta)
-	if !src.LinksAbsent() || len(src.Drains().Clusters) != 0 {
-		t.Fatalf("absent %v, drains %q", src.LinksAbsent(), drainsOf(src))
+	if src.Drains().LinksReadable || len(src.Drains().Clusters) != 0 {
+		t.Fatalf("absent %v, drains %q", !src.Drains().LinksReadable, drainsOf(src))
 	}
 	served.Store(true)
 	eventually(t, "east drained once the Links are served", func() bool { return slices.Equal(drainsOf(src), []string{"east=all linkerd-multicluster/east"}) })
-	if src.LinksAbsent() {
+	if !src.Drains().LinksReadable {
 		t.Error("still absent")
 	}
 }
@@ -172,8 +172,8 @@ func TestLinksForbiddenDrainNothing(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(linkGVR.GroupResource(), "", nil)
 	})
 	src, _ := startWithLinks(t, true, meta)
-	if !src.LinksAbsent() || len(src.Drains().Clusters) != 0 {
-		t.Fatalf("absent %v, drains %q", src.LinksAbsent(), drainsOf(src))
+	if src.Drains().LinksReadable || len(src.Drains().Clusters) != 0 {
+		t.Fatalf("absent %v, drains %q", !src.Drains().LinksReadable, drainsOf(src))
 	}
 }
 
@@ -187,8 +187,8 @@ func TestLinksUnreadableAfterAListKeepTheirDrains(t *testing.T) {
 	src.links = l
 	l.replace([]unstructured.Unstructured{*link("east", "shared", since)})
 	l.listed = true
-	if kept := l.unreadable(errors.New("links.multicluster.linkerd.io is forbidden")); kept != 1 || !slices.Equal(drainsOf(src), []string{"east=shared linkerd-multicluster/east"}) || !src.LinksAbsent() {
-		t.Errorf("unreadable after a list: kept %d, drains %q, absent %v; want east's kept", kept, drainsOf(src), src.LinksAbsent())
+	if kept := l.unreadable(errors.New("links.multicluster.linkerd.io is forbidden")); kept != 1 || !slices.Equal(drainsOf(src), []string{"east=shared linkerd-multicluster/east"}) || src.Drains().LinksReadable {
+		t.Errorf("unreadable after a list: kept %d, drains %q, absent %v; want east's kept", kept, drainsOf(src), !src.Drains().LinksReadable)
 	}
 	l.listed = false
 	if kept := l.unreadable(errors.New("links.multicluster.linkerd.io is forbidden")); kept != 0 || len(src.Drains().Clusters) != 0 {
