@@ -9,7 +9,6 @@ import (
 	"github.com/globalmirror/globalmirror/aggregate"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	endpointsliceutil "k8s.io/endpointslice/util"
 	"k8s.io/utils/ptr"
 )
 
@@ -44,10 +43,10 @@ func Differences(svc *corev1.Service, view aggregate.View, existing []*discovery
 	existing = Owned(existing)
 	type placed struct {
 		e     *discoveryv1.Endpoint
-		ports endpointsliceutil.PortMapKey
+		ports portsKey
 	}
 	want, got := map[string]placed{}, map[string]placed{}
-	wantPorts, gotPorts := map[endpointsliceutil.PortMapKey][]discoveryv1.EndpointPort{}, map[endpointsliceutil.PortMapKey][]discoveryv1.EndpointPort{}
+	wantPorts, gotPorts := map[portsKey][]discoveryv1.EndpointPort{}, map[portsKey][]discoveryv1.EndpointPort{}
 	for k, g := range desiredGroups(view.Endpoints) {
 		wantPorts[k.ports] = g.ports
 		for _, e := range g.order {
@@ -122,7 +121,7 @@ func ptrString(b *bool) string {
 	return fmt.Sprint(*b)
 }
 
-func portSets(sets map[endpointsliceutil.PortMapKey][]discoveryv1.EndpointPort) string {
+func portSets(sets map[portsKey][]discoveryv1.EndpointPort) string {
 	var out []string
 	for _, ports := range sets {
 		out = append(out, portList(ports))

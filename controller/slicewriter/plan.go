@@ -58,7 +58,7 @@ func (pl planner) planGroup(p *plan, k groupKey, g *group, existing []*discovery
 		var kept []discoveryv1.Endpoint
 		changed := false
 		for i := range s.Endpoints {
-			want := g.set.Get(hashable(&s.Endpoints[i]))
+			want := g.set[keyOfEndpoint(&s.Endpoints[i])]
 			if want == nil || placed[want] || len(kept) >= pl.limit {
 				changed = true // gone, a duplicate, or over the limit
 				continue
@@ -144,19 +144,11 @@ func recycle(p *plan) {
 	}
 }
 
-// hashable returns a copy of e safe to hash: the set's hash sorts the addresses
-// in place, and e may belong to the feed's index.
-func hashable(e *discoveryv1.Endpoint) *discoveryv1.Endpoint {
-	c := *e
-	c.Addresses = slices.Clone(e.Addresses)
-	return &c
-}
-
-// sameEndpoint compares what the identity hash (addresses, hostname) leaves
-// out. Readiness is compared as written: nil is not the same as true, since the
+// sameEndpoint compares what the identity (keyOfEndpoint) leaves out.
+// Readiness is compared as written: nil is not the same as true, since the
 // global slices always say it explicitly.
 func sameEndpoint(want, got *discoveryv1.Endpoint) bool {
-	return endpointsliceutil.EndpointsEqualBeyondHash(want, got) && slices.Equal(want.Addresses, got.Addresses)
+	return endpointsliceutil.EndpointsEqualBeyondHash(want, got)
 }
 
 func compareKeys(a, b groupKey) int {

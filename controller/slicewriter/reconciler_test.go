@@ -340,3 +340,39 @@ func TestDeleteAll(t *testing.T) {
 		t.Errorf("%d slices left", len(left))
 	}
 }
+
+// Slices whose ports or addresses are written in another order (as an
+// earlier release's hash order left them) hold the same endpoints: no
+// write; a port told apart only by an absent name or protocol is another.
+func TestReconcileKeysIgnoreOrderNotAbsence(t *testing.T) {
+	h := newHarness(t, 100)
+	ports := append(slices.Clone(tcp443), tcp80...)
+	e := ep("10.0.0.1", "db-0", true, ports)
+	e.Addresses = []string{"10.0.0.2", "10.0.0.1"}
+	v := view(e, ep("10.0.0.3", "db-1", true, ports))
+	if got := h.sync(v); !slices.Equal(got, []string{"create"}) {
+		t.Fatalf("first sync: %v, want one create", got)
+	}
+	// Reordered in place, as another writer's order would leave them.
+	s := h.cache()[0]
+	slices.Reverse(s.Ports)
+	for i := range s.Endpoints {
+		slices.Reverse(s.Endpoints[i].Addresses)
+	}
+	if _, err := h.client.DiscoveryV1().EndpointSlices("ns").Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.sync(v); len(got) != 0 {
+		t.Errorf("the same endpoints and ports in another order: %v, want no write", got)
+	}
+
+	unnamed := []discoveryv1.EndpointPort{{Port: new(int32(80)), Protocol: new(corev1.ProtocolTCP)}}
+	emptyName := []discoveryv1.EndpointPort{{Name: new(""), Port: new(int32(80)), Protocol: new(corev1.ProtocolTCP)}}
+	a, _ := keyOf(discoveryv1.AddressTypeIPv4, unnamed)
+	b, _ := keyOf(discoveryv1.AddressTypeIPv4, emptyName)
+	c, _ := keyOf(discoveryv1.AddressTypeIPv4, append(slices.Clone(tcp80), tcp443...))
+	d, _ := keyOf(discoveryv1.AddressTypeIPv4, ports)
+	if a == b || c != d {
+		t.Errorf("port keys: unnamed %q, named \"\" %q (want different); %q, %q (want equal)", a.ports, b.ports, c.ports, d.ports)
+	}
+}
