@@ -61,6 +61,9 @@ type Controller struct {
 	log      *slog.Logger
 	mu       sync.Mutex
 	managed  map[source.Key]int // endpoints per managed global, for the gauges
+	// managedEndpoints is their sum, kept as they change: a storm syncs
+	// every global.
+	managedEndpoints int
 	// deleted has the UIDs of global Services deleted while the index may
 	// still show them, so that each deletion is sent once.
 	deleted map[source.Key]types.UID

@@ -116,16 +116,14 @@ func (c *Controller) result(err error) (string, error) {
 func (c *Controller) setManaged(key source.Key, endpoints int, exists bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.managedEndpoints -= c.managed[key]
 	delete(c.managed, key)
 	if exists {
 		c.managed[key] = endpoints
-	}
-	total := 0
-	for _, n := range c.managed {
-		total += n
+		c.managedEndpoints += endpoints
 	}
 	c.metrics.Globals.Set(float64(len(c.managed)))
-	c.metrics.Endpoints.Set(float64(total))
+	c.metrics.Endpoints.Set(float64(c.managedEndpoints))
 }
 
 // onOwnedSlice queues the base of a global slice that changed in a way this
