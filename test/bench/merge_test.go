@@ -172,11 +172,16 @@ func TestMergeStormsReplacesEveryStormFloor(t *testing.T) {
 		}
 		return ds
 	}
-	rep := &StormReport{Clusters: 10, Bases: 2, Storms: []StormResult{{
-		What: DrainStorm + " of c09", Globals: 2, Writes: 1, Writers: 16, After: ms(100, 200),
-		ControllerWrites: 2, ControllerFirst: 30 * time.Millisecond, ControllerAfter: ms(400, 1400), ControllerBusy: .97,
-		Plain: time.Second, PlainWrites: 2, PlainWorkers: 16,
-	}}}
+	// Three rounds, the controller's last writes 1.4 s, 0.9 s and 1.3 s
+	// after: the median, 1.3 s, against the plain writer's 1 s.
+	rep := &StormReport{Clusters: 10, Bases: 2}
+	for r, last := range []int{1400, 900, 1300} {
+		rep.Storms = append(rep.Storms, StormResult{
+			What: DrainStorm + " of c09", Round: r + 1, Globals: 2, Writes: 1, Writers: 16, After: ms(100, 200),
+			ControllerWrites: 2, ControllerFirst: 30 * time.Millisecond, ControllerAfter: ms(400, last), ControllerBusy: .97,
+			Plain: time.Second, PlainWrites: 2, PlainWorkers: 16,
+		})
+	}
 	started := time.Date(2026, 11, 29, 2, 0, 0, 0, time.UTC)
 	for range 2 {
 		if err := MergeStorms(md, js, rep, started); err != nil {
@@ -184,10 +189,10 @@ func TestMergeStormsReplacesEveryStormFloor(t *testing.T) {
 		}
 	}
 	s, res := readResults(t, md, js)
-	if strings.Contains(s, "old storm figures") || !strings.Contains(s, "| storm, "+DrainStorm+" of c09 (10 clusters × 2 services × 3 pods): one slice write per affected global | 2 slice writes for 2 globals; measured on its own, 2026-11-29 | yes |") {
+	if strings.Contains(s, "old storm figures") || !strings.Contains(s, "| storm, "+DrainStorm+" of c09 (10 clusters × 2 services × 3 pods): one slice write per affected global | 2 slice writes for 2 globals, the most of 3 rounds; measured on its own, 2026-11-29 | yes |") {
 		t.Errorf("the floors table is not every floor of results.json:\n%s", s)
 	}
-	if strings.Count(s, stormSection) != 1 || strings.Index(s, stormSection) > strings.Index(s, pagedSection) || !strings.Contains(s, "| 97% |") {
+	if strings.Count(s, stormSection) != 1 || strings.Index(s, stormSection) > strings.Index(s, pagedSection) || !strings.Contains(s, "round 3 | 2 |") || !strings.Contains(s, "| 97% |") {
 		t.Errorf("the storm section is not once before the paged run, with its CPUs:\n%s", s)
 	}
 	holds := map[string]bool{}
@@ -201,7 +206,7 @@ func TestMergeStormsReplacesEveryStormFloor(t *testing.T) {
 	for name, want := range map[string]bool{
 		"every affected global right ≤ 1 s after the annotation's write, p99":                 true,
 		"the controller sees it, its first slice write ≤ 1 s after the annotation's write":    true,
-		"the controller's last slice write ≤ 1.25× a plain writer's as many writes, same run": false, // 1.4 s against 1 s
+		"the controller's last slice write ≤ 1.25× a plain writer's as many writes, same run": false, // 1.3 s against 1 s
 		"one slice write per affected global":                                                 true,
 	} {
 		if got, ok := holds["storm, "+DrainStorm+" of c09"+shape+name]; !ok || got != want {

@@ -238,6 +238,49 @@ func descendants(pid int) []int {
 // that the CPUs CoreDNS is pinned to run CoreDNS alone. The returned func
 // lets them use every CPU again.
 func PinOthers(ctx context.Context, cpus string, keep ...int) (restore func(), err error) {
+	return pin(ctx, func(pid int, _ string) string {
+		if slices.Contains(keep, pid) {
+			return ""
+		}
+		return cpus
+	})
+}
+
+// controlPlaneCommands are the processes of a control plane (as /proc names
+// them, cut to 15 bytes).
+var controlPlaneCommands = []string{"kube-apiserver", "etcd", "kube-controll"}
+
+// PinControlPlane gives the control planes this process started the first
+// half of the CPUs and everything else, this process and what it starts
+// from now on included, the other half, as a cluster's control plane has
+// machines of its own: their writes are then bounded by what the API server
+// takes, not by the CPU the other processes of a one-machine bench use. On
+// one CPU it does nothing. The returned func lets all use every CPU again.
+func PinControlPlane(ctx context.Context) (restore func(), err error) {
+	n := runtime.NumCPU()
+	if n < 2 {
+		return func() {}, nil
+	}
+	plane, rest := cpuList(0, n/2), cpuList(n/2, n)
+	return pin(ctx, func(pid int, comm string) string {
+		if slices.ContainsFunc(controlPlaneCommands, func(c string) bool { return strings.HasPrefix(comm, c) }) {
+			return plane
+		}
+		return rest
+	}, os.Getpid())
+}
+
+// cpuList is the taskset list of CPUs from to to-1.
+func cpuList(from, to int) string {
+	if to-from == 1 {
+		return strconv.Itoa(from)
+	}
+	return fmt.Sprintf("%d-%d", from, to-1)
+}
+
+// pin sets the CPUs of every process this one started, and of extra, with
+// all their threads, to what cpusOf says ("" leaves one as it is).
+func pin(ctx context.Context, cpusOf func(pid int, comm string) string, extra ...int) (restore func(), err error) {
 	online, err := os.ReadFile("/sys/devices/system/cpu/online") // a CPU list: 0-1
 	if err != nil {
 		return nil, err
@@ -256,8 +299,10 @@ func PinOthers(ctx context.Context, cpus string, keep ...int) (restore func(), e
 			_ = setAffinity(pid, everyCPU) // it may have exited meanwhile
 		}
 	}
-	for _, pid := range descendants(os.Getpid()) {
-		if slices.Contains(keep, pid) {
+	procs := processes()
+	for _, pid := range append(descendants(os.Getpid()), extra...) {
+		cpus := cpusOf(pid, procs[pid].comm)
+		if cpus == "" {
 			continue
 		}
 		if err := setAffinity(pid, cpus); err != nil {

@@ -13,8 +13,6 @@ import (
 var notHolding = map[string]string{
 	"programming latency p99 of global ≤ 0.5× controller path, from the change committed": "both paths take a few milliseconds on 2 cores, most of them the API server's watch delivery they share; the plugin's own part is under a millisecond (section 2 of RESULTS.md)",
 	"the same, from the writer sending the change":                                        "as above, each path also includes the one API write",
-	"storm, drain (shared) of c09":                                                        "on 2 cores the controller's 1,000 writes share the CPUs with the plugin rebuilding 1,000 answer sets and 8 askers until each global is right, while the plain writer runs alone after them: 1.4-1.7 times it in three runs at the defaults (16 workers, no client-side limit), 3.4 times at 4 workers (issue 65, open)",
-	"storm, undrain of c09":                                                               "as the drain",
 }
 
 // TestRecordedFloorsHold reads the bench's recorded results: every floor
@@ -45,8 +43,7 @@ func TestRecordedFloorsHold(t *testing.T) {
 		}
 		reason := ""
 		for prefix, why := range notHolding {
-			// A storm's only floor listed is the one against the plain writer.
-			if strings.HasPrefix(f.Name, prefix) && (!strings.HasPrefix(prefix, "storm") || strings.Contains(f.Name, "plain writer")) {
+			if strings.HasPrefix(f.Name, prefix) {
 				reason = why
 				excused[prefix] = excused[prefix] || !f.Holds
 			}

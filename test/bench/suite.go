@@ -267,8 +267,8 @@ var benchControllers = []string{"namespace-controller", "serviceaccount-controll
 func startCluster(ctx context.Context, dir, serviceCIDRs, apiserver string) (*localkube.Env, *localkube.Cluster, kubernetes.Interface, error) {
 	env, err := localkube.Start(ctx, localkube.Options{
 		Clusters: []string{"source"}, Dir: dir, ServiceCIDRs: serviceCIDRs, APIServer: apiserver,
-		Controllers: benchControllers,
-		Logger:      localkube.StderrLogger(false), StopOnSignal: true,
+		Controllers: benchControllers, Profiling: true,
+		Logger: localkube.StderrLogger(false), StopOnSignal: true,
 	})
 	if err != nil {
 		return nil, nil, nil, err

@@ -261,7 +261,7 @@ func (c *Cluster) configureAPIServer(apis *envtest.APIServer, nodeAddr netip.Add
 	// controller manager; this one does, so pods need a ServiceAccount as in
 	// a real cluster.
 	args.Disable("disable-admission-plugins")
-	args.Set("profiling", "false")
+	args.Set("profiling", strconv.FormatBool(c.profiling))
 	if c.reqTimeout > 0 {
 		args.Set("request-timeout", c.reqTimeout.String())
 	}

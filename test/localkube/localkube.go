@@ -106,6 +106,10 @@ type Options struct {
 	// (a minute). A test makes it short to show that none of its own
 	// requests grows past it.
 	RequestTimeout time.Duration
+	// Profiling serves the API servers' /debug/pprof: a benchmark collects
+	// their garbage through it before each measured phase, so that no phase
+	// pays for an earlier one's.
+	Profiling bool
 
 	// Controllers are the kube-controller-manager controllers to run
 	// instead of the default set: a benchmark's world of hundreds of
@@ -136,6 +140,7 @@ type Cluster struct {
 	realNode   bool          // see Options.RealNodes
 	replicated bool          // see Options.Replicated
 	reqTimeout time.Duration // see Options.RequestTimeout
+	profiling  bool          // see Options.Profiling
 	kcmNames   []string      // see Options.Controllers
 	apis       *envtest.APIServer
 	replicas   []*envtest.APIServer // its other kube-apiservers, replicated
@@ -209,7 +214,7 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	env.clusters = make([]*Cluster, len(opts.Clusters))
 	for i, name := range opts.Clusters {
 		env.clusters[i] = &Cluster{Name: name, dir: filepath.Join(env.dir, name), realNode: slices.Contains(opts.RealNodes, name),
-			replicated: slices.Contains(opts.Replicated, name), kcmNames: opts.Controllers, reqTimeout: opts.RequestTimeout}
+			replicated: slices.Contains(opts.Replicated, name), kcmNames: opts.Controllers, reqTimeout: opts.RequestTimeout, profiling: opts.Profiling}
 		if err := os.MkdirAll(env.clusters[i].dir, 0o755); err != nil {
 			return env, err
 		}
