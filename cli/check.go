@@ -78,7 +78,15 @@ func (c check) skipped(needs ...string) Result {
 	return c.result(Skipped, "not judged: it needs what the "+strings.Join(needs, " and ")+" check"+map[bool]string{true: "s", false: ""}[len(needs) > 1]+" did not find", "")
 }
 
-// apiFailure is c's Error where an API request stopped it (apiFailure).
+// unread is c's Warning where what it needs could not be read: not a
+// finding, and the run could not check everything.
+func (c check) unread(what, hint string) Result {
+	r := c.result(Warning, "could not read "+what, hint)
+	r.unread = true
+	return r
+}
+
+// apiFailure is c's Warning where an API request stopped it (apiFailure).
 func (c check) apiFailure(what string, err error, hint string) Result {
 	r := apiFailure(c.category, c.name, what, err, hint)
 	r.ID = c.id
@@ -199,20 +207,26 @@ func docAnchor(check string) string {
 	return b.String()
 }
 
-// apiFailure is the Error of a check an API request stopped, saying why:
-// refused to the user who runs check, unanswered in time, or else.
+// apiFailure is the Warning of a check an API request stopped: it could not
+// read its evidence, so it says so, and why (refused to the user who runs
+// check, unanswered in time, or else), rather than judge; the run then
+// could not check everything (ExitCouldNotCheck).
 func apiFailure(category Category, check, what string, err error, hint string) Result {
+	var r Result
 	switch {
 	case apierrors.IsForbidden(err):
-		return result(category, check, Error, what+": forbidden: "+errMessage(err),
+		r = result(category, check, Warning, "could not read: "+what+": forbidden: "+errMessage(err),
 			"globalmirror check reads as you: let your user get, list and watch what it reads (a read-only ClusterRole such as view, plus pods/proxy and subjectaccessreviews)")
 	case errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err):
-		return result(category, check, Error, what+": no answer before the timeout: "+err.Error(), "raise --timeout, or see why the API server is slow")
+		r = result(category, check, Warning, "could not read: "+what+": no answer before the timeout: "+err.Error(), "raise --timeout, or see why the API server is slow")
+	default:
+		if hint == "" {
+			hint = "the API server's answer above says what it refused; kubectl get --raw '/readyz?verbose' says whether it is healthy"
+		}
+		r = result(category, check, Warning, "could not read: "+what+": "+errMessage(err), hint)
 	}
-	if hint == "" {
-		hint = "the API server's answer above says what it refused; kubectl get --raw '/readyz?verbose' says whether it is healthy"
-	}
-	return result(category, check, Error, what+": "+errMessage(err), hint)
+	r.unread = true
+	return r
 }
 
 // errMessage is an API error's message, or any other error's text.

@@ -43,13 +43,14 @@ func checkDNSImage(ctx context.Context, c check, cl *Cluster, _ globals) Result 
 			cl.DNS.metrics[p.Name] = string(body)
 		}
 	}
-	if len(unread) > 0 {
-		return c.result(Error, "could not read the metrics of "+strings.Join(unread, "; "),
-			"check reads each DNS pod's metrics through the API server: let your user get pods/proxy in "+cl.DNS.Service.Namespace+", and see that the pods serve metrics (the prometheus plugin)")
-	}
 	if len(without) > 0 {
 		return c.result(Error, "without the global plugin: "+strings.Join(without, ", "),
 			"run the globalmirror CoreDNS image as the chart's README patches it in (kubectl -n kube-system patch deployment/coredns: the image, and readiness every 2 s); the controller's Services answer through the stock plugin meanwhile, but not before it has written them, nor while it is down")
+	}
+	if len(unread) > 0 {
+		// Not a finding: what the pods run is unknown.
+		return c.unread("the metrics of "+strings.Join(unread, "; "),
+			"check reads each DNS pod's metrics through the API server: let your user get pods/proxy in "+cl.DNS.Service.Namespace+", and see that the pods serve metrics (the prometheus plugin)")
 	}
 	ok := c.result(OK, fmt.Sprintf("%d pods run an image with the global plugin (%s)", len(cl.DNS.Pods), DNSContainer(&cl.DNS.Pods[0]).Image), "")
 	return versionSkew(ok, "coredns_global_build_info", cl.DNS.metrics)
@@ -67,18 +68,19 @@ func metricsPort(p *corev1.Pod) string {
 }
 
 // stanzas are the global stanzas of the cluster DNS's Corefiles, by
-// ConfigMap, and what keeps the others from being read.
-func stanzas(cl *Cluster) (found map[string]*global.Stanza, problems []string) {
+// ConfigMap, what is wrong with the others, and those that could not be
+// read.
+func stanzas(cl *Cluster) (found map[string]*global.Stanza, problems, unreadable []string) {
 	found = map[string]*global.Stanza{}
 	if cl.DNS == nil {
-		return found, nil
+		return found, nil, nil
 	}
 	for _, cm := range slices.Sorted(maps.Keys(cl.DNS.CorefileErrs)) {
 		err := cl.DNS.CorefileErrs[cm]
 		if apierrors.IsForbidden(err) {
-			problems = append(problems, fmt.Sprintf("%s: forbidden: %s", cm, errMessage(err)))
+			unreadable = append(unreadable, fmt.Sprintf("%s: forbidden: %s", cm, errMessage(err)))
 		} else {
-			problems = append(problems, fmt.Sprintf("%s: %v", cm, err))
+			unreadable = append(unreadable, fmt.Sprintf("%s: %v", cm, err))
 		}
 	}
 	for _, cm := range slices.Sorted(maps.Keys(cl.DNS.Corefiles)) {
@@ -100,17 +102,21 @@ func stanzas(cl *Cluster) (found map[string]*global.Stanza, problems []string) {
 			found[cm] = st
 		}
 	}
-	return found, problems
+	return found, problems, unreadable
 }
 
 func checkStanza(_ context.Context, c check, cl *Cluster, _ globals) Result {
 	if cl.DNSErr != nil {
 		return c.skipped("cluster DNS image")
 	}
-	found, problems := stanzas(cl)
+	found, problems, unreadable := stanzas(cl)
 	if len(problems) > 0 {
 		return c.result(Error, strings.Join(problems, "; "),
 			"add to the server block that answers cluster.local (kubectl -n kube-system edit configmap coredns): global cluster.local { ttl 5 }; the reload plugin applies it")
+	}
+	if len(unreadable) > 0 {
+		return c.unread("the Corefile of "+strings.Join(unreadable, "; "),
+			"check reads the ConfigMap the DNS pods mount their Corefile from: let your user get configmaps in "+cl.DNS.Service.Namespace)
 	}
 	if len(found) == 0 {
 		return c.result(Error, "no Corefile found: the DNS pods load none from a ConfigMap volume",
@@ -133,13 +139,16 @@ func checkStanza(_ context.Context, c check, cl *Cluster, _ globals) Result {
 	for _, cm := range slices.Sorted(maps.Keys(found)) {
 		out = append(out, fmt.Sprintf("%s: zones %s", cm, strings.Join(found[cm].Zones, " ")))
 	}
+	if len(cl.DNS.metrics) == 0 {
+		return c.unread("whether the pods loaded it: "+strings.Join(out, "; ")+" in the Corefile, but no DNS pod's metrics were read (the cluster DNS image check says why)", "")
+	}
 	return c.result(OK, strings.Join(out, "; "), "")
 }
 
 // checkAgreement compares what the global stanzas and the controller's
 // flags say: both halves compute the same global services only so.
 func checkAgreement(_ context.Context, c check, cl *Cluster, _ globals) Result {
-	found, _ := stanzas(cl)
+	found, _, _ := stanzas(cl)
 	switch {
 	case cl.Controller == nil && len(found) == 0:
 		return c.skipped("controller running", "global stanza")

@@ -70,7 +70,7 @@ func controllerNeeds(cl *Cluster) []need {
 // dnsNeeds are global.Rules in the namespaces every stanza names together
 // (cluster-wide if one names none).
 func dnsNeeds(cl *Cluster) []need {
-	found, _ := stanzas(cl)
+	found, _, _ := stanzas(cl)
 	set := map[string]bool{}
 	for _, st := range found {
 		if len(st.Namespaces) == 0 {

@@ -273,9 +273,10 @@ func TestLeaderElectionOffWithReplicasFails(t *testing.T) {
 	}
 }
 
-// An API error is the failure of the check it stopped, and says whether
-// it was a refusal: never a different finding.
-func TestAPIErrorsFailTheirCheckWithTheirReason(t *testing.T) {
+// An API error leaves the check it stopped unjudged: ‼ "could not read",
+// saying whether it was a refusal, never a finding; the run then could
+// not check everything, and says which.
+func TestAPIErrorsAreWhatCouldNotBeRead(t *testing.T) {
 	c := fake.NewClientset()
 	c.PrependReactor("list", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "", errors.New("no RBAC"))
@@ -283,21 +284,32 @@ func TestAPIErrorsFailTheirCheckWithTheirReason(t *testing.T) {
 	c.PrependReactor("list", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("connection reset")
 	})
+	var rs []Result
 	r := run(t, "Linkerd's headless mirrors", &Cluster{Client: c})
-	if r.Result != Error || !strings.Contains(r.Detail, "listing Linkerd's mirrors: forbidden") || !strings.Contains(r.Hint, "reads as you") {
+	rs = append(rs, r)
+	if r.Result != Warning || !strings.Contains(r.Detail, "could not read: listing Linkerd's mirrors: forbidden") || !strings.Contains(r.Hint, "reads as you") {
 		t.Errorf("a refused list: %+v", r)
 	}
 	ctl, err := findController(t.Context(), c, "", "app=gm")
 	if err == nil || ctl != nil {
 		t.Fatalf("a failed list of Deployments: %v, %v", ctl, err)
 	}
-	if r := run(t, "controller running", &Cluster{ControllerErr: err}); r.Result != Error || !strings.Contains(r.Detail, "connection reset") {
+	if r := run(t, "controller running", &Cluster{ControllerErr: err}); r.Result != Warning || !strings.Contains(r.Detail, "could not read") || !strings.Contains(r.Detail, "connection reset") {
 		t.Errorf("the controller could not be looked for: %+v", r)
+	} else {
+		rs = append(rs, r)
 	}
 	dns := &DNS{CorefileErrs: map[string]error{"kube-system/coredns": apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "coredns", errors.New("no RBAC"))},
 		Corefiles: map[string]string{}, Service: &corev1.Service{}}
-	if r := run(t, "global stanza", &Cluster{DNS: dns}); r.Result != Error || !strings.Contains(r.Detail, "kube-system/coredns: forbidden") {
+	if r := run(t, "global stanza", &Cluster{DNS: dns}); r.Result != Warning || !strings.Contains(r.Detail, "kube-system/coredns: forbidden") {
 		t.Errorf("a Corefile that could not be read: %+v", r)
+	}
+	report := NewReport(rs, "")
+	if report.Success || report.ExitCode() != ExitCouldNotCheck || report.Error != "could not read what these checks need: linkerd-headless-mirrors, controller-running" {
+		t.Errorf("a run with checks that could not read: success %v, exit %d, error %q; want false, %d, naming both", report.Success, report.ExitCode(), report.Error, ExitCouldNotCheck)
+	}
+	if ok := NewReport([]Result{{ID: "x", Result: Warning}}, ""); !ok.Success || ok.ExitCode() != 0 {
+		t.Errorf("a warning that is a finding: success %v, exit %d; want true, 0", ok.Success, ok.ExitCode())
 	}
 }
 
@@ -563,7 +575,7 @@ func TestImportsAreReadFromThePodsConfigMaps(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			found, problems := stanzas(&Cluster{DNS: dns})
+			found, problems, _ := stanzas(&Cluster{DNS: dns})
 			if st := found["kube-system/coredns"]; (st != nil) != tc.found || (st != nil && st.Suffix != "-imported") {
 				t.Errorf("stanza %+v, problems %q", st, problems)
 			}

@@ -53,6 +53,9 @@ type Result struct {
 	Hint     string   `json:"hint,omitempty"`
 	// Doc is the check's row in the README of the command's release.
 	Doc string `json:"doc"`
+	// unread: a Warning because what the check needs could not be read
+	// (refused, unanswered): the run could not check everything.
+	unread bool
 }
 
 // Report is what `globalmirror check` says, in the same shape whether it
@@ -80,6 +83,17 @@ const (
 // check ran).
 func NewReport(rs []Result, why string) Report {
 	failed := slices.ContainsFunc(rs, func(r Result) bool { return r.Result == Error })
+	if why == "" {
+		var unread []string
+		for _, r := range rs {
+			if r.unread {
+				unread = append(unread, r.ID)
+			}
+		}
+		if len(unread) > 0 {
+			why = "could not read what these checks need: " + strings.Join(unread, ", ")
+		}
+	}
 	return Report{SchemaVersion: SchemaVersion, Success: !failed && why == "", Error: why, Checks: rs}
 }
 
