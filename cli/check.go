@@ -62,6 +62,7 @@ var checks = []check{
 	{CategoryLinkerd, "drained-clusters", "drained clusters", checkDrains},
 	{CategoryGlobals, "global-services-in-sync", "global services in sync", checkSync},
 	{CategoryGlobals, "both-halves-serve-them", "both halves serve them", checkServed},
+	{CategoryGlobals, "dns-answers", "DNS answers", checkProbe},
 	{CategoryGlobals, "global-names-free", "global names free", checkConflicts},
 }
 

@@ -34,6 +34,9 @@ type globals struct {
 	drains    source.Drains
 	annotated map[string]string
 	clusters  map[string]bool
+	// probe is the global the DNS probe asks for; suffix the controller's.
+	probe  *probeTarget
+	suffix string
 }
 
 // readGlobals judges every base in the index of the namespaces the
@@ -62,7 +65,8 @@ func readGlobals(ctx context.Context, cl *Cluster) globals {
 		if err != nil {
 			return globals{err: err}
 		}
-		g = globals{kinds: map[string]bool{}, drains: idx.Drains(), annotated: map[string]string{}, clusters: map[string]bool{}}
+		g = globals{kinds: map[string]bool{}, drains: idx.Drains(), annotated: map[string]string{}, clusters: map[string]bool{},
+			suffix: cl.Controller.Options.Suffix}
 		for _, k := range idx.Keys() {
 			j := judge(idx, k, owned)
 			for _, m := range j.Input.Members {
@@ -75,6 +79,9 @@ func readGlobals(ctx context.Context, cl *Cluster) globals {
 			}
 			if j.Verdict == aggregate.VerdictBuild {
 				g.total++
+				if t := probeTargetOf(j); t != nil && (g.probe == nil || t.namespace+"/"+t.name < g.probe.namespace+"/"+g.probe.name) {
+					g.probe = t
+				}
 			}
 			if j.Verdict == aggregate.VerdictConflict {
 				g.conflicts = append(g.conflicts, fmt.Sprintf("%s/%s (owned by a Service globalmirror did not create; mirrors of %s exist)", k.Namespace, j.Name, k.Base))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/build"
+	"github.com/miekg/dns"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -213,6 +215,12 @@ func TestResultsAreWrittenByCategoryWithMarksHintsAndLinks(t *testing.T) {
 		"✘ 4 checks: 1 ✔, 1 ‼, 1 ✘, 1 –\ncould not check everything: the timeout\n"
 	if out.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	}
+	// Nothing found broken, but not everything checked: not ✔.
+	out.Reset()
+	WriteResults(&out, NewReport(rs[3:], "the API server did not answer"))
+	if !strings.HasSuffix(out.String(), "\n‼ 1 checks: 0 ✔, 0 ‼, 0 ✘, 1 –\ncould not check everything: the API server did not answer\n") {
+		t.Errorf("every check skipped, the API server unanswering:\n%s", out.String())
 	}
 	// The exit code: broken (an error) before could not check (a run that
 	// ended early), which is before passed (warnings allowed).
@@ -594,4 +602,31 @@ func run(t *testing.T, name string, cl *Cluster) Result {
 		t.Fatalf("no check %q", name)
 	}
 	return checks[i].run(t.Context(), checks[i], cl, globals{})
+}
+
+// The DNS probe's verdict: exactly the ready addresses, in any order;
+// another set, none, or another rcode says how it differs.
+func TestTheProbeComparesAnswersExactly(t *testing.T) {
+	a := func(rcode int, ips ...string) *dns.Msg {
+		m := &dns.Msg{MsgHdr: dns.MsgHdr{Rcode: rcode}}
+		for _, ip := range ips {
+			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: "g.", Rrtype: dns.TypeA, Class: dns.ClassINET}, A: net.ParseIP(ip)})
+		}
+		return m
+	}
+	want := []string{"10.0.0.1", "10.0.0.2"}
+	for _, tc := range []struct {
+		r    *dns.Msg
+		says string
+	}{
+		{a(dns.RcodeSuccess, "10.0.0.2", "10.0.0.1"), ""},
+		{a(dns.RcodeSuccess, "10.0.0.1"), "g.: 10.0.0.1, want 10.0.0.1 10.0.0.2"},
+		{a(dns.RcodeSuccess), "g.: no address, want 10.0.0.1 10.0.0.2"},
+		{a(dns.RcodeSuccess, "10.0.0.1", "10.0.0.2", "10.0.0.3"), "g.: 10.0.0.1 10.0.0.2 10.0.0.3, want 10.0.0.1 10.0.0.2"},
+		{a(dns.RcodeNameError), "g.: NXDOMAIN, want 10.0.0.1 10.0.0.2"},
+	} {
+		if got := answerDiffers("g.", tc.r, want); got != tc.says {
+			t.Errorf("%v: %q, want %q", tc.r.Answer, got, tc.says)
+		}
+	}
 }

@@ -136,7 +136,11 @@ func WriteResults(out io.Writer, report Report) {
 			fmt.Fprintf(out, "    see: %s\n", r.Doc)
 		}
 	}
-	fmt.Fprintf(out, "\n%s %d checks: %d %s, %d %s, %d %s, %d %s\n", marks[worst(rs)], len(rs), counts[OK], marks[OK], counts[Warning], marks[Warning], counts[Error], marks[Error], counts[Skipped], marks[Skipped])
+	mark := marks[worst(rs)]
+	if report.Error != "" && worst(rs) == OK {
+		mark = marks[Warning] // nothing broken found, but not everything checked
+	}
+	fmt.Fprintf(out, "\n%s %d checks: %d %s, %d %s, %d %s, %d %s\n", mark, len(rs), counts[OK], marks[OK], counts[Warning], marks[Warning], counts[Error], marks[Error], counts[Skipped], marks[Skipped])
 	if report.Error != "" {
 		fmt.Fprintf(out, "could not check everything: %s\n", report.Error)
 	}

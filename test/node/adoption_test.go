@@ -192,6 +192,7 @@ func TestAdoptionOnANode(t *testing.T) {
 			"global stanza":               "global cluster.local",
 			"plugin and controller agree": "– global stanza check",
 			"both halves serve them":      "– cluster DNS image check",
+			"DNS answers":                 "– cluster DNS image check",
 			// kubeadm's system:coredns may not read Linkerd's Links.
 			"RBAC of the cluster DNS": "‼ links.multicluster.linkerd.io",
 		})
