@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -65,23 +66,27 @@ func checkProbe(ctx context.Context, c check, cl *Cluster, g globals) Result {
 	}
 	found, _, _ := stanzas(cl)
 	var zone string
-	for _, st := range found {
-		zone = cmp.Or(zone, st.Zones[0])
+	for _, cm := range slices.Sorted(maps.Keys(found)) {
+		if zs := found[cm].Zones; zone == "" && len(zs) > 0 {
+			zone = zs[0]
+		}
 	}
 	if zone == "" {
 		return c.skipped("global stanza")
 	}
-	if g.probe == nil {
-		return c.result(OK, "no global service with a ready endpoint to ask for; a name nothing has is asked through every pod below", "")
+	// Without a global to ask for, the name that must not exist alone.
+	target := cmp.Or(g.probe, &probeTarget{namespace: "default"})
+	absent := "globalmirror-check-" + randomLabel() + g.suffix + "." + target.namespace + ".svc." + zone
+	global := ""
+	if g.probe != nil {
+		global = g.probe.name + "." + g.probe.namespace + ".svc." + zone
 	}
-	absent := "globalmirror-check-" + randomLabel() + g.suffix + "." + g.probe.namespace + ".svc." + zone
-	global := g.probe.name + "." + g.probe.namespace + ".svc." + zone
 	var wrong, unread []string
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, pod := range cl.DNS.Pods {
 		wg.Go(func() {
-			got, err := probePod(ctx, cl, &pod, global, absent, g.probe.want)
+			got, err := probePod(ctx, cl, &pod, global, absent, target.want)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -97,13 +102,16 @@ func checkProbe(ctx context.Context, c check, cl *Cluster, g globals) Result {
 	slices.Sort(unread)
 	if len(wrong) > 0 {
 		return c.result(Error, "answered otherwise than the halves should: "+strings.Join(wrong, "; "),
-			"the pod's log says what its global plugin did (coredns_global_* metrics too); globalmirror status "+g.probe.namespace+"/"+g.probe.name+" shows what each half has")
+			"the pod's log says what its global plugin did (coredns_global_* metrics too); globalmirror status NAMESPACE/NAME shows what each half has of a global")
 	}
 	if len(unread) > 0 {
 		return c.unread("what the DNS answers: "+strings.Join(unread, "; "),
 			"check asks each DNS pod through a port-forward: let your user create pods/portforward in "+cl.DNS.Service.Namespace)
 	}
-	return c.result(OK, fmt.Sprintf("%d pods answer %s with its %d ready addresses and %s NXDOMAIN", len(cl.DNS.Pods), global, len(g.probe.want), absent), "")
+	if global == "" {
+		return c.result(OK, fmt.Sprintf("%d pods answer %s NXDOMAIN; no global service has a ready endpoint to ask for", len(cl.DNS.Pods), absent), "")
+	}
+	return c.result(OK, fmt.Sprintf("%d pods answer %s with its %d ready addresses and %s NXDOMAIN", len(cl.DNS.Pods), global, len(target.want), absent), "")
 }
 
 // probeError is why a pod could not be asked, naming the right where that
@@ -116,7 +124,7 @@ func probeError(err error, namespace string) string {
 }
 
 // probePod asks pod, over TCP through a port-forward to its port 53, for
-// global (it must answer exactly want) and absent (NXDOMAIN). It returns
+// global, unless "" (it must answer exactly want), and absent (NXDOMAIN). It returns
 // how the answers differ, "" when they do not; a changing global is asked
 // again for up to 4 s.
 func probePod(ctx context.Context, cl *Cluster, pod *corev1.Pod, global, absent string, want []string) (string, error) {
@@ -134,6 +142,9 @@ func probePod(ctx context.Context, cl *Cluster, pod *corev1.Pod, global, absent 
 	}
 	var differs string
 	for attempt := range 3 {
+		if global == "" {
+			break
+		}
 		if attempt > 0 {
 			select {
 			case <-ctx.Done():
