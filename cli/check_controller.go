@@ -15,8 +15,9 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// checkController judges the controller's Deployment: one release, a
-// Ready replica, and the release its running pods say they are.
+// checkController judges the controller's Deployment: no other release
+// watching its namespaces, a Ready replica, and the release its running
+// pods say they are.
 func checkController(ctx context.Context, c check, cl *Cluster, _ globals) Result {
 	if cl.ControllerErr != nil {
 		return c.apiFailure("looking for the controller", cl.ControllerErr, "")
@@ -28,9 +29,9 @@ func checkController(ctx context.Context, c check, cl *Cluster, _ globals) Resul
 	}
 	d := ctl.Deployment
 	id := d.Namespace + "/" + d.Name
-	if len(ctl.Others) > 0 {
-		return c.result(Error, fmt.Sprintf("%d controller releases: %s", 1+len(ctl.Others), strings.Join(append([]string{id}, ctl.Others...), ", ")),
-			"each writes the global services of what it watches, against the others: keep one release (helm list -A)")
+	if len(ctl.Overlapping) > 0 {
+		return c.result(Error, fmt.Sprintf("%d controller releases watch the same namespaces: %s", 1+len(ctl.Overlapping), strings.Join(append([]string{id}, ctl.Overlapping...), ", ")),
+			"each writes the global services of what it watches, against the others: keep one release (helm list -A), or give each --namespaces of its own")
 	}
 	want := ptr.Deref(d.Spec.Replicas, 1)
 	if d.Status.ReadyReplicas < 1 {
@@ -39,7 +40,14 @@ func checkController(ctx context.Context, c check, cl *Cluster, _ globals) Resul
 				d.Namespace, d.Name, d.Namespace, labels.SelectorFromSet(d.Spec.Selector.MatchLabels)))
 	}
 	ok := c.result(OK, fmt.Sprintf("%s: %d of %d replicas Ready (caches synced)", id, d.Status.ReadyReplicas, want), "")
-	return versionSkew(ok, "globalmirror_build_info", controllerMetrics(ctx, cl))
+	r := versionSkew(ok, "globalmirror_build_info", controllerMetrics(ctx, cl))
+	if len(ctl.Others) > 0 && r.Result == OK {
+		// Releases with namespaces of their own: this run judges one.
+		r = c.result(Warning, fmt.Sprintf("%s; %d more releases, each watching namespaces of its own (%s): the checks below judge %s alone",
+			r.Detail, len(ctl.Others), strings.Join(ctl.Others, ", "), id),
+			"judge another: --controller-selector with its app.kubernetes.io/instance=RELEASE added")
+	}
+	return r
 }
 
 // controllerMetrics are the metrics of the controller's running pods, by

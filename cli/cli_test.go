@@ -109,7 +109,8 @@ func controllerDeployment(args ...string) *appsv1.Deployment {
 }
 
 // The default selector finds the chart's controller whatever its release
-// name and nameOverride; two releases are ✘, both named.
+// name and nameOverride; two releases watching a namespace both watch are
+// ✘, both named; two with namespaces of their own, ‼: one is judged.
 func TestControllerReleasesAreFoundByTheChartsLabels(t *testing.T) {
 	release := func(ns, name, appName string) *appsv1.Deployment {
 		d := controllerDeployment()
@@ -132,9 +133,21 @@ func TestControllerReleasesAreFoundByTheChartsLabels(t *testing.T) {
 	if err != nil || ctl == nil {
 		t.Fatalf("two releases: %+v, %v", ctl, err)
 	}
-	if r := run(t, "controller running", &Cluster{Controller: ctl}); r.Result != Error || !strings.Contains(r.Detail, "2 controller releases") ||
+	if r := run(t, "controller running", &Cluster{Controller: ctl}); r.Result != Error || !strings.Contains(r.Detail, "2 controller releases watch the same namespaces") ||
 		!strings.Contains(r.Detail, "mesh/dns-discovery") || !strings.Contains(r.Detail, "globalmirror/gm") {
 		t.Errorf("two releases: %+v", r)
+	}
+	// Each with namespaces of its own: one judged, the other named.
+	a, b := release("mesh", "dns-discovery", "discovery"), release("globalmirror", "gm", "globalmirror")
+	a.Spec.Template.Spec.Containers[0].Args = []string{"--namespaces=team-a"}
+	b.Spec.Template.Spec.Containers[0].Args = []string{"--namespaces=team-b,team-c"}
+	ctl, err = findController(t.Context(), fake.NewClientset(a, b), "", DefaultOptions().ControllerSelector)
+	if err != nil || ctl == nil {
+		t.Fatalf("two releases of their own namespaces: %+v, %v", ctl, err)
+	}
+	if r := run(t, "controller running", &Cluster{Controller: ctl}); r.Result != Warning || !strings.Contains(r.Detail, "1 more releases, each watching namespaces of its own") ||
+		!strings.Contains(r.Hint, "app.kubernetes.io/instance=RELEASE") {
+		t.Errorf("two releases of their own namespaces: %+v", r)
 	}
 }
 

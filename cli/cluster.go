@@ -50,8 +50,9 @@ type Controller struct {
 	// LeaseNamespace is where its Lease is.
 	LeaseNamespace string
 	// Others are more controller Deployments (namespace/name) the selector
-	// found: other releases, each writing global services too.
-	Others []string
+	// found: other releases, each writing global services too; Overlapping
+	// those among them that watch a namespace this one watches too.
+	Others, Overlapping []string
 }
 
 // DNS is the cluster DNS Service and the pods it selects.
@@ -152,10 +153,21 @@ func findController(ctx context.Context, c kubernetes.Interface, namespace, sele
 	ctl, err := controllerOf(&deps.Items[0])
 	if ctl != nil {
 		for _, d := range deps.Items[1:] {
-			ctl.Others = append(ctl.Others, d.Namespace+"/"+d.Name)
+			id := d.Namespace + "/" + d.Name
+			ctl.Others = append(ctl.Others, id)
+			other, oerr := controllerOf(&d)
+			if oerr != nil || overlap(ctl.Options.Namespaces, other.Options.Namespaces) {
+				ctl.Overlapping = append(ctl.Overlapping, id)
+			}
 		}
 	}
 	return ctl, err
+}
+
+// overlap says whether two controllers' --namespaces share one (empty:
+// every namespace).
+func overlap(a, b []string) bool {
+	return len(a) == 0 || len(b) == 0 || slices.ContainsFunc(a, func(ns string) bool { return slices.Contains(b, ns) })
 }
 
 func findDNS(ctx context.Context, c kubernetes.Interface, service string) (*DNS, error) {

@@ -231,7 +231,7 @@ func TestTwoReleasesAreBothNamed(t *testing.T) {
 	opts := cli.DefaultOptions()
 	opts.ControllerSelector += ",test=" + strings.ToLower(t.Name())
 	r := checkAs(t, opts)["controller running"]
-	if r.Result != cli.Error || !strings.Contains(r.Detail, "2 controller releases: release-a/globalmirror-controller, release-b/globalmirror-controller") || r.Hint == "" {
+	if r.Result != cli.Error || !strings.Contains(r.Detail, "2 controller releases watch the same namespaces: release-a/globalmirror-controller, release-b/globalmirror-controller") || r.Hint == "" {
 		t.Errorf("%+v; want an error naming both releases, with a hint", r)
 	}
 }
