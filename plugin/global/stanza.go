@@ -19,6 +19,10 @@ type Stanza struct {
 	// LocalSelector selects the local members; aggregate.NoLocalSelector
 	// where none is.
 	LocalSelector string
+	// ClustersetZone is the zone of the Multi-Cluster Services view,
+	// fully qualified (clusterset.local.); empty where the view is off.
+	// ClusterID names the local cluster in it.
+	ClustersetZone, ClusterID string
 }
 
 // ParseStanza reads the `global` stanza among tokens (of one server block
@@ -31,7 +35,8 @@ func ParseStanza(keys []string, tokens []caddyfile.Token) (Stanza, error) {
 	if err != nil {
 		return Stanza{}, err
 	}
-	st := Stanza{Zones: cfg.zones, Suffix: cfg.suffix, Namespaces: cfg.namespaces, LocalSelector: aggregate.NoLocalSelector}
+	st := Stanza{Zones: cfg.zones, Suffix: cfg.suffix, Namespaces: cfg.namespaces, LocalSelector: aggregate.NoLocalSelector,
+		ClustersetZone: cfg.clustersetZone, ClusterID: cfg.clusterID}
 	if cfg.localSelector != nil {
 		st.LocalSelector = cfg.localSelector.String()
 	}

@@ -177,10 +177,41 @@ func TestInstall(t *testing.T) {
 		expectNoForbidden(t, ctrl.Process)
 	})
 
+	// A forwarded zone's release: its NOTES say what to add to each kind
+	// of cluster DNS, with the address its Service has (read with kubectl
+	// on install, when it has none yet; named on an upgrade).
+	t.Run("forwarded zone NOTES", func(t *testing.T) {
+		args := []string{"--namespace", helmtest.Namespace, "--kubeconfig", c.Kubeconfig, "--set", "controller.enabled=false",
+			"--set", "coredns.enabled=true", "--set", "coredns.forwarded.enabled=true", "--set", "coredns.forwarded.clusterID=east"}
+		out := helmtest.Must(t, append([]string{"install", "gmzone", helmtest.ChartDir}, args...)...)
+		const svc = "gmzone-globalmirror-coredns"
+		for _, want := range []string{
+			"IP=$(kubectl -n " + helmtest.Namespace + " get service " + svc + " -o jsonpath='{.spec.clusterIP}')",
+			// AKS: a *.server key of coredns-custom, which its Corefile imports.
+			`kubectl -n kube-system patch configmap coredns-custom --type merge \` + "\n" +
+				`    -p "{\"data\":{\"globalmirror.server\":\"clusterset.local:53 {\\n    errors\\n    forward . $IP\\n}\\n\"}}"`,
+			"  clusterset.local:53 {\n      errors\n      forward . <IP>\n  }\n",
+			`{"clusterset.local": ["<IP>"]}`,
+			"kube-dns's stubDomains",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("NOTES lack %q:\n%s", want, out)
+			}
+		}
+		got, err := c.Client.CoreV1().Services(helmtest.Namespace).Get(ctx, svc, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = helmtest.Must(t, append([]string{"upgrade", "gmzone", helmtest.ChartDir}, args...)...)
+		if !strings.Contains(out, "\n  IP="+got.Spec.ClusterIP+"\n") {
+			t.Errorf("NOTES of the upgrade lack the Service's ClusterIP %s:\n%s", got.Spec.ClusterIP, out)
+		}
+	})
+
 	// What uninstalling leaves, the chart's README says and test/node
 	// checks (expectUninstalled), on releases whose pods ran.
 	t.Run("uninstall", func(t *testing.T) {
-		for _, release := range []string{"gm", "gmns"} {
+		for _, release := range []string{"gm", "gmns", "gmzone"} {
 			helmtest.Must(t, "uninstall", release, "--namespace", helmtest.Namespace, "--kubeconfig", c.Kubeconfig, "--wait", "--timeout", "60s")
 		}
 	})

@@ -106,10 +106,45 @@ namespaces {{ join " " . }}
 {{- end }}
 {{- end }}
 
-{{/* The Corefile, from coredns.servers. */}}
+{{/*
+The server blocks the chart's CoreDNS runs: coredns.servers, or with
+coredns.forwarded one block of the clusterset zone alone, which the cluster
+DNS forwards to it. It answers only what global holds there (no kubernetes,
+no forward): the cluster DNS keeps every other name, and no query loops
+back through it. No cache: global answers from memory, and a cache would
+only hold a drained or healed answer past its change.
+*/}}
+{{- define "globalmirror.coredns.servers" -}}
+{{- $f := .Values.coredns.forwarded }}
+{{- if $f.enabled }}
+{{- if not $f.clusterID }}{{ fail "coredns.forwarded.clusterID is required: this cluster's name in per-pod names (db-0.<clusterID>.db.<ns>.svc.clusterset.local)" }}{{ end }}
+{{- if .Values.coredns.isClusterService }}{{ fail "coredns.forwarded and coredns.isClusterService exclude each other: a forwarded zone's DNS is not the cluster DNS" }}{{ end }}
+- zones:
+    - zone: {{ $f.zone }}
+  port: 53
+  plugins:
+    - name: errors
+    - name: health
+      configBlock: lameduck 15s
+    - name: ready
+    - name: global
+      parameters: cluster.local
+      configBlock: |-
+        clusterset {{ $f.clusterID }} {{ $f.zone }}
+        ttl {{ $f.ttl }}
+    - name: prometheus
+      parameters: 0.0.0.0:9153
+    - name: reload
+    - name: loadbalance
+{{- else }}
+{{- toYaml .Values.coredns.servers }}
+{{- end }}
+{{- end }}
+
+{{/* The Corefile, from the server blocks. */}}
 {{- define "globalmirror.coredns.corefile" -}}
 {{- $root := . }}
-{{- range $i, $server := .Values.coredns.servers }}
+{{- range $i, $server := include "globalmirror.coredns.servers" . | fromYamlArray }}
 {{- if $i }}{{ "\n" }}{{ end }}
 {{- $zones := list }}
 {{- range $server.zones }}{{ $zones = append $zones (default "." .zone) }}{{ end }}
@@ -136,14 +171,14 @@ namespaces {{ join " " . }}
 {{/* The DNS ports of all servers, deduplicated. */}}
 {{- define "globalmirror.coredns.dnsPorts" -}}
 {{- $ports := list }}
-{{- range .Values.coredns.servers }}{{ $ports = append $ports (int (default 53 .port)) }}{{ end }}
+{{- range include "globalmirror.coredns.servers" . | fromYamlArray }}{{ $ports = append $ports (int (default 53 .port)) }}{{ end }}
 {{- $ports | uniq | sortAlpha | join "," }}
 {{- end }}
 
 {{/* The port of the first prometheus plugin; 9153 when none names one. */}}
 {{- define "globalmirror.coredns.metricsPort" -}}
 {{- $port := "" }}
-{{- range .Values.coredns.servers }}
+{{- range include "globalmirror.coredns.servers" . | fromYamlArray }}
 {{- range .plugins }}
 {{- if and (eq .name "prometheus") (not $port) }}
 {{- $port = default "9153" (regexFind "[0-9]+$" (toString (default "" .parameters))) }}
