@@ -79,3 +79,47 @@ func TestTemplateForwarded(t *testing.T) {
 		}
 	}
 }
+
+// TestTemplateTokenExpiration: serviceAccount.tokenExpirationSeconds gives
+// each component the kubelet's token volume with that expiry in place of
+// the automounted one, at the path client-go's in-cluster configuration
+// reads; the schema refuses lifetimes the API server would.
+func TestTemplateTokenExpiration(t *testing.T) {
+	m := helmtest.Template(t, "gm", "--set", "coredns.enabled=true",
+		"--set", "coredns.serviceAccount.tokenExpirationSeconds=600", "--set", "controller.serviceAccount.tokenExpirationSeconds=900")
+	for name, want := range map[string]int64{helmtest.CoreDNS: 600, helmtest.Controller: 900} {
+		var d appsv1.Deployment
+		helmtest.Typed(t, m.MustGet(t, "Deployment", helmtest.Namespace, name), &d)
+		pod := d.Spec.Template.Spec
+		if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+			t.Errorf("%s: the default token is still mounted", name)
+		}
+		var got *int64
+		for _, v := range pod.Volumes {
+			if v.Name == "kube-api-access" && v.Projected != nil {
+				for _, src := range v.Projected.Sources {
+					if src.ServiceAccountToken != nil && src.ServiceAccountToken.Path == "token" {
+						got = src.ServiceAccountToken.ExpirationSeconds
+					}
+				}
+			}
+		}
+		mounted := false
+		for _, vm := range pod.Containers[0].VolumeMounts {
+			mounted = mounted || vm.Name == "kube-api-access" && vm.MountPath == "/var/run/secrets/kubernetes.io/serviceaccount" && vm.ReadOnly
+		}
+		if got == nil || *got != want || !mounted {
+			t.Errorf("%s: token expiry %v, mounted %v; want %d", name, got, mounted, want)
+		}
+	}
+	// 0, the default: the kubelet's own token.
+	var d appsv1.Deployment
+	helmtest.Typed(t, helmtest.Template(t, "gm").MustGet(t, "Deployment", helmtest.Namespace, helmtest.Controller), &d)
+	if d.Spec.Template.Spec.AutomountServiceAccountToken != nil || len(d.Spec.Template.Spec.Volumes) != 0 {
+		t.Errorf("default: automount %v, volumes %v", d.Spec.Template.Spec.AutomountServiceAccountToken, d.Spec.Template.Spec.Volumes)
+	}
+	out, err := helmtest.Run(t, "template", "gm", helmtest.ChartDir, "--set", "coredns.serviceAccount.tokenExpirationSeconds=300")
+	if err == nil || !strings.Contains(err.Error(), "/coredns/serviceAccount/tokenExpirationSeconds") {
+		t.Errorf("300 s: %v\n%s", err, out)
+	}
+}

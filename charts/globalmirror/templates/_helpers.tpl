@@ -219,3 +219,38 @@ and its drain annotation drains that cluster in every namespace.
   resources: ["links"]
   verbs: ["list", "watch"]
 {{- end }}
+
+{{/*
+The pod's API token, where serviceAccount.tokenExpirationSeconds asks for
+one of its own lifetime: the kubelet's default token volume, but that its
+token expires then (the kubelet renews it at 80% of that), for clusters
+whose policy bounds token lifetimes. Both components read the file again
+as it is renewed. Call with (dict "sa" <serviceAccount values>) and put
+"volumes" and "volumeMounts" where each goes.
+*/}}
+{{- define "globalmirror.tokenVolume" -}}
+- name: kube-api-access
+  projected:
+    defaultMode: 420
+    sources:
+      - serviceAccountToken:
+          expirationSeconds: {{ .sa.tokenExpirationSeconds }}
+          path: token
+      - configMap:
+          name: kube-root-ca.crt
+          items:
+            - key: ca.crt
+              path: ca.crt
+      - downwardAPI:
+          items:
+            - path: namespace
+              fieldRef:
+                apiVersion: v1
+                fieldPath: metadata.namespace
+{{- end }}
+
+{{- define "globalmirror.tokenMount" -}}
+- name: kube-api-access
+  mountPath: /var/run/secrets/kubernetes.io/serviceaccount
+  readOnly: true
+{{- end }}
