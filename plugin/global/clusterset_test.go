@@ -94,6 +94,39 @@ func TestClusterset(t *testing.T) {
 	eventually(t, h.g, db, dns.TypeA, "NOERROR 192.0.2.1,192.0.2.10,192.0.2.11")
 }
 
+// TestClustersetAloneInItsBlock: with no plugin after global (the chart's
+// forwarded zone: a block of the clusterset zone alone), what global does
+// not hold does not exist rather than failing: NXDOMAIN for names that
+// would be passed on, NODATA for the apex and the names above the services
+// (the apex's SOA where asked).
+func TestClustersetAloneInItsBlock(t *testing.T) {
+	h := startHarness(t, clustersetConfig(t), testWorld()...)
+	h.g.Next = nil
+	const zone = "clusterset.local."
+	for _, tc := range []struct {
+		name  string
+		qtype uint16
+		want  string
+	}{
+		{"taken.ns.svc." + zone, dns.TypeA, "NXDOMAIN +soa"},
+		{"lonely.ns.svc." + zone, dns.TypeA, "NXDOMAIN +soa"},
+		{"nope.ns.svc." + zone, dns.TypeSRV, "NXDOMAIN +soa"},
+		{"foo." + zone, dns.TypeA, "NXDOMAIN +soa"},
+		{"ns.svc." + zone, dns.TypeA, "NOERROR +soa"},
+		{"svc." + zone, dns.TypeA, "NOERROR +soa"},
+		{zone, dns.TypeA, "NOERROR +soa"},
+		{"db.ns.svc." + zone, dns.TypeA, "NOERROR 192.0.2.1,192.0.2.10,192.0.2.11,192.0.2.22"},
+	} {
+		if got := summary(t, h.g, tc.name, tc.qtype); got != tc.want {
+			t.Errorf("%s %s: %q, want %q", tc.name, dns.TypeToString[tc.qtype], got, tc.want)
+		}
+	}
+	resp, rcode, err := serve(h.g, zone, dns.TypeSOA, false)
+	if err != nil || rcode != dns.RcodeSuccess || len(resp.Answer) != 1 || resp.Answer[0].Header().Rrtype != dns.TypeSOA || !resp.Authoritative {
+		t.Errorf("SOA at the apex: rcode %d, %v, %v", rcode, resp, err)
+	}
+}
+
 // TestClustersetPerPodNamesNeedNoCollisionRule: a local pod named db-0-east
 // and east's db-0 share one global name, so one of them loses it there; in
 // the clusterset view each keeps its own.

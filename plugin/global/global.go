@@ -149,11 +149,21 @@ func (g *Global) serve(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	}
 	q, ok := g.parseName(name, g.zones[zi], clusterset)
 	if !ok {
+		if clusterset && g.Next == nil {
+			return g.noService(ctx, state, zi, zone, name)
+		}
 		return g.next(ctx, w, r)
 	}
 	var sel selection
 	found, complete, pass := g.lookup(q, clusterset, &sel)
 	if pass {
+		// A clusterset name global does not hold may be the next plugin's
+		// (the kubernetes plugin's multicluster mode); in a block where
+		// none follows, as the chart's forwarded zone, the zone is
+		// global's alone and the name does not exist.
+		if clusterset && g.Next == nil {
+			return g.nameError(ctx, state, zi, zone, complete)
+		}
 		return g.next(ctx, w, r)
 	}
 
@@ -258,6 +268,30 @@ func (g *Global) nameError(ctx context.Context, state request.Request, zi int, z
 		return g.negative(ctx, state, zi, zone, dns.RcodeServerFailure)
 	}
 	return g.negative(ctx, state, zi, zone, dns.RcodeNameError)
+}
+
+// noService answers, in a clusterset zone that is global's alone, a name
+// no service or pod has: the apex and the names between it and the
+// services (svc, <namespace>.svc) exist without records of their own
+// (NODATA, so that no resolver takes the names below them for absent; the
+// apex's SOA where asked), anything else does not.
+func (g *Global) noService(ctx context.Context, state request.Request, zi int, zone, name string) (int, error) {
+	rest := strings.TrimSuffix(name[:len(name)-len(g.zones[zi])], ".")
+	switch {
+	case rest == "" && state.QType() == dns.TypeSOA:
+		m := new(dns.Msg)
+		m.SetReply(state.Req)
+		m.Authoritative = true
+		soa := new(dns.SOA)
+		g.soa(soa, zi, zone)
+		m.Answer = []dns.RR{soa}
+		state.W.WriteMsg(m)
+		requestsTotal.WithLabelValues(metrics.WithServer(ctx), typeLabel(dns.TypeSOA), dns.RcodeToString[dns.RcodeSuccess]).Inc()
+		return dns.RcodeSuccess, nil
+	case rest == "", rest == "svc", strings.Count(rest, ".") == 1 && strings.HasSuffix(rest, ".svc"):
+		return g.negative(ctx, state, zi, zone, dns.RcodeSuccess)
+	}
+	return g.nameError(ctx, state, zi, zone, g.ctrl.ready())
 }
 
 // negative writes an authoritative answer without records and with the SOA,
