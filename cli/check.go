@@ -49,19 +49,22 @@ type check struct {
 
 // checks are every check, in the order they run and are written; a check
 // that needs what an earlier one did not find is Skipped, naming that one.
+// Those of the DNS that runs the global plugin (judgingDNS) judge the
+// chart's forwarded CoreDNS in forwarded mode (forwarding.go), and say so.
 var checks = []check{
 	{CategoryKubernetes, "kubernetes-api", "Kubernetes API", checkVersion},
 	{CategoryController, "controller-running", "controller running", checkController},
 	{CategoryController, "controller-leader", "controller leader", checkLeader},
 	{CategoryController, "rbac-of-the-controller", "RBAC of the controller", checkControllerRBAC},
-	{CategoryDNS, "cluster-dns-image", "cluster DNS image", checkDNSImage},
-	{CategoryDNS, "global-stanza", "global stanza", checkStanza},
-	{CategoryDNS, "plugin-and-controller-agree", "plugin and controller agree", checkAgreement},
-	{CategoryDNS, "rbac-of-the-cluster-dns", "RBAC of the cluster DNS", checkDNSRBAC},
+	{CategoryDNS, "cluster-dns-image", "cluster DNS image", judgingDNS(checkDNSImage)},
+	{CategoryDNS, "global-stanza", "global stanza", judgingDNS(checkStanza)},
+	{CategoryDNS, "plugin-and-controller-agree", "plugin and controller agree", judgingDNS(checkAgreement)},
+	{CategoryDNS, "rbac-of-the-cluster-dns", "RBAC of the cluster DNS", judgingDNS(checkDNSRBAC)},
+	{CategoryDNS, "dns-forwarding", "zone forwarded", checkForwarding},
 	{CategoryLinkerd, "linkerd-headless-mirrors", "Linkerd's headless mirrors", checkMirrors},
 	{CategoryLinkerd, "drained-clusters", "drained clusters", checkDrains},
 	{CategoryGlobals, "global-services-in-sync", "global services in sync", checkSync},
-	{CategoryGlobals, "both-halves-serve-them", "both halves serve them", checkServed},
+	{CategoryGlobals, "both-halves-serve-them", "both halves serve them", judgingDNS(checkServed)},
 	{CategoryGlobals, "dns-answers", "DNS answers", checkProbe},
 	{CategoryGlobals, "global-names-free", "global names free", checkConflicts},
 }

@@ -30,11 +30,14 @@ import (
 // pod behind the cluster DNS Service (a port-forward through the API
 // server, as kubectl port-forward opens it), one global service that has
 // ready endpoints, which must answer exactly their addresses, and a global
-// name nothing has, which must not exist.
+// name nothing has, which must not exist. In forwarded mode it asks the
+// same pods for the names of the clusterset view, which they forward to the
+// chart's DNS.
 
 // probeTarget is the global the probe asks for and what it must answer.
 type probeTarget struct {
 	namespace, name string
+	base            string   // its name in the clusterset view
 	want            []string // its ready IPv4 addresses, sorted
 }
 
@@ -54,33 +57,42 @@ func probeTargetOf(j judgement) *probeTarget {
 		return nil
 	}
 	slices.Sort(want)
-	return &probeTarget{namespace: j.Key.Namespace, name: j.Name, want: slices.Compact(want)}
+	return &probeTarget{namespace: j.Key.Namespace, name: j.Name, base: j.Key.Base, want: slices.Compact(want)}
 }
 
 func checkProbe(ctx context.Context, c check, cl *Cluster, g globals) Result {
 	switch {
 	case g.err != nil:
 		return c.globalsFailure(g.err)
-	case cl.DNS == nil || len(cl.DNS.metrics) == 0:
+	case cl.DNS == nil || cl.judged() == nil || len(cl.judged().metrics) == 0:
 		return c.skipped("cluster DNS image")
 	}
-	found, _, _ := stanzas(cl)
-	var zone string
-	for _, cm := range slices.Sorted(maps.Keys(found)) {
-		if zs := found[cm].Zones; zone == "" && len(zs) > 0 {
-			zone = zs[0]
+	zone, via := "", ""
+	if cl.Forwarded != nil {
+		// The clusterset view's names, asked through the cluster DNS,
+		// which forwards them to the chart's DNS (the path users'
+		// lookups take), once the forwarding is right.
+		if zone = forwardedZone(cl); zone == "" {
+			return c.skipped("global stanza")
 		}
-	}
-	if zone == "" {
-		return c.skipped("global stanza")
+		if !judgeForwarding(cl, zone).forwardsAll() {
+			return c.skipped("zone forwarded")
+		}
+		via = fmt.Sprintf(" of the cluster DNS (forwarding %s to the chart's DNS %s)", strings.TrimSuffix(zone, "."), serviceName(cl.Forwarded.Service))
+	} else {
+		found, _, _ := stanzas(cl)
+		for _, cm := range slices.Sorted(maps.Keys(found)) {
+			if zs := found[cm].Zones; zone == "" && len(zs) > 0 {
+				zone = zs[0]
+			}
+		}
+		if zone == "" {
+			return c.skipped("global stanza")
+		}
 	}
 	// Without a global to ask for, the name that must not exist alone.
 	target := cmp.Or(g.probe, &probeTarget{namespace: "default"})
-	absent := "globalmirror-check-" + randomLabel() + g.suffix + "." + target.namespace + ".svc." + zone
-	global := ""
-	if g.probe != nil {
-		global = g.probe.name + "." + g.probe.namespace + ".svc." + zone
-	}
+	global, absent := probeNames(g, target, zone, cl.Forwarded != nil)
 	var wrong, unread []string
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -101,17 +113,39 @@ func checkProbe(ctx context.Context, c check, cl *Cluster, g globals) Result {
 	slices.Sort(wrong)
 	slices.Sort(unread)
 	if len(wrong) > 0 {
-		return c.result(Error, "answered otherwise than the halves should: "+strings.Join(wrong, "; "),
-			"the pod's log says what its global plugin did (coredns_global_* metrics too); globalmirror status NAMESPACE/NAME shows what each half has of a global")
+		hint := "the pod's log says what its global plugin did (coredns_global_* metrics too); globalmirror status NAMESPACE/NAME shows what each half has of a global"
+		if cl.Forwarded != nil {
+			hint = "the cluster DNS pod passes on what the chart's DNS answers: the chart's DNS pods' log says what their global plugin did (coredns_global_* metrics too); globalmirror status NAMESPACE/NAME shows what each half has of a global"
+		}
+		return c.result(Error, "answered otherwise than the halves should: "+strings.Join(wrong, "; "), hint)
 	}
 	if len(unread) > 0 {
 		return c.unread("what the DNS answers: "+strings.Join(unread, "; "),
 			"check asks each DNS pod through a port-forward: let your user create pods/portforward in "+cl.DNS.Service.Namespace)
 	}
 	if global == "" {
-		return c.result(OK, fmt.Sprintf("%d pods answer %s NXDOMAIN; no global service has a ready endpoint to ask for", len(cl.DNS.Pods), absent), "")
+		return c.result(OK, fmt.Sprintf("%d pods%s answer %s NXDOMAIN; no global service has a ready endpoint to ask for", len(cl.DNS.Pods), via, absent), "")
 	}
-	return c.result(OK, fmt.Sprintf("%d pods answer %s with its %d ready addresses and %s NXDOMAIN", len(cl.DNS.Pods), global, len(target.want), absent), "")
+	return c.result(OK, fmt.Sprintf("%d pods%s answer %s with its %d ready addresses and %s NXDOMAIN", len(cl.DNS.Pods), via, global, len(target.want), absent), "")
+}
+
+// probeNames are the names the probe asks in zone: g's probe target's
+// ("" where it has none), and one in target's namespace nothing has. In
+// forwarded mode (clusterset) they are the clusterset view's, the target's
+// base under its namespace; else the global names.
+func probeNames(g globals, target *probeTarget, zone string, clusterset bool) (global, absent string) {
+	if clusterset {
+		absent = "globalmirror-check-" + randomLabel() + "." + target.namespace + ".svc." + zone
+		if g.probe != nil {
+			global = g.probe.base + "." + g.probe.namespace + ".svc." + zone
+		}
+		return global, absent
+	}
+	absent = "globalmirror-check-" + randomLabel() + g.suffix + "." + target.namespace + ".svc." + zone
+	if g.probe != nil {
+		global = g.probe.name + "." + g.probe.namespace + ".svc." + zone
+	}
+	return global, absent
 }
 
 // probeError is why a pod could not be asked, naming the right where that

@@ -91,14 +91,16 @@ func controllerAccounts(cl *Cluster) []string {
 	return []string{d.Namespace + "/" + defaultSA(d.Spec.Template.Spec.ServiceAccountName)}
 }
 
-// dnsAccounts are the ServiceAccounts of every running DNS pod: during a
-// rollout or with two Deployments behind one Service, they can differ.
+// dnsAccounts are the ServiceAccounts of every running pod of the judged
+// DNS: during a rollout or with two Deployments behind one Service, they
+// can differ.
 func dnsAccounts(cl *Cluster) []string {
-	if cl.DNS == nil {
+	d := cl.judged()
+	if d == nil {
 		return nil
 	}
 	set := map[string]bool{}
-	for _, p := range cl.DNS.Pods {
+	for _, p := range d.Pods {
 		set[p.Namespace+"/"+defaultSA(p.Spec.ServiceAccountName)] = true
 	}
 	return slices.Sorted(maps.Keys(set))

@@ -15,20 +15,22 @@ import (
 
 // checkServed compares how many global services each half serves, by its
 // own gauge, with how many the command judges should exist (g.total, every
-// base whose verdict is to build): the plugin on every DNS pod
-// (coredns_global_globals) and the controller's leader (globalmirror_globals,
-// the largest of its replicas': the others manage none). Either half may
-// be a change behind for a moment, so a difference is read again, every
-// 2 s, three times in all, before it is an error.
+// base whose verdict is to build): the plugin on every pod of the judged
+// DNS (coredns_global_globals; the chart's forwarded DNS in forwarded
+// mode) and the controller's leader (globalmirror_globals, the largest of
+// its replicas': the others manage none). Either half may be a change
+// behind for a moment, so a difference is read again, every 2 s, three
+// times in all, before it is an error.
 func checkServed(ctx context.Context, c check, cl *Cluster, g globals) Result {
 	if g.err != nil {
 		return c.globalsFailure(g.err)
 	}
-	if cl.DNS == nil || len(cl.DNS.metrics) == 0 {
+	d := cl.judged()
+	if d == nil || len(d.metrics) == 0 {
 		return c.skipped("cluster DNS image")
 	}
 	// Again, the pods the image check found running the plugin.
-	withPlugin := slices.DeleteFunc(slices.Clone(cl.DNS.Pods), func(p corev1.Pod) bool { return cl.DNS.metrics[p.Name] == "" })
+	withPlugin := slices.DeleteFunc(slices.Clone(d.Pods), func(p corev1.Pod) bool { return d.metrics[p.Name] == "" })
 	read := func(ctx context.Context) (dns, ctrl map[string]string) {
 		bodies, errs := podMetrics(ctx, cl, withPlugin, metricsPort)
 		dns = map[string]string{}
@@ -39,7 +41,7 @@ func checkServed(ctx context.Context, c check, cl *Cluster, g globals) Result {
 		}
 		return dns, controllerMetrics(ctx, cl)
 	}
-	dns, ctrl := cl.DNS.metrics, controllerMetrics(ctx, cl)
+	dns, ctrl := d.metrics, controllerMetrics(ctx, cl)
 	var differ []string
 	for attempt := range 3 {
 		if attempt > 0 {

@@ -41,6 +41,13 @@ type Cluster struct {
 	// DNSErr says why it could not be read.
 	DNS    *DNS
 	DNSErr error
+	// Forwarded is the chart's CoreDNS serving a zone of its own that the
+	// cluster DNS forwards to it (the chart's coredns.forwarded), where the
+	// cluster DNS's Corefiles hold no global stanza: the checks of the
+	// plugin then judge it (judged). Nil where there is none, or
+	// ForwardedErr says why it could not be looked for.
+	Forwarded    *DNS
+	ForwardedErr error
 }
 
 // Controller is the controller's Deployment and what its flags say.
@@ -69,6 +76,12 @@ type DNS struct {
 	// metrics are the pods' metrics (by pod name) as the image check read
 	// them, for the stanza check: which plugins each instance runs.
 	metrics map[string]string
+	// KubeDNS is the ConfigMap kube-dns of the Service's namespace, whose
+	// stubDomains kube-dns's own pods (GKE's) forward zones by: read for
+	// the forwarding check where a running pod loads no Corefile (an
+	// empty one where there is none); KubeDNSErr, why it could not be.
+	KubeDNS    *corev1.ConfigMap
+	KubeDNSErr error
 }
 
 // Options say where to look.
@@ -78,8 +91,9 @@ type Options struct {
 	ControllerSelector string
 	// DNSService is the cluster DNS Service, namespace/name.
 	DNSService string
-	// ControllerNamespace is where to look for the controller; empty:
-	// every namespace, which needs a cluster-wide list of Deployments.
+	// ControllerNamespace is where to look for the controller, and the
+	// chart's CoreDNS of a forwarded zone; empty: every namespace, which
+	// needs a cluster-wide list of Deployments (and Services).
 	ControllerNamespace string
 }
 
@@ -121,9 +135,10 @@ func CommandConfig(cfg *rest.Config, timeout time.Duration) *rest.Config {
 }
 
 // Discover finds the installation: the API server's version, the
-// controller, the cluster DNS. What it cannot find or read is left nil
-// with its error, for the checks to report; an error means the API server
-// did not answer at all.
+// controller, the cluster DNS, and the chart's CoreDNS of a forwarded zone
+// where the cluster DNS serves no global names (discoverForwarded). What
+// it cannot find or read is left nil with its error, for the checks to
+// report; an error means the API server did not answer at all.
 func Discover(ctx context.Context, c kubernetes.Interface, cfg *rest.Config, o Options) (*Cluster, error) {
 	cl := &Cluster{Client: c, Config: cfg}
 	body, err := c.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
@@ -136,6 +151,7 @@ func Discover(ctx context.Context, c kubernetes.Interface, cfg *rest.Config, o O
 	}
 	cl.Controller, cl.ControllerErr = findController(ctx, c, o.ControllerNamespace, o.ControllerSelector)
 	cl.DNS, cl.DNSErr = findDNS(ctx, c, o.DNSService)
+	discoverForwarded(ctx, c, cl, o.ControllerNamespace)
 	return cl, nil
 }
 
@@ -176,10 +192,16 @@ func findDNS(ctx context.Context, c kubernetes.Interface, service string) (*DNS,
 	if err != nil {
 		return nil, fmt.Errorf("the cluster DNS Service %s: %w", service, err)
 	}
+	return dnsOf(ctx, c, svc)
+}
+
+// dnsOf reads the running pods behind svc and the Corefiles they load.
+func dnsOf(ctx context.Context, c kubernetes.Interface, svc *corev1.Service) (*DNS, error) {
+	ns := svc.Namespace
 	dns := &DNS{Service: svc, Corefiles: map[string]string{}, CorefileErrs: map[string]error{}, Files: map[string]*podFiles{}}
 	pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
 	if err != nil {
-		return nil, fmt.Errorf("the pods of %s: %w", service, err)
+		return nil, fmt.Errorf("the pods of %s/%s: %w", ns, svc.Name, err)
 	}
 	type got struct {
 		cm  *corev1.ConfigMap

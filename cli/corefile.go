@@ -80,13 +80,16 @@ type podFiles struct {
 	// Mounts are its volumes' mount paths, each with what check cannot
 	// read there ("" for a ConfigMap read, or one optional and absent).
 	Mounts map[string]string
+	// ConfigMaps are the ConfigMaps mounted, by mount path (a projected
+	// volume's first), for a hint that names where to write.
+	ConfigMaps map[string]string
 }
 
 // readPodFiles reads the ConfigMaps p mounts into its CoreDNS container
 // with get; one it cannot read is a mount it says so of.
 func readPodFiles(p *corev1.Pod, get func(name string) (*corev1.ConfigMap, error)) *podFiles {
 	ctr := DNSContainer(p)
-	pf := &podFiles{Conf: confPath(ctr), Files: map[string]string{}, Mounts: map[string]string{}}
+	pf := &podFiles{Conf: confPath(ctr), Files: map[string]string{}, Mounts: map[string]string{}, ConfigMaps: map[string]string{}}
 	volumes := map[string]*corev1.Volume{}
 	for i := range p.Spec.Volumes {
 		volumes[p.Spec.Volumes[i].Name] = &p.Spec.Volumes[i]
@@ -114,6 +117,9 @@ func readPodFiles(p *corev1.Pod, get func(name string) (*corev1.ConfigMap, error
 			continue
 		}
 		pf.Mounts[at] = ""
+		if len(sources) > 0 {
+			pf.ConfigMaps[at] = sources[0].Name
+		}
 		for _, src := range sources {
 			cm, err := get(src.Name)
 			if apierrors.IsNotFound(err) && src.Optional != nil && *src.Optional {
@@ -231,6 +237,14 @@ func parseCorefile(corefile string, pf *podFiles) (blocks []caddyfile.ServerBloc
 	if err != nil {
 		return nil, unread, errors.New(strings.ReplaceAll(err.Error(), root, ""))
 	}
+	// Each token names the file it came from as the pod sees it.
+	for _, b := range blocks {
+		for _, toks := range b.Tokens {
+			for i := range toks {
+				toks[i].File = filepath.ToSlash(strings.TrimPrefix(toks[i].File, root))
+			}
+		}
+	}
 	return blocks, unread, nil
 }
 
@@ -256,13 +270,26 @@ func kubernetesZones(b *serverBlock) []string {
 // domain (the one with the kubernetes plugin), and the global stanza in it
 // if there is one; unread, the imports it could not follow.
 func clusterBlock(corefile string, pf *podFiles) (b *serverBlock, st *global.Stanza, unread []string, err error) {
+	return blockWith("kubernetes", corefile, pf)
+}
+
+// globalBlock is the server block of corefile with the global plugin, and
+// its stanza: a forwarded DNS's, which serves no cluster domain.
+func globalBlock(corefile string, pf *podFiles) (b *serverBlock, st *global.Stanza, unread []string, err error) {
+	return blockWith("global", corefile, pf)
+}
+
+// blockWith is the first server block of corefile with the plugin named
+// directive, and the global stanza in it if there is one, parsed as
+// CoreDNS parses it.
+func blockWith(directive, corefile string, pf *podFiles) (b *serverBlock, st *global.Stanza, unread []string, err error) {
 	blocks, unread, err := parseCorefile(corefile, pf)
 	if err != nil {
 		return nil, nil, unread, err
 	}
 	for i := range blocks {
 		b := &blocks[i]
-		if _, ok := b.Tokens["kubernetes"]; !ok {
+		if _, ok := b.Tokens[directive]; !ok {
 			continue
 		}
 		toks, ok := b.Tokens["global"]
@@ -275,7 +302,7 @@ func clusterBlock(corefile string, pf *podFiles) (b *serverBlock, st *global.Sta
 		}
 		return b, &st, unread, nil
 	}
-	return nil, nil, unread, errors.New("no server block with the kubernetes plugin")
+	return nil, nil, unread, errors.New("no server block with the " + directive + " plugin")
 }
 
 // DNSContainer is a cluster DNS pod's CoreDNS container, found by what it

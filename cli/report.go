@@ -130,7 +130,8 @@ func WriteResults(out io.Writer, report Report) {
 		counts[r.Result]++
 		fmt.Fprintf(out, "%s %s: %s\n", marks[r.Result], r.Check, r.Detail)
 		if r.Result != OK && r.Hint != "" {
-			fmt.Fprintf(out, "    hint: %s\n", r.Hint)
+			// A hint's further lines (a snippet to paste) indented under it.
+			fmt.Fprintf(out, "    hint: %s\n", strings.ReplaceAll(r.Hint, "\n", "\n        "))
 		}
 		if r.Result != OK && r.Doc != "" {
 			fmt.Fprintf(out, "    see: %s\n", r.Doc)

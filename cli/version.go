@@ -60,9 +60,12 @@ func ReadVersions(ctx context.Context, cl *Cluster) Versions {
 	case cl.DNSErr != nil:
 		v.Unread = append(v.Unread, "the cluster DNS: "+cl.DNSErr.Error())
 	default:
-		bodies, errs := podMetrics(ctx, cl, cl.DNS.Pods, metricsPort)
+		// The pods that run the plugin: the chart's forwarded DNS's in
+		// forwarded mode.
+		pods := cl.judged().Pods
+		bodies, errs := podMetrics(ctx, cl, pods, metricsPort)
 		metrics := map[string]string{}
-		for i, p := range cl.DNS.Pods {
+		for i, p := range pods {
 			if errs[i] != nil {
 				v.Unread = append(v.Unread, fmt.Sprintf("the cluster DNS pod %s: %s", p.Name, errMessage(errs[i])))
 			} else if strings.Contains(string(bodies[i]), "coredns_global_build_info") {

@@ -108,7 +108,7 @@ func newCommand(name, use, short string, stdout, stderr io.Writer, exit *int) (*
 	c.fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "give up after this long, whatever is left (like kubectl's --request-timeout, for the whole run)")
 	c.fs.StringVar(&c.opts.DNSService, "dns-service", c.opts.DNSService, "the cluster DNS Service, NAMESPACE/NAME")
 	c.fs.StringVar(&c.opts.ControllerSelector, "controller-selector", c.opts.ControllerSelector, "label selector of the controller's Deployment")
-	c.fs.StringVar(&c.opts.ControllerNamespace, "controller-namespace", "", "the controller's namespace (default: look in every namespace, which needs a cluster-wide list of Deployments)")
+	c.fs.StringVar(&c.opts.ControllerNamespace, "controller-namespace", "", "the controller's namespace, where check also looks for the chart's CoreDNS of a forwarded zone (default: look in every namespace, which needs a cluster-wide list of Deployments and Services)")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RunE = func(_ *cobra.Command, operands []string) error {
 		c.json = c.output == "json"
