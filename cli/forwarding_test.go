@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/globalmirror/globalmirror/build"
+	"github.com/globalmirror/globalmirror/test/fixture"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -24,25 +25,8 @@ import (
 // chartIP is the ClusterIP of the chart's forwarded CoreDNS Service.
 const chartIP = "10.96.123.45"
 
-// forwardedCorefile is the Corefile the chart renders with
-// coredns.forwarded.enabled=true and coredns.forwarded.clusterID=east.
-const forwardedCorefile = `clusterset.local:53 {
-    errors
-    health {
-        lameduck 15s
-    }
-    ready
-    global cluster.local {
-        suffix -global
-        local_selector mirror.linkerd.io/exported
-        clusterset east clusterset.local
-        ttl 5
-    }
-    prometheus 0.0.0.0:9153
-    reload
-    loadbalance
-}
-`
+// forwardedCorefile is the Corefile the chart renders for a forwarded zone.
+const forwardedCorefile = fixture.ForwardedCorefile
 
 // stockCorefile is kubeadm's Corefile, with no global stanza.
 var stockCorefile = strings.Replace(corefile, "    global cluster.local {\n        ttl 5\n    }\n", "", 1)

@@ -6,30 +6,14 @@ import (
 	"testing"
 
 	"github.com/globalmirror/globalmirror/cli"
+	"github.com/globalmirror/globalmirror/test/fixture"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
 
-// forwardedCorefile is the Corefile the chart renders with
-// coredns.forwarded.enabled=true and coredns.forwarded.clusterID=east.
-const forwardedCorefile = `clusterset.local:53 {
-    errors
-    health {
-        lameduck 15s
-    }
-    ready
-    global cluster.local {
-        suffix -global
-        local_selector mirror.linkerd.io/exported
-        clusterset east clusterset.local
-        ttl 5
-    }
-    prometheus 0.0.0.0:9153
-    reload
-    loadbalance
-}
-`
+// forwardedCorefile is the Corefile the chart renders for a forwarded zone.
+const forwardedCorefile = fixture.ForwardedCorefile
 
 // kubeadmCorefile is kubeadm's stock Corefile: no global stanza.
 const kubeadmCorefile = `.:53 {

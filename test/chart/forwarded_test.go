@@ -6,6 +6,7 @@ import (
 
 	"github.com/coredns/caddy/caddyfile"
 	"github.com/globalmirror/globalmirror/plugin/global"
+	"github.com/globalmirror/globalmirror/test/fixture"
 	"github.com/globalmirror/globalmirror/test/helmtest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,23 +21,7 @@ func TestTemplateForwarded(t *testing.T) {
 	var cm corev1.ConfigMap
 	helmtest.Typed(t, m.MustGet(t, "ConfigMap", helmtest.Namespace, helmtest.CoreDNS), &cm)
 	corefile := cm.Data["Corefile"]
-	want := `clusterset.local:53 {
-    errors
-    health {
-        lameduck 15s
-    }
-    ready
-    global cluster.local {
-        suffix -global
-        local_selector mirror.linkerd.io/exported
-        clusterset east clusterset.local
-        ttl 5
-    }
-    prometheus 0.0.0.0:9153
-    reload
-    loadbalance
-}
-`
+	want := fixture.ForwardedCorefile
 	if corefile != want {
 		t.Fatalf("Corefile:\n%s\nwant:\n%s", corefile, want)
 	}
