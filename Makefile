@@ -190,7 +190,7 @@ test-compat: tools build tools-compat
 ## test-node: helm install of the chart onto a real node (containerd, kubelet,
 ## kube-proxy) in a network namespace of the test's own; see test/node.
 test-node: tools node-tools build helm image-deps image node-images
-	$(GO) test -count=1 -timeout 20m -v ./test/node
+	$(GO) test -count=1 -timeout 40m -v ./test/node
 	@echo ">> took $(took): the node test"
 # test/image and the node's images come from podman, so make test builds them with podman.
 test test-node: CONTAINER_ENGINE = podman

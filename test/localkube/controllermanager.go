@@ -26,9 +26,10 @@ var controllers = []string{
 }
 
 // nodeControllers are added where a real node runs pods (Options.RealNodes):
-// what Deployments, StatefulSets, a ServiceAccount token's kube-root-ca.crt
-// and a Node's not-ready taint need.
+// what Deployments, StatefulSets, DaemonSets, a ServiceAccount token's
+// kube-root-ca.crt and a Node's not-ready taint need.
 var nodeControllers = []string{
+	"daemonset-controller",
 	"deployment-controller",
 	"replicaset-controller",
 	"statefulset-controller",

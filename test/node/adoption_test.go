@@ -128,12 +128,17 @@ func TestAdoptionOnANode(t *testing.T) {
 	tr := &truth{}
 	tr.now(want.before)
 	asked := withBothResolvers(want.asked)
-	asker := s.runPod(s.askerSpec(asked))
-	tl := &timeline{log: &askerLog{s: s, offset: map[string]int{}}, tr: tr, queries: asked,
-		wire: s.captureAskersDNS(asker), endpoints: endpoints}
+	asker := s.runPod(s.askerSpec("asker", asked))
+	tl := &timeline{log: &askerLog{s: s, pod: asker.Name, offset: map[string]int{}}, tr: tr, queries: asked,
+		wire: s.captureAskersDNS(asker, netip.MustParseAddr(node.ClusterDNS)), endpoints: endpoints}
 	tl.log.readPast(time.Time{})
 	tl.at = slices.MinFunc(tl.log.all, func(a, b lookup) int { return cmp.Compare(a.At, b.At) }).asked()
-	// step does a step, then ends its span of the timeline and judges it.
+	// timelines are the askers' timelines: the asker's, from the start,
+	// and from the forwarded zone's steps on, the clusterset asker's.
+	timelines := []*timeline{tl}
+	var ended []*timeline // no longer asking, for the report at the end
+
+	// step does a step, then ends its span of each timeline and judges it.
 	step := func(name string, allows allowance, do func()) {
 		t.Helper()
 		var problems, samples []string
@@ -146,7 +151,7 @@ func TestAdoptionOnANode(t *testing.T) {
 		}
 		do()
 		// Every pod the step made is read as it runs.
-		if read := s.expectProbedAndUnprivileged(controllerRelease, dnsRelease); read > 0 {
+		if read := s.expectProbedAndUnprivileged(controllerRelease, dnsRelease, forwardedRelease); read > 0 {
 			t.Logf("%s: %d new pods of the releases read from /proc and their runtime specs", name, read)
 		}
 		if allows == kubeadmPodsEnd {
@@ -155,20 +160,31 @@ func TestAdoptionOnANode(t *testing.T) {
 			// endpoints went: the step's, not the next one's.
 			time.Sleep(5 * time.Second)
 		}
-		tally := tl.end(name, allows)
-		t.Logf("%s", tally)
-		samples = tally.Samples[:min(3, len(tally.Samples))]
-		if problems = tally.problems(allows); len(problems) > 0 {
-			var warnings []string
-			if !tally.FirstBad.IsZero() {
-				warnings = s.dnsWarnings(tally.FirstBad, 10*time.Second)
+		for i, tl := range timelines {
+			label := name
+			if i > 0 {
+				label = tl.log.pod + ": " + name
 			}
-			t.Errorf("%s: %s\n%s\n%s%s\nCoreDNS's warnings and errors within 10 s:\n  %s", name, strings.Join(problems, "; "), tally,
-				endpoints.around(tally.FirstBad, 10*time.Second), tl.wire.during(tally.firstBad), strings.Join(warnings, "\n  "))
-			samples = append(samples, warnings[:min(3, len(warnings))]...)
+			tally := tl.end(label, allows)
+			t.Logf("%s", tally)
+			samples = append(samples, tally.Samples[:min(3, len(tally.Samples))]...)
+			if p := tally.problems(allows); len(p) > 0 {
+				problems = append(problems, p...)
+				var warnings []string
+				if !tally.FirstBad.IsZero() {
+					warnings = s.dnsWarnings(tally.FirstBad, 10*time.Second)
+				}
+				t.Errorf("%s: %s\n%s\n%s%s\nCoreDNS's warnings and errors within 10 s:\n  %s", tally.Step, strings.Join(p, "; "), tally,
+					endpoints.around(tally.FirstBad, 10*time.Second), tl.wire.during(tally.firstBad), strings.Join(warnings, "\n  "))
+				samples = append(samples, warnings[:min(3, len(warnings))]...)
+			}
 		}
 	}
-	defer func() { t.Logf("lookups per step:\n%s", markdown(tl.tallies)) }()
+	defer func() {
+		for _, tl := range append(slices.Clone(timelines), ended...) {
+			t.Logf("lookups per step of %s:\n%s", tl.log.pod, markdown(tl.tallies))
+		}
+	}()
 
 	step("kubeadm's cluster DNS, before globalmirror", strict, func() {
 		s.awaitAnswers("client", want.before)
@@ -270,6 +286,22 @@ func TestAdoptionOnANode(t *testing.T) {
 		s.expectCheck(nil)
 	})
 
+	// The chart's CoreDNS for a forwarded zone (step 5), installed now so
+	// that the kubelet renews its pods' tokens (tokenLifetime) before
+	// step 5 edits its Corefile; nothing forwards to it until then.
+	var forwardBlock string
+	forwardedTokens := map[string]string{}
+	step("the chart's CoreDNS for a forwarded zone installed beside, not yet forwarded to", strict, func() {
+		forwardBlock = s.installForwarded()
+		for _, p := range s.forwardedPods() {
+			token, err := podToken(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			forwardedTokens[p.Name] = token
+		}
+	})
+
 	// On the final set-up, what users do to a running cluster DNS.
 	step("helm upgrade that rolls CoreDNS (reverse names on)", strict, func() {
 		old := dnsRelease.podsOf(s, "coredns")
@@ -281,44 +313,53 @@ func TestAdoptionOnANode(t *testing.T) {
 		s.awaitAnswers("client", want.reverse)
 		tr.settled()
 	})
+	step("every CoreDNS pod deleted at once (the old ones answer through their lameduck)", strict, func() {
+		old := dnsRelease.podsOf(s, "coredns")
+		for _, p := range old {
+			s.must(s.c.CoreV1().Pods(dnsRelease.namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}))
+		}
+		s.waitReplaced(dnsRelease, "coredns", old)
+		s.awaitAnswers("client", want.reverse)
+	})
 	// At scale: the fleet (Linkerd's shape at 18,000 mirrored endpoints)
 	// written into the cluster, with CoreDNS's memory limit raised for the
-	// stock kubernetes plugin first; a rolling restart and an eviction with
-	// it; then it is deleted (kubeadm's CoreDNS, back at the end, was never
-	// sized for it).
+	// stock kubernetes plugin first; a rolling restart, an eviction and a
+	// Corefile edit with it. It stays to the end (kubeadm's CoreDNS, back
+	// for step 5, sized for it there).
 	step("18,000 mirrored endpoints written, CoreDNS's memory limit raised for them first", strict, func() {
 		old := dnsRelease.podsOf(s, "coredns")
 		helmtest.Must(t, "upgrade", dnsRelease.name, helmtest.ChartDir, "--namespace", dnsRelease.namespace, "--kubeconfig", s.kubeconfig,
 			"--reuse-values", "--set", "coredns.resources.limits.memory="+fleetMemoryLimit)
 		s.waitReplaced(dnsRelease, "coredns", old)
 		fleetChanging(tr, want.reverse)
-		s.writeFleet()
+		s.writeFleet(dnsRelease.podsOf(s, "coredns"), fleetLastGlobal)
 		tr.now(withFleet(want.reverse, allClusters))
 		tr.settled()
 	})
+	// NodeLocal DNSCache in front of the cluster DNS, from here to the
+	// back-out: the nodelocal asker asks what the asker asks through it,
+	// and is judged by the same truth, with its cache's lag. (From here:
+	// writing the fleet with it too took this node's two CPUs minutes
+	// more.)
+	step("NodeLocal DNSCache in front of the cluster DNS, and an asker behind it", strict, func() {
+		s.startNodeLocalDNS()
+		timelines = append(timelines, s.startNodeLocalAsker(tr, asked, endpoints))
+	})
+
 	step("a rolling restart of CoreDNS at 18,000 mirrored endpoints", strict, func() {
 		old := dnsRelease.podsOf(s, "coredns")
 		began := time.Now()
 		s.restart(dnsRelease.namespace, dnsRelease.deployment("coredns"))
 		s.waitReplaced(dnsRelease, "coredns", old)
 		t.Logf("rolling restart at 18,000 mirrored endpoints: %s", s.rolloutTimes(dnsRelease, "coredns", began))
-		s.awaitFleetAnswered(dnsRelease.podsOf(s, "coredns"))
+		s.awaitFleetAnswered(dnsRelease.podsOf(s, "coredns"), fleetLastGlobal)
 	})
 	step("one CoreDNS pod evicted at 18,000 mirrored endpoints (the PodDisruptionBudget honoured)", strict, func() {
 		pods := dnsRelease.podsOf(s, "coredns")
 		if len(pods) != 2 {
 			t.Fatalf("%d CoreDNS pods", len(pods))
 		}
-		s.eventually("the budget allowing one disruption", func(ctx context.Context) string {
-			pdb, err := s.c.PolicyV1().PodDisruptionBudgets(dnsRelease.namespace).Get(ctx, dnsRelease.deployment("coredns"), metav1.GetOptions{})
-			if err != nil {
-				return err.Error()
-			}
-			if pdb.Status.DisruptionsAllowed != 1 {
-				return fmt.Sprintf("%d disruptions allowed", pdb.Status.DisruptionsAllowed)
-			}
-			return ""
-		})
+		s.awaitDisruptionAllowed(dnsRelease)
 		began := time.Now()
 		s.evict(pods[0], true)
 		// The budget allows one pod down: the other stays until the
@@ -326,23 +367,17 @@ func TestAdoptionOnANode(t *testing.T) {
 		s.evict(pods[1], false)
 		s.waitReplaced(dnsRelease, "coredns", pods[:1])
 		t.Logf("eviction at 18,000 mirrored endpoints: %s", s.rolloutTimes(dnsRelease, "coredns", began))
-		s.awaitFleetAnswered(dnsRelease.podsOf(s, "coredns"))
+		s.awaitFleetAnswered(dnsRelease.podsOf(s, "coredns"), fleetLastGlobal)
 	})
 	step("the Corefile edited at 18,000 mirrored endpoints (each pod reloads it, none replaced)", reloads, func() {
 		pods := dnsRelease.podsOf(s, "coredns")
 		began := time.Now()
 		s.editCorefile(dnsRelease, "ttl 5\n", fmt.Sprintf("ttl %d\n", editedTTL))
-		s.awaitTTL(pods, editedTTL)
+		s.awaitTTL(pods, fleetLastGlobal, editedTTL)
 		t.Logf("Corefile edit at 18,000 mirrored endpoints: every pod answering from its reloaded instance after %v", time.Since(began).Round(time.Second))
 		if now := dnsRelease.podsOf(s, "coredns"); !samePods(pods, now) {
 			t.Errorf("the edit replaced or restarted CoreDNS's pods: %s, now %s", podNames(pods), podNames(now))
 		}
-	})
-	step("the 18,000 mirrored endpoints deleted", strict, func() {
-		fleetChanging(tr, want.reverse)
-		s.deleteFleet()
-		tr.now(want.reverse)
-		tr.settled()
 	})
 	step("the controller's leader killed", strict, func() {
 		leader := s.leaderPod(controllerRelease)
@@ -362,7 +397,7 @@ func TestAdoptionOnANode(t *testing.T) {
 		for _, d := range []struct {
 			args []string
 			want answers
-		}{{[]string{"drain", "east"}, want.drained}, {[]string{"undrain", "east"}, want.reverse}} {
+		}{{[]string{"drain", "east"}, withFleetDrained(want.drained)}, {[]string{"undrain", "east"}, withFleet(want.reverse, allClusters)}} {
 			tr.now(d.want)
 			var wrote cli.Drained
 			if _, code, err := s.globalmirror(ctx, &wrote, d.args...); err != nil || code != 0 || !wrote.Written {
@@ -387,8 +422,9 @@ func TestAdoptionOnANode(t *testing.T) {
 			level string
 			want  answers
 		}{
-			{[]string{"drain", "--exported", "--kubeconfig", east}, aggregate.DrainSharedValue, want.drained},
-			{[]string{"undrain", "--exported", "--kubeconfig", east}, "", want.reverse},
+			// The fleet is no service of east's cluster: it stays.
+			{[]string{"drain", "--exported", "--kubeconfig", east}, aggregate.DrainSharedValue, withFleet(want.drained, allClusters)},
+			{[]string{"undrain", "--exported", "--kubeconfig", east}, "", withFleet(want.reverse, allClusters)},
 		} {
 			tr.now(d.want)
 			var wrote []cli.Drained
@@ -416,7 +452,7 @@ func TestAdoptionOnANode(t *testing.T) {
 	// east's pods next change, so the steps after this one (restarts of
 	// every CoreDNS pod among them) run with it there. No answer changes.
 	step("east's exported service annotated, as Helm and Argo CD do", strict, func() {
-		tr.now(want.reverse)
+		tr.now(withFleet(want.reverse, allClusters))
 		s.must(remoteDB[0].Annotate(ctx, "argocd.argoproj.io/tracking-id", ns+":/Service:"+ns+"/db"))
 		s.eventually("Linkerd's gateway in db-east", func(ctx context.Context) string {
 			list, err := s.c.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=db-east"})
@@ -429,7 +465,7 @@ func TestAdoptionOnANode(t *testing.T) {
 			return ""
 		})
 		time.Sleep(3 * time.Second)
-		s.awaitAnswers("client", want.reverse)
+		s.awaitAnswers("client", withFleet(want.reverse, allClusters))
 	})
 	// globalmirror check, each of its failures made by breaking one thing,
 	// then healed; every other check stays ✔.
@@ -473,22 +509,26 @@ func TestAdoptionOnANode(t *testing.T) {
 	step("checked: the API server unreachable", strict, func() {
 		s.expectUnreachable()
 	})
-	step("every CoreDNS pod deleted at once (the old ones answer through their lameduck)", strict, func() {
-		old := dnsRelease.podsOf(s, "coredns")
-		for _, p := range old {
-			s.must(s.c.CoreV1().Pods(dnsRelease.namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}))
-		}
-		s.waitReplaced(dnsRelease, "coredns", old)
-		s.awaitAnswers("client", want.reverse)
-	})
 	step("checked: Pod Security admitted every chart pod under restricted", strict, func() {
 		s.expectAdmittedRestricted(source.AuditLog, controllerRelease.namespace)
 	})
 
+	// NodeLocal DNSCache out, once its asker's last span is judged.
+	if i := slices.IndexFunc(timelines, func(tl *timeline) bool { return tl.log.pod == nodeLocalAsker }); i >= 0 {
+		ended = append(ended, timelines[i])
+		timelines = slices.Delete(timelines, i, i+1)
+	}
+	s.must(s.c.CoreV1().Pods(ns).Delete(ctx, nodeLocalAsker, metav1.DeleteOptions{}))
+	s.stopNodeLocalDNS()
+
 	// Back out: kubeadm's CoreDNS back behind kube-dns, then the releases
 	// uninstalled; kube-dns stays (helm's keep policy), its ClusterIP with it.
 	step("back out: kubeadm's CoreDNS scaled back to 2", strict, func() {
-		tr.now(want.global)
+		tr.now(withFleet(want.global, allClusters))
+		// Sized, while at 0, for the fleet: its stock kubernetes plugin
+		// holds all of it.
+		patch := `{"spec":{"template":{"spec":{"containers":[{"name":"coredns","resources":{"limits":{"memory":"` + fleetMemoryLimit + `"}}}]}}}}`
+		s.must(s.c.AppsV1().Deployments(metav1.NamespaceSystem).Patch(ctx, "coredns", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}))
 		s.scale(metav1.NamespaceSystem, "coredns", 2)
 		s.awaitServing(s.podsBySelector(metav1.NamespaceSystem, "k8s-app=kube-dns"))
 	})
@@ -501,13 +541,83 @@ func TestAdoptionOnANode(t *testing.T) {
 			}
 			return ""
 		})
-		s.awaitAnswers("client", want.global)
+		s.awaitAnswers("client", withFleet(want.global, allClusters))
 		tr.settled()
 		s.expectUninstalled(dnsRelease)
 		svc, err := s.c.CoreV1().Services(metav1.NamespaceSystem).Get(ctx, "kube-dns", metav1.GetOptions{})
 		if err != nil || svc.Spec.ClusterIP != node.ClusterDNS {
 			t.Errorf("kube-dns after uninstall: %v (%v); the chart keeps the cluster DNS Service", svc, err)
 		}
+	})
+	// 5. A cluster whose DNS you cannot replace: kubeadm's stock CoreDNS
+	// forwards the clusterset zone to the chart's CoreDNS, a DNS of its
+	// own, through the server block the chart's NOTES print; the
+	// clusterset asker asks its names through the cluster DNS. Then, with
+	// the fleet still there (to the end), that DNS reloads an edited
+	// Corefile, is restarted and evicted, and the zone is backed out.
+	zone := want.zone()
+	kubeadmCorefile := withLameduck(t, stockCorefile, patchedLameduck)
+	ztr := &truth{}
+	ztr.now(zone.before)
+	step("5. kubeadm's Corefile forwarding the zone to the chart's CoreDNS, with the block its NOTES print", reloads, func() {
+		queries := withBothResolvers(zone.asked)
+		timelines = append(timelines, s.startTimeline(s.askerSpec(clustersetAsker, queries), ztr, queries, endpoints, netip.MustParseAddr(node.ClusterDNS)))
+		// Not forwarded yet: check names the block to add, and its DNS
+		// probe waits for it.
+		s.expectCheck(map[string]string{"zone forwarded": "forward . ", "DNS answers": "– zone forwarded"})
+		ztr.now(withZoneFleet(zone.forwarded, allClusters))
+		s.setCorefile(kubeadmCorefile+"\n"+forwardBlock, false)
+		s.awaitAnswers("client", withZoneFleet(zone.forwarded, allClusters))
+		ztr.settled()
+		s.expectCheck(nil)
+	})
+	// The kubelet renews each pod's token; the next reload's in-cluster
+	// configuration reads the new one, of the same account: each pod's
+	// reload keeps its index, listing nothing (#66).
+	step("5. the forwarded zone's Corefile edited at 18,000 mirrored endpoints once its pods' tokens were renewed (each pod reloads it, listing nothing)", reloads, func() {
+		pods := s.forwardedPods()
+		s.awaitTokensRenewed(pods, forwardedTokens)
+		before := map[string]indexCounters{}
+		for _, p := range pods {
+			before[p.Name] = s.indexCounters(p)
+		}
+		s.editCorefile(forwardedRelease, "ttl 5\n", fmt.Sprintf("ttl %d\n", editedTTL))
+		s.awaitTTL(pods, fleetClusterset, editedTTL)
+		for _, p := range pods {
+			if got, was := s.indexCounters(p), before[p.Name]; got.lists != was.lists || got.reused != was.reused+1 || got.built != was.built {
+				t.Errorf("%s's reload after its token's renewal: lists %v -> %v, handovers reusing the index %v -> %v, building one %v -> %v; want no list and the index reused",
+					p.Name, was.lists, got.lists, was.reused, got.reused, was.built, got.built)
+			}
+		}
+		if now := s.forwardedPods(); !samePods(pods, now) {
+			t.Errorf("the edit replaced or restarted CoreDNS's pods: %s, now %s", podNames(pods), podNames(now))
+		}
+	})
+	step("5. a rolling restart of the forwarded zone's CoreDNS at 18,000 mirrored endpoints", strict, func() {
+		old := s.forwardedPods()
+		began := time.Now()
+		s.restart(forwardedRelease.namespace, forwardedRelease.deployment("coredns"))
+		s.waitReplaced(forwardedRelease, "coredns", old)
+		t.Logf("forwarded zone: rolling restart at 18,000 mirrored endpoints: %s", s.rolloutTimes(forwardedRelease, "coredns", began))
+		s.awaitFleetAnswered(s.forwardedPods(), fleetClusterset)
+	})
+	step("5. one of the forwarded zone's CoreDNS pods evicted at 18,000 mirrored endpoints", strict, func() {
+		pods := s.forwardedPods()
+		s.awaitDisruptionAllowed(forwardedRelease)
+		s.evict(pods[0], true)
+		s.waitReplaced(forwardedRelease, "coredns", pods[:1])
+		s.awaitFleetAnswered(s.forwardedPods(), fleetClusterset)
+	})
+	step("5. back out: the forwarding taken out of kubeadm's Corefile", reloads, func() {
+		ztr.now(zone.before)
+		s.setCorefile(kubeadmCorefile, false)
+		s.awaitAnswers("client", zone.before)
+		time.Sleep(editedTTL * time.Second)
+		ztr.settled()
+	})
+	step("5. helm uninstall of the forwarded zone's release", strict, func() {
+		helmtest.Must(t, "uninstall", forwardedRelease.name, "--namespace", forwardedRelease.namespace, "--kubeconfig", s.kubeconfig, "--wait", "--timeout", "2m")
+		s.expectUninstalled(forwardedRelease)
 	})
 	step("helm uninstall of the controller release", strict, func() {
 		helmtest.Must(t, "uninstall", controllerRelease.name, "--namespace", controllerRelease.namespace, "--kubeconfig", s.kubeconfig, "--wait", "--timeout", "2m")
@@ -548,6 +658,22 @@ func withLameduck(t *testing.T, corefile, d string) string {
 		t.Fatalf("kubeadm's Corefile has not one %q:\n%s", kubeadms, corefile)
 	}
 	return strings.Replace(corefile, kubeadms, "lameduck "+d, 1)
+}
+
+// awaitDisruptionAllowed waits until r's CoreDNS PodDisruptionBudget
+// allows one disruption.
+func (s *install) awaitDisruptionAllowed(r chartRelease) {
+	s.t.Helper()
+	s.eventually("the budget allowing one disruption", func(ctx context.Context) string {
+		pdb, err := s.c.PolicyV1().PodDisruptionBudgets(r.namespace).Get(ctx, r.deployment("coredns"), metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		if pdb.Status.DisruptionsAllowed != 1 {
+			return fmt.Sprintf("%d disruptions allowed", pdb.Status.DisruptionsAllowed)
+		}
+		return ""
+	})
 }
 
 // evict asks the Eviction API to evict p; allowed says whether the

@@ -9,14 +9,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/globalmirror/globalmirror/aggregate"
 	"github.com/globalmirror/globalmirror/test/bench"
 	"github.com/globalmirror/globalmirror/test/bulk"
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/scenario"
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -61,7 +59,9 @@ func (s *install) bulkClient() kubernetes.Interface {
 
 // writeFleet writes the fleet with an unthrottled client, and waits until
 // every pod of the chart's CoreDNS answers its last global in full.
-func (s *install) writeFleet() {
+// writeFleet writes the fleet and waits until each of answering answers
+// name (fleetLastGlobal, or its clusterset name) with every record.
+func (s *install) writeFleet(answering []corev1.Pod, name string) {
 	s.t.Helper()
 	client := s.bulkClient()
 	began := time.Now()
@@ -69,7 +69,7 @@ func (s *install) writeFleet() {
 	s.must(fleet.LoadEndpointMirrors(s.ctx, client, 0, fleetBases, bulk.Workers))
 	s.t.Logf("fleet: %d mirrored endpoints (%d objects) written in %v",
 		fleetEndpoints, 2*fleetBases*len(bench.Clusters)+fleetEndpoints, time.Since(began).Round(time.Second))
-	s.awaitFleetAnswered(dnsRelease.podsOf(s, "coredns"))
+	s.awaitFleetAnswered(answering, name)
 }
 
 // The asker asks the fleet's names from start to end (fleetAsked): a
@@ -95,8 +95,9 @@ func fleetAsked() []string {
 	return qs
 }
 
-// allClusters is the mask of every cluster of the fleet.
-var allClusters = 1<<len(bench.Clusters) - 1
+// allClusters is the mask of every cluster of the fleet; allButEast
+// without east (bench.Clusters[0]), drained.
+var allClusters, allButEast = 1<<len(bench.Clusters) - 1, 1<<len(bench.Clusters) - 2
 
 // withFleet is want with the answers to the fleet's queries while each of
 // its globals holds the pods of the clusters in mask (bit c: cluster c of
@@ -127,6 +128,18 @@ func withFleet(want answers, mask int) answers {
 	return out
 }
 
+// withFleetDrained is want with the fleet while east is drained at the
+// shared level, as global answers it: east's pods out of every global,
+// their own names answering.
+func withFleetDrained(want answers) answers {
+	out, all := withFleet(want, allButEast), withFleet(want, allClusters)
+	for _, lib := range []string{"glibc", "go"} {
+		k := lib + "/host/" + fleetPodName()
+		out[k] = all[k]
+	}
+	return out
+}
+
 // fleetChanging makes right, from now until the truth is settled, every
 // state the fleet's globals pass through while it is written or deleted.
 func fleetChanging(tr *truth, want answers) {
@@ -135,43 +148,18 @@ func fleetChanging(tr *truth, want answers) {
 	}
 }
 
-// awaitFleetAnswered waits until each of pods answers the fleet's last
-// global with every record.
-func (s *install) awaitFleetAnswered(pods []corev1.Pod) {
+// fleetLastGlobal is the name of the fleet's last global.
+var fleetLastGlobal = fleet.FQDN(bench.Global(fleetBases - 1))
+
+// awaitFleetAnswered waits until each of pods answers name, one of the
+// fleet's last global, with every record.
+func (s *install) awaitFleetAnswered(pods []corev1.Pod, name string) {
 	s.t.Helper()
-	name := fleet.FQDN(bench.Global(fleetBases - 1))
 	for _, p := range pods {
 		if err := scenario.AwaitRecords(s.ctx, net.JoinHostPort(p.Status.PodIP, "53"), name, fleet.Records(), readyTimeout); err != nil {
 			s.t.Fatalf("%s answering the fleet: %v", p.Name, err)
 		}
 	}
-}
-
-// deleteFleet deletes what writeFleet wrote, its slices and then its
-// Services an object a request (test/bulk: no request grows with the
-// fleet, so none outlasts the API server's timeout; the namespace
-// controller would delete them at kube-controller-manager's 20 requests a
-// second), leaves the globals to the controller, which deletes them once
-// their mirrors are gone, then deletes the namespace and waits until it is
-// gone.
-func (s *install) deleteFleet() {
-	s.t.Helper()
-	client := s.bulkClient()
-	began := time.Now()
-	slices, err := bulk.DeleteAll(s.ctx, client.DiscoveryV1().EndpointSlices(fleetNamespace), bench.SliceSelector)
-	s.must(err)
-	svcs, err := bulk.DeleteAll(s.ctx, client.CoreV1().Services(fleetNamespace), aggregate.LabelMirroredService+"=true")
-	s.must(err)
-	s.must(bulk.Retry(s.ctx, func(ctx context.Context) error {
-		return s.c.CoreV1().Namespaces().Delete(ctx, fleetNamespace, metav1.DeleteOptions{})
-	}))
-	s.eventually("the fleet's namespace gone", func(ctx context.Context) string {
-		if _, err := s.c.CoreV1().Namespaces().Get(ctx, fleetNamespace, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			return fmt.Sprintf("still there (%v)", err)
-		}
-		return ""
-	})
-	s.t.Logf("fleet: %d slices and %d Services deleted, and its namespace, in %v", slices, svcs, time.Since(began).Round(time.Second))
 }
 
 // rolloutTimes says how long a Deployment's rollout took from began, and
@@ -218,11 +206,10 @@ func (s *install) editCorefile(r chartRelease, old, new string) {
 	}))
 }
 
-// awaitTTL waits until each of pods answers the fleet's last global with
-// ttl, from the instance that read the edited Corefile.
-func (s *install) awaitTTL(pods []corev1.Pod, ttl uint32) {
+// awaitTTL waits until each of pods answers name, one of the fleet's last
+// global, with ttl, from the instance that read the edited Corefile.
+func (s *install) awaitTTL(pods []corev1.Pod, name string, ttl uint32) {
 	s.t.Helper()
-	name := fleet.FQDN(bench.Global(fleetBases - 1))
 	for _, p := range pods {
 		s.eventually(p.Name+" answering with TTL "+fmt.Sprint(ttl), func(context.Context) string {
 			r, err := dnsq.Ask("udp", net.JoinHostPort(p.Status.PodIP, "53"), name, dns.TypeA, 0)

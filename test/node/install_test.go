@@ -434,9 +434,15 @@ func (s *install) withoutRule(name, group, resource string) (restore func()) {
 // address.
 func (s *install) awaitServing(pods []corev1.Pod) {
 	s.t.Helper()
+	s.awaitAnswering(pods, "db-global."+ns+".svc."+node.ClusterDomain+".")
+}
+
+// awaitAnswering waits until each of pods answers name with addresses.
+func (s *install) awaitAnswering(pods []corev1.Pod, name string) {
+	s.t.Helper()
 	for _, p := range pods {
-		s.eventually(p.Name+" answering", func(context.Context) string {
-			if got := dnsq.Answer("udp", net.JoinHostPort(p.Status.PodIP, "53"), "db-global."+ns+".svc."+node.ClusterDomain+".", dns.TypeA); !strings.HasPrefix(got, "NOERROR ") {
+		s.eventually(p.Name+" answering "+name, func(context.Context) string {
+			if got := dnsq.Answer("udp", net.JoinHostPort(p.Status.PodIP, "53"), name, dns.TypeA); !strings.HasPrefix(got, "NOERROR ") {
 				return got
 			}
 			return ""
@@ -603,7 +609,7 @@ func (s *install) expectProbed(p corev1.Pod, ports []int32) {
 	// Credentials come only from the ServiceAccount's projected token; the
 	// rest is configuration.
 	for _, v := range p.Spec.Volumes {
-		if v.ConfigMap == nil && (v.Projected == nil || !strings.HasPrefix(v.Name, "kube-api-access-")) {
+		if v.ConfigMap == nil && !serviceAccountToken(v) {
 			s.t.Errorf("%s: volume %s is neither a ConfigMap nor the ServiceAccount token", p.Name, v.Name)
 		}
 	}
@@ -660,6 +666,27 @@ func (s *install) expectRunningUnprivileged(p corev1.Pod, caps uint64) {
 		}
 	}
 	s.t.Errorf("%s (pid %d): no root mount in mountinfo", p.Name, pid)
+}
+
+// serviceAccountToken says whether v is the pod's ServiceAccount token as
+// the kubelet mounts it (kube-api-access-*, or the chart's of a lifetime of
+// its own): a projected token for the API server, its CA and the namespace,
+// and nothing else.
+func serviceAccountToken(v corev1.Volume) bool {
+	if v.Projected == nil {
+		return false
+	}
+	for _, src := range v.Projected.Sources {
+		switch {
+		case src.ServiceAccountToken != nil && src.ServiceAccountToken.Audience == "":
+		case src.ConfigMap != nil && src.ConfigMap.Name == "kube-root-ca.crt":
+		case src.DownwardAPI != nil && len(src.DownwardAPI.Items) == 1 && src.DownwardAPI.Items[0].FieldRef != nil &&
+			src.DownwardAPI.Items[0].FieldRef.FieldPath == "metadata.namespace":
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // containerProcess is the process of the pod's one container (not the
@@ -1050,7 +1077,7 @@ func (s *install) expectGlobalKept(r chartRelease) {
 
 // captureAskersDNS captures the asker's DNS on the node's interfaces
 // (dnsWire) until the test ends.
-func (s *install) captureAskersDNS(asker *corev1.Pod) *dnsWire {
+func (s *install) captureAskersDNS(asker *corev1.Pod, server netip.Addr) *dnsWire {
 	s.t.Helper()
 	// The asker's veth on the node's side is the peer of its eth0.
 	out, err := s.node.ExecIn(s.ctx, ns, asker.Name, "udp", "cat", "/sys/class/net/eth0/iflink")
@@ -1061,7 +1088,7 @@ func (s *install) captureAskersDNS(asker *corev1.Pod) *dnsWire {
 	if err != nil {
 		s.t.Fatalf("the asker's link: %v", err)
 	}
-	wire, stop, err := captureDNS(netip.MustParseAddr(asker.Status.PodIP), netip.MustParseAddr(node.ClusterDNS), link)
+	wire, stop, err := captureDNS(netip.MustParseAddr(asker.Status.PodIP), server, link)
 	if err != nil {
 		s.t.Fatal(err)
 	}

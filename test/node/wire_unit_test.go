@@ -219,7 +219,7 @@ func TestOnlyWhatTheWireProvesIsExcused(t *testing.T) {
 		"refused, its retry lost, no pod of kubeadm's": {[]lookupOnWire{{"refused, then its retry lost", 40000}}, []lookup{failedAfterRetry(0)}, strict, tally{Failed: 1}},
 	} {
 		a := &askerLog{all: c.lookups}
-		got := a.judge(tr, wireOf(c.wire...), ended, c.allows, name, base, at(60_000))
+		got := a.judge(tr, nil, wireOf(c.wire...), ended, c.allows, name, base, at(60_000))
 		if got.Orphaned != c.want.Orphaned || got.Refused != c.want.Refused || got.Lost != c.want.Lost ||
 			got.Failed != c.want.Failed || got.Wrong != c.want.Wrong || got.Slow != c.want.Slow {
 			t.Errorf("%s: %s", name, got)
@@ -230,7 +230,7 @@ func TestOnlyWhatTheWireProvesIsExcused(t *testing.T) {
 	}
 	// Nothing is excused where no pod ended.
 	a := &askerLog{all: []lookup{slow(0)}}
-	if got := a.judge(tr, wireOf(lookupOnWire{"orphaned", 40000}), nil, kubeadmPodsEnd, "none ended", base, at(60_000)); got.Slow != 1 {
+	if got := a.judge(tr, nil, wireOf(lookupOnWire{"orphaned", 40000}), nil, kubeadmPodsEnd, "none ended", base, at(60_000)); got.Slow != 1 {
 		t.Errorf("an orphaned answer where no pod ended: %s", got)
 	}
 }
@@ -303,7 +303,7 @@ func TestOnlyAConnectionAPodClosedFirstInAReloadIsExcused(t *testing.T) {
 		"a pod closed first, the lookup's UDP": {[]connection{{"by the pod first", 40000, livePod}}, []lookup{func() lookup { l := failed(0); l.network = "udp"; return l }()}, reloads, tally{Failed: 1}},
 	} {
 		a := &askerLog{all: c.lookups}
-		got := a.judge(tr, wireOf(c.wire...), nil, c.allows, name, base, at(60_000))
+		got := a.judge(tr, nil, wireOf(c.wire...), nil, c.allows, name, base, at(60_000))
 		if got.Closed != c.want.Closed || got.Failed != c.want.Failed || got.Wrong != 0 || got.Slow != 0 {
 			t.Errorf("%s: %s", name, got)
 		}
@@ -353,6 +353,26 @@ func TestAnEndpointEndsWhenItStopsServingTerminatesOrGoes(t *testing.T) {
 	for addr, at := range want {
 		if !got[addr].Equal(at) {
 			t.Errorf("%s ended at %v, want %v", addr, got[addr], at)
+		}
+	}
+}
+
+// TestAnOldAnswerIsRightOnlyWithinTheLag: once the truth is settled, an
+// answer of the span it ended is wrong, but for an asker behind a cache
+// (NodeLocal DNSCache) within its lag.
+func TestAnOldAnswerIsRightOnlyWithinTheLag(t *testing.T) {
+	old, now := answers{"go/host/db": {Records: []string{"192.0.2.1"}}}, answers{"go/host/db": {Records: []string{"192.0.2.2"}}}
+	tr := &truth{spans: []span{{from: time.Unix(0, 0), to: time.Unix(100, 0), want: old}, {from: time.Unix(90, 0), want: now}}}
+	asked := func(sec int) lookup {
+		return lookup{At: int64(sec) * 1000, Millis: 2, result: result{Query: "go/host/db", Records: []string{"192.0.2.1"}}}
+	}
+	for _, c := range []struct {
+		at   int
+		lag  time.Duration
+		want bool
+	}{{99, 0, true}, {101, 0, false}, {101, nodeLocalLag("go/host/db"), true}, {104, nodeLocalLag("go/host/db"), true}, {106, nodeLocalLag("go/host/db"), false}} {
+		if got := tr.right(asked(c.at), c.lag); got != c.want {
+			t.Errorf("the old answer asked at %d s with a lag of %v: right %v, want %v", c.at, c.lag, got, c.want)
 		}
 	}
 }
