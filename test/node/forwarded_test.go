@@ -118,26 +118,6 @@ func (e expectations) zone() zoneExpectations {
 	return z
 }
 
-// withZoneFleet is want with the fleet's last global holding the pods of
-// the clusters in mask, under its clusterset name.
-func withZoneFleet(want answers, mask int) answers {
-	out := maps.Clone(want)
-	last := fleetBases - 1
-	var addrs []string
-	for c := range bench.Clusters {
-		for p := range bench.Pods {
-			if mask&(1<<c) != 0 {
-				addrs = append(addrs, fleet.Addr(last, c, p).String())
-			}
-		}
-	}
-	slices.Sort(addrs)
-	for _, lib := range []string{"glibc", "go"} {
-		out[lib+"/host/"+fleetClusterset] = result{Records: addrs, NotFound: len(addrs) == 0}
-	}
-	return out
-}
-
 // startTimeline runs an asker pod of its own, asking queries (LIB/TYPE/NAME)
 // of the DNS server at server, and returns its timeline, judged against tr
 // from its first lookup on.
