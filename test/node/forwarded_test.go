@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -47,12 +46,10 @@ func clustersetName(name, namespace string) string {
 
 // zoneExpectations are the clusterset asker's queries and the answers the
 // cluster gives them: before the zone is forwarded (every name NXDOMAIN, from
-// the node's upstream), once it is, and with east drained at the shared
-// level (east's pods out of the service's name and SRV, their own names
-// answering).
+// the node's upstream), and once it is.
 type zoneExpectations struct {
-	asked                      []string // TYPE/NAME
-	before, forwarded, drained answers
+	asked             []string // TYPE/NAME
+	before, forwarded answers
 }
 
 // fleetClusterset is the clusterset name of the fleet's last global's base.
@@ -72,22 +69,13 @@ func (e expectations) zone() zoneExpectations {
 		}
 		return host + "." + cluster + "." + service + "."
 	}
-	var all, undrained, srv, undrainedSRV []string
+	var all, srv []string
 	for global, addr := range e.podNames {
 		all = append(all, addr)
-		if !strings.HasSuffix(global, "-east") {
-			undrained = append(undrained, addr)
-		}
+		srv = append(srv, "0 "+weight(len(e.podNames))+" 5432 "+perPod(global))
 	}
-	for global := range e.podNames {
-		srv = append(srv, "0 "+weight(len(all))+" 5432 "+perPod(global))
-		if !strings.HasSuffix(global, "-east") {
-			undrainedSRV = append(undrainedSRV, "0 "+weight(len(undrained))+" 5432 "+perPod(global))
-		}
-	}
-	for _, s := range [][]string{all, undrained, srv, undrainedSRV} {
-		slices.Sort(s)
-	}
+	slices.Sort(all)
+	slices.Sort(srv)
 	mirrored, local := perPod("db-0-east"), perPod("db-1")
 	srvName, nope := "SRV/_db._tcp."+service+".", "SRV/"+clustersetName("nope", ns)+"."
 	z := zoneExpectations{
@@ -96,7 +84,6 @@ func (e expectations) zone() zoneExpectations {
 		asked:     []string{"host/" + service, "host/" + mirrored, "host/" + local, srvName, nope, "host/" + fleetClusterset},
 		before:    answers{},
 		forwarded: answers{},
-		drained:   answers{},
 	}
 	for _, lib := range []string{"glibc", "go"} {
 		q := func(query string) string { return lib + "/" + query }
@@ -111,9 +98,6 @@ func (e expectations) zone() zoneExpectations {
 		z.forwarded[q(srvName)] = result{Records: srv}
 		z.forwarded[q(nope)] = nxdomain
 		z.forwarded[q("host/"+fleetClusterset)] = result{NotFound: true}
-		maps.Copy(z.drained, z.forwarded)
-		z.drained[q("host/"+service)] = result{Records: undrained}
-		z.drained[q(srvName)] = result{Records: undrainedSRV}
 	}
 	return z
 }
