@@ -97,9 +97,8 @@ func fleetAsked() []string {
 	return qs
 }
 
-// allClusters is the mask of every cluster of the fleet; allButEast
-// without east (bench.Clusters[0]), drained.
-var allClusters, allButEast = 1<<len(bench.Clusters) - 1, 1<<len(bench.Clusters) - 2
+// allClusters is the mask of every cluster of the fleet.
+var allClusters = 1<<len(bench.Clusters) - 1
 
 // withFleet is want with the answers to the fleet's queries while each of
 // its globals holds the pods of the clusters in mask (bit c: cluster c of
@@ -126,18 +125,6 @@ func withFleet(want answers, mask int) answers {
 			r := result{Records: addrs, NotFound: len(addrs) == 0}
 			out[lib+"/host/"+fleet.FQDN(bench.Global(i))] = r
 		}
-	}
-	return out
-}
-
-// withFleetDrained is want with the fleet while east is drained at the
-// shared level, as global answers it: east's pods out of every global,
-// their own names answering.
-func withFleetDrained(want answers) answers {
-	out, all := withFleet(want, allButEast), withFleet(want, allClusters)
-	for _, lib := range []string{"glibc", "go"} {
-		k := lib + "/host/" + fleetPodName()
-		out[k] = all[k]
 	}
 	return out
 }
