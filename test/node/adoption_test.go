@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
@@ -128,11 +127,7 @@ func TestAdoptionOnANode(t *testing.T) {
 	tr := &truth{}
 	tr.now(want.before)
 	asked := withBothResolvers(want.asked)
-	asker := s.runPod(s.askerSpec("asker", asked))
-	tl := &timeline{log: &askerLog{s: s, pod: asker.Name, offset: map[string]int{}}, tr: tr, queries: asked,
-		wire: s.captureAskersDNS(asker, netip.MustParseAddr(node.ClusterDNS)), endpoints: endpoints}
-	tl.log.readPast(time.Time{})
-	tl.at = slices.MinFunc(tl.log.all, func(a, b lookup) int { return cmp.Compare(a.At, b.At) }).asked()
+	tl := s.startTimeline(s.askerSpec("asker", asked), tr, asked, endpoints, netip.MustParseAddr(node.ClusterDNS))
 	// timelines are the askers' timelines: the asker's, from the start,
 	// and from the forwarded zone's steps on, the clusterset asker's.
 	timelines := []*timeline{tl}
