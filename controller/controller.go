@@ -143,6 +143,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		c.mu.Lock()
 		c.leading = false
 		c.mu.Unlock()
+		c.forgetManaged()
 	}()
 	c.log.Info("waiting for the feeds to list")
 	if !waitFor(ctx, c.HasSynced) {

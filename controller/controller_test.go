@@ -654,3 +654,39 @@ func TestWritesCarryTheFieldManager(t *testing.T) {
 		}
 	}
 }
+
+// A term of leadership that ends (a lost Lease: the replica stands by with
+// its feeds running) takes its gauges with it: check reads the largest
+// replica's as the leader's, and a former leader's would outlive every
+// deletion made since by the next one. The next term reports again.
+func TestTheGaugesEndWithTheTerm(t *testing.T) {
+	east := mirror("db", "east")
+	client := fake.NewClientset(east, memberSlice(east, "db-0", "192.0.2.10"))
+	m := metrics.New()
+	ctrl := newController(t, client, record.NewFakeRecorder(100), m)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ctrl.Start(ctx)
+	e := &env{t: t, client: client, metrics: m, ctrl: ctrl}
+	gauges := func(globals, endpoints float64) func() error {
+		return func() error {
+			if g, n := testutil.ToFloat64(m.Globals), testutil.ToFloat64(m.Endpoints); g != globals || n != endpoints {
+				return fmt.Errorf("globals = %v, endpoints = %v, want %v and %v", g, n, globals, endpoints)
+			}
+			return nil
+		}
+	}
+	for term := range 2 {
+		termCtx, endTerm := context.WithCancel(ctx)
+		ran := make(chan error, 1)
+		go func() { ran <- ctrl.Run(termCtx, 1) }()
+		e.eventually(fmt.Sprintf("term %d: the global counted", term), gauges(1, 1))
+		endTerm()
+		if err := <-ran; err != nil {
+			t.Fatalf("term %d: Run = %v", term, err)
+		}
+		if err := gauges(0, 0)(); err != nil {
+			t.Errorf("term %d over, standing by: %v", term, err)
+		}
+	}
+}

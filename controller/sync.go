@@ -126,6 +126,19 @@ func (c *Controller) setManaged(key source.Key, endpoints int, exists bool) {
 	c.metrics.Endpoints.Set(float64(c.managedEndpoints))
 }
 
+// forgetManaged zeroes the gauges as a term of leadership ends, its
+// workers stopped: a standby manages nothing, and a replica that led
+// before must not go on reporting what it wrote then (check reads the
+// largest of the replicas' gauges as the leader's).
+func (c *Controller) forgetManaged() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.managed)
+	c.managedEndpoints = 0
+	c.metrics.Globals.Set(0)
+	c.metrics.Endpoints.Set(0)
+}
+
 // onOwnedSlice queues the base of a global slice that changed in a way this
 // controller did not cause (a user's edit or deletion, or a write it lost
 // track of); echoes of its own writes are filtered by the tracker, except for

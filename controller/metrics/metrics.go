@@ -58,7 +58,7 @@ func New() *Metrics {
 			Help:    "Time to sync one base service, API writes included.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
-		Globals:   gauge("globals", "Global Services this controller manages."),
+		Globals:   gauge("globals", "Global Services this controller manages as leader (0 on a standby)."),
 		Endpoints: gauge("endpoints", "Endpoints written into the EndpointSlices of the managed global Services."),
 		APIWrites: counterVec("api_writes_total",
 			"Write requests sent for global objects, by resource (services, endpointslices) and verb (create, update, delete).", "resource", "verb"),
