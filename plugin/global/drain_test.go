@@ -14,18 +14,21 @@ import (
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
 // startLinked starts the plugin of stanza on objs and an API server that
-// serves Linkerd's Links, links.
-func startLinked(t *testing.T, stanza string, links []runtime.Object, objs ...runtime.Object) *Global {
+// serves Linkerd's Links, links (whose client it returns, to edit them).
+func startLinked(t *testing.T, stanza string, links []runtime.Object, objs ...runtime.Object) (*Global, *dynamicfake.FakeDynamicClient) {
 	t.Helper()
 	cfg := configFrom(t, stanza)
 	client := fake.NewClientset(objs...)
 	fixture.ServeLinks(client)
-	src, err := source.New(source.Config{Client: client, APIs: fakeapi.For(client), Links: fixture.LinkClient(links...), Namespaces: cfg.namespaces,
+	meta := fixture.LinkClient(links...)
+	src, err := source.New(source.Config{Client: client, APIs: fakeapi.For(client), Links: meta, Namespaces: cfg.namespaces,
 		Suffix: cfg.suffix, LocalSelector: cfg.localSelector, NoUIDs: true})
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +39,7 @@ func startLinked(t *testing.T, stanza string, links []runtime.Object, objs ...ru
 	stopped := g.ctrl.start(ctx)
 	t.Cleanup(func() { cancel(); <-stopped })
 	waitFor(t, 10*time.Second, "index built", g.ctrl.ready)
-	return g
+	return g, meta
 }
 
 // TestDrainLevels: east drained at each level, through its Link, in every
@@ -114,7 +117,7 @@ func TestDrainLevels(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := startLinked(t, stanza, tc.links, tc.world...)
+			g, _ := startLinked(t, stanza, tc.links, tc.world...)
 			if len(tc.links) > 0 {
 				waitFor(t, 5*time.Second, "drains read", func() bool { return len(g.ctrl.src.Drains().Clusters) > 0 })
 			}
@@ -122,6 +125,65 @@ func TestDrainLevels(t *testing.T) {
 				eventually(t, g, q.name, q.qtype, q.want)
 			}
 		})
+	}
+}
+
+// A process that started while Linkerd's gateway was in db-east answers
+// east's pods from their endpoint mirrors (source/rewrite.go); a drain of
+// east through its Link takes them out of the views and an undrain puts
+// them back, as for pods Linkerd wrote.
+func TestADrainOfAMirrorRebuiltFromItsEndpointMirrors(t *testing.T) {
+	const (
+		cs     = "db.ns.svc.clusterset.local."
+		east0  = "db-0.east." + cs
+		stanza = "global {\n clusterset home\n}"
+	)
+	var world []runtime.Object
+	for _, o := range testWorld() {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok && s.Name == "db-east-1" {
+			// Linkerd's gateway alone, without a hostname, where the pods were.
+			s.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.254"}}}
+		}
+		world = append(world, o)
+	}
+	for i, ip := range []string{"192.0.2.10", "192.0.2.11"} {
+		svc, sl := fixture.EndpointMirror("ns", "db-"+strconv.Itoa(i)+"-east", "east", "db-east", true)
+		svc.Spec.ClusterIP = ip
+		world = append(world, svc, sl)
+	}
+	g, meta := startLinked(t, stanza, []runtime.Object{fixture.Link("east", "", time.Now())}, world...)
+	links := meta.Resource(fixture.LinkGVR).Namespace("linkerd-multicluster")
+	rv := 1
+	drain := func(level string) {
+		t.Helper()
+		link := fixture.Link("east", level, time.Now())
+		rv++
+		link.SetResourceVersion(strconv.Itoa(rv))
+		if _, err := links.Update(t.Context(), link, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := g.ctrl.src.Held() // db-east's, and the test world's unnamed mirrors'
+	undrained := func(when string) {
+		t.Helper()
+		eventually(t, g, cs, dns.TypeA, "NOERROR 192.0.2.1,192.0.2.10,192.0.2.11,192.0.2.22")
+		eventually(t, g, east0, dns.TypeA, "NOERROR 192.0.2.10")
+		eventually(t, g, "db-1-east."+dbGlobal, dns.TypeA, "NOERROR 192.0.2.11")
+		if now := g.ctrl.src.Held(); now != held {
+			t.Errorf("%s: %d headless mirrors held, %d at the start", when, now, held)
+		}
+	}
+	undrained("started during the rewrite")
+	for _, level := range []string{"shared", "all"} {
+		drain(level)
+		eventually(t, g, cs, dns.TypeA, "NOERROR 192.0.2.1,192.0.2.22")
+		want := "NOERROR 192.0.2.10" // a pod's own name answers through a shared drain
+		if level == "all" {
+			want = "NXDOMAIN +soa"
+		}
+		eventually(t, g, east0, dns.TypeA, want)
+		drain("")
+		undrained("undrained from " + level)
 	}
 }
 
