@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/mirrorsim"
 	"github.com/miekg/dns"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -33,7 +36,7 @@ func testDrain(t *testing.T, env *localkube.Env) {
 	w.Link(w.east)
 	ctx := t.Context()
 	local := w.Workload(w.Source, "db", 1, "192.0.2.96/27")
-	w.Workload(w.east, "db", 2, "198.51.100.192/26")
+	remote := w.Workload(w.east, "db", 2, "198.51.100.192/26")
 	w.startController()
 	w.startCoreDNS(linkerdCorefile)
 	db, pod0 := w.FQDN("db-global"), "db-0-east."+w.FQDN("db-global")
@@ -115,4 +118,47 @@ func testDrain(t *testing.T, env *localkube.Env) {
 	if diff := mapDiff(w.answers(w.kube, qs), w.answers(w.global, qs)); diff != "" {
 		t.Errorf("undrained, the stock plugin over the controller's slices (-) and the global plugin (+) differ:\n%s", diff)
 	}
+
+	// Linkerd's gateway in db-east (east's Service annotated, as Argo CD
+	// does), and a CoreDNS started while it is there: it never saw east's
+	// pods named and answers them from their endpoint mirrors. A drain
+	// takes them out of the shared names of both views and an undrain puts
+	// them back, as for pods Linkerd wrote.
+	if err := remote.Annotate(ctx, "argocd.argoproj.io/tracking-id", "drain:/Service:drain/db"); err != nil {
+		t.Fatal(err)
+	}
+	w.Eventually("Linkerd's gateway alone in db-east", func(ctx context.Context) string {
+		list, err := w.Source.Client.DiscoveryV1().EndpointSlices(w.NS).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=db-east"})
+		if err != nil {
+			return err.Error()
+		}
+		if len(list.Items) != 1 || len(list.Items[0].Endpoints) != 1 || list.Items[0].Endpoints[0].Hostname != nil {
+			return fmt.Sprintf("%d slices, not one of the gateway alone", len(list.Items))
+		}
+		return ""
+	})
+	w.dns.Stop()
+	w.startCoreDNS(clustersetCorefile)
+	cs, cs0 := "db."+w.NS+".svc.clusterset.local.", "db-0.east.db."+w.NS+".svc.clusterset.local."
+	eastPod0 := dnsq.NoError(w.ClusterIP("db-0-east"))
+	for _, step := range []struct {
+		what  string
+		level *aggregate.Drain // nil: as it is
+		want  string
+	}{
+		{"started during Linkerd's rewrite", nil, everyone},
+		{"drained (shared)", new(aggregate.DrainShared), localOnly},
+		{"undrained", new(aggregate.NotDrained), everyone},
+	} {
+		if step.level != nil {
+			drain(*step.level)
+		}
+		w.await("db-global, "+step.what, w.global, db, dns.TypeA, step.want)
+		w.await("the clusterset name, "+step.what, w.global, cs, dns.TypeA, step.want)
+		w.await("db-0-east, "+step.what, w.global, pod0, dns.TypeA, eastPod0)
+		w.await("db-0.east in the clusterset, "+step.what, w.global, cs0, dns.TypeA, eastPod0)
+	}
 }
+
+// clustersetCorefile is linkerdCorefile with the clusterset view.
+var clustersetCorefile = strings.Replace(linkerdCorefile, "        ttl 1\n", "        ttl 1\n        clusterset home\n", 1)
