@@ -393,7 +393,7 @@ func toChart(target string, ips []string) bool {
 // imports (AKS's coredns-custom, which AKS leaves alone), else in the
 // Corefile's ConfigMap cm.
 func serverBlockHint(cm, corefile string, pf *podFiles, r route, zone, port, ip string) string {
-	block := fmt.Sprintf("%s:%s {\n    errors\n    forward . %s\n}", zone, port, ip)
+	block := fmt.Sprintf("%s:%s {\n    errors\n    forward . %s {\n        force_tcp\n    }\n}", zone, port, ip)
 	ns, name, _ := strings.Cut(cm, "/")
 	switch custom := serverImports(corefile, pf); {
 	case r.exact:

@@ -32,7 +32,7 @@ const forwardedCorefile = fixture.ForwardedCorefile
 var stockCorefile = strings.Replace(corefile, "    global cluster.local {\n        ttl 5\n    }\n", "", 1)
 
 // forwardBlock is the server block the chart's NOTES print for CoreDNS.
-const forwardBlock = "clusterset.local:53 {\n    errors\n    forward . " + chartIP + "\n}\n"
+const forwardBlock = "clusterset.local:53 {\n    errors\n    forward . " + chartIP + " {\n        force_tcp\n    }\n}\n"
 
 // configMap is a ConfigMap of ns with data (key, value, ...).
 func configMap(ns, name string, data ...string) *corev1.ConfigMap {
@@ -212,6 +212,10 @@ func TestTheForwardingIsJudgedAsTheClusterDNSRoutesTheZone(t *testing.T) {
 		{name: "a server block in the Corefile", level: OK,
 			objs: append(clusterDNS(kubeadmPod(false)), configMap("kube-system", "coredns", "Corefile", stockCorefile+forwardBlock)),
 			says: "kube-system/coredns: server block clusterset.local:53 forwards clusterset.local " + to},
+		{name: "a server block without forward's options", level: OK,
+			objs: append(clusterDNS(kubeadmPod(false)), configMap("kube-system", "coredns", "Corefile",
+				stockCorefile+"clusterset.local:53 {\n    forward . "+chartIP+"\n}\n")),
+			says: "server block clusterset.local:53 forwards clusterset.local " + to},
 		{name: "its forward's address by scheme and port", level: OK,
 			objs: append(clusterDNS(kubeadmPod(false)), configMap("kube-system", "coredns", "Corefile",
 				stockCorefile+strings.Replace(forwardBlock, "forward . "+chartIP, "forward clusterset.local dns://"+chartIP+":53", 1))),

@@ -121,7 +121,7 @@ func TestTheForwardingToTheChartsCoreDNSIsJudged(t *testing.T) {
 	r := rs["zone forwarded"]
 	if r.ID != "dns-forwarding" || r.Result != cli.Error ||
 		r.Detail != dnsNS+"/coredns: server block .:53 forwards clusterset.local to /etc/resolv.conf, not to "+chart ||
-		!strings.HasSuffix(r.Hint, ":\nclusterset.local:53 {\n    errors\n    forward . "+ip+"\n}") {
+		!strings.HasSuffix(r.Hint, ":\nclusterset.local:53 {\n    errors\n    forward . "+ip+" {\n        force_tcp\n    }\n}") {
 		t.Fatalf("not forwarded: %s %s: %s\n    hint: %s", r.ID, r.Result, r.Detail, r.Hint)
 	}
 	// The checks of the plugin's DNS judge the chart's CoreDNS, not the

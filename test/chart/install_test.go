@@ -189,8 +189,8 @@ func TestInstall(t *testing.T) {
 			"IP=$(kubectl -n " + helmtest.Namespace + " get service " + svc + " -o jsonpath='{.spec.clusterIP}')",
 			// AKS: a *.server key of coredns-custom, which its Corefile imports.
 			`kubectl -n kube-system patch configmap coredns-custom --type merge \` + "\n" +
-				`    -p "{\"data\":{\"globalmirror.server\":\"clusterset.local:53 {\\n    errors\\n    forward . $IP\\n}\\n\"}}"`,
-			"  clusterset.local:53 {\n      errors\n      forward . <IP>\n  }\n",
+				`    -p "{\"data\":{\"globalmirror.server\":\"clusterset.local:53 {\\n    errors\\n    forward . $IP {\\n        force_tcp\\n    }\\n}\\n\"}}"`,
+			"  clusterset.local:53 {\n      errors\n      forward . <IP> {\n          force_tcp\n      }\n  }\n",
 			`{"clusterset.local": ["<IP>"]}`,
 			"kube-dns's stubDomains",
 		} {

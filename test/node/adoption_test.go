@@ -548,7 +548,8 @@ func TestAdoptionOnANode(t *testing.T) {
 	// forwards the clusterset zone to the chart's CoreDNS, a DNS of its
 	// own, through the server block the chart's NOTES print; the
 	// clusterset asker asks its names through the cluster DNS. Then that
-	// DNS reloads an edited Corefile, and the zone is backed out. Without the fleet: kubeadm's stock CoreDNS,
+	// DNS reloads an edited Corefile, is rolled and evicted, and the zone
+	// is backed out. Without the fleet: kubeadm's stock CoreDNS,
 	// reloading its Corefile at 18,000 mirrored endpoints, serves SERVFAIL
 	// once its kubernetes plugin's 5 s startup_timeout passes before the
 	// new instance has listed them (a CI run saw 470 lookups fail so).
@@ -591,12 +592,30 @@ func TestAdoptionOnANode(t *testing.T) {
 			t.Errorf("the edit replaced or restarted CoreDNS's pods: %s, now %s", podNames(pods), podNames(now))
 		}
 	})
-	// Not here: the forwarded zone's CoreDNS rolled or evicted. A pod's end
-	// cost one lookup in two runs 2 s through kubeadm's forward: its pooled
-	// UDP socket to the Service's ClusterIP keeps a conntrack entry to the
-	// ending pod, kube-proxy deletes it when the pod stops serving, and an
-	// answer crossing that moment is dropped until forward's 2 s read
-	// timeout (DESIGN.md, "Clusters whose DNS you cannot replace").
+	// The forwarded zone's CoreDNS rolled, then a pod of it evicted: the
+	// block the NOTES print forwards over TCP (force_tcp), so an ending pod
+	// closes its connections and kubeadm's forward asks again on another.
+	step("5. a rolling restart of the forwarded zone's CoreDNS", strict, func() {
+		old := s.forwardedPods()
+		began := time.Now()
+		s.restart(forwardedRelease.namespace, forwardedRelease.deployment("coredns"))
+		s.waitReplaced(forwardedRelease, "coredns", old)
+		t.Logf("forwarded zone: rolling restart: %s", s.rolloutTimes(forwardedRelease, "coredns", began))
+		s.awaitAnswering(s.forwardedPods(), zoneService)
+	})
+	step("5. one of the forwarded zone's CoreDNS pods evicted", strict, func() {
+		pods := s.forwardedPods()
+		s.awaitDisruptionAllowed(forwardedRelease)
+		s.evict(pods[0], true)
+		s.waitReplaced(forwardedRelease, "coredns", pods[:1])
+		s.awaitAnswering(s.forwardedPods(), zoneService)
+	})
+	// Not here yet: a drain through the forward. In the one run that had
+	// it after this roll and eviction, east's pods left the clusterset
+	// service's name and SRV at the drain and had not come back 3 minutes
+	// after the undrain, their own names answering (the shared drain's
+	// state, kept); the plugin's unit test and the e2e drain test of a
+	// process started during Linkerd's gateway rewrite do not reproduce it.
 	step("5. back out: the forwarding taken out of kubeadm's Corefile", reloads, func() {
 		ztr.now(zone.before)
 		s.setCorefile(kubeadmCorefile, false)
