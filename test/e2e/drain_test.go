@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -14,8 +13,8 @@ import (
 	"github.com/globalmirror/globalmirror/test/dnsq"
 	"github.com/globalmirror/globalmirror/test/localkube"
 	"github.com/globalmirror/globalmirror/test/mirrorsim"
+	"github.com/globalmirror/globalmirror/test/scenario"
 	"github.com/miekg/dns"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -128,14 +127,7 @@ func testDrain(t *testing.T, env *localkube.Env) {
 		t.Fatal(err)
 	}
 	w.Eventually("Linkerd's gateway alone in db-east", func(ctx context.Context) string {
-		list, err := w.Source.Client.DiscoveryV1().EndpointSlices(w.NS).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=db-east"})
-		if err != nil {
-			return err.Error()
-		}
-		if len(list.Items) != 1 || len(list.Items[0].Endpoints) != 1 || list.Items[0].Endpoints[0].Hostname != nil {
-			return fmt.Sprintf("%d slices, not one of the gateway alone", len(list.Items))
-		}
-		return ""
+		return scenario.GatewayAlone(ctx, w.Source.Client, w.NS, "db-east")
 	})
 	w.dns.Stop()
 	w.startCoreDNS(clustersetCorefile)

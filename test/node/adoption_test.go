@@ -19,7 +19,6 @@ import (
 	"github.com/globalmirror/globalmirror/test/scenario"
 	"github.com/globalmirror/globalmirror/test/workload"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -454,14 +453,7 @@ func TestAdoptionOnANode(t *testing.T) {
 		tr.now(want.reverse)
 		s.must(remoteDB[0].Annotate(ctx, "argocd.argoproj.io/tracking-id", ns+":/Service:"+ns+"/db"))
 		s.eventually("Linkerd's gateway in db-east", func(ctx context.Context) string {
-			list, err := s.c.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=db-east"})
-			if err != nil {
-				return err.Error()
-			}
-			if len(list.Items) != 1 || len(list.Items[0].Endpoints) != 1 || list.Items[0].Endpoints[0].Hostname != nil {
-				return fmt.Sprintf("db-east's slices are %d, not one of the gateway alone", len(list.Items))
-			}
-			return ""
+			return scenario.GatewayAlone(ctx, s.c, ns, "db-east")
 		})
 		time.Sleep(3 * time.Second)
 		s.awaitAnswers("client", want.reverse)

@@ -414,11 +414,10 @@ func (a *askerLog) judge(tr *truth, lag func(query string) time.Duration, wire *
 		case !right && byOneRetry && lost != nil && excuse(refused, "refused, its retry lost", &t.Refused, desc):
 		case right && byOneRetry && excuse(orphaned, orphanedAnswer, &t.Orphaned, desc):
 		case right && byOneRetry && excuse(lost, "query lost", &t.Lost, desc):
-		case l.Err != "" && excuse(closed, closedByReload, &t.Closed, desc):
 		// glibc's TCP search ends in not found, rather than failed, where
 		// the close cost its first name its answers: no record, and proven
 		// the same way.
-		case !right && l.NotFound && len(l.Records) == 0 && excuse(closed, closedByReload, &t.Closed, desc):
+		case (l.Err != "" || !right && l.NotFound && len(l.Records) == 0) && excuse(closed, closedByReload, &t.Closed, desc):
 		case l.Err != "":
 			t.Failed++
 			sample(l, "failed: "+desc+": "+l.Err)

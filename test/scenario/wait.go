@@ -50,6 +50,21 @@ func GlobalService(ctx context.Context, c kubernetes.Interface, ns, name string,
 	return ""
 }
 
+// GatewayAlone says how headless mirror `mirror` in ns falls short of what
+// Linkerd leaves in it after an update of the exported Service: one slice
+// holding one endpoint, its gateway, without a hostname; "" once it is so.
+// It is a check for await.Poll.
+func GatewayAlone(ctx context.Context, c kubernetes.Interface, ns, mirror string) string {
+	list, err := c.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + mirror})
+	if err != nil {
+		return err.Error()
+	}
+	if len(list.Items) != 1 || len(list.Items[0].Endpoints) != 1 || list.Items[0].Endpoints[0].Hostname != nil {
+		return fmt.Sprintf("%s's slices are %d, not one of Linkerd's gateway alone", mirror, len(list.Items))
+	}
+	return ""
+}
+
 // AwaitAnswer waits until name/qtype asked of addr over network sums up
 // (dnsq.Summary) to want, and fails after timeout with the last answer.
 func AwaitAnswer(ctx context.Context, network, addr, name string, qtype uint16, want string, timeout, interval time.Duration) error {
