@@ -67,7 +67,7 @@ request.
 
 // grace is how long past --timeout a command waits for what is still
 // running to end by the timeout (each request has it too) before it reports
-// without it: --timeout holds to within a second.
+// without it: the command ends at --timeout, whatever it waits for.
 const grace = 300 * time.Millisecond
 
 // retryEvery is how often check --wait runs the checks again.
