@@ -219,13 +219,6 @@ func (l *linkFeed) unreadableFor(why error) {
 	}
 }
 
-// readable records that the Links are read again.
-func (l *linkFeed) readable() {
-	if l.why.Swap(nil) != nil {
-		l.s.tellDrains()
-	}
-}
-
 // listAndWatch lists the Links, replacing every drain, then applies their
 // changes until the watch ends.
 func (l *linkFeed) listAndWatch(ctx context.Context) error {
@@ -249,7 +242,11 @@ func (l *linkFeed) listAndWatch(ctx context.Context) error {
 	l.replace(list.Items)
 	l.listed = true
 	l.synced.Store(true)
-	l.readable()
+	// replace told the handlers while the Links were not yet synced ("not
+	// listed yet"): told again, they see them readable from this list on,
+	// not only from the next Link change.
+	l.why.Store(nil)
+	l.s.tellDrains()
 	w, err := res.Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion(), AllowWatchBookmarks: true})
 	if err != nil {
 		return err

@@ -245,6 +245,14 @@ func TestTheDrainsSayWhetherLinksAreReadable(t *testing.T) {
 	eventually(t, "the handler told", func() bool { d := rec.lastDrains(); return d != nil && d.LinksReadable && len(d.Clusters) == 1 })
 }
 
+// Links read at the first list, none drained: the handlers are told they
+// are readable then, not at the next Link change (a node's pods said "not
+// listed yet", links_readable 0, until the first drain).
+func TestTheFirstListTellsTheLinksReadable(t *testing.T) {
+	_, rec := startWithLinks(t, true, newMeta(link("east", "", time.Now())))
+	eventually(t, "the handler told readable", func() bool { d := rec.lastDrains(); return d != nil && d.LinksReadable && len(d.Clusters) == 0 })
+}
+
 // A member service's own drain (a local service's, or one Linkerd copied
 // onto a headless mirror) is a drain in force, counted with its time: the
 // annotation's manager's, kept while its level stays.
