@@ -5,6 +5,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -15,10 +17,15 @@ import (
 
 	"github.com/globalmirror/globalmirror/test/await"
 	"github.com/globalmirror/globalmirror/test/bench"
+	"github.com/globalmirror/globalmirror/test/dnsq"
+	"github.com/globalmirror/globalmirror/test/fixture"
 	"github.com/globalmirror/globalmirror/test/helmtest"
 	"github.com/globalmirror/globalmirror/test/node"
+	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
 )
 
 // The forwarded zone is the way in for clusters whose DNS you cannot
@@ -46,10 +53,12 @@ func clustersetName(name, namespace string) string {
 
 // zoneExpectations are the clusterset asker's queries and the answers the
 // cluster gives them: before the zone is forwarded (every name NXDOMAIN, from
-// the node's upstream), and once it is.
+// the node's upstream), once it is, and with east drained at the shared
+// level (east's pods out of the service's name and SRV, their own names
+// answering).
 type zoneExpectations struct {
-	asked             []string // TYPE/NAME
-	before, forwarded answers
+	asked                      []string // TYPE/NAME
+	before, forwarded, drained answers
 }
 
 // fleetClusterset is the clusterset name of the fleet's last global's base.
@@ -69,13 +78,22 @@ func (e expectations) zone() zoneExpectations {
 		}
 		return host + "." + cluster + "." + service + "."
 	}
-	var all, srv []string
+	var all, undrained, srv, undrainedSRV []string
 	for global, addr := range e.podNames {
 		all = append(all, addr)
-		srv = append(srv, "0 "+weight(len(e.podNames))+" 5432 "+perPod(global))
+		if !strings.HasSuffix(global, "-east") {
+			undrained = append(undrained, addr)
+		}
 	}
-	slices.Sort(all)
-	slices.Sort(srv)
+	for global := range e.podNames {
+		srv = append(srv, "0 "+weight(len(all))+" 5432 "+perPod(global))
+		if !strings.HasSuffix(global, "-east") {
+			undrainedSRV = append(undrainedSRV, "0 "+weight(len(undrained))+" 5432 "+perPod(global))
+		}
+	}
+	for _, s := range [][]string{all, undrained, srv, undrainedSRV} {
+		slices.Sort(s)
+	}
 	mirrored, local := perPod("db-0-east"), perPod("db-1")
 	srvName, nope := "SRV/_db._tcp."+service+".", "SRV/"+clustersetName("nope", ns)+"."
 	z := zoneExpectations{
@@ -84,6 +102,7 @@ func (e expectations) zone() zoneExpectations {
 		asked:     []string{"host/" + service, "host/" + mirrored, "host/" + local, srvName, nope, "host/" + fleetClusterset},
 		before:    answers{},
 		forwarded: answers{},
+		drained:   answers{},
 	}
 	for _, lib := range []string{"glibc", "go"} {
 		q := func(query string) string { return lib + "/" + query }
@@ -98,6 +117,13 @@ func (e expectations) zone() zoneExpectations {
 		z.forwarded[q(srvName)] = result{Records: srv}
 		z.forwarded[q(nope)] = nxdomain
 		z.forwarded[q("host/"+fleetClusterset)] = result{NotFound: true}
+	}
+	// Once both libraries' are in: copied in the loop, the second's copy
+	// would undo the first's drained answers.
+	maps.Copy(z.drained, z.forwarded)
+	for _, lib := range []string{"glibc", "go"} {
+		z.drained[lib+"/host/"+service] = result{Records: undrained}
+		z.drained[lib+"/"+srvName] = result{Records: undrainedSRV}
 	}
 	return z
 }
@@ -212,3 +238,51 @@ func notesBlock(t interface{ Fatalf(string, ...any) }, notes string) string {
 
 // forwardedPods are forwardedRelease's CoreDNS pods.
 func (s *install) forwardedPods() []corev1.Pod { return forwardedRelease.podsOf(s, "coredns") }
+
+// awaitForwardedAnswers is awaitAnswers of the client pod through the
+// forward; where the answers never come, it first logs what each of the
+// forwarded zone's pods holds (its answer, its drain gauges, what it
+// logged), the Links and east's mirror, so that a failure says which pod
+// kept what.
+func (s *install) awaitForwardedAnswers(want answers, service string) {
+	s.t.Helper()
+	if !s.answered("client", want) {
+		s.logForwardedState(service)
+		s.awaitAnswers("client", want) // fails, saying what is wrong, unless it came since
+	}
+}
+
+// logForwardedState logs what each forwarded pod answers for service and
+// what its drain gauges and log say, with the Links' and db-east's drain
+// annotations.
+func (s *install) logForwardedState(service string) {
+	s.t.Helper()
+	for _, p := range s.forwardedPods() {
+		r, err := dnsq.Ask("tcp", net.JoinHostPort(p.Status.PodIP, "53"), service, dns.TypeA, 0)
+		s.t.Logf("forwarded pod %s (%s): %s A: %v %v", p.Name, p.Status.PodIP, service, r, err)
+		if m, err := s.podMetrics(p); err == nil {
+			s.t.Logf("  drained clusters shared %v all %v; drained services shared %v all %v; links readable %v",
+				m.Sum("coredns_global_drained_clusters", `level="shared"`), m.Sum("coredns_global_drained_clusters", `level="all"`),
+				m.Sum("coredns_global_drained_services", `level="shared"`), m.Sum("coredns_global_drained_services", `level="all"`),
+				m.Sum("coredns_global_links_readable"))
+		} else {
+			s.t.Logf("  metrics: %v", err)
+		}
+		raw, err := s.c.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr.To[int64](60), Timestamps: true}).DoRaw(s.ctx)
+		s.t.Logf("  log (%v):\n%s", err, raw)
+	}
+	dc, err := dynamic.NewForConfig(s.config)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if l, err := dc.Resource(fixture.LinkGVR).List(s.ctx, metav1.ListOptions{}); err == nil {
+		for _, link := range l.Items {
+			s.t.Logf("Link %s/%s: annotations %v", link.GetNamespace(), link.GetName(), link.GetAnnotations())
+		}
+	} else {
+		s.t.Logf("Links: %v", err)
+	}
+	if svc, err := s.c.CoreV1().Services(ns).Get(s.ctx, "db-east", metav1.GetOptions{}); err == nil {
+		s.t.Logf("db-east: annotations %v", svc.Annotations)
+	}
+}

@@ -826,6 +826,11 @@ type expectations struct {
 	// pods out of db-global and its SRV records, their own names (and
 	// PTR) answering.
 	drained answers
+	// drainedStock is global with east drained at the shared level, as a
+	// stock CoreDNS answers it from the controller's slices: east's pods
+	// out of db-global and its SRV records, their own names not found
+	// (the slices have them not ready).
+	drainedStock answers
 	// podNames are the global per-pod names (db-1, db-0-east) and the
 	// address of each.
 	podNames map[string]string
@@ -929,8 +934,16 @@ func (s *install) expectations() expectations {
 		e.drained[lib+"/host/"+fqdn("db-global")] = result{Records: undrained}
 		e.drained[lib+"/SRV/_db._tcp.db-global"] = result{Records: undrainedSRV}
 	}
+	e.drainedStock = maps.Clone(e.global)
+	for _, lib := range []string{"glibc", "go"} {
+		e.drainedStock[lib+"/host/db-global"] = result{Records: undrained}
+		e.drainedStock[lib+"/host/"+fqdn("db-global")] = result{Records: undrained}
+		e.drainedStock[lib+"/SRV/_db._tcp.db-global"] = result{Records: undrainedSRV}
+		e.drainedStock[lib+"/host/db-0-east.db-global"] = result{NotFound: true}
+	}
 	// The fleet is not there until a step writes it.
 	e.before, e.global, e.reverse, e.drained = withFleet(e.before, 0), withFleet(e.global, 0), withFleet(e.reverse, 0), withFleet(e.drained, 0)
+	e.drainedStock = withFleet(e.drainedStock, 0)
 	return e
 }
 
@@ -957,27 +970,36 @@ func (s *install) checkResolvConf(pod string) {
 // right.
 func (s *install) awaitAnswers(pod string, want answers) {
 	s.t.Helper()
+	s.eventually("answers in pod "+pod, func(ctx context.Context) string { return s.wrongAnswers(ctx, pod, want) })
+}
+
+// answered says whether the pod's answers are right until readyTimeout.
+func (s *install) answered(pod string, want answers) bool {
+	return await.Poll(s.ctx, readyTimeout, 200*time.Millisecond, func(ctx context.Context) string { return s.wrongAnswers(ctx, pod, want) }) == nil
+}
+
+// wrongAnswers runs the queries of want in the pod once and says which
+// results are wrong ("" where none is).
+func (s *install) wrongAnswers(ctx context.Context, pod string, want answers) string {
 	queries := slices.Sorted(maps.Keys(want))
-	s.eventually("answers in pod "+pod, func(ctx context.Context) string {
-		out, err := s.node.Exec(ctx, ns, pod, append([]string{"resolve"}, queries...)...)
-		if err != nil {
-			return err.Error()
+	out, err := s.node.Exec(ctx, ns, pod, append([]string{"resolve"}, queries...)...)
+	if err != nil {
+		return err.Error()
+	}
+	var got []result
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		return fmt.Sprintf("%v: %s", err, out)
+	}
+	var wrong []string
+	for _, r := range got {
+		if w := want[r.Query]; !w.matches(r) {
+			wrong = append(wrong, fmt.Sprintf("%s: got %+v, want %+v", r.Query, r, w))
 		}
-		var got []result
-		if err := json.Unmarshal([]byte(out), &got); err != nil {
-			return fmt.Sprintf("%v: %s", err, out)
-		}
-		var wrong []string
-		for _, r := range got {
-			if w := want[r.Query]; !w.matches(r) {
-				wrong = append(wrong, fmt.Sprintf("%s: got %+v, want %+v", r.Query, r, w))
-			}
-		}
-		if len(wrong) > 0 || len(got) != len(queries) {
-			return fmt.Sprintf("%d of %d wrong:\n  %s", len(wrong), len(queries), strings.Join(wrong, "\n  "))
-		}
-		return ""
-	})
+	}
+	if len(wrong) > 0 || len(got) != len(queries) {
+		return fmt.Sprintf("%d of %d wrong:\n  %s", len(wrong), len(queries), strings.Join(wrong, "\n  "))
+	}
+	return ""
 }
 
 // expectLeader checks that one controller replica of r leads, through the
