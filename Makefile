@@ -90,7 +90,7 @@ took = $$(( $$(date +%s) - $(shell date +%s) ))s
 
 COMMANDS := $(BIN)/globalmirror-controller $(BIN)/coredns $(BIN)/globalmirror $(BIN)/localkube $(BIN)/mirrorsim
 
-.PHONY: all tools tools-compat node-tools node-images apt-deps image-deps build test test-node test-compat test-unit test-chart lint demo bench faults clean helm promtool image
+.PHONY: all tools tools-compat node-tools node-images apt-deps image-deps build test test-node test-compiled test-compat test-unit test-chart lint demo bench faults clean helm promtool image
 
 all: build
 
@@ -166,11 +166,32 @@ build:
 
 ## test: unit, integration and end-to-end tests against real control planes and a
 ## real CoreDNS, the images (built with podman) run as the chart runs them, and
-## the chart installed on a real node (test-node, first: it wants the machine to itself).
-test: test-node tools-compat promtool
-	$(GO) test -count=1 -timeout 45m $$($(GO) list ./... | grep -v '/test/node$$')
-	@echo ">> took $(took): the tests but the node's and the version matrix"
+## the chart installed on a real node (test-node, first). What the rest needs
+## built is built beside, in the idle scheduling class, so that it takes only
+## the CPU time the tests leave: the tests compiled and promtool beside the
+## node test, the other kube-apiservers beside the node test and then the Go
+## tests, each waited for where it is needed.
+test: tools node-tools build helm image-deps image node-images
+	@echo ">> beside, in the idle scheduling class: the tests compiled and promtool ($(BIN)/beside-go-tests.log), the other kube-apiservers ($(BIN)/beside-compat.log)"
+	@setsid $(IDLE) $(MAKE) --no-print-directory test-compiled promtool >$(BIN)/beside-go-tests.log 2>&1 & forgo=$$!; \
+	setsid $(IDLE) $(MAKE) --no-print-directory tools-compat >$(BIN)/beside-compat.log 2>&1 & forcompat=$$!; \
+	$(MAKE) --no-print-directory test-node || { kill -- -$$forgo -$$forcompat; exit 1; }; \
+	if ! wait $$forgo; then cat $(BIN)/beside-go-tests.log; kill -- -$$forcompat; exit 1; fi; grep '^>>' $(BIN)/beside-go-tests.log || true; \
+	$(GO) test -count=1 -timeout 45m $$($(GO) list ./... | grep -v '/test/node$$') || { kill -- -$$forcompat; exit 1; }; \
+	echo ">> took $(took): the tests but the version matrix"; \
+	if ! wait $$forcompat; then cat $(BIN)/beside-compat.log; exit 1; fi; grep '^>>' $(BIN)/beside-compat.log || true
 	$(MAKE) --no-print-directory test-compat
+
+# IDLE runs a command in the idle scheduling class (SCHED_IDLE: a CPU only
+# when nothing else wants it); chrt and setsid (each beside build a process
+# group of its own, ended whole where a test fails) are util-linux's.
+IDLE := chrt --idle 0
+
+## test-compiled: every test binary compiled and linked, none run (-exec
+## true): the build cache then holds what make test's go test compiles.
+test-compiled:
+	$(GO) test -count=1 -exec true $$($(GO) list ./... | grep -v '/test/node$$') >/dev/null
+	@echo ">> took $(took): the tests compiled"
 
 ## test-compat: what touches the API server the most, against each of
 ## KUBE_COMPAT_VERSIONS' kube-apiserver (the rest of the control plane stays

@@ -122,6 +122,11 @@ func (e *Env) startEtcd(bins binaries, dataDir string) (*envtest.Etcd, error) {
 	// until the API server compacts (every 5 minutes), so loading Linkerd's
 	// endpoint mirrors on 1.31 or 1.33 outgrows 2 GiB within minutes.
 	etcd.Configure().Set("quota-backend-bytes", strconv.FormatInt(8<<30, 10))
+	// No fsync: a test's etcd outlives no machine crash, and a write
+	// waiting on the disk (shared with the builds beside a test) only
+	// slows what the tests time. Its processes may still be killed: what
+	// they wrote is in the page cache.
+	etcd.Configure().Enable("unsafe-no-fsync")
 	e.mu.Lock()
 	e.closers = append(e.closers, out)
 	e.etcds = append(e.etcds, etcd) // before Start: a half-started etcd is stopped too
