@@ -180,9 +180,13 @@ test: tools node-tools build helm image-deps image node-images
 	if ! wait $$forgo; then cat $(BIN)/beside-go-tests.log; kill -- -$$forcompat; exit 1; fi; grep '^>>' $(BIN)/beside-go-tests.log || true; \
 	if ! wait $$forcompat; then cat $(BIN)/beside-compat.log; exit 1; fi; grep '^>>' $(BIN)/beside-compat.log || true
 	@echo ">> took $(took): the node test and what was built beside it"
-	$(GO) test -count=1 -timeout 45m $$($(GO) list ./... | grep -v '/test/node$$')
+	$(GO) test -count=1 -timeout 45m $(GO_TEST_PACKAGES)
 	@echo ">> took $(took): the tests but the version matrix"
 	$(MAKE) --no-print-directory test-compat
+
+# GO_TEST_PACKAGES are the packages make test's go test runs: all but the
+# node test, which runs first on its own.
+GO_TEST_PACKAGES = $$($(GO) list ./... | grep -v '/test/node$$')
 
 # IDLE runs a command in the idle scheduling class (SCHED_IDLE: a CPU only
 # when nothing else wants it); chrt and setsid (each beside build a process
@@ -195,7 +199,7 @@ unidle = for p in $$(pgrep -g $(1)); do chrt --other -p 0 $$p 2>/dev/null || tru
 ## test-compiled: every test binary compiled and linked, none run (-exec
 ## true): the build cache then holds what make test's go test compiles.
 test-compiled:
-	$(GO) test -count=1 -exec true $$($(GO) list ./... | grep -v '/test/node$$') >/dev/null
+	$(GO) test -count=1 -exec true $(GO_TEST_PACKAGES) >/dev/null
 	@echo ">> took $(took): the tests compiled"
 
 ## test-compat: what touches the API server the most, against each of

@@ -398,10 +398,7 @@ func TestAdoptionOnANode(t *testing.T) {
 			want answers
 		}{{[]string{"drain", "east"}, want.drained}, {[]string{"undrain", "east"}, want.reverse}} {
 			tr.now(d.want)
-			var wrote cli.Drained
-			if _, code, err := s.globalmirror(ctx, &wrote, d.args...); err != nil || code != 0 || !wrote.Written {
-				t.Fatalf("globalmirror %s: exit %d, %+v, %v", strings.Join(d.args, " "), code, wrote, err)
-			}
+			s.drain(d.args...)
 			time.Sleep(follows)
 			tr.settled()
 			s.awaitAnswers("client", d.want)
@@ -616,10 +613,7 @@ func TestAdoptionOnANode(t *testing.T) {
 		}{{[]string{"drain", "east"}, zone.drained, want.drainedStock}, {[]string{"undrain", "east"}, zone.forwarded, want.global}} {
 			ztr.now(d.zone)
 			tr.now(d.stock)
-			var wrote cli.Drained
-			if _, code, err := s.globalmirror(ctx, &wrote, d.args...); err != nil || code != 0 || !wrote.Written {
-				t.Fatalf("globalmirror %s: exit %d, %+v, %v", strings.Join(d.args, " "), code, wrote, err)
-			}
+			s.drain(d.args...)
 			time.Sleep(follows)
 			ztr.settled()
 			tr.settled()
@@ -677,6 +671,15 @@ func withLameduck(t *testing.T, corefile, d string) string {
 		t.Fatalf("kubeadm's Corefile has not one %q:\n%s", kubeadms, corefile)
 	}
 	return strings.Replace(corefile, kubeadms, "lameduck "+d, 1)
+}
+
+// drain runs globalmirror drain or undrain with args, which must write.
+func (s *install) drain(args ...string) {
+	s.t.Helper()
+	var wrote cli.Drained
+	if _, code, err := s.globalmirror(s.ctx, &wrote, args...); err != nil || code != 0 || !wrote.Written {
+		s.t.Fatalf("globalmirror %s: exit %d, %+v, %v", strings.Join(args, " "), code, wrote, err)
+	}
 }
 
 // awaitDisruptionAllowed waits until r's CoreDNS PodDisruptionBudget

@@ -248,7 +248,7 @@ func (s *install) awaitForwardedAnswers(want answers, service string) {
 	s.t.Helper()
 	if !s.answered("client", want) {
 		s.logForwardedState(service)
-		s.awaitAnswers("client", want) // fails, saying what is wrong, unless it came since
+		s.t.Fatalf("answers in pod client through the forward, not after %v: %s", readyTimeout, s.wrongAnswers(s.ctx, "client", want))
 	}
 }
 
