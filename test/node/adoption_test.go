@@ -324,7 +324,7 @@ func TestAdoptionOnANode(t *testing.T) {
 		helmtest.Must(t, "upgrade", dnsRelease.name, helmtest.ChartDir, "--namespace", dnsRelease.namespace, "--kubeconfig", s.kubeconfig,
 			"--reuse-values", "--set", "coredns.resources.limits.memory="+fleetMemoryLimit)
 		s.waitReplaced(dnsRelease, "coredns", old)
-		fleetChanging(tr, want.reverse)
+		fleetChanging(tr, want.reverse, withFleet)
 		s.writeFleet(dnsRelease.podsOf(s, "coredns"), fleetLastGlobal)
 		tr.now(withFleet(want.reverse, allClusters))
 		tr.settled()
@@ -373,7 +373,7 @@ func TestAdoptionOnANode(t *testing.T) {
 		}
 	})
 	step("the 18,000 mirrored endpoints deleted", strict, func() {
-		fleetChanging(tr, want.reverse)
+		fleetChanging(tr, want.reverse, withFleet)
 		s.deleteFleet()
 		tr.now(want.reverse)
 		tr.settled()
@@ -455,6 +455,30 @@ func TestAdoptionOnANode(t *testing.T) {
 		time.Sleep(3 * time.Second)
 		s.awaitAnswers("client", want.reverse)
 	})
+	// East's gateway fails its probes, then passes them again: Linkerd
+	// marks east's endpoint mirrors not ready, then repairs them (its
+	// gateway still in db-east). East's pods leave every answer, their own
+	// names NXDOMAIN and their PTR the kubernetes plugin's, then come
+	// back, each answer as promptly as a drain's: but for that PTR, which
+	// CoreDNS's cache keeps for the kubernetes plugin's TTL once east is
+	// back. Linkerd marks and repairs the endpoint mirrors one by one, so
+	// the shared names pass through each state between (a run saw one).
+	step("east's gateway down, then back", strict, func() {
+		for _, g := range []struct {
+			alive   bool
+			want    answers
+			follows time.Duration
+		}{{false, want.gatewayDown, time.Second + editedTTL*time.Second}, {true, want.reverse, time.Second + kubernetesTTL}} {
+			for _, b := range between(want.reverse, want.gatewayDown) {
+				tr.now(b)
+			}
+			tr.now(g.want)
+			s.must(world.Sim.SetGatewayAlive("east", g.alive))
+			time.Sleep(g.follows)
+			tr.settled()
+			s.awaitAnswers("client", g.want)
+		}
+	})
 	// globalmirror check, each of its failures made by breaking one thing,
 	// then healed; every other check stays ✔.
 	step("checked: the controller stopped, then a global's slice deleted (the plugin answers)", strict, func() {
@@ -513,6 +537,11 @@ func TestAdoptionOnANode(t *testing.T) {
 	// uninstalled; kube-dns stays (helm's keep policy), its ClusterIP with it.
 	step("back out: kubeadm's CoreDNS scaled back to 2", strict, func() {
 		tr.now(want.global)
+		// Step 5 writes the fleet again: kubeadm's CoreDNS holds it too
+		// (its kubernetes plugin lists every Service and slice), past its
+		// 170Mi, as any cluster DNS of a cluster that size would. Set at
+		// no replica, it ends no pod.
+		s.setKubeadmMemoryLimit(fleetMemoryLimit)
 		s.scale(metav1.NamespaceSystem, "coredns", 2)
 		s.awaitServing(s.podsBySelector(metav1.NamespaceSystem, "k8s-app=kube-dns"))
 	})
@@ -536,12 +565,15 @@ func TestAdoptionOnANode(t *testing.T) {
 	// 5. A cluster whose DNS you cannot replace: kubeadm's stock CoreDNS
 	// forwards the clusterset zone to the chart's CoreDNS, a DNS of its
 	// own, through the server block the chart's NOTES print; the
-	// clusterset asker asks its names through the cluster DNS. Then that
-	// DNS reloads an edited Corefile, is rolled and evicted, and the zone
-	// is backed out. Without the fleet: kubeadm's stock CoreDNS,
-	// reloading its Corefile at 18,000 mirrored endpoints, serves SERVFAIL
-	// once its kubernetes plugin's 5 s startup_timeout passes before the
-	// new instance has listed them (a CI run saw 470 lookups fail so).
+	// clusterset asker asks its names through the cluster DNS. Then the
+	// fleet is written, that DNS reloads an edited Corefile, is rolled and
+	// evicted with it, and the fleet is deleted; a drain and a gateway
+	// failure; and the zone is backed out. The fleet is written after
+	// kubeadm's Corefile reload and deleted before the next: kubeadm's
+	// stock CoreDNS, reloading at 18,000 mirrored endpoints, serves
+	// SERVFAIL once its kubernetes plugin's 5 s startup_timeout passes
+	// before the new instance has listed them (a CI run saw 470 lookups
+	// fail so), which no forwarded zone changes.
 	zone := want.zone()
 	zoneService := clustersetName("db", ns) + "."
 	kubeadmCorefile := withLameduck(t, stockCorefile, patchedLameduck)
@@ -558,6 +590,20 @@ func TestAdoptionOnANode(t *testing.T) {
 		s.awaitAnswers("client", zone.forwarded)
 		ztr.settled()
 		s.expectCheck(nil)
+	})
+	// The fleet, forwarded to: the chart's DNS answers its clusterset
+	// names, kubeadm's its globals from the controller's slices.
+	zoneFleet, stockFleet := withFleetClusterset(zone.forwarded, allClusters), withFleet(want.global, allClusters)
+	step("5. 18,000 mirrored endpoints written", strict, func() {
+		fleetChanging(ztr, zone.forwarded, withFleetClusterset)
+		fleetChanging(tr, want.global, withFleet)
+		s.writeFleet(s.forwardedPods(), fleetClusterset)
+		ztr.now(zoneFleet)
+		tr.now(stockFleet)
+		s.awaitForwardedAnswers(zoneFleet, zoneService)
+		s.awaitAnswers("client", stockFleet)
+		ztr.settled()
+		tr.settled()
 	})
 	// The kubelet renews each pod's token; the next reload's in-cluster
 	// configuration reads the new one, of the same account: each pod's
@@ -589,15 +635,28 @@ func TestAdoptionOnANode(t *testing.T) {
 		began := time.Now()
 		s.restart(forwardedRelease.namespace, forwardedRelease.deployment("coredns"))
 		s.waitReplaced(forwardedRelease, "coredns", old)
-		t.Logf("forwarded zone: rolling restart: %s", s.rolloutTimes(forwardedRelease, "coredns", began))
-		s.awaitAnswering(s.forwardedPods(), zoneService)
+		t.Logf("forwarded zone: rolling restart at 18,000 mirrored endpoints: %s", s.rolloutTimes(forwardedRelease, "coredns", began))
+		s.awaitFleetAnswered(s.forwardedPods(), fleetClusterset)
 	})
 	step("5. one of the forwarded zone's CoreDNS pods evicted", strict, func() {
 		pods := s.forwardedPods()
 		s.awaitDisruptionAllowed(forwardedRelease)
+		began := time.Now()
 		s.evict(pods[0], true)
 		s.waitReplaced(forwardedRelease, "coredns", pods[:1])
-		s.awaitAnswering(s.forwardedPods(), zoneService)
+		t.Logf("forwarded zone: eviction at 18,000 mirrored endpoints: %s", s.rolloutTimes(forwardedRelease, "coredns", began))
+		s.awaitFleetAnswered(s.forwardedPods(), fleetClusterset)
+	})
+	step("5. the 18,000 mirrored endpoints deleted", strict, func() {
+		fleetChanging(ztr, zone.forwarded, withFleetClusterset)
+		fleetChanging(tr, want.global, withFleet)
+		s.deleteFleet()
+		ztr.now(zone.forwarded)
+		tr.now(want.global)
+		s.awaitForwardedAnswers(zone.forwarded, zoneService)
+		s.awaitAnswers("client", want.global)
+		ztr.settled()
+		tr.settled()
 	})
 	// A maintenance of east seen through the forward: its pods out of the
 	// clusterset service's name and SRV, their own names answering; then
@@ -619,6 +678,31 @@ func TestAdoptionOnANode(t *testing.T) {
 			tr.settled()
 			s.awaitForwardedAnswers(d.zone, zoneService)
 			s.awaitAnswers("client", d.stock)
+		}
+	})
+	// East's gateway down, then back, seen through the forward: east's
+	// pods out of every clusterset name, then back; kubeadm's answers from
+	// the controller's slices as for the drain.
+	step("5. east's gateway down, then back, through the forward", strict, func() {
+		const follows = time.Second + editedTTL*time.Second
+		for _, g := range []struct {
+			alive       bool
+			zone, stock answers
+		}{{false, zone.gatewayDown, want.drainedStock}, {true, zone.forwarded, want.global}} {
+			for _, b := range between(zone.forwarded, zone.gatewayDown) {
+				ztr.now(b)
+			}
+			for _, b := range between(want.global, want.drainedStock) {
+				tr.now(b)
+			}
+			ztr.now(g.zone)
+			tr.now(g.stock)
+			s.must(world.Sim.SetGatewayAlive("east", g.alive))
+			time.Sleep(follows)
+			ztr.settled()
+			tr.settled()
+			s.awaitForwardedAnswers(g.zone, zoneService)
+			s.awaitAnswers("client", g.stock)
 		}
 	})
 	step("5. back out: the forwarding taken out of kubeadm's Corefile", reloads, func() {
@@ -754,6 +838,12 @@ func TestTheDocsSayWhatTheNodeTestHolds(t *testing.T) {
 			fmt.Sprintf("at most %d lookups may be lost, each slow by one retry at most (%d s) or refused by the ended pod, orphaned answers included", maxKubeadmLost, retry),
 			fmt.Sprintf("each answer follows within a second of the write plus the TTL (%d s since the Corefile edit) CoreDNS's cache keeps an answer", editedTTL),
 			"following within a second of the write plus the TTL (the forward block caches nothing)",
+			fmt.Sprintf("CoreDNS's cache keeps for the `kubernetes` stanza's TTL (%d s) once east is back: the test holds it to a second plus that TTL", int(kubernetesTTL.Seconds())),
+			"is raised to " + fleetMemoryLimit + " for them when it is scaled back",
+		},
+		"../../README.md": {
+			fmt.Sprintf("down with its stanza's TTL (%d s in the chart's)", int(kubernetesTTL.Seconds())),
+			"the test holds an asker of the cluster DNS to a second plus that TTL after the gateway passes its probes again, and the asker behind NodeLocal DNSCache to that TTL more",
 		},
 		"../../DESIGN.md": {
 			fmt.Sprintf("at least %d lookups a second each", minRate),

@@ -113,27 +113,34 @@ func withFleet(want answers, mask int) answers {
 		}
 		out[lib+"/host/"+fleetPodName()] = pod
 		for _, i := range fleetSpread {
-			var addrs []string
-			for c := range bench.Clusters {
-				for p := range bench.Pods {
-					if mask&(1<<c) != 0 {
-						addrs = append(addrs, fleet.Addr(i, c, p).String())
-					}
-				}
-			}
-			slices.Sort(addrs)
-			r := result{Records: addrs, NotFound: len(addrs) == 0}
-			out[lib+"/host/"+fleet.FQDN(bench.Global(i))] = r
+			addrs := fleetAddrs(i, mask)
+			out[lib+"/host/"+fleet.FQDN(bench.Global(i))] = result{Records: addrs, NotFound: len(addrs) == 0}
 		}
 	}
 	return out
 }
 
+// fleetAddrs are the sorted addresses of the fleet's base i's pods in the
+// clusters in mask.
+func fleetAddrs(i, mask int) []string {
+	var addrs []string
+	for c := range bench.Clusters {
+		for p := range bench.Pods {
+			if mask&(1<<c) != 0 {
+				addrs = append(addrs, fleet.Addr(i, c, p).String())
+			}
+		}
+	}
+	slices.Sort(addrs)
+	return addrs
+}
+
 // fleetChanging makes right, from now until the truth is settled, every
-// state the fleet's globals pass through while it is written or deleted.
-func fleetChanging(tr *truth, want answers) {
+// state the fleet's names pass through while it is written or deleted:
+// want with (withFleet or withFleetClusterset) each mask of clusters.
+func fleetChanging(tr *truth, want answers, with func(answers, int) answers) {
 	for mask := range allClusters + 1 {
-		tr.now(withFleet(want, mask))
+		tr.now(with(want, mask))
 	}
 }
 

@@ -55,10 +55,10 @@ func clustersetName(name, namespace string) string {
 // cluster gives them: before the zone is forwarded (every name NXDOMAIN, from
 // the node's upstream), once it is, and with east drained at the shared
 // level (east's pods out of the service's name and SRV, their own names
-// answering).
+// answering), and with east's gateway down (east's pods out of every name).
 type zoneExpectations struct {
-	asked                      []string // TYPE/NAME
-	before, forwarded, drained answers
+	asked                                   []string // TYPE/NAME
+	before, forwarded, drained, gatewayDown answers
 }
 
 // fleetClusterset is the clusterset name of the fleet's last global's base.
@@ -125,7 +125,22 @@ func (e expectations) zone() zoneExpectations {
 		z.drained[lib+"/host/"+service] = result{Records: undrained}
 		z.drained[lib+"/"+srvName] = result{Records: undrainedSRV}
 	}
+	z.gatewayDown = maps.Clone(z.drained)
+	for _, lib := range []string{"glibc", "go"} {
+		z.gatewayDown[lib+"/host/"+mirrored] = result{NotFound: true}
+	}
 	return z
+}
+
+// withFleetClusterset is want with the fleet's last clusterset service
+// holding the pods of the clusters in mask (as withFleet).
+func withFleetClusterset(want answers, mask int) answers {
+	out := maps.Clone(want)
+	addrs := fleetAddrs(fleetBases-1, mask)
+	for _, lib := range []string{"glibc", "go"} {
+		out[lib+"/host/"+fleetClusterset] = result{Records: addrs, NotFound: len(addrs) == 0}
+	}
+	return out
 }
 
 // startTimeline runs an asker pod of its own, asking queries (LIB/TYPE/NAME)

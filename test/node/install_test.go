@@ -311,6 +311,14 @@ func (s *install) patchKubeadmCoreDNS(image string, readinessPeriod int) {
 	s.waitRolledOut(metav1.NamespaceSystem, "coredns")
 }
 
+// setKubeadmMemoryLimit sets the memory limit of kubeadm's CoreDNS, as
+// `kubectl set resources` does.
+func (s *install) setKubeadmMemoryLimit(limit string) {
+	s.t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":"coredns","resources":{"limits":{"memory":%q}}}]}}}}`, limit)
+	s.must(s.c.AppsV1().Deployments(metav1.NamespaceSystem).Patch(s.ctx, "coredns", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}))
+}
+
 // restart restarts a Deployment's pods, as `kubectl rollout restart` does.
 func (s *install) restart(namespace, deployment string) {
 	s.t.Helper()
@@ -829,8 +837,15 @@ type expectations struct {
 	// drainedStock is global with east drained at the shared level, as a
 	// stock CoreDNS answers it from the controller's slices: east's pods
 	// out of db-global and its SRV records, their own names not found
-	// (the slices have them not ready).
+	// (the slices have them not ready). It is also what a stock CoreDNS
+	// answers while east's gateway is down: the controller writes east's
+	// pods not ready either way.
 	drainedStock answers
+	// gatewayDown is reverse while east's gateway fails its probes: east's
+	// pods out of every answer, their own names NXDOMAIN and their
+	// addresses' PTR the kubernetes plugin's (the endpoint mirrors'
+	// Services).
+	gatewayDown answers
 	// podNames are the global per-pod names (db-1, db-0-east) and the
 	// address of each.
 	podNames map[string]string
@@ -941,10 +956,63 @@ func (s *install) expectations() expectations {
 		e.drainedStock[lib+"/SRV/_db._tcp.db-global"] = result{Records: undrainedSRV}
 		e.drainedStock[lib+"/host/db-0-east.db-global"] = result{NotFound: true}
 	}
+	e.gatewayDown = maps.Clone(e.drained)
+	for _, lib := range []string{"glibc", "go"} {
+		e.gatewayDown[lib+"/host/db-0-east.db-global"] = result{NotFound: true}
+		e.gatewayDown[lib+"/"+mirrorPTR] = e.global[lib+"/"+mirrorPTR]
+	}
 	// The fleet is not there until a step writes it.
 	e.before, e.global, e.reverse, e.drained = withFleet(e.before, 0), withFleet(e.global, 0), withFleet(e.reverse, 0), withFleet(e.drained, 0)
-	e.drainedStock = withFleet(e.drainedStock, 0)
+	e.drainedStock, e.gatewayDown = withFleet(e.drainedStock, 0), withFleet(e.gatewayDown, 0)
 	return e
+}
+
+// between are the states from all to less, where a cluster's pods leave
+// (or come back) one at a time, as when Linkerd marks a gateway's
+// endpoint mirrors one by one: for each record of a query that all holds
+// and less does not, all without that record (SRV weights for the records
+// left). Each lookup is judged on its own, so a state per record, not per
+// combination of them across queries, says every answer in between; with
+// two pods leaving, as east's, "all but one" is each state in between.
+func between(all, less answers) []answers {
+	target := func(query, record string) string {
+		if _, rest, _ := strings.Cut(query, "/"); strings.HasPrefix(rest, "SRV/") {
+			f := strings.Fields(record)
+			return f[len(f)-1]
+		}
+		return record
+	}
+	var states []answers
+	for q, r := range all {
+		kept := map[string]bool{}
+		for _, rec := range less[q].Records {
+			kept[target(q, rec)] = true
+		}
+		var leaving []int
+		for i, rec := range r.Records {
+			if !kept[target(q, rec)] {
+				leaving = append(leaving, i)
+			}
+		}
+		if len(leaving) < 2 || r.Any != nil {
+			continue
+		}
+		for _, i := range leaving {
+			records := slices.Delete(slices.Clone(r.Records), i, i+1)
+			if _, rest, _ := strings.Cut(q, "/"); strings.HasPrefix(rest, "SRV/") {
+				for j, rec := range records {
+					f := strings.Fields(rec)
+					f[1] = weight(len(records))
+					records[j] = strings.Join(f, " ")
+				}
+				slices.Sort(records)
+			}
+			state := maps.Clone(all)
+			state[q] = result{Records: records}
+			states = append(states, state)
+		}
+	}
+	return states
 }
 
 // weight is the SRV weight the kubernetes plugin, and so global, gives each

@@ -2,7 +2,10 @@ package node_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -389,5 +392,45 @@ func TestAnOldAnswerIsRightOnlyWithinTheLag(t *testing.T) {
 		if got := tr.right(asked(c.at), c.lag); got != c.want {
 			t.Errorf("the old answer asked at %d s with a lag of %v: right %v, want %v", c.at, c.lag, got, c.want)
 		}
+	}
+}
+
+func TestBetweenIsEachStateOfPodsLeavingOneAtATime(t *testing.T) {
+	srv := func(w int, hosts ...string) []string {
+		var out []string
+		for _, h := range hosts {
+			out = append(out, fmt.Sprintf("0 %d 5432 %s.", w, h))
+		}
+		return out
+	}
+	all := answers{
+		"go/host/db":       {Records: []string{"1", "2", "3"}},
+		"go/SRV/_db._tcp":  {Records: srv(33, "a", "b", "c")},
+		"go/host/a.db":     {Records: []string{"2"}},
+		"go/host/unmoved":  {Records: []string{"9"}},
+		"glibc/PTR/either": {Any: [][]string{{"x"}, {"y"}}},
+	}
+	less := answers{
+		"go/host/db":       {Records: []string{"1"}},
+		"go/SRV/_db._tcp":  {Records: srv(100, "a")},
+		"go/host/a.db":     {NotFound: true},
+		"go/host/unmoved":  {Records: []string{"9"}},
+		"glibc/PTR/either": {Any: [][]string{{"x"}}},
+	}
+	var got []string
+	for _, s := range between(all, less) {
+		for q, r := range s {
+			if !slices.Equal(r.Records, all[q].Records) {
+				got = append(got, q+" "+strings.Join(r.Records, ","))
+			}
+		}
+	}
+	slices.Sort(got)
+	want := []string{
+		"go/SRV/_db._tcp 0 50 5432 a.,0 50 5432 b.", "go/SRV/_db._tcp 0 50 5432 a.,0 50 5432 c.",
+		"go/host/db 1,2", "go/host/db 1,3",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("between: %q, want %q", got, want)
 	}
 }
