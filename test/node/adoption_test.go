@@ -592,18 +592,24 @@ func TestAdoptionOnANode(t *testing.T) {
 		s.expectCheck(nil)
 	})
 	// The fleet, forwarded to: the chart's DNS answers its clusterset
-	// names, kubeadm's its globals from the controller's slices.
-	zoneFleet, stockFleet := withFleetClusterset(zone.forwarded, allClusters), withFleet(want.global, allClusters)
-	step("5. 18,000 mirrored endpoints written", strict, func() {
-		fleetChanging(ztr, zone.forwarded, withFleetClusterset)
-		fleetChanging(tr, want.global, withFleet)
-		s.writeFleet(s.forwardedPods(), fleetClusterset)
-		ztr.now(zoneFleet)
-		tr.now(stockFleet)
-		s.awaitForwardedAnswers(zoneFleet, zoneService)
-		s.awaitAnswers("client", stockFleet)
+	// names, kubeadm's its globals from the controller's slices. While it
+	// is written or deleted (change), every state in between is right for
+	// both askers, until the client sees the answers zone and stock.
+	fleetForwarded := func(zone, stock answers, change func()) {
+		fleetChanging(ztr, zone, withFleetClusterset)
+		fleetChanging(tr, stock, withFleet)
+		change()
+		ztr.now(zone)
+		tr.now(stock)
+		s.awaitForwardedAnswers(zone, zoneService)
+		s.awaitAnswers("client", stock)
 		ztr.settled()
 		tr.settled()
+	}
+	step("5. 18,000 mirrored endpoints written", strict, func() {
+		fleetForwarded(withFleetClusterset(zone.forwarded, allClusters), withFleet(want.global, allClusters), func() {
+			s.writeFleet(s.forwardedPods(), fleetClusterset)
+		})
 	})
 	// The kubelet renews each pod's token; the next reload's in-cluster
 	// configuration reads the new one, of the same account: each pod's
@@ -648,16 +654,22 @@ func TestAdoptionOnANode(t *testing.T) {
 		s.awaitFleetAnswered(s.forwardedPods(), fleetClusterset)
 	})
 	step("5. the 18,000 mirrored endpoints deleted", strict, func() {
-		fleetChanging(ztr, zone.forwarded, withFleetClusterset)
-		fleetChanging(tr, want.global, withFleet)
-		s.deleteFleet()
-		ztr.now(zone.forwarded)
-		tr.now(want.global)
-		s.awaitForwardedAnswers(zone.forwarded, zoneService)
-		s.awaitAnswers("client", want.global)
+		fleetForwarded(zone.forwarded, want.global, s.deleteFleet)
+	})
+	// followed makes zone and stock the clusterset asker's and the asker's
+	// answers, does change, and holds both to them from a second plus the
+	// TTL on.
+	followed := func(zone, stock answers, change func()) {
+		const follows = time.Second + editedTTL*time.Second
+		ztr.now(zone)
+		tr.now(stock)
+		change()
+		time.Sleep(follows)
 		ztr.settled()
 		tr.settled()
-	})
+		s.awaitForwardedAnswers(zone, zoneService)
+		s.awaitAnswers("client", stock)
+	}
 	// A maintenance of east seen through the forward: its pods out of the
 	// clusterset service's name and SRV, their own names answering; then
 	// back. No cache between: the forward block has none. The asker's
@@ -665,26 +677,17 @@ func TestAdoptionOnANode(t *testing.T) {
 	// controller's slices (its cache skips cluster.local), follow as
 	// promptly.
 	step("5. globalmirror drain east (shared), then undrain east, through the forward", strict, func() {
-		const follows = time.Second + editedTTL*time.Second
 		for _, d := range []struct {
 			args        []string
 			zone, stock answers
 		}{{[]string{"drain", "east"}, zone.drained, want.drainedStock}, {[]string{"undrain", "east"}, zone.forwarded, want.global}} {
-			ztr.now(d.zone)
-			tr.now(d.stock)
-			s.drain(d.args...)
-			time.Sleep(follows)
-			ztr.settled()
-			tr.settled()
-			s.awaitForwardedAnswers(d.zone, zoneService)
-			s.awaitAnswers("client", d.stock)
+			followed(d.zone, d.stock, func() { s.drain(d.args...) })
 		}
 	})
 	// East's gateway down, then back, seen through the forward: east's
 	// pods out of every clusterset name, then back; kubeadm's answers from
 	// the controller's slices as for the drain.
 	step("5. east's gateway down, then back, through the forward", strict, func() {
-		const follows = time.Second + editedTTL*time.Second
 		for _, g := range []struct {
 			alive       bool
 			zone, stock answers
@@ -695,14 +698,7 @@ func TestAdoptionOnANode(t *testing.T) {
 			for _, b := range between(want.global, want.drainedStock) {
 				tr.now(b)
 			}
-			ztr.now(g.zone)
-			tr.now(g.stock)
-			s.must(world.Sim.SetGatewayAlive("east", g.alive))
-			time.Sleep(follows)
-			ztr.settled()
-			tr.settled()
-			s.awaitForwardedAnswers(g.zone, zoneService)
-			s.awaitAnswers("client", g.stock)
+			followed(g.zone, g.stock, func() { s.must(world.Sim.SetGatewayAlive("east", g.alive)) })
 		}
 	})
 	step("5. back out: the forwarding taken out of kubeadm's Corefile", reloads, func() {
