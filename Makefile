@@ -219,7 +219,7 @@ test-compat: tools build tools-compat
 
 # NODE_TEST runs the node test; make test runs it too, its prerequisites
 # already made.
-NODE_TEST = $(GO) test -count=1 -timeout 40m -v ./test/node
+NODE_TEST = $(GO) test -count=1 -timeout 50m -v ./test/node
 
 ## test-node: helm install of the chart onto a real node (containerd, kubelet,
 ## kube-proxy) in a network namespace of the test's own; see test/node.
